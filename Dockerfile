@@ -1,0 +1,24 @@
+# shellgate runs arbitrary commands: the image runs them as an unprivileged user.
+FROM python:3.11-slim
+
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bash procps tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 shellgate
+
+WORKDIR /app
+COPY pyproject.toml README.md alembic.ini ./
+COPY app ./app
+COPY migrations ./migrations
+RUN pip install --no-cache-dir '.[postgres]'
+
+USER shellgate
+ENV SHELLGATE_HOST=0.0.0.0 \
+    SHELLGATE_PORT=8000 \
+    SHELLGATE_DATA_DIR=/data \
+    SHELLGATE_WORKSPACE=/home/shellgate
+VOLUME ["/data"]
+EXPOSE 8000
+# tini reaps the orphans of finished commands (PID 1 must, or they stay zombies).
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["shellgate", "serve"]

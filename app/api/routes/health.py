@@ -1,0 +1,74 @@
+"""Health, readiness, info, metrics and the tool object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app import __version__
+from app.api.deps import PrincipalDep, ServicesDep
+from app.schemas import Health, Info, ToolObject
+from app.tool_description import execution_tool
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="The process is up")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {}}, summary="The database answers")
+async def readyz(services: ServicesDep) -> Any:
+    def ping() -> None:
+        with services.db.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
+    try:
+        await anyio.to_thread.run_sync(ping)
+    except Exception:
+        return JSONResponse(
+            {"error": {"code": "unavailable", "message": "database unavailable", "details": {}}},
+            status_code=503,
+        )
+    return Health(status="ok")
+
+
+@router.get("/metrics", response_class=Response, summary="Prometheus metrics")
+async def metrics(_: PrincipalDep, services: ServicesDep) -> Response:
+    return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/info", response_model=Info, summary="Version and limits")
+async def info(_: PrincipalDep, services: ServicesDep) -> Info:
+    settings = services.settings
+    return Info(
+        version=__version__,
+        max_jobs=settings.max_jobs,
+        running_jobs=services.registry.running_jobs,
+        limits={
+            "max_command_bytes": settings.max_command_bytes,
+            "default_timeout_seconds": 300,
+            "timeout_range_seconds": [1, 3600],
+            "max_timeout_seconds": settings.max_timeout or 3600,
+            "auto_background_ms": settings.auto_background_ms,
+            "approval_timeout_seconds": settings.approval_timeout,
+            "artifact_max_bytes": settings.artifact_max_bytes,
+            "inline_head_bytes": 20 * 1024,
+            "inline_tail_bytes": 50 * 1024,
+            "max_line_bytes": 768,
+            "retention_days": settings.retention_days,
+            "ws_ping_seconds": settings.ws_ping_seconds,
+            "kill_grace_seconds": settings.kill_grace_seconds,
+        },
+    )
+
+
+@router.get("/v1/tool", response_model=ToolObject, summary="MCP tool object for /v1/executions")
+async def tool(_: PrincipalDep, services: ServicesDep) -> ToolObject:
+    return ToolObject.model_validate(execution_tool(services.settings))

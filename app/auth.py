@@ -1,0 +1,96 @@
+"""Bearer tokens and roles (SPEC §7). Pure: no FastAPI here."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.config import Role, Settings, TokenEntry
+from app.errors import ForbiddenError, UnauthenticatedError
+
+logger = logging.getLogger("shellgate.auth")
+
+GENERATED_TOKEN_FILE = "admin.token"
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    role: Role
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def reads_everything(self) -> bool:
+        return self.role in ("admin", "approver")
+
+    def require(self, *roles: Role) -> None:
+        if self.role not in roles:
+            raise ForbiddenError(f"this action needs the role {' or '.join(roles)}")
+
+
+class TokenBook:
+    def __init__(self, entries: list[TokenEntry]) -> None:
+        self._entries = entries
+        self._tickets: dict[str, tuple[Principal, float]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenBook:
+        entries = settings.token_entries()
+        if not entries:
+            entries = [ensure_generated_admin_token(settings.data_dir)]
+        return cls(entries)
+
+    def authenticate(self, secret: str | None) -> Principal:
+        if not secret:
+            raise UnauthenticatedError("missing bearer token")
+        for entry in self._entries:
+            # Compare against every entry so timing does not reveal which one was close.
+            if hmac.compare_digest(entry.secret.encode(), secret.encode()):
+                return Principal(entry.name, entry.role)
+        raise UnauthenticatedError("invalid bearer token")
+
+    def issue_ticket(self, principal: Principal, ttl_seconds: float) -> tuple[str, float]:
+        self._drop_expired_tickets()
+        ticket = "wst_" + secrets.token_urlsafe(24)
+        expires = time.time() + ttl_seconds
+        self._tickets[ticket] = (principal, expires)
+        return ticket, expires
+
+    def redeem_ticket(self, ticket: str) -> Principal:
+        """A ticket is single-use: browsers cannot send headers on a WebSocket, so the ticket in
+        the query string must be worthless once used or once it has expired."""
+        self._drop_expired_tickets()
+        entry = self._tickets.pop(ticket, None)
+        if entry is None:
+            raise UnauthenticatedError("invalid or expired ticket")
+        return entry[0]
+
+    def _drop_expired_tickets(self) -> None:
+        now = time.time()
+        for key in [key for key, (_, expires) in self._tickets.items() if expires < now]:
+            del self._tickets[key]
+
+
+def ensure_generated_admin_token(data_dir: Path) -> TokenEntry:
+    """With no token configured, create an admin token once and keep it 0600 in the data dir."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / GENERATED_TOKEN_FILE
+    if path.exists():
+        secret = path.read_text().strip()
+    else:
+        secret = "sg_" + secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secret + "\n")
+        logger.warning("no SHELLGATE_TOKENS configured: generated an admin token in %s", path)
+    os.chmod(path, 0o600)
+    logger.warning("admin token file: %s", path.resolve())
+    return TokenEntry("admin", "admin", secret)

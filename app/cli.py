@@ -1,0 +1,57 @@
+"""`shellgate` command line: serve the API, export the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import typer
+import uvicorn
+
+from app.config import Settings
+
+cli = typer.Typer(
+    help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
+)
+
+
+@cli.command()
+def serve(
+    host: str | None = typer.Option(None, help="Overrides SHELLGATE_HOST."),
+    port: int | None = typer.Option(None, help="Overrides SHELLGATE_PORT."),
+) -> None:
+    """Apply migrations and serve the API (uvicorn)."""
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from app.main import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+        ws_ping_interval=settings.ws_ping_seconds,
+        ws_ping_timeout=settings.ws_ping_seconds,
+    )
+
+
+@cli.command()
+def openapi() -> None:
+    """Print the OpenAPI document (what `openapi.json` at the repo root holds)."""
+    from app.openapi_export import openapi_document
+
+    sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,135 @@
+"""Settings, read from `SHELLGATE_*` environment variables or `.env`.
+
+There is deliberately no module-level instance: `create_app(settings)` receives one, so tests
+build as many differently-configured apps as they need.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Role = Literal["agent", "approver", "admin"]
+ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
+_TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+MIN_SECRET_LENGTH = 16
+
+
+class TokenEntry:
+    """One configured bearer token: `name:role:secret`."""
+
+    __slots__ = ("name", "role", "secret")
+
+    def __init__(self, name: str, role: Role, secret: str) -> None:
+        self.name = name
+        self.role = role
+        self.secret = secret
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"TokenEntry(name={self.name!r}, role={self.role!r})"
+
+
+def parse_tokens(raw: str) -> list[TokenEntry]:
+    entries: list[TokenEntry] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        pieces = item.split(":", 2)
+        if len(pieces) != 3:
+            raise ValueError("SHELLGATE_TOKENS entries must be name:role:secret")
+        name, role, secret = pieces
+        if not _TOKEN_NAME.match(name):
+            raise ValueError(f"invalid token name {name!r}")
+        if role not in ROLES:
+            raise ValueError(
+                f"invalid role {role!r} for token {name!r}; use agent, approver or admin"
+            )
+        if len(secret) < MIN_SECRET_LENGTH:
+            raise ValueError(f"secret of token {name!r} is shorter than {MIN_SECRET_LENGTH} chars")
+        entries.append(TokenEntry(name, role, secret))
+    secrets = [entry.secret for entry in entries]
+    if len(set(secrets)) != len(secrets):
+        raise ValueError("two tokens share a secret")
+    return entries
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SHELLGATE_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    data_dir: Path = Path("./data")
+    database_url: str | None = None
+    workspace: Path = Field(default_factory=Path.cwd)
+    tokens: str = Field(default="", repr=False)
+    policy_file: Path | None = None
+    max_jobs: int = Field(default=32, ge=1, le=10_000)
+    auto_background_ms: int = Field(default=30_000, ge=0)
+    approval_timeout: float = Field(default=600, gt=0)
+
+    shell: str = "/bin/bash"
+    max_command_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
+    max_timeout: float = Field(default=0, ge=0)  # 0 = only the 1..3600 s range applies
+    kill_grace_seconds: float = Field(default=2.0, ge=0, le=60)
+    artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    retention_days: float = Field(default=7, gt=0)
+    prune_interval_seconds: float = Field(default=3600, gt=0)
+    ws_ping_seconds: float = Field(default=20, gt=0, le=20)
+    ws_ticket_seconds: float = Field(default=60, gt=0, le=3600)
+    root_path: str = ""
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    forwarded_allow_ips: str = "127.0.0.1"
+    log_level: str = "info"
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _refuse_wildcard_origin(cls, value: list[str]) -> list[str]:
+        # Credentials (bearer tokens) and a `*` origin together would let any site drive the shell.
+        if "*" in value:
+            raise ValueError("a '*' CORS origin is refused: list the console origins explicitly")
+        return value
+
+    @field_validator("tokens")
+    @classmethod
+    def _validate_tokens(cls, value: str) -> str:
+        parse_tokens(value)
+        return value
+
+    @field_validator("shell")
+    @classmethod
+    def _shell_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("shell must be an absolute path")
+        return value
+
+    @model_validator(mode="after")
+    def _workspace_exists(self) -> Settings:
+        if not self.workspace.is_dir():
+            raise ValueError(f"workspace {self.workspace} is not a directory")
+        return self
+
+    def token_entries(self) -> list[TokenEntry]:
+        return parse_tokens(self.tokens)
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'shellgate.db').resolve()}"

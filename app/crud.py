@@ -1,0 +1,192 @@
+"""The only module that composes SQL. Plain synchronous functions over a Session.
+
+Callers on the event loop go through `Database.call`, which runs them in a worker thread.
+Every statement is portable SQL (SQLite and PostgreSQL alike).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, update
+from sqlmodel import Session, col, select
+
+from app.models import Approval, ApprovalState, Execution, ExecutionState, PolicyVersion
+
+ACTIVE_STATES = (ExecutionState.awaiting_approval.value, ExecutionState.running.value)
+
+
+def insert_execution(session: Session, *, execution: Execution) -> Execution:
+    session.add(execution)
+    session.commit()
+    session.refresh(execution)
+    return execution
+
+
+def get_execution(session: Session, *, execution_id: str) -> Execution | None:
+    return session.get(Execution, execution_id)
+
+
+def update_execution(session: Session, *, execution_id: str, values: dict[str, Any]) -> None:
+    session.execute(update(Execution).where(col(Execution.id) == execution_id).values(**values))
+    session.commit()
+
+
+def finish_execution(session: Session, *, execution_id: str, values: dict[str, Any]) -> bool:
+    """Write a terminal state unless one is already recorded: terminal states never change."""
+    result = session.execute(
+        update(Execution)
+        .where(col(Execution.id) == execution_id, col(Execution.state).in_(ACTIVE_STATES))
+        .values(**values)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
+def encode_cursor(execution: Execution) -> str:
+    raw = json.dumps([execution.created_at.isoformat(), execution.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """Raises ValueError on anything that is not a cursor this module made."""
+    padded = cursor + "=" * (-len(cursor) % 4)
+    created, execution_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    if not isinstance(created, str) or not isinstance(execution_id, str):
+        raise ValueError("bad cursor")
+    return datetime.fromisoformat(created), execution_id
+
+
+def list_executions(
+    session: Session,
+    *,
+    owner: str | None,
+    states: Sequence[str] | None,
+    limit: int,
+    cursor: tuple[datetime, str] | None,
+) -> list[Execution]:
+    query = select(Execution)
+    if owner is not None:
+        query = query.where(col(Execution.owner) == owner)
+    if states:
+        query = query.where(col(Execution.state).in_(list(states)))
+    if cursor is not None:
+        created, execution_id = cursor
+        query = query.where(
+            or_(
+                col(Execution.created_at) < created,
+                and_(col(Execution.created_at) == created, col(Execution.id) < execution_id),
+            )
+        )
+    query = query.order_by(col(Execution.created_at).desc(), col(Execution.id).desc()).limit(limit)
+    return list(session.exec(query).all())
+
+
+def executions_in_state(session: Session, *, state: ExecutionState) -> list[Execution]:
+    return list(session.exec(select(Execution).where(col(Execution.state) == state.value)).all())
+
+
+def count_executions(session: Session) -> int:
+    return int(session.exec(select(func.count()).select_from(Execution)).one())
+
+
+def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execution]:
+    """Delete terminal executions (and their approvals) finished before cutoff; return them."""
+    doomed = list(
+        session.exec(
+            select(Execution).where(
+                col(Execution.finished_at) < cutoff, col(Execution.state).not_in(ACTIVE_STATES)
+            )
+        ).all()
+    )
+    if not doomed:
+        return []
+    ids = [execution.id for execution in doomed]
+    session.execute(delete(Approval).where(col(Approval.execution_id).in_(ids)))
+    session.execute(delete(Execution).where(col(Execution.id).in_(ids)))
+    session.commit()
+    return doomed
+
+
+# --- approvals -------------------------------------------------------------------------------
+
+
+def insert_approval(session: Session, *, approval: Approval) -> Approval:
+    session.add(approval)
+    session.commit()
+    session.refresh(approval)
+    return approval
+
+
+def get_approval(session: Session, *, approval_id: str) -> Approval | None:
+    return session.get(Approval, approval_id)
+
+
+def decide_approval(
+    session: Session,
+    *,
+    approval_id: str,
+    state: ApprovalState,
+    decided_by: str,
+    decision_reason: str | None,
+    decided_at: datetime,
+) -> bool:
+    """Record a decision only while the approval is pending; False if someone decided first."""
+    result = session.execute(
+        update(Approval)
+        .where(col(Approval.id) == approval_id, col(Approval.state) == ApprovalState.pending.value)
+        .values(
+            state=state.value,
+            decided_by=decided_by,
+            decision_reason=decision_reason,
+            decided_at=decided_at,
+        )
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
+def list_approvals(
+    session: Session,
+    *,
+    state: str | None,
+    requested_by: str | None,
+    limit: int,
+) -> list[Approval]:
+    query = select(Approval)
+    if state is not None:
+        query = query.where(col(Approval.state) == state)
+    if requested_by is not None:
+        query = query.where(col(Approval.requested_by) == requested_by)
+    query = query.order_by(col(Approval.created_at).desc(), col(Approval.id).desc()).limit(limit)
+    return list(session.exec(query).all())
+
+
+def pending_approvals(session: Session) -> list[Approval]:
+    query = select(Approval).where(col(Approval.state) == ApprovalState.pending.value)
+    return list(session.exec(query).all())
+
+
+# --- policy versions -------------------------------------------------------------------------
+
+
+def insert_policy_version(session: Session, *, document: str, author: str) -> PolicyVersion:
+    version = PolicyVersion(document=document, author=author)
+    session.add(version)
+    session.commit()
+    session.refresh(version)
+    return version
+
+
+def latest_policy_version(session: Session) -> PolicyVersion | None:
+    query = select(PolicyVersion).order_by(col(PolicyVersion.id).desc()).limit(1)
+    return session.exec(query).first()
+
+
+def list_policy_versions(session: Session, *, limit: int) -> list[PolicyVersion]:
+    query = select(PolicyVersion).order_by(col(PolicyVersion.id).desc()).limit(limit)
+    return list(session.exec(query).all())

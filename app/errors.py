@@ -1,0 +1,62 @@
+"""Domain errors: pure Python, one code and message each. `api/errors.py` maps them to HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+
+class InvalidRequestError(AppError):
+    code = "invalid_request"
+
+
+class UnauthenticatedError(AppError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(AppError):
+    code = "forbidden"
+
+
+class NotFoundError(AppError):
+    code = "not_found"
+
+
+class ConflictError(AppError):
+    code = "conflict"
+
+
+class JobLimitReachedError(AppError):
+    code = "job_limit_reached"
+
+    def __init__(self, limit: int, retry_after_seconds: int = 5) -> None:
+        super().__init__(
+            f"Background job limit reached ({limit}). "
+            "Wait for running jobs to finish or cancel one.",
+            details={"max_jobs": limit},
+        )
+        self.retry_after_seconds = retry_after_seconds
+
+
+class PolicyDeniedError(AppError):
+    code = "policy_denied"
+
+
+class ApprovalRejectedError(AppError):
+    code = "approval_rejected"
+
+
+class InterceptedError(AppError):
+    code = "intercepted"
+
+
+class UnavailableError(AppError):
+    code = "unavailable"

@@ -1,0 +1,71 @@
+"""`create_app(settings)`: the FastAPI app, its lifespan and its middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from app import __version__
+from app.api.errors import install_error_handlers
+from app.api.router import api_router
+from app.config import Settings
+from app.migrate import upgrade_to_head
+from app.services import Services
+
+logger = logging.getLogger("shellgate")
+
+
+async def _prune_forever(services: Services) -> None:
+    while True:
+        try:
+            await services.executions.prune()
+        except Exception:
+            logger.exception("retention pruning failed")
+        await asyncio.sleep(services.settings.prune_interval_seconds)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services.build(settings)
+        await anyio.to_thread.run_sync(upgrade_to_head, settings.resolved_database_url)
+        await services.policy.load()
+        lost = await services.executions.recover()
+        if lost:
+            logger.warning("%d executions were lost by a previous run", len(lost))
+        await services.approvals.restore()
+        app.state.services = services
+        pruner = asyncio.create_task(_prune_forever(services))
+        try:
+            yield
+        finally:
+            pruner.cancel()
+            await services.executions.shutdown()
+            await services.approvals.close()
+            services.db.dispose()
+
+    app = FastAPI(
+        title="shellgate",
+        version=__version__,
+        description="Run bash commands for remote AI agents over HTTP: foreground, background "
+        "jobs and PTYs, under an allow / prompt / deny policy with human approvals.",
+        lifespan=lifespan,
+        root_path=settings.root_path,
+    )
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Total-Bytes", "X-Complete", "Retry-After"],
+        )
+    install_error_handlers(app)
+    app.include_router(api_router)
+    return app

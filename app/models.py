@@ -1,0 +1,122 @@
+"""Registry tables (SQLModel) and the enums that name their states.
+
+The schema is owned by Alembic (`migrations/`); these classes must stay in step with it, which
+`tests/test_migrations.py` checks by comparing the two.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from sqlalchemy import BigInteger, Column, DateTime, Index, Text
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ExecutionState(StrEnum):
+    awaiting_approval = "awaiting_approval"
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    timed_out = "timed_out"
+    cancelled = "cancelled"
+    rejected = "rejected"
+    lost = "lost"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (ExecutionState.awaiting_approval, ExecutionState.running)
+
+
+class ExecutionMode(StrEnum):
+    foreground = "foreground"
+    job = "job"
+
+
+class ApprovalState(StrEnum):
+    pending = "pending"
+    approved = "approved"
+    denied = "denied"
+    expired = "expired"
+
+
+def _ts(nullable: bool = True) -> Column[datetime]:
+    return Column(DateTime(timezone=True), nullable=nullable)
+
+
+class Execution(SQLModel, table=True):
+    __tablename__ = "executions"
+    __table_args__ = (
+        Index("ix_executions_owner_created", "owner", "created_at"),
+        Index("ix_executions_state", "state"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=64)
+    command: str = Field(sa_column=Column(Text, nullable=False))
+    original_command: str = Field(sa_column=Column(Text, nullable=False))
+    cwd: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(max_length=32)
+    mode: str = Field(default=ExecutionMode.foreground, max_length=16)
+    pty: bool = False
+    session_id: str | None = Field(default=None, max_length=64)
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    pid: int | None = None
+    pgid: int | None = None
+    proc_start_ticks: int | None = Field(default=None, sa_column=Column(BigInteger))
+    boot_id: str | None = Field(default=None, max_length=64)
+    timeout_seconds: float | None = None
+    requested_timeout_seconds: float | None = None
+    timeout_disabled: bool = False
+    notices: str = Field(default="[]", sa_column=Column(Text, nullable=False))
+    total_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    total_lines: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    output_bytes: int = 0
+    output_lines: int = 0
+    elided_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    truncated: bool = False
+    output: str | None = Field(default=None, sa_column=Column(Text))
+    # The model-facing text, written once when the execution ends.
+    text: str | None = Field(default=None, sa_column=Column(Text))
+    artifact_path: str = Field(sa_column=Column(Text, nullable=False))
+    wall_time_ms: float | None = None
+    approval_id: str | None = Field(default=None, max_length=64)
+    # The validated request, kept only while an approval is pending so that an approved
+    # execution can start even after a restart; cleared once it starts.
+    pending_request: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+    started_at: datetime | None = Field(default=None, sa_column=_ts())
+    finished_at: datetime | None = Field(default=None, sa_column=_ts())
+
+
+class Approval(SQLModel, table=True):
+    __tablename__ = "approvals"
+    __table_args__ = (Index("ix_approvals_state", "state"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    execution_id: str = Field(foreign_key="executions.id", max_length=64)
+    command: str = Field(sa_column=Column(Text, nullable=False))
+    cwd: str = Field(sa_column=Column(Text, nullable=False))
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(default=ApprovalState.pending, max_length=16)
+    requested_by: str = Field(max_length=64)
+    decided_by: str | None = Field(default=None, max_length=64)
+    decision_reason: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+    decided_at: datetime | None = Field(default=None, sa_column=_ts())
+    expires_at: datetime = Field(sa_column=_ts(False))
+
+
+class PolicyVersion(SQLModel, table=True):
+    __tablename__ = "policy_versions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    document: str = Field(sa_column=Column(Text, nullable=False))
+    author: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))

@@ -1,0 +1,149 @@
+"""Live executions: the in-memory side of the registry.
+
+A `LiveExecution` is fed by its process's pump thread (log + inline window) and woken on the
+event loop, where HTTP waiters and WebSocket viewers wait for new bytes. The `Registry` holds the
+live ones and the global background-job cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+from app.artifact_log import ArtifactLog, OutputStream
+from app.models import ExecutionMode
+from app.output import OutputSink, OutputSummary
+from app.process import ExitStatus, RunningProcess
+
+
+class LiveExecution:
+    def __init__(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        log: ArtifactLog,
+        sink: OutputSink,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.id = execution_id
+        self.owner = owner
+        self.log = log
+        self.sink = sink
+        self.mode = ExecutionMode.foreground
+        self.process: RunningProcess | None = None
+        self.started_monotonic = time.monotonic()
+        self.wall_time_ms: float | None = None
+        self.timed_out = False
+        self.cancelled = False
+        self.lost = False
+        self.holds_job_slot = False
+        self.notices: list[str] = []
+        self.on_output_hooks: list[Callable[[bytes, OutputStream], None]] = []
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._changed = asyncio.Event()
+        self.exited: asyncio.Future[ExitStatus] = loop.create_future()
+        # Set once the terminal record is in the database: waiters then read it from there.
+        self.finished = asyncio.Event()
+
+    # --- called from the pump thread ---------------------------------------------------------
+
+    def accept_output(self, data: bytes, stream: OutputStream) -> None:
+        with self._lock:
+            self.log.append(data, stream)
+            self.sink.feed(data)
+            schedule = not self._wake_pending
+            self._wake_pending = True
+        if schedule:
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def accept_exit(self, status: ExitStatus) -> None:
+        self.wall_time_ms = (time.monotonic() - self.started_monotonic) * 1000
+        with self._lock:
+            # Settle bytes the sink held back (a trailing \r, half a character, an open escape).
+            self.sink.flush()
+        self.log.finish()
+        self._loop.call_soon_threadsafe(self._settle_exit, status)
+
+    # --- event loop side ----------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._wake_pending = False
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _settle_exit(self, status: ExitStatus) -> None:
+        if not self.exited.done():
+            self.exited.set_result(status)
+        self._wake()
+
+    def summary(self, notice: str | None = None) -> OutputSummary:
+        with self._lock:
+            return self.sink.summary(notice)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.log.total_bytes
+
+    @property
+    def has_exited(self) -> bool:
+        return self.exited.done()
+
+    async def wait_for_bytes_after(self, offset: int, within: float | None = None) -> None:
+        """Return once the log holds more than `offset` bytes, the process exited, or `within`
+        seconds passed."""
+        deadline = None if within is None else time.monotonic() + within
+        while self.log.total_bytes <= offset and not self.exited.done():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                return
+
+
+class Registry:
+    def __init__(self, max_jobs: int) -> None:
+        self.max_jobs = max_jobs
+        self.live: dict[str, LiveExecution] = {}
+        self._running_jobs = 0
+
+    @property
+    def running_jobs(self) -> int:
+        return self._running_jobs
+
+    @property
+    def at_capacity(self) -> bool:
+        return self._running_jobs >= self.max_jobs
+
+    def reserve_job_slot(self, live: LiveExecution | None = None) -> bool:
+        # Only the event loop calls this, so check-and-increment is atomic without a lock.
+        if self.at_capacity:
+            return False
+        self._running_jobs += 1
+        if live is not None:
+            live.holds_job_slot = True
+        return True
+
+    def release_job_slot(self, live: LiveExecution | None = None) -> None:
+        if live is not None:
+            if not live.holds_job_slot:
+                return
+            live.holds_job_slot = False
+        self._running_jobs = max(0, self._running_jobs - 1)
+
+    def add(self, live: LiveExecution) -> None:
+        self.live[live.id] = live
+
+    def get(self, execution_id: str) -> LiveExecution | None:
+        return self.live.get(execution_id)
+
+    def remove(self, execution_id: str) -> None:
+        self.live.pop(execution_id, None)

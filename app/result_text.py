@@ -1,0 +1,50 @@
+"""The model-facing `text` block of an execution (SPEC §2, reference §3.5 and §6.2)."""
+
+from __future__ import annotations
+
+from app.models import ExecutionState
+
+BACKGROUNDED_NOTICE = "Backgrounded as job {id}; result will be delivered automatically."
+
+
+def timeout_notice(timeout_seconds: float | None) -> str:
+    if timeout_seconds is None:
+        return "Command timed out"
+    return f"Command timed out after {round(timeout_seconds)} seconds"
+
+
+CANCELLED_NOTICE = "Command cancelled"
+
+
+def final_text(
+    *,
+    body: str,
+    wall_time_ms: float | None,
+    notices: list[str],
+    state: ExecutionState,
+    exit_code: int | None,
+    footer: str | None,
+) -> str:
+    text = body if body else "(no output)"
+    if footer:
+        text = f"{text.rstrip(chr(10))}\n\n{footer}"
+    block = []
+    if wall_time_ms is not None:
+        block.append(f"Wall time: {wall_time_ms / 1000:.2f} seconds")
+    block.extend(notices)
+    if block:
+        text = f"{text}\n\n" + "\n".join(block)
+    if state is ExecutionState.failed and exit_code not in (None, 0):
+        text = f"{text}\n\nCommand exited with code {exit_code}"
+    return text
+
+
+def backgrounded_text(*, preview: str, notices: list[str], execution_id: str) -> str:
+    parts = []
+    preview = preview.strip()
+    if preview:
+        parts.append(preview)
+    if notices:
+        parts.append("\n".join(notices))
+    parts.append(BACKGROUNDED_NOTICE.format(id=execution_id))
+    return "\n\n".join(parts)

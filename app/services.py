@@ -1,0 +1,48 @@
+"""Everything one running app owns, built from Settings in `main.lifespan` (no module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.approvals import ApprovalService
+from app.auth import TokenBook
+from app.config import Settings
+from app.db import Database, make_engine
+from app.executions import ExecutionService
+from app.metrics import Metrics
+from app.policy_service import PolicyService
+from app.registry import Registry
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    tokens: TokenBook
+    metrics: Metrics
+    registry: Registry
+    policy: PolicyService
+    approvals: ApprovalService
+    executions: ExecutionService
+
+    @classmethod
+    def build(cls, settings: Settings) -> Services:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(make_engine(settings.resolved_database_url))
+        metrics = Metrics()
+        registry = Registry(settings.max_jobs)
+        metrics.watch_running_jobs(lambda: registry.running_jobs)
+        metrics.watch_live_executions(lambda: len(registry.live))
+        policy = PolicyService(db, settings.policy_file)
+        approvals = ApprovalService(db, timeout_seconds=settings.approval_timeout)
+        executions = ExecutionService(settings, db, registry, policy, approvals, metrics)
+        return cls(
+            settings=settings,
+            db=db,
+            tokens=TokenBook.from_settings(settings),
+            metrics=metrics,
+            registry=registry,
+            policy=policy,
+            approvals=approvals,
+            executions=executions,
+        )

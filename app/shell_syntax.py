@@ -1,0 +1,1344 @@
+"""Quote-aware reading of shell text, shared by the `cd` rewrite, the policy and the interceptor.
+
+Pure functions only: nothing here runs, expands or resolves anything.
+
+Three readers live here because three consumers need three different, reference-defined views:
+
+* `extract_leading_cd` and `flat_segments` reproduce the reference bash tool's small scanners
+  exactly (pi-bash-tool.md §1.5 and §5.2); they are routing helpers, not security checks, and
+  give up rather than guess.
+* `policy_segments` is the security-relevant reader: it must find every simple command the
+  shell would run, at any depth, so that `deny`/`prompt` rules and critical patterns cannot be
+  dodged by wrapping. It parses with bashlex and, as a cross-check, with a local lexer; the
+  union of both is used, because each misses things the other sees (bashlex ignores `$(…)`
+  inside `${…}` and refuses `case`, `[[ ]]`, `$((…))`, `time` and quoted here-doc delimiters).
+  When neither can read the text it raises `UnparseableCommandError` and the caller must not
+  allow the command.
+* `rough_segments` is the reference's own flat tokenizer, kept as a never-failing best effort
+  so deny rules still apply to text that could not be parsed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import bashlex
+
+__all__ = [
+    "FlatSegment",
+    "LeadingCd",
+    "UnparseableCommandError",
+    "extract_leading_cd",
+    "flat_segments",
+    "has_control_syntax",
+    "normalize_whitespace",
+    "policy_segments",
+    "rough_segments",
+    "strip_leading_assignments",
+]
+
+
+class UnparseableCommandError(ValueError):
+    """The command's structure could not be determined, so its segment list cannot be trusted."""
+
+
+class _TooDeepError(UnparseableCommandError):
+    """Nesting beyond `_MAX_DEPTH`: refused even when bashlex could read it, since past this
+    depth the cross-check that covers bashlex's blind spots is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeadingCd:
+    """A leading `cd <target> && rest` (or `; rest`) split off a command."""
+
+    target: str
+    rest: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlatSegment:
+    """One segment of the interceptor's flat split, with its text as written."""
+
+    text: str
+    piped_stdin: bool
+
+
+def normalize_whitespace(text: str) -> str:
+    """Trim and collapse every whitespace run to one space (reference §4.2)."""
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------------
+# Leading `cd` rewrite (reference §1.5)
+
+_CD_TOKEN_END = frozenset(" \t\n\r&|;<>()")
+_DOUBLE_QUOTE_ESCAPABLE = frozenset('"\\$`')
+
+
+def extract_leading_cd(command: str) -> LeadingCd | None:
+    """Split `cd <one token> && rest` / `cd <one token>; rest`, or return None.
+
+    Anything that would need the shell to interpret the path (expansion, a second argument, a
+    redirect, an open quote, a line continuation) leaves the command alone, because a wrong
+    rewrite silently changes where a command runs.
+    """
+    if not command.startswith("cd") or len(command) < 3 or command[2] not in " \t":
+        return None
+    if "\\\n" in command:
+        return None
+    n = len(command)
+    i = 2
+    while i < n and command[i] in " \t":
+        i += 1
+    token: list[str] = []
+    while i < n:
+        c = command[i]
+        if c in _CD_TOKEN_END:
+            break
+        if c == "'":
+            close = command.find("'", i + 1)
+            if close < 0:
+                return None
+            token.append(command[i + 1 : close])
+            i = close + 1
+        elif c == '"':
+            i += 1
+            while True:
+                if i >= n:
+                    return None
+                c = command[i]
+                if c == '"':
+                    i += 1
+                    break
+                if c == "\\" and i + 1 < n and command[i + 1] in _DOUBLE_QUOTE_ESCAPABLE:
+                    token.append(command[i + 1])
+                    i += 2
+                else:
+                    token.append(c)
+                    i += 1
+        elif c == "\\":
+            if i + 1 >= n:
+                return None
+            token.append(command[i + 1])
+            i += 2
+        else:
+            token.append(c)
+            i += 1
+    target = "".join(token)
+    if not target or any(ch in target for ch in "$`("):
+        return None
+    while i < n and command[i] in " \t":
+        i += 1
+    if command.startswith("&&", i):
+        i += 2
+    elif command.startswith(";", i) and not command.startswith((";;", ";&"), i):
+        i += 1
+    else:
+        return None
+    rest = command[i:].lstrip(" \t\r\n")
+    if not rest:
+        return None
+    return LeadingCd(target=target, rest=rest)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shell-control detection for `allow` rules (reference §4.3)
+
+_CONTROL_CHARS = frozenset("\n\r;&|<>$()`")
+# `-c`/`-e` style clusters make a quoted string executable (`sh -c "a; b"`, `git -c alias.x=…`).
+_REINTERPRETING_OPTION = re.compile(
+    r"(?:^|[\s'\"])(?:-[A-Za-z]*[ce][A-Za-z]*|--command|--eval)(?=[\s'\"=]|$)"
+)
+
+
+def _scan_control(command: str) -> tuple[bool, bool]:
+    """Return (has unquoted or expanding control syntax, has quoted/escaped control chars).
+
+    An unterminated quote or a trailing backslash counts as control syntax: the structure of
+    such text is not what it looks like.
+    """
+    quoted = False
+    n = len(command)
+    i = 0
+    while i < n:
+        c = command[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return True, quoted
+            if command[i + 1] in _CONTROL_CHARS:
+                quoted = True
+            i += 2
+        elif c == "'":
+            close = command.find("'", i + 1)
+            if close < 0:
+                return True, quoted
+            if not quoted and any(ch in _CONTROL_CHARS for ch in command[i + 1 : close]):
+                quoted = True
+            i = close + 1
+        elif c == '"':
+            i += 1
+            while True:
+                if i >= n:
+                    return True, quoted
+                c = command[i]
+                if c == '"':
+                    break
+                if c == "\\" and i + 1 < n:
+                    if command[i + 1] in _CONTROL_CHARS:
+                        quoted = True
+                    i += 2
+                    continue
+                if c in "$`":
+                    return True, quoted
+                if c in _CONTROL_CHARS:
+                    quoted = True
+                i += 1
+            i += 1
+        elif c in _CONTROL_CHARS:
+            return True, quoted
+        else:
+            i += 1
+    return False, quoted
+
+
+def has_control_syntax(command: str) -> bool:
+    """True when an `allow` rule must not vouch for the command (reference §4.3).
+
+    That is an unquoted one of `\\n \\r ; & | < > $ ( )` or a backtick; `$` or a backtick inside
+    double quotes; or a quoted/escaped control char while a `-c`/`-e` cluster, `--command` or
+    `--eval` option is present.
+    """
+    direct, quoted = _scan_control(command)
+    if direct:
+        return True
+    return quoted and _REINTERPRETING_OPTION.search(command) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Interceptor flat splitter (reference §5.2)
+
+
+def flat_segments(command: str) -> list[FlatSegment] | None:
+    """Split on unquoted `&& || ; | |& &` and newlines, keeping each segment as written.
+
+    Returns None (full-command check only) on anything that hides structure: a backtick, `$(`,
+    `${`, a here-doc, an unquoted `(`/`)`, a `{`/`}` word, a trailing backslash or an
+    unterminated quote.
+    """
+    segments: list[FlatSegment] = []
+    current: list[str] = []
+    piped = False
+    n = len(command)
+    i = 0
+    at_word_start = True
+    after_redirect = False  # previous char was an unquoted `<` or `>`
+
+    def flush() -> bool:
+        text = "".join(current).strip()
+        current.clear()
+        if text:
+            segments.append(FlatSegment(text=text, piped_stdin=piped))
+            return True
+        return False
+
+    while i < n:
+        c = command[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            current.append(command[i : i + 2])
+            i += 2
+            at_word_start = False
+            after_redirect = False
+            continue
+        if c == "'":
+            close = command.find("'", i + 1)
+            if close < 0:
+                return None
+            current.append(command[i : close + 1])
+            i = close + 1
+            at_word_start = False
+            after_redirect = False
+            continue
+        if c == '"':
+            j = i + 1
+            while True:
+                if j >= n:
+                    return None
+                d = command[j]
+                if d == "\\":
+                    j += 2
+                    continue
+                if d == "`" or command.startswith("$(", j):
+                    return None
+                if d == '"':
+                    break
+                j += 1
+            current.append(command[i : j + 1])
+            i = j + 1
+            at_word_start = False
+            after_redirect = False
+            continue
+        if c == "`" or command.startswith(("$(", "${", "<<"), i) or c in "()":
+            return None
+        if c in "{}" and at_word_start and (i + 1 >= n or command[i + 1] in " \t\n;&|"):
+            return None
+        if c == "#" and at_word_start:
+            newline = command.find("\n", i)
+            if newline < 0:
+                flush()
+                return segments
+            i = newline
+            continue
+        if c == "\n":
+            if flush():
+                piped = False
+            i += 1
+            at_word_start = True
+            after_redirect = False
+            continue
+        if c == ";":
+            flush()
+            piped = False
+            i += 1
+            at_word_start = True
+            after_redirect = False
+            continue
+        if c == "&":
+            if after_redirect or command.startswith("&>", i):
+                current.append(c)
+                i += 1
+                at_word_start = False
+                after_redirect = False
+                continue
+            flush()
+            piped = False
+            i += 2 if command.startswith("&&", i) else 1
+            at_word_start = True
+            after_redirect = False
+            continue
+        if c == "|":
+            if after_redirect and command[i - 1] == ">":
+                current.append(c)
+                i += 1
+                at_word_start = False
+                after_redirect = False
+                continue
+            flush()
+            if command.startswith("||", i):
+                piped = False
+                i += 2
+            else:
+                piped = True
+                i += 2 if command.startswith("|&", i) else 1
+            at_word_start = True
+            after_redirect = False
+            continue
+        current.append(c)
+        i += 1
+        at_word_start = c in " \t"
+        after_redirect = c in "<>"
+    flush()
+    return segments
+
+
+_ASSIGNMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def strip_leading_assignments(segment: str) -> str | None:
+    """Drop leading `NAME=value` words (reference §5.2), or None if nothing useful remains.
+
+    None when there was no assignment, when the segment is only assignments, or when a value
+    is malformed (unterminated quote, trailing backslash).
+    """
+    n = len(segment)
+    i = 0
+    while i < n and segment[i] in " \t":
+        i += 1
+    stripped_any = False
+    while True:
+        match = _ASSIGNMENT_NAME.match(segment, i)
+        if match is None:
+            break
+        i = match.end()
+        while i < n and segment[i] not in " \t":
+            c = segment[i]
+            if c == "\\":
+                if i + 1 >= n:
+                    return None
+                i += 2
+            elif c == "'":
+                close = segment.find("'", i + 1)
+                if close < 0:
+                    return None
+                i = close + 1
+            elif c == '"':
+                j = i + 1
+                while j < n and segment[j] != '"':
+                    j += 2 if segment[j] == "\\" else 1
+                if j >= n:
+                    return None
+                i = j + 1
+            else:
+                i += 1
+        stripped_any = True
+        while i < n and segment[i] in " \t":
+            i += 1
+    if not stripped_any or i >= n:
+        return None
+    return segment[i:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy segmentation: a lexer that finds every simple command, at any depth
+
+# Past this depth of nested substitutions / `bash -c` scripts the text is treated as unreadable.
+_MAX_DEPTH = 12
+# bashlex costs ~20 µs per character on big scripts; above this size only the lexer reads them.
+_BASHLEX_MAX_CHARS = 16_384
+# A segment may unwrap into many variants (`sudo env A=1 timeout 5 nice rm …`); cap the work.
+_MAX_VARIANTS = 64
+
+_WORD_BREAK = frozenset(" \t\n;&|()<>")
+_ANSI_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+_ANSI_C_HEX = {
+    "x": re.compile(r"[0-9A-Fa-f]{1,2}"),
+    "u": re.compile(r"[0-9A-Fa-f]{1,4}"),
+    "U": re.compile(r"[0-9A-Fa-f]{1,8}"),
+}
+_ANSI_C_OCTAL = re.compile(r"[0-7]{1,3}")
+
+
+@dataclass(slots=True)
+class _SimpleCommand:
+    words: list[str] = field(default_factory=list)
+    redirects: list[str] = field(default_factory=list)
+    # Here-strings and here-doc bodies: a script when the command is a bare shell (`bash <<EOF`).
+    stdin_texts: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _PendingHeredoc:
+    delimiter: str
+    expands: bool
+    strip_tabs: bool
+    command: _SimpleCommand
+
+
+_RESERVED_PREFIXES = frozenset(
+    {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
+    | {"coproc"}
+)
+# Headers whose words are never run as a command (`for x in a b`, `case $x in`).
+_HEADER_WORDS = frozenset({"for", "select", "case"})
+
+
+class _Lexer:
+    """Reads shell text into simple commands, descending into every kind of substitution.
+
+    Commands nested in `$(…)`, backticks, `<(…)`, `${…}`, arithmetic and unquoted here-doc bodies
+    are appended to the shared sink as they are met. Anything the lexer cannot read with
+    certainty raises `UnparseableCommandError`.
+    """
+
+    def __init__(self, text: str, depth: int, sink: list[_SimpleCommand]) -> None:
+        if depth > _MAX_DEPTH:
+            raise _TooDeepError("command nesting is too deep")
+        self.text = text
+        self.n = len(text)
+        self.depth = depth
+        self.sink = sink
+
+    def lex_all(self) -> None:
+        self.lex_list(0, closer=False)
+
+    def lex_list(self, i: int, *, closer: bool) -> int:
+        """Lex commands from `i`; with `closer`, stop after the `)` ending a `$(`/`<(`."""
+        text = self.text
+        n = self.n
+        command = _SimpleCommand()
+        heredocs: list[_PendingHeredoc] = []
+        parens = 0
+        open_cases = 0
+        while i < n:
+            c = text[i]
+            if c in " \t":
+                i += 1
+            elif c == "\n":
+                self._finish(command)
+                command = _SimpleCommand()
+                i += 1
+                if heredocs:
+                    i = self._read_heredoc_bodies(i, heredocs)
+                    heredocs = []
+            elif c == "#":
+                newline = text.find("\n", i)
+                i = n if newline < 0 else newline
+            elif c in ";|":
+                self._finish(command)
+                command = _SimpleCommand()
+                i += 1
+            elif c == "&":
+                if text.startswith("&>", i):
+                    i = self._redirect(i, "", command, heredocs)
+                    continue
+                self._finish(command)
+                command = _SimpleCommand()
+                i += 1
+            elif c == "(":
+                if text.startswith("((", i) and _only_reserved_or(command.words, "for"):
+                    end = self._read_arithmetic(i + 2)
+                    if end is not None:
+                        i = end
+                        continue
+                self._finish(command)
+                command = _SimpleCommand()
+                parens += 1
+                i += 1
+            elif c == ")":
+                if parens == 0 and open_cases > 0:
+                    # A `case` pattern such as `a|b)`: the words before it are not a command.
+                    command = _SimpleCommand()
+                    i += 1
+                    continue
+                self._finish(command)
+                command = _SimpleCommand()
+                if parens == 0:
+                    if closer:
+                        return i + 1
+                    raise UnparseableCommandError("unbalanced ')'")
+                parens -= 1
+                i += 1
+            elif c in "<>" and not text.startswith("(", i + 1):
+                i = self._redirect(i, "", command, heredocs)
+            else:
+                start = i
+                word, _quoted, i = self.read_word(i)
+                raw = text[start:i]
+                if i < n and text[i] in "<>" and raw.isdigit() and not text.startswith("(", i + 1):
+                    i = self._redirect(i, raw, command, heredocs)
+                    continue
+                if _only_reserved_or(command.words, None):
+                    if raw == "case":
+                        open_cases += 1
+                    elif raw == "esac" and open_cases > 0:
+                        open_cases -= 1
+                command.words.append(word)
+        if closer:
+            raise UnparseableCommandError("unterminated command substitution")
+        if parens:
+            raise UnparseableCommandError("unbalanced '('")
+        self._finish(command)
+        return i
+
+    def _finish(self, command: _SimpleCommand) -> None:
+        if command.words or command.redirects:
+            self.sink.append(command)
+
+    def _redirect(
+        self, i: int, fd: str, command: _SimpleCommand, heredocs: list[_PendingHeredoc]
+    ) -> int:
+        text = self.text
+        for op in ("&>>", "&>", "<<<", "<<-", "<<", ">>", ">|", ">&", "<&", "<>", ">", "<"):
+            if text.startswith(op, i):
+                break
+        i += len(op)
+        while i < self.n and text[i] in " \t":
+            i += 1
+        if i >= self.n or (text[i] in _WORD_BREAK and not text.startswith(("<(", ">("), i)):
+            raise UnparseableCommandError(f"redirection {op!r} has no target")
+        start = i
+        target, quoted, i = self.read_word(i)
+        if op in ("<<", "<<-"):
+            raw = text[start:i]
+            expands = not quoted and not any(ch in raw for ch in "'\"\\")
+            heredocs.append(_PendingHeredoc(target, expands, op == "<<-", command))
+        elif op == "<<<":
+            command.stdin_texts.append(target)
+        command.redirects.append(f"{fd}{op}{target}")
+        return i
+
+    def _read_heredoc_bodies(self, i: int, heredocs: list[_PendingHeredoc]) -> int:
+        text = self.text
+        for heredoc in heredocs:
+            lines: list[str] = []
+            while i < self.n:
+                newline = text.find("\n", i)
+                end = self.n if newline < 0 else newline
+                line = text[i:end]
+                i = self.n if newline < 0 else newline + 1
+                if (line.lstrip("\t") if heredoc.strip_tabs else line) == heredoc.delimiter:
+                    break
+                lines.append(line)
+            body = "\n".join(lines)
+            heredoc.command.stdin_texts.append(body)
+            if heredoc.expands:
+                _Lexer(body, self.depth, self.sink).scan_expansions()
+        return i
+
+    def scan_expansions(self) -> None:
+        """Find substitutions in text where quotes are literal (an unquoted here-doc body)."""
+        text = self.text
+        i = 0
+        scratch: list[str] = []
+        while i < self.n:
+            c = text[i]
+            if c == "\\":
+                i += 2
+            elif c == "`":
+                i = self._read_backtick(i, scratch)
+            elif c == "$":
+                i = self._read_dollar(i, scratch, in_double_quotes=True)
+            else:
+                i += 1
+
+    def read_word(self, i: int) -> tuple[str, bool, int]:
+        """Read one word with quotes removed; return (word, was any part quoted, next index)."""
+        text = self.text
+        n = self.n
+        buf: list[str] = []
+        quoted = False
+        while i < n:
+            c = text[i]
+            if c in "<>" and text.startswith("(", i + 1):
+                end = _Lexer(text, self.depth + 1, self.sink).lex_list(i + 2, closer=True)
+                buf.append(text[i:end])
+                i = end
+            elif c in _WORD_BREAK:
+                break
+            elif c == "\\":
+                if i + 1 >= n:
+                    raise UnparseableCommandError("trailing backslash")
+                if text[i + 1] != "\n":
+                    buf.append(text[i + 1])
+                    quoted = True
+                i += 2
+            elif c == "'":
+                close = text.find("'", i + 1)
+                if close < 0:
+                    raise UnparseableCommandError("unterminated single quote")
+                buf.append(text[i + 1 : close])
+                quoted = True
+                i = close + 1
+            elif c == '"':
+                i = self._read_double_quoted(i + 1, buf)
+                quoted = True
+            elif c == "`":
+                i = self._read_backtick(i, buf)
+            elif c == "$" and text.startswith("$'", i):
+                i = self._read_ansi_c(i + 2, buf)
+                quoted = True
+            elif c == "$" and text.startswith('$"', i):
+                i = self._read_double_quoted(i + 2, buf)
+                quoted = True
+            elif c == "$":
+                i = self._read_dollar(i, buf, in_double_quotes=False)
+            else:
+                buf.append(c)
+                i += 1
+        return "".join(buf), quoted, i
+
+    def _read_double_quoted(self, i: int, buf: list[str]) -> int:
+        text = self.text
+        while True:
+            if i >= self.n:
+                raise UnparseableCommandError("unterminated double quote")
+            c = text[i]
+            if c == '"':
+                return i + 1
+            if c == "\\":
+                if i + 1 >= self.n:
+                    raise UnparseableCommandError("unterminated double quote")
+                nxt = text[i + 1]
+                if nxt in _DOUBLE_QUOTE_ESCAPABLE:
+                    buf.append(nxt)
+                elif nxt != "\n":
+                    buf.append(c + nxt)
+                i += 2
+            elif c == "`":
+                i = self._read_backtick(i, buf)
+            elif c == "$":
+                i = self._read_dollar(i, buf, in_double_quotes=True)
+            else:
+                buf.append(c)
+                i += 1
+
+    def _read_backtick(self, i: int, buf: list[str]) -> int:
+        text = self.text
+        j = i + 1
+        inner: list[str] = []
+        while True:
+            if j >= self.n:
+                raise UnparseableCommandError("unterminated backquote")
+            c = text[j]
+            if c == "`":
+                break
+            if c == "\\" and j + 1 < self.n:
+                nxt = text[j + 1]
+                inner.append(nxt if nxt in "`\\$" else c + nxt)
+                j += 2
+            else:
+                inner.append(c)
+                j += 1
+        _Lexer("".join(inner), self.depth + 1, self.sink).lex_all()
+        buf.append(text[i : j + 1])
+        return j + 1
+
+    def _read_dollar(self, i: int, buf: list[str], *, in_double_quotes: bool) -> int:
+        """Read a `$…` expansion starting at `i`, lexing any command inside it."""
+        text = self.text
+        if text.startswith("$((", i):
+            end = self._read_arithmetic(i + 3)
+            if end is None:
+                # `$((a); b)` is a command substitution holding a subshell, not arithmetic.
+                end = _Lexer(text, self.depth + 1, self.sink).lex_list(i + 2, closer=True)
+        elif text.startswith("$(", i):
+            end = _Lexer(text, self.depth + 1, self.sink).lex_list(i + 2, closer=True)
+        elif text.startswith("${", i):
+            end = self._read_braced(i + 2, "{", "}", in_double_quotes=in_double_quotes)
+        elif text.startswith("$[", i):
+            end = self._read_braced(i + 2, "[", "]", in_double_quotes=in_double_quotes)
+        else:
+            buf.append("$")
+            return i + 1
+        buf.append(text[i:end])
+        return end
+
+    def _read_braced(self, i: int, opening: str, closing: str, *, in_double_quotes: bool) -> int:
+        """Skip to the bracket closing a `${…}` or `$[…]`, lexing substitutions inside it."""
+        text = self.text
+        depth = 1
+        scratch: list[str] = []
+        while i < self.n:
+            c = text[i]
+            if c == "\\":
+                i += 2
+            elif c == "'" and not in_double_quotes:
+                close = text.find("'", i + 1)
+                if close < 0:
+                    raise UnparseableCommandError("unterminated single quote")
+                i = close + 1
+            elif c == '"':
+                i = self._read_double_quoted(i + 1, scratch)
+            elif c == "`":
+                i = self._read_backtick(i, scratch)
+            elif c == "$":
+                i = self._read_dollar(i, scratch, in_double_quotes=in_double_quotes)
+            elif c == opening:
+                depth += 1
+                i += 1
+            elif c == closing:
+                depth -= 1
+                i += 1
+                if depth == 0:
+                    return i
+            else:
+                i += 1
+        raise UnparseableCommandError(f"unterminated '{opening}' expansion")
+
+    def _read_arithmetic(self, i: int) -> int | None:
+        """Return the index after the `))` closing arithmetic that starts at `i`.
+
+        None when the text is not arithmetic after all: a `)` at depth zero not followed by
+        another `)` means `((a); b)` is nested subshells.
+        """
+        text = self.text
+        depth = 0
+        scratch: list[str] = []
+        while i < self.n:
+            c = text[i]
+            if c == "\\":
+                i += 2
+            elif c == "'":
+                close = text.find("'", i + 1)
+                if close < 0:
+                    return None
+                i = close + 1
+            elif c == '"':
+                i = self._read_double_quoted(i + 1, scratch)
+            elif c == "`":
+                i = self._read_backtick(i, scratch)
+            elif c == "$":
+                i = self._read_dollar(i, scratch, in_double_quotes=False)
+            elif c == "(":
+                depth += 1
+                i += 1
+            elif c == ")":
+                if depth > 0:
+                    depth -= 1
+                    i += 1
+                elif text.startswith("))", i):
+                    return i + 2
+                else:
+                    return None
+            else:
+                i += 1
+        return None
+
+    def _read_ansi_c(self, i: int, buf: list[str]) -> int:
+        """Decode a `$'…'` string, so `$'\\x72m'` is seen as `rm`."""
+        text = self.text
+        while True:
+            if i >= self.n:
+                raise UnparseableCommandError("unterminated $'…' quote")
+            c = text[i]
+            if c == "'":
+                return i + 1
+            if c != "\\" or i + 1 >= self.n:
+                buf.append(c)
+                i += 1
+                continue
+            nxt = text[i + 1]
+            if nxt in _ANSI_C_ESCAPES:
+                buf.append(_ANSI_C_ESCAPES[nxt])
+                i += 2
+            elif nxt in "xuU":
+                digits = _ANSI_C_HEX[nxt].match(text, i + 2)
+                if digits is None:
+                    buf.append(c + nxt)
+                    i += 2
+                else:
+                    code = int(digits.group(), 16)
+                    buf.append(chr(code) if code <= 0x10FFFF else "\ufffd")
+                    i += 2 + len(digits.group())
+            elif nxt in "01234567":
+                digits = _ANSI_C_OCTAL.match(text, i + 1)
+                assert digits is not None  # nxt itself is an octal digit
+                buf.append(chr(int(digits.group(), 8) & 0xFF))
+                i += 1 + len(digits.group())
+            elif nxt == "c" and i + 2 < self.n:
+                buf.append(chr(ord(text[i + 2]) & 0x1F))
+                i += 3
+            else:
+                buf.append(c + nxt)
+                i += 2
+
+
+def _only_reserved_or(words: Sequence[str], allowed: str | None) -> bool:
+    """True when `words` holds only reserved words (plus `allowed`): command position is next."""
+    return all(word in _RESERVED_PREFIXES or word == allowed for word in words)
+
+
+def _lex(text: str, depth: int) -> list[_SimpleCommand]:
+    sink: list[_SimpleCommand] = []
+    _Lexer(text, depth, sink).lex_all()
+    return sink
+
+
+# --- bashlex -----------------------------------------------------------------------------------
+
+
+def _bashlex_commands(text: str, depth: int) -> list[_SimpleCommand]:
+    """Simple commands found by bashlex; words are re-read from the source by the lexer.
+
+    bashlex's own `word` strings mangle ANSI-C quoting (`$'rm'` becomes `$rm`), so each word's
+    source slice is dequoted here instead; its here-doc bodies are scanned for substitutions,
+    which bashlex leaves as plain text.
+    """
+    sink: list[_SimpleCommand] = []
+    stack: list[Any] = list(reversed(bashlex.parse(text)))
+    while stack:
+        node = stack.pop()
+        kind = getattr(node, "kind", None)
+        if kind == "command":
+            sink.append(_command_from_bashlex(node, text, depth, sink))
+        children: list[Any] = []
+        for attr in ("parts", "list"):
+            value = getattr(node, attr, None)
+            if isinstance(value, list):
+                children.extend(value)
+        for attr in ("command", "output"):
+            value = getattr(node, attr, None)
+            if isinstance(value, bashlex.ast.node):
+                children.append(value)
+        stack.extend(child for child in reversed(children) if isinstance(child, bashlex.ast.node))
+    return sink
+
+
+def _command_from_bashlex(
+    node: Any, text: str, depth: int, sink: list[_SimpleCommand]
+) -> _SimpleCommand:
+    command = _SimpleCommand()
+    for part in node.parts:
+        kind = getattr(part, "kind", None)
+        if kind in ("word", "assignment"):
+            command.words.append(_dequote_slice(text, part, depth))
+        elif kind == "redirect":
+            target = part.output
+            fd = "" if part.input is None else str(part.input)
+            if isinstance(target, bashlex.ast.node):
+                target_text = _dequote_slice(text, target, depth)
+                raw_target = text[target.pos[0] : target.pos[1]]
+            else:
+                target_text = raw_target = str(target)
+            op = str(part.type)
+            command.redirects.append(f"{fd}{op}{target_text}")
+            if op == "<<<":
+                command.stdin_texts.append(target_text)
+            heredoc = getattr(part, "heredoc", None)
+            if op in ("<<", "<<-") and heredoc is not None:
+                body = str(heredoc.value)
+                head, _, last = body.rpartition("\n")
+                if last.lstrip("\t") == target_text:
+                    body = head
+                command.stdin_texts.append(body)
+                if not any(ch in raw_target for ch in "'\"\\"):
+                    _Lexer(body, depth, sink).scan_expansions()
+    return command
+
+
+def _dequote_slice(text: str, node: Any, depth: int) -> str:
+    start, end = node.pos
+    raw = text[start:end]
+    try:
+        word, _quoted, stop = _Lexer(raw, depth, []).read_word(0)
+    except UnparseableCommandError:
+        return str(node.word)
+    return word if stop == len(raw) else str(node.word)
+
+
+# --- from simple commands to policy segments ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    """How to skip a wrapper's own options to reach the command it runs."""
+
+    short_with_arg: str = ""
+    long_with_arg: frozenset[str] = frozenset()
+    positional: int = 0
+    numeric_flags: bool = False
+    assignments: bool = False
+
+
+_WRAPPERS: dict[str, _Wrapper] = {
+    "env": _Wrapper(
+        short_with_arg="uCS",
+        long_with_arg=frozenset({"--unset", "--chdir", "--split-string"}),
+        assignments=True,
+    ),
+    "timeout": _Wrapper(
+        short_with_arg="sk", long_with_arg=frozenset({"--signal", "--kill-after"}), positional=1
+    ),
+    "nohup": _Wrapper(),
+    "nice": _Wrapper(
+        short_with_arg="n", long_with_arg=frozenset({"--adjustment"}), numeric_flags=True
+    ),
+    "time": _Wrapper(short_with_arg="fo", long_with_arg=frozenset({"--format", "--output"})),
+    "xargs": _Wrapper(
+        short_with_arg="ILnPsdEa",
+        long_with_arg=frozenset(
+            {
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            }
+        ),
+    ),
+    "sudo": _Wrapper(
+        short_with_arg="ugCDhprtTU",
+        long_with_arg=frozenset(
+            {
+                "--user",
+                "--group",
+                "--close-from",
+                "--chdir",
+                "--host",
+                "--prompt",
+                "--role",
+                "--type",
+                "--command-timeout",
+                "--other-user",
+            }
+        ),
+    ),
+    "doas": _Wrapper(short_with_arg="uC"),
+    "command": _Wrapper(),
+    "builtin": _Wrapper(),
+    "exec": _Wrapper(short_with_arg="a"),
+    "stdbuf": _Wrapper(
+        short_with_arg="ioe", long_with_arg=frozenset({"--input", "--output", "--error"})
+    ),
+    "setsid": _Wrapper(),
+    "ionice": _Wrapper(
+        short_with_arg="cnp", long_with_arg=frozenset({"--class", "--classdata", "--pid"})
+    ),
+    "busybox": _Wrapper(),
+}
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
+_XARGS_INPUT = "{}"  # stands for the arguments xargs appends from its stdin
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+
+def _basename(word: str) -> str:
+    return word.rsplit("/", 1)[-1] if "/" in word else word
+
+
+def _strip_reserved(words: list[str]) -> list[str]:
+    i = 0
+    while i < len(words):
+        if words[i] in _RESERVED_PREFIXES:
+            i += 1
+        elif words[i] == "function":
+            i += 2  # `function name { …`: the name is not a command either
+        else:
+            break
+    if i < len(words) and words[i] in _HEADER_WORDS:
+        return []
+    return words[i:] if i else words
+
+
+def _skip_options(words: list[str], spec: _Wrapper) -> list[str]:
+    """Return what a wrapper runs: `words` minus the wrapper, its options and operands."""
+    i = 1
+    n = len(words)
+    while i < n:
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if word == "-":  # `env -` is `env -i`
+            i += 1
+        elif word.startswith("--") and len(word) > 2:
+            takes_next = "=" not in word and word in spec.long_with_arg
+            i += 2 if takes_next else 1
+        elif word.startswith("-") and len(word) > 1:
+            if spec.numeric_flags and word[1:].isdigit():
+                i += 1
+                continue
+            letters = word[1:]
+            arg_at = next((k for k, ch in enumerate(letters) if ch in spec.short_with_arg), -1)
+            i += 2 if arg_at == len(letters) - 1 else 1
+        else:
+            break
+    if spec.assignments:
+        while i < n and _ASSIGNMENT_WORD.match(words[i]):
+            i += 1
+    i += spec.positional
+    return words[i:] if i < n else []
+
+
+def _find_exec_commands(words: list[str]) -> list[list[str]]:
+    """Commands that `find … -exec CMD … ;` runs."""
+    found: list[list[str]] = []
+    i = 1
+    while i < len(words):
+        if words[i] in ("-exec", "-execdir", "-ok", "-okdir"):
+            j = i + 1
+            while j < len(words) and words[j] not in (";", "+"):
+                j += 1
+            if j > i + 1:
+                found.append(words[i + 1 : j])
+            i = j
+        i += 1
+    return found
+
+
+def _unwrapped(words: list[str]) -> list[list[str]]:
+    """Variants of one simple command with one layer of wrapping removed."""
+    variants: list[list[str]] = []
+    head = words[0]
+    name = _basename(head)
+    if name != head:
+        variants.append([name, *words[1:]])
+    if _ASSIGNMENT_WORD.match(head):
+        i = 1
+        while i < len(words) and _ASSIGNMENT_WORD.match(words[i]):
+            i += 1
+        if i < len(words):
+            variants.append(words[i:])
+    spec = _WRAPPERS.get(name)
+    if spec is not None:
+        inner = _skip_options(words, spec)
+        if inner:
+            variants.append(inner)
+            if name == "xargs" and _XARGS_INPUT not in inner:
+                variants.append([*inner, _XARGS_INPUT])
+    if name == "find":
+        variants.extend(_find_exec_commands(words))
+    if any("IFS" in word for word in words):
+        respaced = " ".join(words).replace("${IFS}", " ").replace("$IFS", " ").split()
+        if respaced and respaced != words:
+            variants.append(respaced)
+    return variants
+
+
+def _option_value(args: list[str], short: str, long: str) -> str | None:
+    """Value of `-S value`, `-Svalue`, `--long value` or `--long=value` among `args`."""
+    for i, arg in enumerate(args):
+        if arg in (short, long):
+            return args[i + 1] if i + 1 < len(args) else None
+        if arg.startswith(long + "="):
+            return arg[len(long) + 1 :]
+        if arg.startswith(short) and not arg.startswith("--") and len(arg) > len(short):
+            return arg[len(short) :]
+    return None
+
+
+def _shell_script(args: list[str]) -> tuple[str | None, bool]:
+    """For `sh`-like argv tails: (the `-c` script if any, whether a script file is named)."""
+    has_c = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg.startswith("--command="):
+            return arg[len("--command=") :], True
+        if arg == "--command":
+            has_c = True
+            i += 1
+        elif arg.startswith("--"):
+            i += 2 if arg in ("--rcfile", "--init-file") else 1
+        elif len(arg) > 1 and arg[0] in "-+":
+            letters = arg[1:]
+            if arg[0] == "-" and "c" in letters:
+                has_c = True
+            i += 2 if letters[-1] in "oO" else 1
+        else:
+            break
+    operand = args[i] if i < len(args) else None
+    if has_c:
+        return operand, True
+    return None, operand is not None
+
+
+def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """Shell text a command hands to another shell: `bash -c`, `eval`, `su -c`, `watch`, …"""
+    name = _basename(words[0])
+    args = words[1:]
+    if name in _SHELLS:
+        script, names_file = _shell_script(args)
+        if script is not None:
+            yield script
+        elif not names_file:
+            yield from stdin_texts
+    elif name == "eval" and args:
+        yield " ".join(args)
+    elif name == "su":
+        script = _option_value(args, "-c", "--command")
+        if script is not None:
+            yield script
+    elif name == "env":
+        script = _option_value(args, "-S", "--split-string")
+        if script is not None:
+            yield script
+    elif name == "watch":
+        inner = _skip_options(
+            words, _Wrapper(short_with_arg="nqs", long_with_arg=frozenset({"--interval"}))
+        )
+        if inner:
+            yield " ".join(inner)
+
+
+_ScriptReader = Callable[[str, int], list[str]]
+
+
+def _segments_of(command: _SimpleCommand, depth: int, read_script: _ScriptReader) -> list[str]:
+    words = _strip_reserved(command.words)
+    out: list[str] = []
+    if words and command.redirects:
+        out.append(normalize_whitespace(" ".join([*words, *command.redirects])))
+    elif command.redirects:
+        out.append(normalize_whitespace(" ".join(command.redirects)))
+    if words:
+        out.extend(_expand_words(words, command.stdin_texts, depth, read_script))
+    return out
+
+
+def _expand_words(
+    words: list[str], stdin_texts: Sequence[str], depth: int, read_script: _ScriptReader
+) -> list[str]:
+    """The command itself plus every unwrapped variant, and the segments of embedded scripts."""
+    out: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    queue = [words]
+    budget = _MAX_VARIANTS
+    while queue and budget:
+        budget -= 1
+        current = _strip_reserved(queue.pop(0))
+        key = tuple(current)
+        if not current or key in seen:
+            continue
+        seen.add(key)
+        text = normalize_whitespace(" ".join(current))
+        if text:
+            out.append(text)
+        for script in _embedded_scripts(current, stdin_texts):
+            out.extend(read_script(script, depth + 1))
+        queue.extend(_unwrapped(current))
+    return out
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return [item for item in dict.fromkeys(items) if item]
+
+
+def _unify_newlines(text: str) -> str:
+    # A lone CR is not a separator to bash, but treating it as one only adds segments, which can
+    # only make deny/prompt stricter; `allow` already refuses any command containing one.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _strict_segments(text: str, depth: int) -> list[str]:
+    if depth > _MAX_DEPTH:
+        raise _TooDeepError("command nesting is too deep")
+    text = _unify_newlines(text)
+    if not text.strip():
+        return []
+    direct, _quoted = _scan_control(text)
+    if not direct:
+        # No operators, substitutions or redirects: one simple command the lexer reads exactly.
+        commands = _lex(text, depth)
+    else:
+        lexed: list[_SimpleCommand] | None = None
+        error: Exception | None = None
+        try:
+            lexed = _lex(text, depth)
+        except _TooDeepError:
+            raise
+        except UnparseableCommandError as exc:
+            error = exc
+        parsed: list[_SimpleCommand] | None = None
+        if len(text) <= _BASHLEX_MAX_CHARS:
+            try:
+                parsed = _bashlex_commands(text, depth)
+            except Exception as exc:  # bashlex raises many types (NotImplementedError, …)
+                error = error or exc
+        if parsed is None and lexed is None:
+            raise UnparseableCommandError(f"cannot parse command: {error}")
+        commands = [*(parsed or ()), *(lexed or ())]
+    segments: list[str] = []
+    for command in commands:
+        segments.extend(_segments_of(command, depth, _strict_segments))
+    return _dedupe(segments)
+
+
+# Approval flows evaluate the same command several times (submit, dry run, decision); parsing
+# dominates evaluation cost. Big scripts are not cached so the cache stays a few MiB at most.
+_CACHED_COMMAND_MAX_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=2048)
+def _cached_policy_segments(command: str) -> tuple[str, ...]:
+    return tuple(_strict_segments(command, 0))
+
+
+def policy_segments(command: str) -> list[str]:
+    """Every simple command the shell would run, at any depth, for deny/prompt matching.
+
+    Each segment is whitespace-normalised with quotes removed (`"rm" -rf x` → `rm -rf x`).
+    Segments come from `; && || | |& &` and newlines, `$(…)`, backticks, `( … )`, `{ …; }`,
+    process substitution, arithmetic, unquoted here-doc bodies, and the scripts handed to
+    `bash -c`, `sh -c`, `eval`, `su -c`, `watch` or a bare shell's here-doc. Each segment also
+    appears with wrappers removed, repeatedly (`sudo env X=1 timeout 5 rm -rf /x` → `rm -rf /x`).
+
+    Raises `UnparseableCommandError` when the structure cannot be determined.
+    """
+    if len(command) > _CACHED_COMMAND_MAX_CHARS:
+        return _strict_segments(command, 0)
+    return list(_cached_policy_segments(command))
+
+
+# --- best effort for unparseable text --------------------------------------------------------
+
+_ROUGH_SPLIT = frozenset("\n\r;&|()`")
+
+
+def _rough_tokenize(text: str) -> list[list[str]]:
+    """The reference's flat tokenizer (§4.3), which never fails: quotes removed, split on
+    every unquoted `\\n ; & | ( )` (and backticks, so their contents become segments too)."""
+    commands: list[list[str]] = []
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    n = len(text)
+    i = 0
+
+    def end_word() -> None:
+        nonlocal in_word
+        if in_word:
+            words.append("".join(word))
+            word.clear()
+            in_word = False
+
+    def end_command() -> None:
+        end_word()
+        if words:
+            commands.append(words.copy())
+            words.clear()
+
+    while i < n:
+        c = text[i]
+        if c == "'":
+            close = text.find("'", i + 1)
+            close = n if close < 0 else close
+            word.append(text[i + 1 : close])
+            in_word = True
+            i = close + 1
+        elif c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in _DOUBLE_QUOTE_ESCAPABLE:
+                    i += 1
+                word.append(text[i])
+                i += 1
+            in_word = True
+            i += 1
+        elif c == "\\" and i + 1 < n:
+            word.append(text[i + 1])
+            in_word = True
+            i += 2
+        elif c in _ROUGH_SPLIT:
+            end_command()
+            i += 1
+        elif c in " \t":
+            end_word()
+            i += 1
+        else:
+            word.append(c)
+            in_word = True
+            i += 1
+    end_command()
+    return commands
+
+
+def _rough_script_segments(text: str, depth: int) -> list[str]:
+    if depth > _MAX_DEPTH:
+        return []
+    segments: list[str] = []
+    for words in _rough_tokenize(text):
+        stripped = _strip_reserved(words)
+        if stripped:
+            segments.extend(_expand_words(stripped, (), depth, _rough_script_segments))
+    return segments
+
+
+def rough_segments(command: str) -> list[str]:
+    """Best-effort segments of text `policy_segments` refused; never raises.
+
+    Good enough to let deny rules fire on unparseable commands; never a reason to allow one.
+    """
+    return _dedupe(_rough_script_segments(command, 0))
