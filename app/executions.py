@@ -677,6 +677,10 @@ class ExecutionService:
             raise NotFoundError(f"execution {execution_id} not found")
         return record
 
+    async def authorize_read(self, principal: Principal, execution_id: str) -> Execution:
+        """The record, if this principal may read it (else NotFoundError)."""
+        return await self._readable(principal, execution_id)
+
     async def _readable(self, principal: Principal, execution_id: str) -> Execution:
         record = await self.db.call(crud.get_execution, execution_id=execution_id)
         # Another owner's execution reads as absent: ids are not an oracle for agents.
@@ -770,6 +774,9 @@ class ExecutionService:
         live = await self._controllable(principal, execution_id)
         if live.process is None or not live.process.is_pty:
             raise ConflictError("input needs a PTY execution (pty: true)")
+        # Keystrokes into an approved PTY are not re-evaluated by the policy (README): log
+        # them so that an audit can see what was typed after the approval.
+        logger.info("pty input to %s by %s: %r", execution_id, principal.name, data[:200])
         await anyio.to_thread.run_sync(live.process.write_input, data)
 
     async def resize(self, principal: Principal, execution_id: str, rows: int, cols: int) -> None:
