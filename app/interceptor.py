@@ -24,14 +24,15 @@ __all__ = [
 _DEVICE = r"/dev/(?:null|tty|stdout|stderr)"
 # A redirect to a device sink, bare or quoted: the `write` tool cannot replace those.
 _DEVICE_SINK = rf"""(?:"{_DEVICE}"|'{_DEVICE}'|{_DEVICE})(?=[\s;&|]|$)"""
-# `>`, `>>`, optionally `>|`, not the `|` half of a clobber seen twice.
-_REDIRECT = r"(?<!\|)>>?\|?\s*"
-# echo/printf/`cat <<` whose unquoted redirect goes to a real file. Quoted text is skipped as a
-# unit (so `echo "a -> b"` passes); device sinks are consumed and the scan goes on, so
-# `echo x > /dev/null > out.txt` still blocks; `>&2` and `2>&1` never match the target class.
+# `>`, `>>`, `&>`, optionally `>|`; not the `|` of a clobber seen twice.
+_REDIRECT = r"(?<!\|)&?>>?\|?\s*"
+# echo/printf/`cat <<` whose own unquoted redirect goes to a real file. The scan stays inside
+# the first simple command (no `; & |` or newline), skips quoted text as a unit (so
+# `echo "a -> b"` passes), steps over fd duplication (`2>&1`, `>&2`) and device sinks, so
+# `echo x > /dev/null > out.txt` still blocks.
 _WRITE_REDIRECT = (
     r"""^\s*(?:echo|printf|cat\s*<<-?\s*)\s*(?<=\s|<)"""
-    rf"""(?:[^"'>\n]|"[^"]*"|'[^']*'|{_REDIRECT}{_DEVICE_SINK})*"""
+    rf"""(?:[^"'>\n;&|]|"[^"]*"|'[^']*'|>&[\d-]*|{_REDIRECT}{_DEVICE_SINK})*"""
     rf"""{_REDIRECT}(?!{_DEVICE_SINK})[$\w./~"'-]"""
 )
 _BACKGROUND = r"^\s*nohup\s+|(?<![&\\])&\s*$"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any
@@ -27,7 +27,9 @@ from app.shell_syntax import (
 
 __all__ = [
     "CRITICAL_PATTERNS",
+    "CRITICAL_REASON",
     "RUNNER_CRITICAL_PATTERNS",
+    "UNPARSEABLE_REASON",
     "Approval",
     "CriticalPattern",
     "InterceptorRule",
@@ -165,38 +167,43 @@ class PolicyDocument(BaseModel):
 # Globs
 
 
-@dataclass(frozen=True, slots=True)
-class _Glob:
-    """A `*`-only glob matched by substring search: linear time, no regex backtracking."""
+_Matcher = Callable[[str], bool]
 
-    parts: tuple[str, ...]
 
-    def matches(self, text: str) -> bool:
-        parts = self.parts
-        if len(parts) == 1:
-            return text == parts[0]
-        prefix, suffix = parts[0], parts[-1]
-        end = len(text) - len(suffix)
-        if end < len(prefix) or not text.startswith(prefix) or not text.endswith(suffix):
+@functools.lru_cache(maxsize=1024)
+def _compile_glob(pattern: str) -> _Matcher:
+    """A `*`-only glob as a substring-search predicate: linear time, no regex backtracking.
+
+    The common shapes (`git status`, `git *`, `*.sh`) become a single `str` method call.
+    """
+    parts = normalize_whitespace(pattern).split("*")
+    if len(parts) == 1:
+        return parts[0].__eq__
+    prefix, middles, suffix = parts[0], tuple(parts[1:-1]), parts[-1]
+    if not middles and not suffix:
+        return lambda text: text.startswith(prefix)
+    if not middles and not prefix:
+        return lambda text: text.endswith(suffix)
+    minimum = len(prefix) + len(suffix) + sum(len(middle) for middle in middles)
+
+    def matches(text: str) -> bool:
+        if len(text) < minimum or not text.startswith(prefix) or not text.endswith(suffix):
             return False
-        position = len(prefix)
-        for middle in parts[1:-1]:
+        position, end = len(prefix), len(text) - len(suffix)
+        for middle in middles:
             found = text.find(middle, position, end)
             if found < 0:
                 return False
             position = found + len(middle)
         return True
 
-
-@functools.lru_cache(maxsize=1024)
-def _compile_glob(pattern: str) -> _Glob:
-    return _Glob(tuple(normalize_whitespace(pattern).split("*")))
+    return matches
 
 
 def glob_matches(pattern: str, command: str) -> bool:
     """Anchored, case-sensitive `*` glob over whitespace-normalised text; "" never matches."""
     text = normalize_whitespace(command)
-    return bool(text) and _compile_glob(pattern).matches(text)
+    return bool(text) and _compile_glob(pattern)(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,8 +212,12 @@ def glob_matches(pattern: str, command: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class CriticalPattern:
+    """A named critical regex. `keywords` are casefolded substrings of which at least one must
+    occur in any text the regex can match; they let most texts skip the regex entirely."""
+
     name: str
     regex: re.Pattern[str]
+    keywords: tuple[str, ...]
 
 
 _I = re.IGNORECASE
@@ -215,8 +226,8 @@ _I = re.IGNORECASE
 _AT_COMMAND = r"(?:^|[;&|(\n`]|\$\()\s*(?:sudo\s+)?"
 
 CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
-    CriticalPattern(name, re.compile(source, flags))
-    for name, source, flags in (
+    CriticalPattern(name, re.compile(source, flags), keywords)
+    for name, source, flags, keywords in (
         # The recursive/force flag may sit among other options on either side; the lookahead
         # finds it and the possessive run then needs an absolute target, in linear time.
         (
@@ -224,61 +235,90 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
             r"\brm(?=(?:\s+-\S+)*?\s+(?:-[a-z]*[rf][a-z]*|--recursive|--force)(?=\s))"
             r"(?:\s+-\S+)*+\s+/",
             _I,
+            ("rm",),
         ),
-        ("rm-no-preserve-root", r"\brm\b[^\n;&|]*?--no-preserve-root\b", _I),
-        ("sudo-rm", r"\bsudo(?:\s+-[A-Za-z-]+(?:[= ][^\s-]\S*)?)*?\s+rm\b", _I),
+        (
+            "rm-no-preserve-root",
+            r"\brm\b[^\n;&|]*?--no-preserve-root\b",
+            _I,
+            ("--no-preserve-root",),
+        ),
+        ("sudo-rm", r"\bsudo(?:\s+-[A-Za-z-]+(?:[= ][^\s-]\S*)?)*?\s+rm\b", _I, ("sudo",)),
         (
             "chmod-recursive-octal-absolute",
             r"\bchmod\s+(?:-[a-z]*r[a-z]*|--recursive)\s+[0-7]+\s+/",
             _I,
+            ("chmod",),
         ),
         (
             "chmod-recursive-symbolic-absolute",
             r"\bchmod\s+(?:-[a-zA-Z]*R[a-zA-Z]*|--recursive)\s+[ugoa+\-=rwxXst,]+\s+/",
             0,
+            ("chmod",),
         ),
-        ("chown-recursive-absolute", r"\bchown\s+(?:-[a-z]*r[a-z]*|--recursive)\s+\S+\s+/", _I),
-        ("fork-bomb", r":\(\)\s*\{\s*:\s*\|\s*:", 0),
+        (
+            "chown-recursive-absolute",
+            r"\bchown\s+(?:-[a-z]*r[a-z]*|--recursive)\s+\S+\s+/",
+            _I,
+            ("chown",),
+        ),
+        ("fork-bomb", r":\(\)\s*\{\s*:\s*\|\s*:", 0, (":(",)),
         (
             "write-block-device",
             r">\s*/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)",
             _I,
+            ("/dev/",),
         ),
-        ("mkfs", r"\bmkfs(?:\.|\b)", _I),
+        ("mkfs", r"\bmkfs(?:\.|\b)", _I, ("mkfs",)),
         (
             "dd-to-device",
             r"\bdd\b[^\n;&|]*?\bof=/dev/(?!(?:null|zero|stdout|stderr|tty)\b)",
             _I,
+            ("of=/dev/",),
         ),
-        ("shred-device", r"\bshred\b[^\n;&|]*?\s/dev/", _I),
-        ("cryptsetup", r"\bcryptsetup\b", _I),
-        ("redirect-to-auth-file", r">\s*/etc/(?:passwd|shadow|sudoers)\b", _I),
-        ("tee-to-auth-file", r"\btee\s+(?:-\S+\s+)*/etc/(?:passwd|shadow|sudoers)\b", _I),
+        ("shred-device", r"\bshred\b[^\n;&|]*?\s/dev/", _I, ("shred",)),
+        ("cryptsetup", r"\bcryptsetup\b", _I, ("cryptsetup",)),
+        ("redirect-to-auth-file", r">\s*/etc/(?:passwd|shadow|sudoers)\b", _I, ("/etc/",)),
+        ("tee-to-auth-file", r"\btee\s+(?:-\S+\s+)*/etc/(?:passwd|shadow|sudoers)\b", _I, ("tee",)),
         (
             "fetch-piped-to-shell",
             r"\b(?:curl|wget|fetch)\b[^\n;&]*?(?<!\|)\|(?!\|)\s*(?:sudo\s+(?:-\S+\s+)*)?"
             r"(?:bash|sh|zsh|fish|dash|ksh)\b",
             _I,
+            ("curl", "wget", "fetch"),
         ),
         (
             "fetch-process-substitution",
             r"(?:^|[\s;&|(])(?:bash|sh|zsh|source|\.)\s+<\(\s*(?:curl|wget|fetch)\b",
             _I,
+            ("<(",),
         ),
         (
             "eval-fetch",
             r"""\beval\s+["'`]?\$\(\s*(?:curl|wget|fetch)\b|\beval\s+["']?`\s*(?:curl|wget|fetch)\b""",
             _I,
+            ("eval",),
         ),
-        ("kill-init", r"\bkill\s+(?:-9|-KILL|-SIGKILL|-s\s+(?:9|KILL|SIGKILL))\s+-?1\b", 0),
+        (
+            "kill-init",
+            r"\bkill\s+(?:-9|-KILL|-SIGKILL|-s\s+(?:9|KILL|SIGKILL))\s+-?1\b",
+            0,
+            ("kill",),
+        ),
         (
             "host-power",
             _AT_COMMAND + r"(?:shutdown|poweroff|reboot|halt)(?=\s|$|[;|&)])"
             r"|\bsystemctl\s+(?:reboot|poweroff|halt|kexec)\b",
             _I,
+            ("shutdown", "poweroff", "reboot", "halt", "systemctl"),
         ),
-        ("init-runlevel", _AT_COMMAND + r"(?:init|telinit)\s+[06]\b", _I),
-        ("netcat-exec", r"\b(?:nc|ncat|netcat)\b[^|;\n]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s", _I),
+        ("init-runlevel", _AT_COMMAND + r"(?:init|telinit)\s+[06]\b", _I, ("init",)),
+        (
+            "netcat-exec",
+            r"\b(?:nc|ncat|netcat)\b[^|;\n]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s",
+            _I,
+            ("nc", "netcat"),
+        ),
     )
 )
 
@@ -288,10 +328,13 @@ def find_critical_hits(command: str, segments: Sequence[str] = ()) -> list[str]:
     if not command.strip():
         return []
     texts = (command, *segments)
+    # Joined, a keyword may straddle two texts; that only costs a needless regex run.
+    folded = "\n".join(texts).casefold()
     return [
         pattern.name
         for pattern in CRITICAL_PATTERNS
-        if any(pattern.regex.search(text) for text in texts)
+        if any(keyword in folded for keyword in pattern.keywords)
+        and any(pattern.regex.search(text) for text in texts)
     ]
 
 
@@ -342,6 +385,8 @@ UNPARSEABLE_REASON = "Command could not be parsed; approval required"
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """The decision plus what it rests on (also the body of `POST /v1/policy/evaluate`)."""
+
     approval: Approval
     reason: str
     matched_rule: PolicyRule | None
@@ -356,13 +401,15 @@ def _first_applicable_rule(
     if not normalized:
         return None
     for rule in rules:
-        glob = _compile_glob(rule.match)
-        if rule.approval is Approval.allow:
+        matches = _compile_glob(rule.match)
+        if matches(normalized):
             # An allow must vouch for everything the shell will run, so never for compound text.
-            if not controlled and glob.matches(normalized):
+            if rule.approval is not Approval.allow or not controlled:
                 return rule
-        elif glob.matches(normalized) or any(glob.matches(segment) for segment in segments):
-            return rule
+        elif rule.approval is not Approval.allow:
+            for segment in segments:
+                if matches(segment):
+                    return rule
     return None
 
 

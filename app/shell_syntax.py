@@ -32,6 +32,7 @@ __all__ = [
     "FlatSegment",
     "LeadingCd",
     "UnparseableCommandError",
+    "clear_segment_cache",
     "extract_leading_cd",
     "flat_segments",
     "has_control_syntax",
@@ -1260,6 +1261,11 @@ def policy_segments(command: str) -> list[str]:
     if len(command) > _CACHED_COMMAND_MAX_CHARS:
         return _strict_segments(command, 0)
     return list(_cached_policy_segments(command))
+
+
+def clear_segment_cache() -> None:
+    """Forget cached `policy_segments` results (benchmarks measure first-time cost with it)."""
+    _cached_policy_segments.cache_clear()
 
 
 # --- best effort for unparseable text --------------------------------------------------------

@@ -1,0 +1,231 @@
+"""Policy evaluation benchmark: `python -m bench.bench_policy` from the repo root.
+
+Times `app.policy.evaluate` over 10,000 deterministic, mixed commands against a realistic
+20-rule policy and prints one JSON object. Next to it, as a yardstick, it times a plain
+`re.fullmatch` of the same 20 globs against the raw command (no parsing, no segments), so
+results can be recorded as a ratio that is stable across machines.
+
+Two evaluate figures are reported: `uncached` clears the segment cache before every call (the
+cost of a command seen for the first time), `cached` re-runs the same commands (an approval
+flow re-evaluating a command it has already seen).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from app.policy import PolicyDocument, evaluate
+from app.shell_syntax import clear_segment_cache, normalize_whitespace
+
+COMMAND_COUNT = 10_000
+
+RULES: list[tuple[str, str]] = [
+    ("rm -rf /*", "deny"),
+    ("git push --force*", "deny"),
+    ("git push -f*", "deny"),
+    ("sudo *", "deny"),
+    ("mkfs*", "deny"),
+    ("git status*", "allow"),
+    ("git diff*", "allow"),
+    ("git log*", "allow"),
+    ("ls*", "allow"),
+    ("cat *", "allow"),
+    ("pytest*", "allow"),
+    ("npm test*", "allow"),
+    ("npm run *", "allow"),
+    ("make *", "allow"),
+    ("python -m *", "allow"),
+    ("grep *", "allow"),
+    ("rm -rf *", "prompt"),
+    ("curl *", "prompt"),
+    ("docker *", "prompt"),
+    ("pip install *", "prompt"),
+]
+
+_NAMES = ["app", "core", "utils", "api", "models", "views", "auth", "db", "cli", "io"]
+_WORDS = ["fix", "add", "update", "refactor", "remove", "tidy", "bump", "docs", "tests"]
+
+
+def _simple(rng: random.Random) -> str:
+    name = rng.choice(_NAMES)
+    return rng.choice(
+        [
+            "git status",
+            "git status --short",
+            f"git diff HEAD~{rng.randint(1, 9)} -- src/{name}.py",
+            f"git log --oneline -n {rng.randint(5, 50)}",
+            f"ls -la src/{name}",
+            f"cat src/{name}/__init__.py",
+            f"pytest tests/test_{name}.py -q -x",
+            "npm test",
+            f"npm run build:{name}",
+            f"make {rng.choice(['test', 'lint', 'build'])}",
+            f"python -m pip show {name}",
+            f"grep -rn 'TODO' src/{name}",
+            f"rm -rf build/{name}",
+            f"curl -s https://example.com/{name}.json",
+            f"docker ps --filter name={name}",
+            f"sed -n '{rng.randint(1, 200)},+20p' src/{name}.py",
+        ]
+    )
+
+
+def _compound(rng: random.Random) -> str:
+    name = rng.choice(_NAMES)
+    word = rng.choice(_WORDS)
+    return rng.choice(
+        [
+            f"cd src/{name} && make test",
+            f'git add -A && git commit -m "{word} {name}"',
+            f"ls src | grep {name} | wc -l",
+            "make build 2>&1 | tail -n 50",
+            f'for f in src/{name}/*.py; do wc -l "$f"; done',
+            f"test -f {name}.lock || npm install",
+            f"mkdir -p out/{name}; cp -r src/{name} out/{name}",
+            f"npm run lint && npm test -- --coverage > coverage-{name}.txt",
+            f"[[ -d .venv ]] && .venv/bin/pytest -q tests/{name}",
+            f"git stash && git pull --rebase && git stash pop; git log -n {rng.randint(1, 5)}",
+        ]
+    )
+
+
+def _substitution(rng: random.Random) -> str:
+    name = rng.choice(_NAMES)
+    return rng.choice(
+        [
+            "echo $(date +%s)",
+            f"kill $(cat /tmp/{name}.pid)",
+            'export SHA="$(git rev-parse HEAD)"',
+            f"diff <(ls src/{name}) <(ls out/{name})",
+            f"cat <<'EOF' > notes/{name}.md\n# {name}\n\n- {rng.choice(_WORDS)} it\nEOF",
+            f"python - <<EOF\nprint('{name}', $(nproc))\nEOF",
+            f'echo "build {name} at `date`"',
+            f"VERSION=$(python -c 'import {name}; print({name}.__version__)') make release",
+            f"echo $(( {rng.randint(1, 99)} * 2 ))",
+            f"files=$(git ls-files '*.py' | grep {name}) && wc -l $files",
+        ]
+    )
+
+
+def _wrapped(rng: random.Random) -> str:
+    name = rng.choice(_NAMES)
+    return rng.choice(
+        [
+            f"timeout {rng.randint(10, 600)} pytest tests/test_{name}.py",
+            "env CI=1 NODE_ENV=test npm test",
+            f"sudo apt-get install -y lib{name}-dev",
+            f"nohup python -m {name}.server > server.log 2>&1 &",
+            f"bash -c 'cd src/{name} && make'",
+            f'sh -c "rm -rf build/{name} && make"',
+            f"find src/{name} -name '*.pyc' | xargs rm -f",
+            f"nice -n 10 make -j{rng.randint(2, 16)}",
+            f"time python -m {name}.bench",
+            f"sudo env PATH=$PATH timeout 5 rm -rf /var/tmp/{name}",
+        ]
+    )
+
+
+def build_commands(count: int, seed: int = 0) -> list[str]:
+    """A deterministic mix: 40 % simple, 30 % compound, 15 % substitutions, 15 % wrappers."""
+    rng = random.Random(seed)
+    kinds: list[tuple[float, Callable[[random.Random], str]]] = [
+        (0.40, _simple),
+        (0.70, _compound),
+        (0.85, _substitution),
+        (1.00, _wrapped),
+    ]
+    commands: list[str] = []
+    for _ in range(count):
+        draw = rng.random()
+        generate = next(make for threshold, make in kinds if draw < threshold)
+        commands.append(generate(rng))
+    return commands
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    parts = normalize_whitespace(pattern).split("*")
+    return re.compile(".*".join(re.escape(part) for part in parts), re.DOTALL)
+
+
+def _summary(samples_ns: Sequence[int]) -> dict[str, float]:
+    ordered = sorted(samples_ns)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    total_s = sum(ordered) / 1e9
+    return {
+        "median_us": round(statistics.median(ordered) / 1000, 2),
+        "p99_us": round(p99 / 1000, 2),
+        "mean_us": round(statistics.fmean(ordered) / 1000, 2),
+        "max_us": round(ordered[-1] / 1000, 2),
+        "commands_per_s": round(len(ordered) / total_s) if total_s else 0,
+    }
+
+
+def run() -> dict[str, object]:
+    policy = PolicyDocument.model_validate(
+        {"rules": [{"match": match, "approval": approval} for match, approval in RULES]}
+    )
+    commands = build_commands(COMMAND_COUNT)
+    perf = time.perf_counter_ns
+
+    for command in commands[:200]:  # warm imports, glob cache and regex caches
+        evaluate(policy, command)
+
+    uncached: list[int] = []
+    outcomes: dict[str, int] = {}
+    for command in commands:
+        clear_segment_cache()
+        started = perf()
+        verdict = evaluate(policy, command)
+        uncached.append(perf() - started)
+        outcomes[verdict.approval.value] = outcomes.get(verdict.approval.value, 0) + 1
+
+    cached: list[int] = []
+    for command in commands:
+        evaluate(policy, command)  # fill the cache
+    for command in commands:
+        started = perf()
+        evaluate(policy, command)
+        cached.append(perf() - started)
+
+    globs = [_glob_regex(match) for match, _ in RULES]
+    yardstick: list[int] = []
+    for command in commands:
+        started = perf()
+        for glob in globs:
+            if glob.fullmatch(command):
+                break
+        yardstick.append(perf() - started)
+
+    uncached_summary = _summary(uncached)
+    yardstick_summary = _summary(yardstick)
+    return {
+        "benchmark": "policy.evaluate",
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "rules": len(RULES),
+        "commands": len(commands),
+        "unique_commands": len(set(commands)),
+        "verdicts": dict(sorted(outcomes.items())),
+        "evaluate_uncached": uncached_summary,
+        "evaluate_cached": _summary(cached),
+        "yardstick_re_fullmatch": yardstick_summary,
+        "median_ratio_uncached_to_yardstick": round(
+            uncached_summary["median_us"] / max(yardstick_summary["median_us"], 0.01), 1
+        ),
+    }
+
+
+def main() -> None:
+    json.dump(run(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,368 @@
+"""Unit tests for app.interceptor (pure; nothing is executed). pi-bash-tool.md §7 items 31-43."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.interceptor import (
+    DEFAULT_INTERCEPTOR_RULES,
+    Interception,
+    check,
+    compile_rule,
+    effective_rules,
+)
+from app.policy import InterceptorRule, InterceptorSettings
+from app.shell_syntax import extract_leading_cd
+
+ALL_TOOLS = frozenset({"read", "grep", "glob", "edit", "write", "bash"})
+GIT_COMMIT = InterceptorRule(pattern=r"^\s*git\s+commit\b", tool="bash", message="Use git tool.")
+
+
+def blocked(command: str, rules: list[InterceptorRule], tools: frozenset[str] = ALL_TOOLS) -> bool:
+    return check(command, tools, rules, command) is not None
+
+
+def check_like_the_tool(command: str, rules: list[InterceptorRule]) -> Interception | None:
+    """The executions flow: check the original, then the `cd`-rewritten command, quoting the
+    original in the message."""
+    result = check(command, ALL_TOOLS, rules, command)
+    rewritten = extract_leading_cd(command)
+    if result is None and rewritten is not None:
+        result = check(rewritten.rest, ALL_TOOLS, rules, command)
+    return result
+
+
+# --- items 31-34 -----------------------------------------------------------------------------
+
+
+def test_original_command_is_checked_before_the_cd_rewrite_item_31() -> None:
+    rule = InterceptorRule(pattern=r"^\s*cd\s+", tool="bash", message="No cd.")
+    result = check_like_the_tool("cd packages/x && echo ok", [rule])
+    assert result == Interception(
+        tool="bash", message="Blocked: No cd.\n\nOriginal command: cd packages/x && echo ok"
+    )
+
+
+def test_rewritten_command_is_checked_and_message_quotes_the_original_item_32() -> None:
+    rule = InterceptorRule(pattern=r"^\s*cat\s+", tool="read", message="Use read instead.")
+    result = check_like_the_tool("cd pkg && cat package.json", [rule])
+    assert result is not None
+    assert result.message.endswith(
+        "Use read instead.\n\nOriginal command: cd pkg && cat package.json"
+    )
+
+
+def test_default_rules_route_cat_to_the_read_tool_item_33() -> None:
+    result = check("cat test.txt", {"read"}, effective_rules(InterceptorSettings()), "cat test.txt")
+    assert result is not None
+    assert result.tool == "read"
+    assert re.search(r"Use the `read` tool instead of cat/head/tail", result.message)
+    assert result.message.startswith("Blocked: ")
+
+
+def test_explicit_empty_rule_list_blocks_nothing_item_34() -> None:
+    rules = effective_rules(InterceptorSettings(enabled=True, rules=[]))
+    assert rules == []
+    assert check("cat test.txt", ALL_TOOLS, rules, "cat test.txt") is None
+
+
+def test_custom_rule_blocks_with_its_own_message_item_34() -> None:
+    rule = InterceptorRule(pattern=r"^\s*customcmd\s+", tool="bash", message="Custom says no.")
+    result = check("customcmd arg", {"bash"}, [rule], "customcmd arg")
+    assert result == Interception(
+        tool="bash", message="Blocked: Custom says no.\n\nOriginal command: customcmd arg"
+    )
+
+
+# --- items 35-41: flat segments ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git add . && git commit -m x",
+        "git add .; git commit -m x",
+        "false || git commit -m x",
+        "sleep 1 & git commit -m x",
+        "git add .\ngit commit -m x",
+        "git add . &&git commit -m x",
+    ],
+)
+def test_rule_matches_after_compound_operators_item_35(command: str) -> None:
+    assert blocked(command, [GIT_COMMIT])
+
+
+def test_rule_does_not_match_after_a_single_pipe_item_35() -> None:
+    assert not blocked("echo msg | git commit -F -", [GIT_COMMIT])
+
+
+def test_leading_assignments_are_stripped_item_36() -> None:
+    assert blocked('A="x" B=y git commit -m x', [GIT_COMMIT])
+    assert blocked("echo a && GIT_AUTHOR_NAME='a b' git commit", [GIT_COMMIT])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf '%s\\n' \"git add && git commit\"",
+        'echo "git commit"',
+        "echo git\\ commit",
+        "echo ok # git commit",
+        "echo ok # && git commit",
+    ],
+)
+def test_quoted_escaped_or_commented_text_is_not_a_segment_item_37(command: str) -> None:
+    assert not blocked(command, [GIT_COMMIT])
+
+
+@pytest.mark.parametrize("command", [">|git commit", "echo >& git commit", "<&3 git commit"])
+def test_redirect_targets_are_not_segments_item_38(command: str) -> None:
+    assert not blocked(command, [GIT_COMMIT])
+
+
+def test_operator_after_fd_duplication_still_splits_item_38() -> None:
+    assert blocked("echo hi <&3 && git commit", [GIT_COMMIT])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo $(git commit)",
+        "echo `git commit`",
+        "echo ${x;git commit}",
+        "echo ok && (git commit)",
+        "echo ok && { git commit; }",
+        "cat <<EOF && true\ngit commit\nEOF",
+    ],
+)
+def test_hidden_structure_gets_the_full_command_check_only_item_39(command: str) -> None:
+    assert not blocked(command, [GIT_COMMIT])
+
+
+def test_rule_written_against_the_full_input_still_matches_item_40() -> None:
+    rule = InterceptorRule(pattern=r"^git add file && git commit", tool="bash")
+    assert blocked("git add file && git commit -m x", [rule])
+
+
+def test_rule_for_an_unavailable_tool_is_skipped_item_41() -> None:
+    assert not blocked("cat test.txt", list(DEFAULT_INTERCEPTOR_RULES), frozenset({"grep"}))
+    assert blocked("cat test.txt", list(DEFAULT_INTERCEPTOR_RULES), frozenset({"read"}))
+
+
+# --- items 42-43: default rules ----------------------------------------------------------------
+
+DEFAULTS = list(DEFAULT_INTERCEPTOR_RULES)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo hi > out.txt",
+        "echo hi >> out.txt",
+        "echo hi >| out.txt",
+        "echo hi > $OUT",
+        'printf "%s" foo > /tmp/x',
+        "echo data > /dev/null > out.txt",
+        "echo data > ./dev/null",
+        "echo data > /devices/x",
+        "echo 'quoted > inside' > file",
+        "cat <<EOF > notes.md\nhello\nEOF",
+        "cat <<'EOF' > notes.md\nhello\nEOF",
+        "echo x 2>&1 > out.txt",
+        "echo x &> out.txt",
+        "cd src && echo x > out.txt",
+    ],
+)
+def test_echo_and_printf_redirects_route_to_write_item_42(command: str) -> None:
+    result = check(command, {"write"}, DEFAULTS, command)
+    assert result is not None
+    assert result.tool == "write"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x > /dev/null",
+        "echo x 2>&1",
+        'echo x > "/dev/null"',
+        "echo x > '/dev/stderr'",
+        'echo "a -> b"',
+        'echo "<p>hi</p>"',
+        "printf 'use 2>&1'",
+        'echo "err" >&2',
+        "echo hi | cat > out.txt",
+        "echo building && make > build.log",
+        "echo a; ls > listing.txt",
+        "cat <<EOF\n<p>hi</p>\nEOF",
+        "echoes > x",
+    ],
+)
+def test_harmless_output_redirects_pass_item_42(command: str) -> None:
+    assert check(command, {"write"}, DEFAULTS, command) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bun run dev",
+        "npm start",
+        "pnpm dev --port 3000",
+        "vite --host 0.0.0.0",
+        "next dev",
+        "nodemon server.js",
+        "lldb ./app",
+        "gdb ./app",
+        "tail -f log",
+        "docker compose up",
+        "bun test --watch",
+        "npm run test -- -w",
+        "tsc --watch",
+        "pytest -w",
+        "nohup server",
+        "server &",
+        "make && server &",
+    ],
+)
+def test_services_watchers_and_background_syntax_route_to_bash_item_42(command: str) -> None:
+    result = check(command, {"bash"}, DEFAULTS, command)
+    assert result is not None
+    assert result.tool == "bash"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git diff -w",
+        "docker compose up -d",
+        "docker compose up --detach web",
+        "bun test",
+        "printf 'server &'",
+        "a && b",
+        "echo a \\&",
+        "npm run build",
+        "vitest run",
+    ],
+)
+def test_finite_commands_pass_the_bash_rules_item_42(command: str) -> None:
+    assert check(command, {"bash"}, DEFAULTS, command) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep pattern path",
+        "rg pattern src",
+        "grep x file | wc -l",
+        "cat log | tr a b && grep err file",
+        "LC_ALL=C grep x file",
+    ],
+)
+def test_grep_rule_blocks_first_stage_greps_item_43(command: str) -> None:
+    result = check(command, {"grep"}, DEFAULTS, command)
+    assert result is not None
+    assert result.tool == "grep"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf 'x\\n' | grep x",
+        "tr a b < in | grep -v y",
+        "cat log |\ngrep err",
+        "cat log |\n# only errors\ngrep err",
+        "make |& grep error",
+    ],
+)
+def test_grep_rule_ignores_stages_reading_piped_stdin_item_43(command: str) -> None:
+    assert check(command, {"grep"}, DEFAULTS, command) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "tool"),
+    [
+        ("head -n 5 f", "read"),
+        ("find . -name '*.py'", "glob"),
+        ("fd --type f", "glob"),
+        ("sed -i 's/a/b/' f", "edit"),
+        ("perl -pi -e 's/a/b/' f", "edit"),
+        ("awk -i inplace '{print}' f", "edit"),
+    ],
+)
+def test_other_default_rules_route_to_their_tools(command: str, tool: str) -> None:
+    result = check(command, ALL_TOOLS, DEFAULTS, command)
+    assert result is not None
+    assert result.tool == tool
+
+
+def test_default_rules_are_the_reference_ten_in_order() -> None:
+    assert [rule.tool for rule in DEFAULT_INTERCEPTOR_RULES] == [
+        "read",
+        "grep",
+        "glob",
+        "edit",
+        "edit",
+        "edit",
+        "write",
+        "bash",
+        "bash",
+        "bash",
+    ]
+    assert DEFAULT_INTERCEPTOR_RULES[0].pattern == r"^\s*(cat|head|tail|less|more)\s+"
+
+
+# --- rule handling ---------------------------------------------------------------------------
+
+
+def test_effective_rules_default_to_the_builtin_list() -> None:
+    assert effective_rules(InterceptorSettings()) == list(DEFAULT_INTERCEPTOR_RULES)
+
+
+def test_rule_order_wins_over_candidate_order() -> None:
+    on_segment = InterceptorRule(pattern=r"^make\b", tool="bash", message="first rule")
+    on_full = InterceptorRule(pattern=r"^echo\b", tool="bash", message="second rule")
+    result = check("echo a && make", {"bash"}, [on_segment, on_full], "echo a && make")
+    assert result is not None
+    assert "first rule" in result.message
+
+
+def test_rule_flags_apply_when_matching() -> None:
+    rule = InterceptorRule(pattern=r"^CAT\s", flags="i", tool="read")
+    assert blocked("cat f", [rule])
+    assert not blocked("cat f", [InterceptorRule(pattern=r"^CAT\s", tool="read")])
+
+
+def test_sticky_and_global_flags_change_nothing() -> None:
+    rule = InterceptorRule(pattern=r"commit", flags="gy", tool="bash")
+    assert blocked("git commit", [rule])
+    assert blocked("git commit", [rule])
+
+
+def test_empty_message_falls_back_to_command_blocked() -> None:
+    rule = InterceptorRule(pattern="x", tool="bash", message="")
+    result = check("x", {"bash"}, [rule], "x")
+    assert result is not None
+    assert result.message == "Blocked: Command blocked\n\nOriginal command: x"
+
+
+def test_invalid_rule_built_without_validation_is_skipped() -> None:
+    broken = InterceptorRule.model_construct(pattern="(", flags="", tool="bash", message="m")
+    good = InterceptorRule(pattern="^x", tool="bash", message="good")
+    assert compile_rule(broken) is None
+    result = check("x", {"bash"}, [broken, good], "x")
+    assert result is not None
+    assert "good" in result.message
+
+
+def test_compile_rule_returns_a_python_pattern_with_flags() -> None:
+    regex = compile_rule(InterceptorRule(pattern="^a.b$", flags="ims", tool="bash"))
+    assert regex is not None
+    assert regex.flags & re.IGNORECASE
+    assert regex.flags & re.MULTILINE
+    assert regex.flags & re.DOTALL
+
+
+def test_full_command_candidate_is_trimmed() -> None:
+    rule = InterceptorRule(pattern=r"^cat f$", tool="read")
+    assert blocked("   cat f \n", [rule])
