@@ -1234,7 +1234,42 @@ def _strict_segments(text: str, depth: int) -> list[str]:
     segments: list[str] = []
     for command in commands:
         segments.extend(_segments_of(command, depth, _strict_segments))
+    if any(_shell_reads_stdin(command.words) for command in commands):
+        segments.extend(_piped_script_segments(commands, depth))
     return _dedupe(segments)
+
+
+def _shell_reads_stdin(words: list[str]) -> bool:
+    """A bare shell (also under wrappers: `sudo bash`) that runs whatever its stdin holds."""
+    queue = [_strip_reserved(words)]
+    for _ in range(_MAX_VARIANTS):
+        if not queue:
+            return False
+        current = queue.pop(0)
+        if not current:
+            continue
+        if _basename(current[0]) in _SHELLS:
+            script, names_file = _shell_script(current[1:])
+            if script is None and not names_file:
+                return True
+        queue.extend(_unwrapped(current))
+    return False
+
+
+def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:
+    """When a shell runs its stdin (`cat <<EOF | sh`, `echo 'rm -rf x' | bash`), any word or
+    here-doc body upstream may be its script: read each as one. This can only add segments, so
+    deny/prompt get stricter and nothing becomes allowed."""
+    segments: list[str] = []
+    for command in commands:
+        for text in [*command.stdin_texts, *command.words[1:]]:
+            try:
+                segments.extend(_strict_segments(text, depth + 1))
+            except _TooDeepError:
+                raise
+            except UnparseableCommandError:
+                segments.extend(rough_segments(text))
+    return segments
 
 
 # Approval flows evaluate the same command several times (submit, dry run, decision); parsing

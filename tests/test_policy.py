@@ -759,3 +759,22 @@ def test_wrapping_a_critical_command_never_allows_it(command: str) -> None:
     verdict = evaluate(policy(("*", "allow")), command)
     assert verdict.approval is not Approval.allow, (command, verdict)
     assert verdict.critical_hits, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat <<EOF | sh\nrm -rf nonexistent-x\nEOF",
+        "echo 'rm -rf nonexistent-x' | bash",
+        "printf 'rm -rf nonexistent-x' | sudo bash",
+        "cat <<'EOF' | bash -s\nrm -rf nonexistent-x\nEOF",
+    ],
+)
+def test_deny_rule_catches_a_script_piped_into_a_shell(command: str) -> None:
+    policy = PolicyDocument.model_validate({"rules": [{"match": "rm -rf *", "approval": "deny"}]})
+    assert evaluate(policy, command).approval is Approval.deny
+
+
+def test_words_are_not_read_as_scripts_when_no_shell_reads_stdin() -> None:
+    policy = PolicyDocument.model_validate({"rules": [{"match": "rm -rf *", "approval": "deny"}]})
+    assert evaluate(policy, "echo 'rm -rf nonexistent-x' | cat").approval is Approval.allow
