@@ -8,8 +8,10 @@ import sys
 
 import typer
 import uvicorn
+from pydantic import ValidationError
 
 from app.config import Settings
+from app.policy_service import PolicyFileError, read_policy_file
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -27,7 +29,14 @@ def serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        if settings.policy_file is not None:
+            # Fail before uvicorn starts, with the file's problem and no traceback.
+            read_policy_file(settings.policy_file)
+    except (ValidationError, PolicyFileError) as error:
+        typer.echo(f"shellgate: {error}", err=True)
+        raise typer.Exit(2) from None
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

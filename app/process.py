@@ -119,6 +119,10 @@ class RunningProcess:
         self._on_output = on_output
         self._on_exit = on_exit
         self._kill_on_exit = False
+        # Guards the PTY fd: once the pump closes it, its number may be reused by another
+        # execution, so no write or ioctl may reach it afterwards.
+        self._pty_lock = threading.Lock()
+        self._pty_open = spec.pty
         self._pty: PtyProcess | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         if spec.pty:
@@ -162,17 +166,29 @@ class RunningProcess:
         """
         self._kill_on_exit = True
 
-    def write_input(self, data: bytes) -> None:
+    def write_input(self, data: bytes) -> bool:
+        """Type into the PTY; False once the terminal is closed."""
         if self._pty is None:
             raise RuntimeError("input needs a PTY")
-        os.write(self._pty.fd, data)
+        with self._pty_lock:
+            if not self._pty_open:
+                return False
+            view = memoryview(data)
+            while view:
+                written = os.write(self._pty.fd, view)
+                view = view[written:]
+        return True
 
-    def resize(self, rows: int, cols: int) -> None:
+    def resize(self, rows: int, cols: int) -> bool:
         if self._pty is None:
             raise RuntimeError("resize needs a PTY")
-        fcntl.ioctl(self._pty.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        with contextlib.suppress(ProcessLookupError):
+        with self._pty_lock:
+            if not self._pty_open:
+                return False
+            fcntl.ioctl(self._pty.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signal.SIGWINCH)
+        return True
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -290,8 +306,12 @@ class RunningProcess:
                     break
         finally:
             selector.close()
-            with contextlib.suppress(OSError):
-                os.close(pty.fd)
+            # Close through ptyprocess's own file object: closing the raw fd would leave that
+            # object to close the same number again when collected, by then perhaps another
+            # execution's pipe.
+            with self._pty_lock, contextlib.suppress(OSError):
+                self._pty_open = False
+                pty.fileobj.close()
             # ptyprocess would otherwise try to close and reap in its __del__.
             pty.closed = True
             pty.terminated = True
