@@ -3,8 +3,10 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The console's xterm.js files (served from node_modules/, no build step).
+NODE_STAMP := node_modules/.stamp
 
-.PHONY: run test lint format openapi bench clean
+.PHONY: run test lint format openapi bench clean console-deps
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -13,10 +15,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "need npm (Node.js) for the console's xterm.js"; exit 1; }
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+console-deps: $(NODE_STAMP)
+
+run: $(STAMP) $(NODE_STAMP)
 	$(BIN)/shellgate serve
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
@@ -35,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache node_modules

@@ -7,7 +7,6 @@ approval leaves `pending`; this module knows nothing about processes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -18,29 +17,47 @@ from app import crud
 from app.auth import Principal
 from app.db import Database
 from app.errors import ConflictError, ForbiddenError, NotFoundError
-from app.models import Approval, ApprovalState
+from app.models import Approval, ApprovalState, ExecutionState
+from app.schemas import ApprovalPublic
 
 logger = logging.getLogger("shellgate.approvals")
 
 SettledHandler = Callable[[Approval], Awaitable[None]]
+# Events a listener may leave unread before it is dropped (it then gets `overflow`).
 LISTENER_QUEUE_SIZE = 1000
+OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
+WITHDRAWN_REASON = "execution cancelled by its requester"
 
 
 def new_approval_id() -> str:
     return "ap_" + secrets.token_urlsafe(15)
 
 
+def _aware(value: datetime) -> datetime:
+    # SQLite hands datetimes back naive; they were written in UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def approval_public(approval: Approval) -> ApprovalPublic:
+    """The wire form (SPEC §5.5 fields exactly), with timezone-aware timestamps."""
+    return ApprovalPublic(
+        id=approval.id,
+        execution_id=approval.execution_id,
+        command=approval.command,
+        cwd=approval.cwd,
+        reason=approval.reason,
+        state=ApprovalState(approval.state),
+        requested_by=approval.requested_by,
+        decided_by=approval.decided_by,
+        decision_reason=approval.decision_reason,
+        created_at=_aware(approval.created_at),
+        decided_at=_aware(approval.decided_at) if approval.decided_at else None,
+        expires_at=_aware(approval.expires_at),
+    )
+
+
 def approval_event(kind: str, approval: Approval) -> dict[str, Any]:
-    return {"type": kind, "approval": approval_to_dict(approval)}
-
-
-def approval_to_dict(approval: Approval) -> dict[str, Any]:
-    data = approval.model_dump()
-    for key in ("created_at", "decided_at", "expires_at"):
-        value = data.get(key)
-        if isinstance(value, datetime):
-            data[key] = value.isoformat()
-    return data
+    return {"type": kind, "approval": approval_public(approval).model_dump(mode="json")}
 
 
 class ApprovalService:
@@ -48,6 +65,8 @@ class ApprovalService:
         self._db = db
         self._timeout = timeout_seconds
         self._expiry: dict[str, asyncio.TimerHandle] = {}
+        # Unbounded queues with the bound enforced in `_publish`, so that the `overflow` marker
+        # always fits behind the events a slow listener left unread.
         self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self._tasks: set[asyncio.Task[Approval | None]] = set()
         self.on_settled: SettledHandler | None = None
@@ -55,11 +74,18 @@ class ApprovalService:
     # --- requests ---------------------------------------------------------------------------
 
     async def request(
-        self, *, execution_id: str, command: str, cwd: str, reason: str, requested_by: str
+        self,
+        *,
+        execution_id: str,
+        command: str,
+        cwd: str,
+        reason: str,
+        requested_by: str,
+        approval_id: str | None = None,
     ) -> Approval:
         now = datetime.now(UTC)
         approval = Approval(
-            id=new_approval_id(),
+            id=approval_id or new_approval_id(),
             execution_id=execution_id,
             command=command,
             cwd=cwd,
@@ -71,14 +97,38 @@ class ApprovalService:
         approval = await self._db.call(crud.insert_approval, approval=approval)
         self._arm_expiry(approval)
         self._publish(approval_event("approval.requested", approval))
-        logger.info("approval %s requested for %s: %s", approval.id, execution_id, reason)
+        logger.info(
+            "approval %s requested by %s for %s (%s): %s",
+            approval.id,
+            requested_by,
+            execution_id,
+            reason,
+            command,
+        )
         return approval
 
     async def restore(self) -> int:
-        """After a restart: pending approvals stay pending, with their expiry timers re-armed."""
+        """After a restart: pending approvals stay pending, with their expiry timers re-armed;
+        an execution whose approval was decided just before the server stopped, but which never
+        started or was never rejected, is settled now."""
         pending = await self._db.call(crud.pending_approvals)
         for approval in pending:
             self._arm_expiry(approval)
+        awaiting = await self._db.call(
+            crud.executions_in_state, state=ExecutionState.awaiting_approval
+        )
+        for record in awaiting:
+            if record.approval_id is None or self.on_settled is None:
+                continue
+            decided = await self._db.call(crud.get_approval, approval_id=record.approval_id)
+            if decided is not None and decided.state != ApprovalState.pending:
+                logger.warning(
+                    "approval %s was %s before the restart; settling %s now",
+                    decided.id,
+                    decided.state,
+                    record.id,
+                )
+                await self.on_settled(decided)
         return len(pending)
 
     # --- decisions --------------------------------------------------------------------------
@@ -95,21 +145,33 @@ class ApprovalService:
     async def expire(self, approval_id: str) -> Approval | None:
         try:
             return await self._settle(
-                approval_id, ApprovalState.expired, decided_by="system", reason="approval expired"
+                approval_id,
+                ApprovalState.expired,
+                decided_by="system",
+                reason=f"no decision within {self._timeout:g} seconds",
             )
         except (ConflictError, NotFoundError):
             return None
 
-    async def withdraw(self, approval_id: str, *, by: str) -> None:
-        """The execution was cancelled while it waited: the approval can no longer be granted."""
-        with contextlib.suppress(ConflictError, NotFoundError):
+    async def withdraw(self, approval_id: str, *, by: str) -> bool:
+        """The execution is being cancelled while it waits: close its approval as `expired`.
+
+        False when the approval was already decided (an approver won the race), in which case
+        the execution is starting or rejected and the caller must treat it as such.
+        """
+        try:
             await self._settle(
                 approval_id,
                 ApprovalState.expired,
                 decided_by=by,
-                reason="execution cancelled by its requester",
+                reason=WITHDRAWN_REASON,
                 notify_execution=False,
             )
+        except ConflictError:
+            return False
+        except NotFoundError:
+            return True
+        return True
 
     async def _settle(
         self,
@@ -120,6 +182,8 @@ class ApprovalService:
         reason: str | None,
         notify_execution: bool = True,
     ) -> Approval:
+        # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
+        # the expiry timer and a cancel racing for the same approval.
         changed = await self._db.call(
             crud.decide_approval,
             approval_id=approval_id,
@@ -140,7 +204,14 @@ class ApprovalService:
         if handle is not None:
             handle.cancel()
         logger.info(
-            "approval %s %s by %s (%s)", approval_id, state.value, decided_by, reason or "-"
+            "approval %s %s by %s at %s for %s (%s): %s",
+            approval_id,
+            state.value,
+            decided_by,
+            _aware(approval.decided_at or datetime.now(UTC)).isoformat(),
+            approval.execution_id,
+            reason or "no reason given",
+            approval.command,
         )
         self._publish(approval_event("approval.decided", approval))
         if notify_execution and self.on_settled is not None:
@@ -151,7 +222,7 @@ class ApprovalService:
 
     async def get(self, approval_id: str, principal: Principal) -> Approval:
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
-        if approval is None or not _may_read(principal, approval):
+        if approval is None or not may_read(principal, approval.requested_by):
             raise NotFoundError(f"approval {approval_id} not found")
         return approval
 
@@ -164,7 +235,7 @@ class ApprovalService:
     # --- listeners (WebSocket /v1/approvals/stream) -----------------------------------------
 
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(LISTENER_QUEUE_SIZE)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._listeners.add(queue)
         return queue
 
@@ -173,30 +244,31 @@ class ApprovalService:
 
     def _publish(self, event: dict[str, Any]) -> None:
         for queue in list(self._listeners):
-            try:
-                queue.put_nowait(event)
-            except asyncio.QueueFull:
-                # A listener that stopped reading is dropped, never allowed to stall deciders;
-                # it reconnects and lists pending approvals again.
+            if queue.qsize() >= LISTENER_QUEUE_SIZE:
+                # A listener that stopped reading is dropped, never allowed to stall deciders
+                # or grow without bound; `overflow` tells it to reconnect and list again.
                 self._listeners.discard(queue)
-                with contextlib.suppress(asyncio.QueueFull):
-                    queue.put_nowait({"type": "overflow"})
+                queue.put_nowait(OVERFLOW_EVENT)
+            else:
+                queue.put_nowait(event)
 
     # --- expiry -----------------------------------------------------------------------------
 
     def _arm_expiry(self, approval: Approval) -> None:
         loop = asyncio.get_running_loop()
-        expires_at = approval.expires_at
-        if expires_at.tzinfo is None:  # SQLite hands back naive datetimes
-            expires_at = expires_at.replace(tzinfo=UTC)
-        delay = max(0.0, (expires_at - datetime.now(UTC)).total_seconds())
+        delay = max(0.0, (_aware(approval.expires_at) - datetime.now(UTC)).total_seconds())
         self._expiry[approval.id] = loop.call_later(delay, self._spawn_expire, approval.id)
 
     def _spawn_expire(self, approval_id: str) -> None:
         self._expiry.pop(approval_id, None)
         task = asyncio.create_task(self.expire(approval_id))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._expiry_done)
+
+    def _expiry_done(self, task: asyncio.Task[Approval | None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("expiring an approval failed", exc_info=task.exception())
 
     async def close(self) -> None:
         for handle in self._expiry.values():
@@ -206,5 +278,6 @@ class ApprovalService:
             task.cancel()
 
 
-def _may_read(principal: Principal, approval: Approval) -> bool:
-    return principal.reads_everything or approval.requested_by == principal.name
+def may_read(principal: Principal, requested_by: str) -> bool:
+    """Approvers and admins read every approval; an agent only those of its own executions."""
+    return principal.reads_everything or requested_by == principal.name

@@ -15,7 +15,14 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, update
 from sqlmodel import Session, col, select
 
-from app.models import Approval, ApprovalState, Execution, ExecutionState, PolicyVersion
+from app.models import (
+    Approval,
+    ApprovalState,
+    Execution,
+    ExecutionState,
+    PolicyVersion,
+    ShellSession,
+)
 
 ACTIVE_STATES = (ExecutionState.awaiting_approval.value, ExecutionState.running.value)
 
@@ -190,3 +197,40 @@ def latest_policy_version(session: Session) -> PolicyVersion | None:
 def list_policy_versions(session: Session, *, limit: int) -> list[PolicyVersion]:
     query = select(PolicyVersion).order_by(col(PolicyVersion.id).desc()).limit(limit)
     return list(session.exec(query).all())
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+def insert_session(session: Session, *, record: ShellSession) -> ShellSession:
+    session.add(record)
+    session.commit()
+    session.refresh(record)
+    return record
+
+
+def get_live_session(session: Session, *, session_id: str) -> ShellSession | None:
+    record = session.get(ShellSession, session_id)
+    return record if record is not None and record.deleted_at is None else None
+
+
+def list_live_sessions(session: Session, *, owner: str | None) -> list[ShellSession]:
+    query = select(ShellSession).where(col(ShellSession.deleted_at).is_(None))
+    if owner is not None:
+        query = query.where(col(ShellSession.owner) == owner)
+    query = query.order_by(col(ShellSession.created_at).desc(), col(ShellSession.id).desc())
+    return list(session.exec(query).all())
+
+
+def update_session(
+    session: Session, *, session_id: str, values: dict[str, Any]
+) -> ShellSession | None:
+    record = session.get(ShellSession, session_id)
+    if record is None:
+        return None
+    for key, value in values.items():
+        setattr(record, key, value)
+    session.add(record)
+    session.commit()
+    session.refresh(record)
+    return record

@@ -12,16 +12,15 @@ import re
 import secrets
 import shlex
 import signal
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 
 from app import crud
-from app.approvals import ApprovalService
+from app.approvals import ApprovalService, new_approval_id
 from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.config import Settings
@@ -38,8 +37,6 @@ from app.errors import (
     NotFoundError,
     PolicyDeniedError,
 )
-from app.interceptor import check as check_interception
-from app.interceptor import effective_rules
 from app.metrics import Metrics
 from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 from app.output import OutputSink, truncation_footer
@@ -66,6 +63,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
 PTY_ROWS = (5, 200)
 PTY_COLS = (20, 400)
+RUNNER_PTY_SIZE = (24, 80)  # the reference runner's terminal
 LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
 
 
@@ -93,6 +91,9 @@ class Draft:
     tools: list[str] | None
     rows: int
     cols: int
+    # A streaming-runner call (`POST /v1/sessions/{id}/run`): `timeout` is not clamped to the
+    # executions' 1..3600 s range and the call never auto-backgrounds while its caller streams.
+    streamed: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -125,6 +126,51 @@ class Launch:
     notices: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SessionContext:
+    """What an execution needs from the session it runs in (`app/sessions.py` provides it)."""
+
+    id: str
+    cwd: str
+    env: dict[str, str]
+    pty: bool
+
+
+class SessionCall(Protocol):
+    """One execution inside a session: what to spawn instead of `bash -c <command>`, and the
+    session's bookkeeping around the process's life."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def started(self, live: LiveExecution) -> None: ...
+
+    async def settle(self, live: LiveExecution) -> None:
+        """After the process exited, before the terminal record is written."""
+
+    def abandon(self) -> None:
+        """The process never ran (or was killed before anyone could see it)."""
+
+
+class SessionBinding(Protocol):
+    async def context(self, session_id: str, principal: Principal) -> SessionContext:
+        """The session if this principal may use it, else NotFoundError."""
+
+    def known_cwd(self, session_id: str, principal: Principal) -> str:
+        """The cwd of a session `context` has already loaded (no I/O), else NotFoundError."""
+
+    def begin_call(
+        self,
+        context: SessionContext,
+        *,
+        execution_id: str,
+        command: str,
+        caller_env: dict[str, str] | None,
+        pty: bool,
+        may_save_state: bool,
+    ) -> SessionCall: ...
+
+
 class ExecutionService:
     def __init__(
         self,
@@ -141,11 +187,14 @@ class ExecutionService:
         self.policy = policy
         self.approvals = approvals
         self.metrics = metrics
-        self._approval_waiters: dict[str, asyncio.Future[Launch]] = {}
+        # Callers holding their request open for a decision; the result None means "it ended
+        # without running (cancelled): answer with the record".
+        self._approval_waiters: dict[str, asyncio.Future[Launch | None]] = {}
         self._state_changed: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._boot_id = boot_id()
-        self.session_resolver: Callable[[str, Principal], str] | None = None
+        # Set by Services.build once the session service exists (it depends on this one).
+        self.session_binding: SessionBinding | None = None
         approvals.on_settled = self._on_approval_settled
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
 
@@ -158,6 +207,11 @@ class ExecutionService:
         self._validate_command(request.command)
         self._validate_env(request.env)
         draft = self._rewrite_leading_cd(request)
+        if request.session is not None:
+            # An unknown (or another owner's) session is a 404 before the policy says anything.
+            session = await self._session_context(request.session, principal)
+            if "pty" not in request.model_fields_set:
+                draft.pty = session.pty
         verdict = self.policy.evaluate(request.command)
         self.metrics.policy_verdicts.labels(verdict.approval.value).inc()
         if verdict.approval == PolicyApproval.deny:
@@ -173,6 +227,77 @@ class ExecutionService:
         )
         return await self._answer_foreground(launch)
 
+    async def start_streamed(
+        self, principal: Principal, *, session_id: str, command: str, timeout_seconds: float
+    ) -> tuple[str, LiveExecution | None]:
+        """A streaming-runner call (SPEC §6): the policy and approvals of `submit`, then a
+        foreground run in the session that never auto-backgrounds. Returns the execution id and
+        its live execution (None when an approved command already finished: read the record).
+        """
+        principal.require("agent", "admin")
+        self._validate_command(command)
+        session = await self._session_context(session_id, principal)
+        draft = Draft(
+            original_command=command,
+            command=command,
+            cwd_request=None,
+            env=None,
+            timeout=timeout_seconds,
+            pty=session.pty,
+            async_=False,
+            session=session_id,
+            tools=None,
+            rows=RUNNER_PTY_SIZE[0],
+            cols=RUNNER_PTY_SIZE[1],
+            streamed=True,
+        )
+        verdict = self.policy.evaluate(command)
+        self.metrics.policy_verdicts.labels(verdict.approval.value).inc()
+        if verdict.approval == PolicyApproval.deny:
+            logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
+            raise PolicyDeniedError(
+                verdict.reason,
+                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
+            )
+        if verdict.approval == PolicyApproval.prompt:
+            return await self._await_streamed_approval(principal, draft, verdict.reason)
+        launch = await self._launch(
+            execution_id=new_execution_id(), owner=principal, draft=draft, caller_waiting=True
+        )
+        return launch.live.id, launch.live
+
+    async def _await_streamed_approval(
+        self, principal: Principal, draft: Draft, reason: str
+    ) -> tuple[str, LiveExecution | None]:
+        # The approval machinery of `submit`, asked not to hold the request itself: the stream
+        # follows the record until the decision has started (or ended) the command.
+        pending = await self._hold_for_approval(
+            principal, draft, reason, ExecutionCreate(command=draft.command, approval_wait=0)
+        )
+        execution_id = pending.execution.id
+        record = await self._await_decision_outcome(
+            execution_id, within=self.settings.approval_timeout + 30
+        )
+        state = ExecutionState(record.state)
+        if state is ExecutionState.rejected and record.approval_id:
+            approval = await self.db.call(crud.get_approval, approval_id=record.approval_id)
+            if approval is not None and approval.state != ApprovalState.approved:
+                raise _rejection(approval)
+        if state is ExecutionState.awaiting_approval:
+            raise ApprovalRejectedError(
+                "Approval still pending", details={"approval_id": record.approval_id}
+            )
+        if record.started_at is None:
+            # Approved but never started (interceptor, cwd, cancel): the reason is its notice.
+            notices = json.loads(record.notices)
+            message = notices[-1] if notices else f"execution {execution_id} did not start"
+            if state is ExecutionState.rejected:
+                raise InterceptedError(message)
+            if state is ExecutionState.cancelled:
+                raise ConflictError(message)
+            raise InvalidRequestError(message)
+        return execution_id, self.registry.get(execution_id)
+
     def _validate_command(self, command: str) -> None:
         size = len(command.encode("utf-8", "surrogatepass"))
         if size == 0:
@@ -183,6 +308,15 @@ class ExecutionService:
             )
         if "\0" in command:
             raise InvalidRequestError("command must not contain a NUL byte")
+
+    def validate_env(self, env: dict[str, str] | None) -> None:
+        """The `env` rules of SPEC §2 (sessions configure an env too)."""
+        self._validate_env(env)
+
+    def resolve_cwd(self, cwd_request: str | None, base: str) -> str:
+        """The validated working directory with SPEC §2's messages (does a stat: call it from
+        a thread)."""
+        return self._resolve_cwd(cwd_request, base)
 
     @staticmethod
     def _validate_env(env: dict[str, str] | None) -> None:
@@ -226,9 +360,13 @@ class ExecutionService:
     ) -> Launch:
         self._intercept(draft)
         command, env, cwd_request = await self._expand_artifacts(owner, draft)
-        base = self._session_base(draft.session, owner)
-        cwd = self._resolve_cwd(cwd_request, base)
-        timeout = resolve_timeout(draft.timeout, global_max=self.settings.max_timeout)
+        session = None
+        if draft.session is not None:
+            session = await self._session_context(draft.session, owner)
+        cwd = self._resolve_cwd(
+            cwd_request, session.cwd if session is not None else str(self.settings.workspace)
+        )
+        timeout = self._resolve_draft_timeout(draft)
 
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         live = self._new_live(execution_id, owner.name)
@@ -237,10 +375,25 @@ class ExecutionService:
         # _choose_mode checked the cap on this same loop turn; reserving cannot fail here.
         if mode is ExecutionMode.job and not self.registry.reserve_job_slot(live):
             raise JobLimitReachedError(self.registry.max_jobs)
+        argv = [self.settings.shell, "-c", command]
+        process_env = build_environment(execution_id=execution_id, caller_env=env, pty=draft.pty)
+        session_call: SessionCall | None = None
+        if session is not None and self.session_binding is not None:
+            # The session spawns its own wrapper around the command (state restore and save);
+            # the record, the policy and the interceptor only ever see the user's command.
+            session_call = self.session_binding.begin_call(
+                session,
+                execution_id=execution_id,
+                command=command,
+                caller_env=env,
+                pty=draft.pty,
+                may_save_state=mode is ExecutionMode.foreground,
+            )
+            argv, process_env = session_call.argv, session_call.env
         spec = SpawnSpec(
-            argv=[self.settings.shell, "-c", command],
+            argv=argv,
             cwd=cwd,
-            env=build_environment(execution_id=execution_id, caller_env=env, pty=draft.pty),
+            env=process_env,
             pty=draft.pty,
             rows=draft.rows,
             cols=draft.cols,
@@ -253,9 +406,13 @@ class ExecutionService:
         except OSError as error:
             self.registry.release_job_slot(live)
             live.log.finish()
+            if session_call is not None:
+                session_call.abandon()
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         self.registry.add(live)
+        if session_call is not None:
+            session_call.started(live)
         values: dict[str, Any] = {
             "command": command,
             "cwd": cwd,
@@ -293,9 +450,11 @@ class ExecutionService:
             process.signal(signal.SIGKILL)
             self.registry.release_job_slot(live)
             self.registry.remove(execution_id)
+            if session_call is not None:
+                session_call.abandon()
             raise
         self._arm_deadline(live, timeout)
-        self._track(self._supervise(live, timeout))
+        self._track(self._supervise(live, timeout, session_call))
         self._notify_state(execution_id)
         self.metrics.executions_started.labels(mode.value).inc()
         logger.info(
@@ -308,19 +467,20 @@ class ExecutionService:
         )
         return Launch(live=live, foreground_wait=foreground_wait, notices=timeout.notices)
 
+    def _resolve_draft_timeout(self, draft: Draft) -> ResolvedTimeout:
+        if draft.streamed:
+            # The runner's deadline is the session's timeout_ms (or the call's raised one) as
+            # given: the 1..3600 s clamp belongs to executions; the server ceiling still holds.
+            ceiling = self.settings.max_timeout
+            seconds = min(draft.timeout, ceiling) if ceiling > 0 else draft.timeout
+            return ResolvedTimeout(seconds=seconds, requested=draft.timeout)
+        return resolve_timeout(draft.timeout, global_max=self.settings.max_timeout)
+
     def _intercept(self, draft: Draft) -> None:
-        settings = self.policy.document.interceptor
-        if not settings.enabled or not draft.tools:
-            return
-        rules = effective_rules(settings)
-        candidates = [draft.original_command]
-        if draft.command != draft.original_command:
-            candidates.append(draft.command)
-        for candidate in candidates:
-            hit = check_interception(candidate, draft.tools, rules, draft.original_command)
-            if hit is not None:
-                self.metrics.interceptions.inc()
-                raise InterceptedError(hit.message, details={"tool": hit.tool})
+        hit = self.policy.intercept(draft.original_command, draft.tools, rewritten=draft.command)
+        if hit is not None:
+            self.metrics.interceptions.inc()
+            raise InterceptedError(hit.message, details={"tool": hit.tool})
 
     async def _expand_artifacts(
         self, owner: Principal, draft: Draft
@@ -352,9 +512,14 @@ class ExecutionService:
     def _session_base(self, session: str | None, owner: Principal) -> str:
         if session is None:
             return str(self.settings.workspace)
-        if self.session_resolver is None:
+        if self.session_binding is None:
             raise NotFoundError(f"session {session} not found")
-        return self.session_resolver(session, owner)
+        return self.session_binding.known_cwd(session, owner)
+
+    async def _session_context(self, session: str, principal: Principal) -> SessionContext:
+        if self.session_binding is None:
+            raise NotFoundError(f"session {session} not found")
+        return await self.session_binding.context(session, principal)
 
     @staticmethod
     def _resolve_cwd(cwd_request: str | None, base: str) -> str:
@@ -380,6 +545,10 @@ class ExecutionService:
     def _choose_mode(
         self, draft: Draft, timeout: ResolvedTimeout, caller_waiting: bool
     ) -> tuple[ExecutionMode, float | None]:
+        if draft.streamed:
+            # The runner's caller reads the stream to the end: a 202 would break its protocol.
+            # Approved after its caller left, it still runs in the foreground, to its deadline.
+            return ExecutionMode.foreground, None
         if draft.async_ or not caller_waiting:
             if self.registry.at_capacity:
                 raise JobLimitReachedError(self.registry.max_jobs)
@@ -450,15 +619,23 @@ class ExecutionService:
         if state.is_terminal:
             raise ConflictError(f"execution {execution_id} is already {state.value}")
         if state is ExecutionState.awaiting_approval:
-            await self._finish_without_process(
-                record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
+            # Withdraw first: the approval's pending → expired update is what decides the race
+            # with an approver, so a cancelled execution can never start afterwards.
+            withdrawn = record.approval_id is None or await self.approvals.withdraw(
+                record.approval_id, by=principal.name
             )
-            if record.approval_id:
-                await self.approvals.withdraw(record.approval_id, by=principal.name)
-            waiter = self._approval_waiters.pop(execution_id, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(ConflictError(f"execution {execution_id} was cancelled"))
-            return await self.get(principal, execution_id)
+            if withdrawn:
+                await self._finish_without_process(
+                    record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
+                )
+                waiter = self._approval_waiters.pop(execution_id, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+                return await self.get(principal, execution_id)
+            # Decided just before: cancel whatever the decision made of it.
+            record = await self._await_decision_outcome(execution_id)
+            if ExecutionState(record.state).is_terminal:
+                raise ConflictError(f"execution {execution_id} is already {record.state}")
         live = self.registry.get(execution_id)
         if live is not None:
             live.cancelled = True
@@ -469,8 +646,20 @@ class ExecutionService:
 
     # --- completion ---------------------------------------------------------------------------
 
-    async def _supervise(self, live: LiveExecution, limit: ResolvedTimeout) -> None:
+    async def _supervise(
+        self,
+        live: LiveExecution,
+        limit: ResolvedTimeout,
+        session_call: SessionCall | None = None,
+    ) -> None:
         status = await live.exited
+        if session_call is not None:
+            # Before the record turns terminal: whoever sees the end and calls again in the
+            # session must find the state this call saved.
+            try:
+                await session_call.settle(live)
+            except Exception:
+                logger.exception("session bookkeeping failed after %s", live.id)
         if live.lost:
             state = ExecutionState.lost
             notice: str | None = None
@@ -588,84 +777,144 @@ class ExecutionService:
     async def _hold_for_approval(
         self, owner: Principal, draft: Draft, reason: str, request: ExecutionCreate
     ) -> Outcome:
-        execution_id = new_execution_id()
-        now = datetime.now(UTC)
+        execution_id, approval_id = new_execution_id(), new_approval_id()
+        cwd = self._approval_cwd(draft, owner)
         record = Execution(
             id=execution_id,
             owner=owner.name,
             command=draft.command,
             original_command=draft.original_command,
-            cwd=draft.cwd_request or "",
+            cwd=cwd,
             state=ExecutionState.awaiting_approval.value,
             mode=(ExecutionMode.job if draft.async_ else ExecutionMode.foreground).value,
             pty=draft.pty,
             session_id=draft.session,
             artifact_path=str(self.settings.artifacts_dir / f"{execution_id}.log"),
+            approval_id=approval_id,
+            # The validated request, so that the approved command can start after a restart.
             pending_request=json.dumps({"owner_role": owner.role, "draft": draft.to_json()}),
-            created_at=now,
+            created_at=datetime.now(UTC),
         )
         await self.db.call(crud.insert_execution, execution=record)
-        approval = await self.approvals.request(
-            execution_id=execution_id,
-            command=draft.original_command,
-            cwd=draft.cwd_request or str(self.settings.workspace),
-            reason=reason,
-            requested_by=owner.name,
-        )
-        await self.db.call(
-            crud.update_execution, execution_id=execution_id, values={"approval_id": approval.id}
-        )
-        if draft.async_ or request.approval_wait == 0:
-            return Outcome(202, await self.get(owner, execution_id))
-        waiter: asyncio.Future[Launch] = asyncio.get_running_loop().create_future()
-        self._approval_waiters[execution_id] = waiter
+        waiter: asyncio.Future[Launch | None] | None = None
+        if not draft.async_ and request.approval_wait > 0:
+            # Registered before the approval exists, so that even an instant decision (an
+            # automated approver on the stream) finds the caller still holding on.
+            waiter = asyncio.get_running_loop().create_future()
+            self._approval_waiters[execution_id] = waiter
         try:
-            launch = await asyncio.wait_for(asyncio.shield(waiter), request.approval_wait)
-        except TimeoutError:
-            if self._approval_waiters.pop(execution_id, None) is not None:
+            try:
+                await self.approvals.request(
+                    execution_id=execution_id,
+                    command=draft.original_command,
+                    cwd=cwd,
+                    reason=reason,
+                    requested_by=owner.name,
+                    approval_id=approval_id,
+                )
+            except Exception:
+                await self._finish_without_process(
+                    record, ExecutionState.failed, notice="The approval could not be recorded."
+                )
+                raise
+            if waiter is None:
                 return Outcome(202, await self.get(owner, execution_id))
-            # The decision arrived as we gave up: it is starting for us, so take it.
-            launch = await waiter
+            try:
+                launch = await asyncio.wait_for(asyncio.shield(waiter), request.approval_wait)
+            except TimeoutError:
+                if self._approval_waiters.pop(execution_id, None) is not None:
+                    return Outcome(202, await self.get(owner, execution_id))
+                # The decision arrived as we gave up; `_on_approval_settled` always resolves
+                # the waiter it took, so this wait ends.
+                launch = await waiter
+        finally:
+            # A caller that went away (disconnect, shutdown) leaves; the approved command then
+            # runs as a job.
+            if self._approval_waiters.get(execution_id) is waiter:
+                self._approval_waiters.pop(execution_id, None)
+        if launch is None:
+            return Outcome(200, await self.get(owner, execution_id))
         return await self._answer_foreground(launch)
 
+    def _approval_cwd(self, draft: Draft, owner: Principal) -> str:
+        """Where the command would run, shown to the approver; it is checked only once the
+        command is approved (SPEC §2 order: cwd resolution follows the policy)."""
+        base = self._session_base(draft.session, owner)
+        if not draft.cwd_request:
+            return base
+        return os.path.normpath(os.path.join(base, os.path.expanduser(draft.cwd_request)))
+
     async def _on_approval_settled(self, approval: Approval) -> None:
+        waiter = self._approval_waiters.pop(approval.execution_id, None)
+        launch: Launch | None = None
+        failure: Exception | None = None
+        try:
+            launch = await self._settle_awaiting(approval, caller_waiting=waiter is not None)
+        except Exception as error:
+            failure = error
+        finally:
+            # A caller holding its request open always gets an answer, whatever happened.
+            if waiter is not None and not waiter.done():
+                if failure is not None:
+                    waiter.set_exception(failure)
+                else:
+                    waiter.set_result(launch)
+
+    async def _settle_awaiting(self, approval: Approval, *, caller_waiting: bool) -> Launch | None:
+        """Start the approved command, or reject it; raises what a waiting caller should get.
+
+        After approval the command continues where the policy left it (SPEC §2 order): the
+        interceptor, which may still block it (→ `rejected`, 422 to the caller), then cwd,
+        timeout and mode. With its caller gone it becomes a job, so at the job cap it fails
+        with the job-limit message rather than exceed the cap.
+        """
         execution_id = approval.execution_id
-        waiter = self._approval_waiters.pop(execution_id, None)
         record = await self.db.call(crud.get_execution, execution_id=execution_id)
         if record is None or ExecutionState(record.state) is not ExecutionState.awaiting_approval:
-            return
+            return None
         if approval.state != ApprovalState.approved:
+            rejection = _rejection(approval)
             await self._finish_without_process(
-                record,
-                ExecutionState.rejected,
-                notice=f"Approval {approval.state}: {approval.decision_reason or 'no reason'}",
+                record, ExecutionState.rejected, notice=rejection.message
             )
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(_rejection(approval))
-            return
-        pending = json.loads(record.pending_request or "{}")
-        draft = Draft.from_json(pending["draft"])
-        owner = Principal(record.owner, pending.get("owner_role", "agent"))
+            raise rejection
         try:
-            launch = await self._launch(
+            pending = json.loads(record.pending_request or "{}")
+            draft = Draft.from_json(pending["draft"])
+            owner = Principal(record.owner, pending.get("owner_role", "agent"))
+            return await self._launch(
                 execution_id=execution_id,
                 owner=owner,
                 draft=draft,
-                caller_waiting=waiter is not None,
+                caller_waiting=caller_waiting,
                 existing=True,
             )
-        except AppError as error:
+        except Exception as error:
+            if isinstance(error, AppError):
+                notice = error.message
+            else:
+                logger.exception("approved execution %s could not start", execution_id)
+                notice = "The approved command could not start."
             state = (
                 ExecutionState.rejected
                 if isinstance(error, InterceptedError)
                 else ExecutionState.failed
             )
-            await self._finish_without_process(record, state, notice=error.message)
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(error)
-            return
-        if waiter is not None and not waiter.done():
-            waiter.set_result(launch)
+            await self._finish_without_process(record, state, notice=notice)
+            raise
+
+    async def _await_decision_outcome(self, execution_id: str, within: float = 10) -> Execution:
+        """The record once a decision made in flight has started or rejected the execution."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            event = self._state_changed.setdefault(execution_id, asyncio.Event())
+            record = await self._record(execution_id)
+            remaining = deadline - loop.time()
+            if record.state != ExecutionState.awaiting_approval or remaining <= 0:
+                return record
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
 
     # ---------------------------------------------------------------------------------------
     # reads
@@ -853,7 +1102,7 @@ class ExecutionService:
                 id=approval.id,
                 state=ApprovalState(approval.state),
                 reason=approval.reason,
-                expires_at=approval.expires_at,
+                expires_at=approval.expires_at.replace(tzinfo=approval.expires_at.tzinfo or UTC),
             )
         return ExecutionPublic(
             id=record.id,
@@ -995,9 +1244,15 @@ class ExecutionService:
 
 
 def _rejection(approval: Approval) -> ApprovalRejectedError:
+    by = f" by {approval.decided_by}" if approval.decided_by not in (None, "system") else ""
     return ApprovalRejectedError(
-        f"Approval {approval.state}: {approval.decision_reason or 'no reason given'}",
-        details={"approval_id": approval.id, "state": approval.state},
+        f"Approval {approval.state}{by}: {approval.decision_reason or 'no reason given'}",
+        details={
+            "approval_id": approval.id,
+            "execution_id": approval.execution_id,
+            "state": approval.state,
+            "decided_by": approval.decided_by,
+        },
     )
 
 

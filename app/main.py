@@ -10,11 +10,15 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from app import __version__
 from app.api.errors import install_error_handlers
 from app.api.router import api_router
+from app.api.routes.web import XTERM_DIR
 from app.config import Settings
+from app.mcp_server import MCP_PATH, McpEndpoint
 from app.migrate import upgrade_to_head
 from app.services import Services
 
@@ -31,6 +35,8 @@ async def _prune_forever(services: Services) -> None:
 
 
 def create_app(settings: Settings) -> FastAPI:
+    mcp = McpEndpoint()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = Services.build(settings)
@@ -43,7 +49,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.services = services
         pruner = asyncio.create_task(_prune_forever(services))
         try:
-            yield
+            async with mcp.serve(services):
+                yield
         finally:
             pruner.cancel()
             await services.executions.shutdown()
@@ -63,9 +70,26 @@ def create_app(settings: Settings) -> FastAPI:
             CORSMiddleware,
             allow_origins=settings.cors_origins,
             allow_methods=["*"],
-            allow_headers=["Authorization", "Content-Type"],
-            expose_headers=["X-Total-Bytes", "X-Complete", "Retry-After"],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                "Mcp-Session-Id",
+                "Mcp-Protocol-Version",
+                "Last-Event-ID",
+            ],
+            expose_headers=[
+                "X-Total-Bytes",
+                "X-Complete",
+                "X-Next-Offset",
+                "X-Execution-Id",
+                "Retry-After",
+                "Mcp-Session-Id",
+            ],
         )
     install_error_handlers(app)
     app.include_router(api_router)
+    # A route, not a mount: the endpoint is exactly `/mcp` (a mount answers only `/mcp/…`).
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
+    if XTERM_DIR.is_dir():  # `make console-deps`; without it the console shows a plain log
+        app.mount("/console/vendor/xterm", StaticFiles(directory=XTERM_DIR), name="xterm")
     return app

@@ -120,3 +120,21 @@ class PolicyVersion(SQLModel, table=True):
     document: str = Field(sa_column=Column(Text, nullable=False))
     author: str = Field(max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+
+
+class ShellSession(SQLModel, table=True):
+    """A session's configuration (SPEC §6). Its shell state is a snapshot file in the data dir;
+    a deleted session keeps its row (with `deleted_at`) so executions still name it."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_owner_created", "owner", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=64)
+    cwd: str = Field(sa_column=Column(Text, nullable=False))
+    env: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
+    timeout_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    pty: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+    deleted_at: datetime | None = Field(default=None, sa_column=_ts())

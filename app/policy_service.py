@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -11,23 +11,39 @@ from pydantic import ValidationError
 
 from app import crud
 from app.db import Database
-from app.errors import InvalidRequestError
+from app.interceptor import Interception, effective_rules
+from app.interceptor import check as check_interception
 from app.models import PolicyVersion
 from app.policy import PolicyDocument, Verdict, evaluate
 
 logger = logging.getLogger("shellgate.policy")
 
 
+class PolicyFileError(ValueError):
+    """The policy file cannot be used; the server refuses to start rather than run unguarded."""
+
+
 def read_policy_file(path: Path) -> PolicyDocument:
-    """YAML or JSON (JSON is YAML); a bad file stops the server with a clear message."""
+    """YAML or JSON (JSON is YAML), the shape of `GET /v1/policy`."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise ValueError(f"cannot read policy file {path}: {error}") from error
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise PolicyFileError(f"cannot read policy file {path}: {error}") from error
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise PolicyFileError(
+            f"invalid policy file {path}: expected a mapping like GET /v1/policy, "
+            f"got {type(raw).__name__}"
+        )
     try:
-        return PolicyDocument.model_validate(raw or {})
+        return PolicyDocument.model_validate(raw)
     except ValidationError as error:
-        raise ValueError(f"invalid policy file {path}: {error}") from error
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or '(top)'}: {item['msg']}"
+            for item in error.errors(include_url=False)
+        )
+        raise PolicyFileError(f"invalid policy file {path}: {problems}") from error
 
 
 class PolicyService:
@@ -52,21 +68,32 @@ class PolicyService:
     def evaluate(self, command: str) -> Verdict:
         return evaluate(self.document, command)
 
+    def intercept(
+        self, command: str, tools: Collection[str] | None, *, rewritten: str | None = None
+    ) -> Interception | None:
+        """The interceptor exactly as `POST /v1/executions` applies it, for submit and the dry
+        run alike: the command as sent, then the command the leading-`cd` rewrite left (if it
+        changed anything); the message always quotes the command as sent (reference §5.1)."""
+        settings = self.document.interceptor
+        if not settings.enabled or not tools:
+            return None
+        rules = effective_rules(settings)
+        candidates = [command]
+        if rewritten is not None and rewritten != command:
+            candidates.append(rewritten)
+        for candidate in candidates:
+            hit = check_interception(candidate, tools, rules, command)
+            if hit is not None:
+                return hit
+        return None
+
     async def replace(self, document: PolicyDocument, *, author: str) -> PolicyVersion:
         text = document.model_dump_json()
         version = await self._db.call(crud.insert_policy_version, document=text, author=author)
         self.document = document
         self.version_id = version.id
+        logger.info("policy version %s installed by %s", version.id, author)
         return version
 
     async def versions(self, limit: int) -> list[PolicyVersion]:
         return await self._db.call(crud.list_policy_versions, limit=limit)
-
-
-def parse_policy_body(body: object) -> PolicyDocument:
-    try:
-        return PolicyDocument.model_validate(body)
-    except ValidationError as error:
-        raise InvalidRequestError(
-            "invalid policy", details={"errors": json.loads(error.json(include_url=False))}
-        ) from error

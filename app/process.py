@@ -54,6 +54,14 @@ class SpawnSpec:
     cols: int = 120
 
 
+def _restore_default_signals() -> None:
+    """Runs in the PTY child before exec: Python ignores SIGPIPE and SIGXFSZ, ignored signals
+    survive exec, and ptyprocess (unlike subprocess) does not restore them, so `yes | head`
+    would complain of a broken pipe instead of ending quietly."""
+    for number in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -127,7 +135,11 @@ class RunningProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         if spec.pty:
             self._pty = PtyProcess.spawn(
-                spec.argv, cwd=spec.cwd, env=spec.env, dimensions=(spec.rows, spec.cols)
+                spec.argv,
+                cwd=spec.cwd,
+                env=spec.env,
+                dimensions=(spec.rows, spec.cols),
+                preexec_fn=_restore_default_signals,
             )
             self.pid: int = self._pty.pid
         else:

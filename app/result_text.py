@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.models import ExecutionState
+from app.timeouts import format_seconds
 
 BACKGROUNDED_NOTICE = "Backgrounded as job {id}; result will be delivered automatically."
 
@@ -10,7 +11,7 @@ BACKGROUNDED_NOTICE = "Backgrounded as job {id}; result will be delivered automa
 def timeout_notice(timeout_seconds: float | None) -> str:
     if timeout_seconds is None:
         return "Command timed out"
-    return f"Command timed out after {round(timeout_seconds)} seconds"
+    return f"Command timed out after {format_seconds(timeout_seconds)} seconds"
 
 
 CANCELLED_NOTICE = "Command cancelled"

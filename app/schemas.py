@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -151,3 +151,111 @@ class Info(BaseModel):
 class WsTicket(BaseModel):
     ticket: str
     expires_at: datetime
+
+
+# --- sessions and the streaming runner (SPEC §6) ----------------------------------------------
+
+SESSION_DEFAULT_TIMEOUT_MS = 600_000
+# The runner has no upper bound of its own; a day keeps a forgotten call from running forever.
+SESSION_MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000
+
+
+class SessionCreate(StrictModel):
+    cwd: str | None = Field(
+        default=None,
+        description="Working directory at the start of every call (`~` expands; relative to "
+        "the workspace root; default the workspace root).",
+    )
+    env: dict[str, str] | None = Field(
+        default=None, description="Environment values of every call (never parsed as shell text)."
+    )
+    timeout_ms: int = Field(
+        default=SESSION_DEFAULT_TIMEOUT_MS,
+        ge=1,
+        le=SESSION_MAX_TIMEOUT_MS,
+        description="Deadline of each `/run` call; a call may only raise it.",
+    )
+    pty: bool = Field(default=False, description="Run the calls in a pseudo-terminal.")
+
+
+class SessionPatch(StrictModel):
+    """Fields left out keep their value; `env` replaces the whole environment."""
+
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    timeout_ms: int | None = Field(default=None, ge=1, le=SESSION_MAX_TIMEOUT_MS)
+    pty: bool | None = None
+
+
+class SessionPublic(BaseModel):
+    id: str
+    owner: str
+    cwd: str
+    env: dict[str, str]
+    timeout_ms: int
+    pty: bool
+    busy: bool = Field(description="A call holds the session's shell state right now.")
+    created_at: datetime
+    updated_at: datetime
+    tool: ToolObject
+
+
+class SessionsPublic(BaseModel):
+    data: list[SessionPublic]
+
+
+class RunRequest(StrictModel):
+    command: str = Field(description="Shell text; must not start with `/`.")
+    timeout_ms: int | None = Field(
+        default=None,
+        description="Per-call deadline in milliseconds; must be strictly greater than the "
+        "session's timeout_ms (it can only raise it).",
+    )
+
+
+class RunItem(BaseModel):
+    """One NDJSON line of `POST /v1/sessions/{id}/run`."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    signal: int | None
+    truncated: bool
+    encoding: Literal["base64"] | None = Field(
+        default=None, description="Present when the chunk is not valid UTF-8."
+    )
+
+
+# --- WebSocket client → server frames (`/v1/executions/{id}/stream`, SPEC §4) -----------------
+
+
+class WsInputFrame(StrictModel):
+    """Keystrokes for a PTY run; `encoding: base64` carries bytes that are not UTF-8."""
+
+    type: Literal["input"]
+    data: str = Field(max_length=1024 * 1024)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+class WsResizeFrame(StrictModel):
+    type: Literal["resize"]
+    rows: int = Field(description="Clamped to 5..200.")
+    cols: int = Field(description="Clamped to 20..400.")
+
+
+class WsSignalFrame(StrictModel):
+    """A signal to the whole process group; TERM and KILL end the run as `cancelled`."""
+
+    type: Literal["signal"]
+    signal: Literal["INT", "TERM", "KILL", "HUP", "QUIT"]
+
+
+class WsPingFrame(StrictModel):
+    """An application-level ping; the server answers `{"type": "pong"}`."""
+
+    type: Literal["ping"]
+
+
+WsClientFrame = Annotated[
+    WsInputFrame | WsResizeFrame | WsSignalFrame | WsPingFrame, Field(discriminator="type")
+]

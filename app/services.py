@@ -12,6 +12,7 @@ from app.executions import ExecutionService
 from app.metrics import Metrics
 from app.policy_service import PolicyService
 from app.registry import Registry
+from app.sessions import SessionService
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Services:
     policy: PolicyService
     approvals: ApprovalService
     executions: ExecutionService
+    sessions: SessionService
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -36,6 +38,8 @@ class Services:
         policy = PolicyService(db, settings.policy_file)
         approvals = ApprovalService(db, timeout_seconds=settings.approval_timeout)
         executions = ExecutionService(settings, db, registry, policy, approvals, metrics)
+        sessions = SessionService(settings, db, executions)
+        executions.session_binding = sessions
         return cls(
             settings=settings,
             db=db,
@@ -45,4 +49,5 @@ class Services:
             policy=policy,
             approvals=approvals,
             executions=executions,
+            sessions=sessions,
         )

@@ -24,7 +24,7 @@ class ResolvedTimeout:
         return self.seconds is not None and self.seconds != self.requested
 
 
-def _fmt(value: float) -> str:
+def format_seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -36,8 +36,6 @@ def resolve_timeout(requested: float, *, global_max: float = 0) -> ResolvedTimeo
     notices = []
     if effective != requested:
         # SPEC §2 uses the range wording for every clamp, the server ceiling included.
-        notices.append(
-            f"Timeout clamped to {_fmt(effective)}s (requested {_fmt(requested)}s; "
-            "allowed range 1-3600s)."
-        )
+        shown, asked = format_seconds(effective), format_seconds(requested)
+        notices.append(f"Timeout clamped to {shown}s (requested {asked}s; allowed range 1-3600s).")
     return ResolvedTimeout(seconds=effective, requested=requested, notices=notices)

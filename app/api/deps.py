@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth import Principal
-from app.errors import ForbiddenError
+from app.errors import ForbiddenError, UnauthenticatedError
 from app.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="A token from SHELLGATE_TOKENS.")
@@ -39,3 +39,31 @@ def get_admin(principal: PrincipalDep) -> Principal:
 
 
 AdminDep = Annotated[Principal, Depends(get_admin)]
+
+
+def get_websocket_services(websocket: WebSocket) -> Services:
+    services: Services = websocket.app.state.services
+    return services
+
+
+WebSocketServicesDep = Annotated[Services, Depends(get_websocket_services)]
+
+
+def websocket_principal(websocket: WebSocket, services: Services) -> Principal:
+    """The caller of a WebSocket: an `Authorization: Bearer` header, else a single-use
+    `?ticket=` from `POST /v1/ws-tickets` (browsers cannot set headers on a WebSocket).
+
+    Raises UnauthenticatedError. Not a dependency on purpose: routes call it after `accept()`
+    so that a refusal reaches the client as close code 4401 with its reason; refusing before
+    the handshake would show the client only a bare HTTP 403.
+    """
+    header = websocket.headers.get("authorization")
+    if header:
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer":
+            raise UnauthenticatedError("the Authorization header must be a Bearer token")
+        return services.tokens.authenticate(secret.strip())
+    ticket = websocket.query_params.get("ticket")
+    if ticket:
+        return services.tokens.redeem_ticket(ticket)
+    raise UnauthenticatedError("missing bearer token or ticket")

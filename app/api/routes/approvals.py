@@ -1,23 +1,29 @@
-"""`/v1/approvals`: list, read and decide approvals (SPEC §5.2)."""
+"""`/v1/approvals`: list, read and decide approvals, and their live stream (SPEC §5.2)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import contextlib
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+import anyio
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
-from app.api.deps import PrincipalDep, ServicesDep
-from app.models import Approval, ApprovalState
+from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
+from app.approvals import approval_public, may_read
+from app.auth import Principal
+from app.errors import UnauthenticatedError
+from app.models import ApprovalState
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic, ErrorResponse
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 403, 404, 409, 422)
 }
-
-
-def to_public(approval: Approval) -> ApprovalPublic:
-    return ApprovalPublic.model_validate(approval.model_dump())
+SNAPSHOT_LIMIT = 500
+CLOSE_UNAUTHENTICATED = 4401
+# "Try again later": the listener fell behind and was dropped; reconnect for a fresh snapshot.
+CLOSE_OVERFLOW = 1013
 
 
 @router.get("", response_model=ApprovalsPublic, responses=ERRORS, summary="List approvals")
@@ -30,14 +36,14 @@ async def list_approvals(
     approvals = await services.approvals.list(
         principal, state=state.value if state else None, limit=limit
     )
-    return ApprovalsPublic(data=[to_public(approval) for approval in approvals])
+    return ApprovalsPublic(data=[approval_public(approval) for approval in approvals])
 
 
 @router.get("/{approval_id}", response_model=ApprovalPublic, responses=ERRORS)
 async def get_approval(
     approval_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> ApprovalPublic:
-    return to_public(await services.approvals.get(approval_id, principal))
+    return approval_public(await services.approvals.get(approval_id, principal))
 
 
 @router.post("/{approval_id}/approve", response_model=ApprovalPublic, responses=ERRORS)
@@ -53,7 +59,7 @@ async def approve(
         principal=principal,
         reason=body.reason if body else None,
     )
-    return to_public(approval)
+    return approval_public(approval)
 
 
 @router.post("/{approval_id}/deny", response_model=ApprovalPublic, responses=ERRORS)
@@ -69,4 +75,73 @@ async def deny(
         principal=principal,
         reason=body.reason if body else None,
     )
-    return to_public(approval)
+    return approval_public(approval)
+
+
+@router.websocket("/stream")
+async def approvals_stream(websocket: WebSocket, services: WebSocketServicesDep) -> None:
+    """Server → client JSON frames: one `{"type":"snapshot","approvals":[…pending…]}`, then
+    `approval.requested` / `approval.decided` events `{"type", "approval"}`, `{"type":"ping"}`
+    when idle, and `{"type":"overflow"}` followed by close 1013 when this listener fell behind.
+    Agents see only the approvals of their own executions. Client frames are ignored."""
+    await websocket.accept()
+    try:
+        principal = websocket_principal(websocket, services)
+    except UnauthenticatedError as error:
+        await websocket.close(code=CLOSE_UNAUTHENTICATED, reason=error.message)
+        return
+    # Subscribe before reading the snapshot so that nothing decided in between is missed.
+    queue = services.approvals.subscribe()
+    try:
+        pending = await services.approvals.list(principal, state="pending", limit=SNAPSHOT_LIMIT)
+        snapshot = [approval_public(approval).model_dump(mode="json") for approval in pending]
+        with contextlib.suppress(WebSocketDisconnect, OSError):
+            await websocket.send_json({"type": "snapshot", "approvals": snapshot})
+            async with anyio.create_task_group() as group:
+                group.start_soon(_until_client_leaves, websocket, group.cancel_scope)
+                await _relay(
+                    websocket,
+                    queue,
+                    principal,
+                    already_sent={item["id"] for item in snapshot},
+                    ping_seconds=services.settings.ws_ping_seconds,
+                )
+                group.cancel_scope.cancel()
+    finally:
+        services.approvals.unsubscribe(queue)
+
+
+async def _until_client_leaves(websocket: WebSocket, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            scope.cancel()
+            return
+
+
+async def _relay(
+    websocket: WebSocket,
+    queue: asyncio.Queue[dict[str, Any]],
+    principal: Principal,
+    *,
+    already_sent: set[str],
+    ping_seconds: float,
+) -> None:
+    while True:
+        try:
+            event = await asyncio.wait_for(queue.get(), ping_seconds)
+        except TimeoutError:
+            # An application-level ping keeps idle proxies from closing the socket and lets a
+            # browser notice a dead connection.
+            await websocket.send_json({"type": "ping"})
+            continue
+        if event["type"] == "overflow":
+            await websocket.send_json(event)
+            await websocket.close(code=CLOSE_OVERFLOW, reason="too far behind; reconnect")
+            return
+        approval = event["approval"]
+        if not may_read(principal, approval["requested_by"]):
+            continue
+        if event["type"] == "approval.requested" and approval["id"] in already_sent:
+            continue  # requested while the snapshot was read: the snapshot has it already
+        await websocket.send_json(event)

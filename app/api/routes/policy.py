@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
-from app.interceptor import check as check_interception
-from app.interceptor import effective_rules
-from app.policy import PolicyDocument
-from app.policy_service import parse_policy_body
+from app.models import PolicyVersion
+from app.policy import Approval, PolicyDocument, PolicyRule
 from app.schemas import ErrorResponse, StrictModel
+from app.shell_syntax import extract_leading_cd
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -21,30 +21,64 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 class PolicyEvaluate(StrictModel):
-    command: str = Field(max_length=1024 * 1024)
-    tools: list[str] | None = None
+    command: str = Field(
+        max_length=1024 * 1024, description="The command as an agent would send it."
+    )
+    tools: list[str] | None = Field(
+        default=None, max_length=64, description="The caller's dedicated tools (interceptor)."
+    )
+    cwd: str | None = Field(
+        default=None,
+        description="As in POST /v1/executions: when absent, a leading `cd <dir> &&` is "
+        "rewritten and the interceptor also sees the rest of the command.",
+    )
 
 
-class Interception(BaseModel):
+class InterceptionPublic(BaseModel):
     tool: str
     message: str
 
 
+class CdRewrite(BaseModel):
+    cwd: str
+    command: str
+
+
 class PolicyEvaluation(BaseModel):
-    approval: str
+    verdict: Approval = Field(description="allow | prompt | deny")
     reason: str
-    matched_rule: dict[str, Any] | None
+    matched_rule: PolicyRule | None
     segments: list[str]
-    critical_hits: list[str]
+    critical_hits: list[str] = Field(description="Names of the critical patterns found.")
     parse_error: str | None
-    interception: Interception | None
+    cd_rewrite: CdRewrite | None = Field(
+        description="The leading-`cd` rewrite submit would apply (null: none)."
+    )
+    interception: InterceptionPublic | None = Field(
+        description="What the interceptor would block; null when nothing would, or when the "
+        "verdict is deny (deny never reaches the interceptor; prompt reaches it on approval)."
+    )
 
 
 class PolicyVersionPublic(BaseModel):
     id: int
     author: str
-    created_at: Any
+    created_at: datetime
     document: PolicyDocument
+
+
+class PolicyVersionsPublic(BaseModel):
+    data: list[PolicyVersionPublic] = Field(description="Newest first; the first is in force.")
+
+
+def _version_public(version: PolicyVersion) -> PolicyVersionPublic:
+    created = version.created_at
+    return PolicyVersionPublic(
+        id=version.id or 0,
+        author=version.author,
+        created_at=created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+        document=PolicyDocument.model_validate_json(version.document),
+    )
 
 
 @router.get("", response_model=PolicyDocument, responses=ERRORS, summary="The policy in force")
@@ -52,54 +86,62 @@ async def get_policy(_: PrincipalDep, services: ServicesDep) -> PolicyDocument:
     return services.policy.document
 
 
-@router.put("", response_model=PolicyDocument, responses=ERRORS, summary="Replace the policy")
+@router.put(
+    "",
+    response_model=PolicyDocument,
+    responses=ERRORS,
+    summary="Replace the policy (admin)",
+    description="Validated as a whole (rule approvals, interceptor regexes and flags, unknown "
+    "fields): an invalid document is refused with 422 and the policy in force is unchanged. "
+    "Every accepted document is kept as a version with its author and time.",
+)
 async def put_policy(
-    principal: AdminDep,
-    services: ServicesDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: PolicyDocument, principal: AdminDep, services: ServicesDep
 ) -> PolicyDocument:
-    document = parse_policy_body(body)
-    await services.policy.replace(document, author=principal.name)
-    return document
+    await services.policy.replace(body, author=principal.name)
+    return services.policy.document
 
 
 @router.get(
-    "/versions", response_model=list[PolicyVersionPublic], responses=ERRORS, summary="History"
+    "/versions",
+    response_model=PolicyVersionsPublic,
+    responses=ERRORS,
+    summary="Every policy version, with author and time",
 )
 async def policy_versions(
-    _: AdminDep,
+    _: PrincipalDep,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-) -> list[PolicyVersionPublic]:
+) -> PolicyVersionsPublic:
     versions = await services.policy.versions(limit)
-    return [
-        PolicyVersionPublic(
-            id=version.id or 0,
-            author=version.author,
-            created_at=version.created_at,
-            document=PolicyDocument.model_validate_json(version.document),
-        )
-        for version in versions
-    ]
+    return PolicyVersionsPublic(data=[_version_public(version) for version in versions])
 
 
-@router.post("/evaluate", response_model=PolicyEvaluation, responses=ERRORS, summary="Dry run")
+@router.post(
+    "/evaluate",
+    response_model=PolicyEvaluation,
+    responses=ERRORS,
+    summary="Dry run: what the policy and the interceptor would do; runs nothing",
+)
 async def evaluate(
     body: PolicyEvaluate, _: PrincipalDep, services: ServicesDep
 ) -> PolicyEvaluation:
     verdict = services.policy.evaluate(body.command)
+    leading = None if body.cwd else extract_leading_cd(body.command)
     interception = None
-    settings = services.policy.document.interceptor
-    if settings.enabled and body.tools:
-        hit = check_interception(body.command, body.tools, effective_rules(settings), body.command)
+    if verdict.approval is not Approval.deny:
+        hit = services.policy.intercept(
+            body.command, body.tools, rewritten=leading.rest if leading else None
+        )
         if hit is not None:
-            interception = Interception(tool=hit.tool, message=hit.message)
+            interception = InterceptionPublic(tool=hit.tool, message=hit.message)
     return PolicyEvaluation(
-        approval=verdict.approval.value,
+        verdict=verdict.approval,
         reason=verdict.reason,
-        matched_rule=verdict.matched_rule.model_dump() if verdict.matched_rule else None,
+        matched_rule=verdict.matched_rule,
         segments=verdict.segments,
         critical_hits=verdict.critical_hits,
         parse_error=verdict.parse_error,
+        cd_rewrite=CdRewrite(cwd=leading.target, command=leading.rest) if leading else None,
         interception=interception,
     )

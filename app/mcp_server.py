@@ -1,0 +1,286 @@
+"""The MCP endpoint (`/mcp`, streamable HTTP) for MCP clients: the `bash` tool and its job
+tools, thin over the same use-cases as the REST API (`services.executions`).
+
+`McpEndpoint` is the ASGI app routed at `/mcp`: it authenticates the bearer token like every
+REST route, then hands the request to the SDK's streamable-HTTP app of the MCP server built for
+the running app's Services (`serve`, entered by the app's lifespan).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app import __version__
+from app.api.errors import app_error_response
+from app.auth import Principal
+from app.errors import AppError, UnauthenticatedError, UnavailableError
+from app.models import ExecutionState
+from app.schemas import ExecutionCreate, ExecutionPublic
+from app.services import Services
+from app.tool_description import execution_tool
+
+MCP_PATH = "/mcp"
+MAX_WAIT_SECONDS = 60
+MAX_READ_BYTES = 64 * 1024
+
+INSTRUCTIONS = (
+    "shellgate runs bash commands on this host under a policy: some commands are denied, some "
+    "wait for a human approval. Long commands become background jobs; follow them with "
+    "job_wait, stop them with job_cancel, and page through their full log with read_output."
+)
+
+# The endpoint requires a bearer token, which a DNS-rebinding page cannot present; behind a
+# gateway the Host header is the gateway's, so the SDK's loopback-only Host check would refuse
+# every legitimate call.
+TRANSPORT_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class ExecutionResult(BaseModel):
+    """The structured part of an execution answer; the text block is the model-facing `text`."""
+
+    id: str
+    state: ExecutionState
+    exit_code: int | None
+    artifact: str = Field(description="`artifact://<id>`: the full log, readable with read_output.")
+    approval_id: str | None = Field(
+        default=None, description="The pending approval while the state is awaiting_approval."
+    )
+
+
+class OutputPageResult(BaseModel):
+    next_offset: int = Field(description="Where the next read_output call starts.")
+    total_bytes: int = Field(description="Bytes in the log so far.")
+    complete: bool = Field(description="The execution has ended: the log will not grow.")
+
+
+class PrincipalUser(AuthenticatedUser):
+    """The caller as the SDK sees it: the SDK binds each MCP session to the identity that opened
+    it (another token gets 404 for it), and the tools read the principal back from here."""
+
+    def __init__(self, principal: Principal) -> None:
+        super().__init__(AccessToken(token="", client_id=principal.name, scopes=[principal.role]))
+        self.principal = principal
+
+
+def _rest_description(field: str) -> str | None:
+    """The REST field's description, so that the two schemas say the same thing."""
+    return ExecutionCreate.model_fields[field].description
+
+
+def build_mcp_server(services: Services) -> MCPServer:
+    server: MCPServer = MCPServer(
+        name="shellgate",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        # MCPServer calls logging.basicConfig: a no-op under `shellgate serve`, which configures
+        # logging first; anywhere else it must not switch the whole process to INFO.
+        log_level="WARNING",
+    )
+    executions = services.executions
+
+    @server.tool(name="bash", description=execution_tool(services.settings)["description"])
+    async def bash(
+        ctx: Context,
+        command: Annotated[str, Field(description=_rest_description("command"))],
+        # The command's deadline (a tool input), not a deadline of this coroutine.
+        timeout: Annotated[float, Field(description=_rest_description("timeout"))] = 300,  # noqa: ASYNC109
+        cwd: Annotated[str | None, Field(description=_rest_description("cwd"))] = None,
+        env: Annotated[dict[str, str] | None, Field(description=_rest_description("env"))] = None,
+        async_: Annotated[
+            bool, Field(validation_alias="async", description=_rest_description("async_"))
+        ] = False,
+        tools: Annotated[
+            list[str] | None,
+            Field(max_length=64, description="The dedicated tools the caller has (interceptor)."),
+        ] = None,
+    ) -> Annotated[CallToolResult, ExecutionResult]:
+        request = ExecutionCreate(
+            command=command, timeout=timeout, cwd=cwd, env=env, async_=async_, tools=tools
+        )
+        try:
+            outcome = await executions.submit(_principal(ctx), request)
+        except AppError as error:
+            return _tool_error(error)
+        return _execution_result(outcome.execution)
+
+    @server.tool(
+        name="job_wait",
+        description="Wait up to `seconds` for an execution (a background job, or a command "
+        "awaiting approval) to finish, and return its result; while it still runs, the output "
+        "so far.",
+    )
+    async def job_wait(
+        ctx: Context,
+        id: Annotated[str, Field(description="The execution id (ex_…).")],
+        seconds: Annotated[
+            float,
+            Field(ge=0, le=MAX_WAIT_SECONDS, description="The longest wait; 0 reads at once."),
+        ] = 30,
+    ) -> Annotated[CallToolResult, ExecutionResult]:
+        try:
+            execution = await executions.get(_principal(ctx), id, wait=seconds)
+        except AppError as error:
+            return _tool_error(error)
+        return _execution_result(execution)
+
+    @server.tool(
+        name="job_cancel",
+        description="Cancel a running execution (its whole process group is terminated) or one "
+        "awaiting approval; returns its final result.",
+    )
+    async def job_cancel(
+        ctx: Context, id: Annotated[str, Field(description="The execution id (ex_…).")]
+    ) -> Annotated[CallToolResult, ExecutionResult]:
+        try:
+            execution = await executions.cancel(_principal(ctx), id)
+        except AppError as error:
+            return _tool_error(error)
+        return _execution_result(execution)
+
+    @server.tool(
+        name="read_output",
+        description="Read an execution's full raw log (artifact://<id>: stdout and stderr merged, "
+        "nothing elided) from a byte offset, as UTF-8 text; continue at `next_offset` until "
+        "`complete` is true and `next_offset` reaches `total_bytes`.",
+    )
+    async def read_output(
+        ctx: Context,
+        id: Annotated[str, Field(description="The execution id (ex_…).")],
+        offset: Annotated[int, Field(ge=0, description="Byte offset in the log.")] = 0,
+        limit: Annotated[int, Field(ge=1, le=MAX_READ_BYTES, description="Most bytes to read.")] = (
+            MAX_READ_BYTES
+        ),
+    ) -> Annotated[CallToolResult, OutputPageResult]:
+        try:
+            page = await executions.read_output(_principal(ctx), id, offset, limit)
+        except AppError as error:
+            return _tool_error(error)
+        text, next_offset = _decode_page(
+            page.data, page.next_offset, page.complete, page.total_bytes
+        )
+        result = OutputPageResult(
+            next_offset=next_offset, total_bytes=page.total_bytes, complete=page.complete
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=result.model_dump(mode="json"),
+        )
+
+    return server
+
+
+def _principal(ctx: Context) -> Principal:
+    request = ctx.request_context.request
+    user = request.scope.get("user") if isinstance(request, Request) else None
+    if not isinstance(user, PrincipalUser):
+        # McpEndpoint authenticates every request; reaching a tool without it is a wiring bug.
+        raise UnauthenticatedError("missing bearer token")
+    return user.principal
+
+
+def _tool_error(error: AppError) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
+
+
+def _execution_result(execution: ExecutionPublic) -> CallToolResult:
+    approval_id = None
+    text = execution.text
+    if execution.state is ExecutionState.awaiting_approval:
+        approval = execution.approval
+        approval_id = approval.id if approval else None
+        reason = f": {approval.reason}" if approval else ""
+        text = (
+            f"Command awaits a human approval (approval {approval_id}{reason}). "
+            f"Call job_wait with id {execution.id} to get its result once it is decided."
+        )
+    elif not execution.state.is_terminal:
+        # The REST text promises automatic delivery; over MCP the model collects it itself.
+        text = (
+            f"{text}\n\nJob {execution.id} is still {execution.state.value}: call job_wait with "
+            "this id for the result, or job_cancel to stop it."
+        )
+    result = ExecutionResult(
+        id=execution.id,
+        state=execution.state,
+        exit_code=execution.exit_code,
+        artifact=execution.artifact,
+        approval_id=approval_id,
+    )
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=result.model_dump(mode="json"),
+        # A failing command is data, flagged exactly as REST's `is_error` flags it.
+        is_error=execution.is_error,
+    )
+
+
+def _decode_page(data: bytes, next_offset: int, complete: bool, total: int) -> tuple[str, int]:
+    """UTF-8 text of a page, with replacement for invalid bytes. A character cut by the page
+    end is left for the next page (`next_offset` moves back), so paging never garbles text."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=False)
+    cut = len(decoder.getstate()[0])
+    at_end = complete and next_offset >= total
+    if cut == 0 or cut == len(data) or at_end:
+        return text + decoder.decode(b"", final=True), next_offset
+    return text, next_offset - cut
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: 401 with the API's error envelope unless the bearer token is
+    valid, else the MCP server of the running app with the caller attached to the request."""
+
+    def __init__(self) -> None:
+        self._running: tuple[Services, ASGIApp] | None = None
+
+    @contextlib.asynccontextmanager
+    async def serve(self, services: Services) -> AsyncIterator[None]:
+        """Run the MCP server for these Services for as long as the app's lifespan lasts."""
+        server = build_mcp_server(services)
+        http_app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH, transport_security=TRANSPORT_SECURITY
+        )
+        # Mounted inside another app, the SDK's app gets no lifespan of its own: its session
+        # manager runs here (one manager per lifespan: it cannot be restarted).
+        async with server.session_manager.run():
+            self._running = (services, http_app)
+            try:
+                yield
+            finally:
+                self._running = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._running is None:
+            error: AppError = UnavailableError("the MCP endpoint is not running")
+            await app_error_response(error)(scope, receive, send)
+            return
+        services, http_app = self._running
+        try:
+            principal = services.tokens.authenticate(_bearer_secret(Headers(scope=scope)))
+        except UnauthenticatedError as refused:
+            await app_error_response(refused)(scope, receive, send)
+            return
+        await http_app({**scope, "user": PrincipalUser(principal)}, receive, send)
+
+
+def _bearer_secret(headers: Headers) -> str | None:
+    header = headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer":
+        raise UnauthenticatedError("the Authorization header must be a Bearer token")
+    return secret.strip()

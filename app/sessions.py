@@ -1,0 +1,545 @@
+"""Sessions (SPEC §1, §6): a configuration (cwd, env, timeout, pty) plus a persistent shell state.
+
+A session is not a long-lived bash process. Each call is a fresh `bash -c` in its own process
+group, so timeouts, group kills, the output log, streaming and PTYs work exactly as for any
+execution. What persists is the shell *state*: the exported variables, functions and aliases
+that the calls define, kept in `<data_dir>/sessions/<id>/state.sh` (the emulation that the
+reference allows, pi-bash-tool.md §2.10). The command spawned for a call is `WRAPPER`, which
+
+1. restores the snapshot (sourced with stdio on /dev/null, `expand_aliases` on);
+2. lays the call's own `env` over it, then runs the user's command with `eval`, the command text
+   arriving in an environment variable (never spliced into shell text), in the session's cwd
+   (set afresh on every call: a `cd` does not carry over);
+3. on EXIT (a trap, so `exit 3` still saves; the exit status is kept) writes the exported
+   variables that differ from the environment the shell was started with (host defaults plus
+   the session's env) as `export` / `unset -v` lines, every function and every alias, to a
+   temporary file, which the server renames over the snapshot once the process has ended, only
+   when this call holds the session's lease and ended by itself.
+
+Rules around the lease, as in the reference (§2.2.2): one call at a time owns the state. A call
+that arrives while another runs becomes a one-shot shell: it restores the snapshot but does not
+save. Background jobs (`async`) never save. A timeout or a cancel of the owning call resets the
+state (the snapshot is deleted), as does changing the session's `env` (the reference keys its
+shells by their env). Per-call env values are not saved unless the command itself changed them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from app import crud
+from app.artifact_log import ArtifactLog
+from app.auth import Principal
+from app.config import Settings
+from app.db import Database
+from app.environment import build_environment
+from app.errors import ForbiddenError, NotFoundError
+from app.executions import ExecutionService, SessionCall, SessionContext
+from app.models import ShellSession
+from app.registry import LiveExecution
+from app.runner import (
+    FinishedSource,
+    LiveSource,
+    RunSource,
+    RunStatus,
+    check_run,
+    ndjson_items,
+    runner_tool,
+)
+from app.schemas import RunRequest, SessionCreate, SessionPatch, SessionPublic, ToolObject
+
+logger = logging.getLogger("shellgate.sessions")
+
+STATE_FILE = "state.sh"
+DELETE_WAIT_SECONDS = 5.0
+
+# Variables that describe one process, never the session: not saved, not unset.
+_NOISE = "PWD|OLDPWD|SHLVL|_|SHELLOPTS|BASHOPTS|BASH_ENV|SHELLGATE_EXECUTION_ID"
+
+# The session wrapper (see the module docstring). Its own names start with `__shellgate_` (shell
+# variables and functions, skipped when saving) or `__SHELLGATE_` (the environment it receives).
+# Inputs: __SHELLGATE_COMMAND, __SHELLGATE_STATE (snapshot to restore), __SHELLGATE_SAVE_TO
+# (where to write the new state; absent for a call that does not save), __SHELLGATE_SCRATCH (a
+# file of its own, removed by the server), __SHELLGATE_CALL_KEYS and __SHELLGATE_CALL_<name> (the
+# call's own env, applied after the restore). The exported names are listed through the scratch
+# file: `$(compgen -e)` would fork a subshell, which costs more than the rest of the wrapper.
+WRAPPER = rf"""shopt -s expand_aliases
+declare -A __shellgate_base=() __shellgate_before=() __shellgate_call=()
+declare -a __shellgate_names=()
+__shellgate_scratch=$__SHELLGATE_SCRATCH
+if compgen -e >"$__shellgate_scratch"; then
+  mapfile -t __shellgate_names <"$__shellgate_scratch"
+fi
+for __shellgate_name in "${{__shellgate_names[@]}}"; do
+  __shellgate_base[$__shellgate_name]=${{!__shellgate_name}}
+done
+if [[ -n ${{__SHELLGATE_STATE-}} && -r $__SHELLGATE_STATE ]]; then
+  source "$__SHELLGATE_STATE" </dev/null >/dev/null 2>&1
+fi
+for __shellgate_name in ${{__SHELLGATE_CALL_KEYS-}}; do
+  __shellgate_value=__SHELLGATE_CALL_$__shellgate_name
+  if [[ -v $__shellgate_name ]]; then
+    __shellgate_before[$__shellgate_name]=${{!__shellgate_name}}
+  fi
+  __shellgate_call[$__shellgate_name]=${{!__shellgate_value}}
+  export "$__shellgate_name=${{!__shellgate_value}}"
+  unset -v "$__shellgate_value"
+done
+__shellgate_command=$__SHELLGATE_COMMAND
+__shellgate_save_to=${{__SHELLGATE_SAVE_TO-}}
+unset -v __SHELLGATE_COMMAND __SHELLGATE_SAVE_TO __SHELLGATE_STATE __SHELLGATE_CALL_KEYS \
+  __SHELLGATE_SCRATCH __shellgate_name __shellgate_value __shellgate_names
+__shellgate_save() {{
+  builtin unset -f __shellgate_save  # so that `declare -f` below lists the user's only
+  set +e +u +o pipefail
+  local IFS=$' \t\n' name value state
+  local -a names=()
+  local -A exported=()
+  builtin umask 077
+  builtin compgen -e >"$__shellgate_scratch" && builtin mapfile -t names <"$__shellgate_scratch"
+  {{
+    for name in "${{names[@]}}"; do
+      case $name in {_NOISE}|__SHELLGATE_*|__shellgate_*) continue ;; esac
+      exported[$name]=1
+      value=${{!name}}
+      state=set
+      # A per-call value the command left alone goes back to what it was before the call.
+      if [[ -v __shellgate_call[$name] && $value == "${{__shellgate_call[$name]}}" ]]; then
+        if [[ -v __shellgate_before[$name] ]]; then
+          value=${{__shellgate_before[$name]}}
+        else
+          state=unset
+        fi
+      fi
+      if [[ $state == set ]]; then
+        if [[ ! -v __shellgate_base[$name] || ${{__shellgate_base[$name]}} != "$value" ]]; then
+          builtin printf 'export %s=%q\n' "$name" "$value"
+        fi
+      elif [[ -v __shellgate_base[$name] ]]; then
+        builtin printf 'unset -v %s\n' "$name"
+      fi
+    done
+    for name in "${{!__shellgate_base[@]}}"; do
+      case $name in {_NOISE}|__SHELLGATE_*|__shellgate_*) continue ;; esac
+      [[ -v exported[$name] ]] || builtin printf 'unset -v %s\n' "$name"
+    done
+    builtin declare -f
+    builtin alias -p
+  }} >"$__shellgate_save_to"
+}}
+__shellgate_exit() {{
+  local status=$?
+  builtin trap - EXIT
+  if [[ -n $__shellgate_save_to ]]; then
+    builtin unset -f __shellgate_exit
+    __shellgate_save 2>/dev/null
+  fi
+  builtin exit "$status"
+}}
+trap __shellgate_exit EXIT
+eval "$__shellgate_command"
+"""
+
+
+def new_session_id() -> str:
+    return "se_" + secrets.token_urlsafe(15)
+
+
+# --- the in-memory side -----------------------------------------------------------------------
+
+
+@dataclass
+class SessionRuntime:
+    """Calls of one session in this server process."""
+
+    lease: str | None = None  # the execution allowed to save the state
+    # A reset (timeout, cancel, env change, delete) bumps it: older calls no longer save.
+    generation: int = 0
+    calls: dict[str, LiveExecution | None] = field(default_factory=dict)
+    deleted: bool = False
+
+
+class _Call:
+    """One execution in a session (`SessionCall` of app/executions.py)."""
+
+    def __init__(
+        self,
+        service: SessionService,
+        runtime: SessionRuntime,
+        *,
+        session_id: str,
+        execution_id: str,
+        argv: list[str],
+        env: dict[str, str],
+        save_to: Path | None,
+        scratch: Path,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self._service = service
+        self._runtime = runtime
+        self._session_id = session_id
+        self._execution_id = execution_id
+        self._save_to = save_to
+        self._scratch = scratch
+        self._generation = runtime.generation
+
+    @property
+    def _owns_state(self) -> bool:
+        return self._save_to is not None and self._runtime.lease == self._execution_id
+
+    def started(self, live: LiveExecution) -> None:
+        self._runtime.calls[self._execution_id] = live
+        if self._runtime.deleted:
+            # The session was deleted while this call was being spawned.
+            live.cancelled = True
+            self._service.executions.terminate(live)
+
+    async def settle(self, live: LiveExecution) -> None:
+        decides = self._owns_state and not live.lost  # a server stop leaves the state alone
+        # As the reference drops a shell after an abort: the next call starts clean.
+        reset = decides and (live.timed_out or live.cancelled)
+        commit = decides and not reset and self._generation == self._runtime.generation
+        if reset:
+            self._runtime.generation += 1
+        try:
+            await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+        finally:
+            self._release()
+
+    def abandon(self) -> None:
+        self._remove_leftovers()  # a failure path, rare: a few unlinks on the loop are fine
+        self._release()
+
+    def _release(self) -> None:
+        if self._runtime.lease == self._execution_id:
+            self._runtime.lease = None
+        self._runtime.calls.pop(self._execution_id, None)
+        self._service.forget_idle(self._session_id, self._runtime)
+
+    def _settle_files(self, reset: bool, commit: bool) -> None:
+        state = self._scratch.with_name(STATE_FILE)
+        if reset:
+            state.unlink(missing_ok=True)
+        elif commit and self._save_to is not None:
+            # Absent when the shell died before its EXIT trap (a signal): the state stays.
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self._save_to, state)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        for leftover in (self._save_to, self._scratch):
+            if leftover is not None:
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+
+
+@dataclass
+class RunStream:
+    execution_id: str
+    items: AsyncIterator[bytes]
+
+
+class SessionService:
+    def __init__(self, settings: Settings, db: Database, executions: ExecutionService) -> None:
+        self.settings = settings
+        self.db = db
+        self.executions = executions
+        self._directory = settings.data_dir / "sessions"
+        # Sessions loaded since start; every change goes through this service, so it stays true.
+        self._known: dict[str, ShellSession] = {}
+        self._runtimes: dict[str, SessionRuntime] = {}
+        self._directory_checked: set[str] = set()
+
+    # ---------------------------------------------------------------------------------------
+    # the API's use-cases
+    # ---------------------------------------------------------------------------------------
+
+    async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
+        principal.require("agent", "admin")
+        self.executions.validate_env(body.env)
+        cwd = await anyio.to_thread.run_sync(
+            self.executions.resolve_cwd, body.cwd, str(self.settings.workspace)
+        )
+        now = datetime.now(UTC)
+        record = ShellSession(
+            id=new_session_id(),
+            owner=principal.name,
+            cwd=cwd,
+            env=json.dumps(body.env or {}),
+            timeout_ms=body.timeout_ms,
+            pty=body.pty,
+            created_at=now,
+            updated_at=now,
+        )
+        await anyio.to_thread.run_sync(self._make_directory, record.id)
+        self._directory_checked.add(record.id)
+        record = await self.db.call(crud.insert_session, record=record)
+        self._known[record.id] = record
+        logger.info("session %s created for %s in %s", record.id, principal.name, cwd)
+        return self.to_public(record)
+
+    async def list_for(self, principal: Principal) -> list[SessionPublic]:
+        owner = None if principal.reads_everything else principal.name
+        records = await self.db.call(crud.list_live_sessions, owner=owner)
+        return [self.to_public(record) for record in records]
+
+    async def get(self, principal: Principal, session_id: str) -> SessionPublic:
+        return self.to_public(await self._readable(principal, session_id))
+
+    async def tool(self, principal: Principal, session_id: str) -> dict[str, Any]:
+        record = await self._readable(principal, session_id)
+        return runner_tool(record.timeout_ms)
+
+    async def patch(
+        self, principal: Principal, session_id: str, body: SessionPatch
+    ) -> SessionPublic:
+        record = await self._usable(principal, session_id)
+        values: dict[str, Any] = {}
+        if body.cwd is not None:
+            values["cwd"] = await anyio.to_thread.run_sync(
+                self.executions.resolve_cwd, body.cwd, str(self.settings.workspace)
+            )
+        env_changed = False
+        if body.env is not None:
+            self.executions.validate_env(body.env)
+            env_changed = body.env != json.loads(record.env)
+            values["env"] = json.dumps(body.env)
+        if body.timeout_ms is not None:
+            values["timeout_ms"] = body.timeout_ms
+        if body.pty is not None:
+            values["pty"] = body.pty
+        values["updated_at"] = datetime.now(UTC)
+        updated = await self.db.call(crud.update_session, session_id=session_id, values=values)
+        if updated is None:
+            raise NotFoundError(f"session {session_id} not found")
+        record = updated
+        self._known[session_id] = record
+        if env_changed:
+            # The reference keys its shells by their env: another env is another shell.
+            await self.reset_state(session_id, self._runtime(session_id))
+        return self.to_public(record)
+
+    async def delete(self, principal: Principal, session_id: str) -> None:
+        """Ends the session: later use is a 404; its running calls are cancelled."""
+        await self._usable(principal, session_id)
+        await self.db.call(
+            crud.update_session, session_id=session_id, values={"deleted_at": datetime.now(UTC)}
+        )
+        self._known.pop(session_id, None)
+        runtime = self._runtimes.get(session_id)
+        lives: list[LiveExecution] = []
+        if runtime is not None:
+            runtime.deleted = True
+            runtime.generation += 1
+            lives = [live for live in runtime.calls.values() if live is not None]
+            for live in lives:
+                live.cancelled = True
+                self.executions.terminate(live)
+        for live in lives:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    live.finished.wait(), self.settings.kill_grace_seconds + DELETE_WAIT_SECONDS
+                )
+        await anyio.to_thread.run_sync(
+            lambda: shutil.rmtree(self._session_directory(session_id), ignore_errors=True)
+        )
+        self._runtimes.pop(session_id, None)
+        self._directory_checked.discard(session_id)
+        logger.info("session %s deleted by %s", session_id, principal.name)
+
+    async def run(self, principal: Principal, session_id: str, body: RunRequest) -> RunStream:
+        """`POST /v1/sessions/{id}/run`: the runner's checks, then the policy, then the stream.
+        Everything that can refuse the call does so before the response starts."""
+        principal.require("agent", "admin")
+        record = await self._usable(principal, session_id)
+        deadline_ms = check_run(body.command, body.timeout_ms, record.timeout_ms)
+        execution_id, live = await self.executions.start_streamed(
+            principal,
+            session_id=session_id,
+            command=body.command,
+            timeout_seconds=deadline_ms / 1000,
+        )
+        source: RunSource
+        if live is not None:
+            source = LiveSource(live)
+        else:
+            source = await self._finished_source(execution_id)
+        return RunStream(execution_id, self._streamed(source, live))
+
+    async def _streamed(
+        self, source: RunSource, live: LiveExecution | None
+    ) -> AsyncIterator[bytes]:
+        try:
+            async for line in ndjson_items(source):
+                yield line
+        finally:
+            # The stream borrows the call, as the reference's does: a client that goes away
+            # takes its command with it.
+            if live is not None and not live.has_exited:
+                logger.info("runner client of %s went away: cancelling it", live.id)
+                live.cancelled = True
+                self.executions.terminate(live)
+
+    async def _finished_source(self, execution_id: str) -> FinishedSource:
+        record = await self.db.call(crud.get_execution, execution_id=execution_id)
+        if record is None:
+            raise NotFoundError(f"execution {execution_id} not found")
+        log = await anyio.to_thread.run_sync(
+            ArtifactLog.open_existing, self.settings.artifacts_dir, execution_id
+        )
+        return FinishedSource(log, RunStatus(record.exit_code, record.signal, record.timed_out))
+
+    def to_public(self, record: ShellSession) -> SessionPublic:
+        runtime = self._runtimes.get(record.id)
+        return SessionPublic(
+            id=record.id,
+            owner=record.owner,
+            cwd=record.cwd,
+            env=json.loads(record.env),
+            timeout_ms=record.timeout_ms,
+            pty=record.pty,
+            busy=runtime is not None and runtime.lease is not None,
+            created_at=_aware(record.created_at),
+            updated_at=_aware(record.updated_at),
+            tool=ToolObject.model_validate(runner_tool(record.timeout_ms)),
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # SessionBinding (app/executions.py): executions running in a session
+    # ---------------------------------------------------------------------------------------
+
+    async def context(self, session_id: str, principal: Principal) -> SessionContext:
+        record = await self._usable(principal, session_id)
+        if session_id not in self._directory_checked:
+            # Once per session and server run (a data dir restored without it, say).
+            await anyio.to_thread.run_sync(self._make_directory, session_id)
+            self._directory_checked.add(session_id)
+        return SessionContext(
+            id=record.id, cwd=record.cwd, env=json.loads(record.env), pty=record.pty
+        )
+
+    def known_cwd(self, session_id: str, principal: Principal) -> str:
+        record = self._known.get(session_id)
+        if record is None or not self._may_use(record, principal):
+            raise NotFoundError(f"session {session_id} not found")
+        return record.cwd
+
+    def begin_call(
+        self,
+        context: SessionContext,
+        *,
+        execution_id: str,
+        command: str,
+        caller_env: dict[str, str] | None,
+        pty: bool,
+        may_save_state: bool,
+    ) -> SessionCall:
+        runtime = self._runtime(context.id)
+        if runtime.deleted or context.id not in self._known:
+            raise NotFoundError(f"session {context.id} not found")
+        directory = self._session_directory(context.id)
+        save_to: Path | None = None
+        if may_save_state and runtime.lease is None:
+            runtime.lease = execution_id
+            save_to = directory / f"state.{execution_id}.tmp"
+        runtime.calls[execution_id] = None
+        session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
+        with_call = build_environment(
+            execution_id=execution_id, caller_env={**context.env, **(caller_env or {})}, pty=pty
+        )
+        # The call's own env reaches the wrapper under other names: it is applied after the
+        # restore (so it wins over the saved state) and left out of the next snapshot.
+        overlay = {key: value for key, value in with_call.items() if session_env.get(key) != value}
+        env = dict(session_env)
+        env["__SHELLGATE_COMMAND"] = command
+        env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
+        scratch = directory / f"call.{execution_id}.names"
+        env["__SHELLGATE_SCRATCH"] = str(scratch)
+        if save_to is not None:
+            env["__SHELLGATE_SAVE_TO"] = str(save_to)
+        env["__SHELLGATE_CALL_KEYS"] = " ".join(overlay)
+        for key, value in overlay.items():
+            env[f"__SHELLGATE_CALL_{key}"] = value
+        return _Call(
+            self,
+            runtime,
+            session_id=context.id,
+            execution_id=execution_id,
+            argv=[self.settings.shell, "-c", WRAPPER],
+            env=env,
+            save_to=save_to,
+            scratch=scratch,
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # internals
+    # ---------------------------------------------------------------------------------------
+
+    async def reset_state(self, session_id: str, runtime: SessionRuntime) -> None:
+        runtime.generation += 1
+        state = self._session_directory(session_id) / STATE_FILE
+        await anyio.to_thread.run_sync(lambda: state.unlink(missing_ok=True))
+
+    def forget_idle(self, session_id: str, runtime: SessionRuntime) -> None:
+        if runtime.calls or runtime.lease is not None:
+            return
+        if self._runtimes.get(session_id) is runtime and not runtime.deleted:
+            # Its generation only matters to calls that are still running: there are none.
+            del self._runtimes[session_id]
+
+    def _runtime(self, session_id: str) -> SessionRuntime:
+        return self._runtimes.setdefault(session_id, SessionRuntime())
+
+    def _session_directory(self, session_id: str) -> Path:
+        return self._directory / session_id
+
+    def _make_directory(self, session_id: str) -> None:
+        self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = self._session_directory(session_id)
+        directory.mkdir(mode=0o700, exist_ok=True)
+        # The snapshot holds the session's variables, secrets included: owner-only.
+        os.chmod(directory, 0o700)
+
+    async def _load(self, session_id: str) -> ShellSession:
+        record = self._known.get(session_id)
+        if record is None:
+            record = await self.db.call(crud.get_live_session, session_id=session_id)
+            if record is None:
+                raise NotFoundError(f"session {session_id} not found")
+            self._known[session_id] = record
+        return record
+
+    async def _readable(self, principal: Principal, session_id: str) -> ShellSession:
+        record = await self._load(session_id)
+        # Another agent's session reads as absent: ids are not an oracle.
+        if not (principal.reads_everything or record.owner == principal.name):
+            raise NotFoundError(f"session {session_id} not found")
+        return record
+
+    async def _usable(self, principal: Principal, session_id: str) -> ShellSession:
+        record = await self._readable(principal, session_id)
+        if not self._may_use(record, principal):
+            raise ForbiddenError("only the owner or an admin can use this session")
+        return record
+
+    @staticmethod
+    def _may_use(record: ShellSession, principal: Principal) -> bool:
+        return principal.is_admin or (principal.role == "agent" and record.owner == principal.name)
+
+
+def _aware(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -1,0 +1,436 @@
+"""What one viewer of an execution sees (SPEC §4 stream): the log replayed from an offset, then
+followed live, then the exit. No FastAPI here: `api/routes/stream.py` carries these frames over
+a WebSocket and feeds the client's frames to `handle_client_frame`.
+
+Server → client frames (JSON objects):
+- `{"type": "state", "state": s}` at connect and on each change seen (running, then terminal);
+- `{"type": "output", "stream": "stdout"|"stderr"|"pty", "offset": n, "data": text}`, or with
+  `"encoding": "base64"` when the bytes are not UTF-8;
+- `{"type": "gap", "from": a, "to": b}`: `[a, b)` was evicted from a truncated log;
+- `{"type": "exit", "state": s, "exit_code": n|null, "signal": n|null}`: the last frame; only it
+  means "done" (a dropped socket means "reconnect with the next offset");
+- `{"type": "ping"}` when idle, `{"type": "pong"}` answering a client ping, and
+  `{"type": "error", "code": c, "message": m}` when a client frame is refused (the route).
+
+`offset` is the logical position of the frame's first byte in the merged log, and a frame
+carries exactly the bytes `data` encodes (UTF-8 of the text, or the base64 payload), so
+`offset + len(bytes)` is where a reconnect resumes without losing or repeating a byte.
+
+The log on disk is each viewer's buffer: every viewer reads at its own offset and waits for its
+own sends, so a slow viewer holds back nobody, neither the process nor the other viewers.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import json
+import signal
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NotRequired, TypedDict
+
+import anyio.to_thread
+from pydantic import TypeAdapter, ValidationError
+
+from app.artifact_log import ArtifactLog, OutputStream
+from app.auth import Principal
+from app.errors import AppError, InvalidRequestError, UnavailableError
+from app.executions import ExecutionService
+from app.models import Execution, ExecutionState
+from app.registry import LiveExecution
+from app.schemas import (
+    ExecutionPublic,
+    WsClientFrame,
+    WsInputFrame,
+    WsPingFrame,
+    WsResizeFrame,
+    WsSignalFrame,
+)
+
+# The most log bytes one output frame carries: backpressure acts at this grain.
+FRAME_BYTES: Final = 64 * 1024
+# The most log bytes one read of the log takes (split into frames): each read is a hop to a
+# worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
+READ_BYTES: Final = 256 * 1024
+# Inside bytes that are not UTF-8, a valid run shorter than this rides along in the base64
+# frame rather than making a text frame of its own (binary output would otherwise become a
+# storm of tiny frames).
+MIN_TEXT_RUN: Final = 32
+# Following a burst of output live: how long a viewer at its edge waits for a full read to
+# gather before reading what there is (small writes are sent at once).
+BURST_COALESCE_SECONDS: Final = 0.005
+# Waiting for an approval: how often to look whether it started.
+APPROVAL_POLL_SECONDS: Final = 0.25
+# A live wait is re-armed after this long (every wait bounded); new bytes end it at once.
+LIVE_WAIT_SLICE_SECONDS: Final = 30.0
+# The process exited: how long the terminal record may take to reach the database.
+FINAL_RECORD_WAIT_SECONDS: Final = 60.0
+
+SIGNALS_BY_NAME: Final = {
+    "INT": signal.SIGINT,
+    "TERM": signal.SIGTERM,
+    "KILL": signal.SIGKILL,
+    "HUP": signal.SIGHUP,
+    "QUIT": signal.SIGQUIT,
+}
+
+
+class StateFrame(TypedDict):
+    type: Literal["state"]
+    state: str
+
+
+class OutputFrame(TypedDict):
+    type: Literal["output"]
+    stream: str
+    offset: int
+    data: str
+    encoding: NotRequired[Literal["base64"]]
+
+
+# "from" is a Python keyword, hence the functional form.
+GapFrame = TypedDict("GapFrame", {"type": Literal["gap"], "from": int, "to": int})
+
+
+class ExitFrame(TypedDict):
+    type: Literal["exit"]
+    state: str
+    exit_code: int | None
+    signal: int | None
+
+
+class ErrorFrame(TypedDict):
+    type: Literal["error"]
+    code: str
+    message: str
+
+
+class SimpleFrame(TypedDict):
+    type: Literal["ping", "pong"]
+
+
+Frame = StateFrame | OutputFrame | GapFrame | ExitFrame | ErrorFrame | SimpleFrame
+
+PING_FRAME: Final[SimpleFrame] = {"type": "ping"}
+PONG_FRAME: Final[SimpleFrame] = {"type": "pong"}
+
+
+# ensure_ascii=False: non-ASCII text travels as itself, not as six-byte escapes.
+_FRAME_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_frame(frame: Frame | dict[str, Any]) -> str:
+    return _FRAME_ENCODER.encode(frame)
+
+
+def state_frame(state: ExecutionState) -> StateFrame:
+    return {"type": "state", "state": state.value}
+
+
+def gap_frame(start: int, end: int) -> GapFrame:
+    return {"type": "gap", "from": start, "to": end}
+
+
+def exit_frame(state: ExecutionState, exit_code: int | None, signal: int | None) -> ExitFrame:
+    return {"type": "exit", "state": state.value, "exit_code": exit_code, "signal": signal}
+
+
+def error_frame(code: str, message: str) -> ErrorFrame:
+    return {"type": "error", "code": code, "message": message}
+
+
+# --- output framing --------------------------------------------------------------------------
+
+
+def utf8_runs(
+    data: bytes, *, hold_incomplete_tail: bool
+) -> tuple[list[tuple[int, int, bool]], int]:
+    """Split `data` into `(start, end, is_text)` runs; returns them and where they end.
+
+    Text runs are strict UTF-8. A trailing incomplete character (1-3 bytes) is left out when
+    `hold_incomplete_tail` — its continuation may be the next bytes written — and otherwise
+    goes out as bytes. Invalid bytes, with short valid runs between them, go out as bytes.
+    """
+    size = len(data)
+    view = memoryview(data)
+    runs: list[tuple[int, int, bool]] = []
+
+    def add(start: int, end: int, is_text: bool) -> None:
+        if end <= start:
+            return
+        if not is_text and runs and not runs[-1][2]:
+            runs[-1] = (runs[-1][0], end, False)
+        else:
+            runs.append((start, end, is_text))
+
+    position = 0
+    while position < size:
+        invalid_end: int | None
+        try:
+            # final=False: an incomplete last character is not an error, just not consumed.
+            _, consumed = codecs.utf_8_decode(view[position:], "strict", False)
+        except UnicodeDecodeError as error:
+            valid_end, invalid_end = position + error.start, position + error.end
+        else:
+            valid_end, invalid_end = position + consumed, None
+        add(position, valid_end, position == 0 or valid_end - position >= MIN_TEXT_RUN)
+        if invalid_end is None:
+            if valid_end < size and not hold_incomplete_tail:
+                add(valid_end, size, False)
+                valid_end = size
+            return runs, valid_end
+        add(valid_end, invalid_end, False)
+        position = invalid_end
+    return runs, size
+
+
+def output_frames(
+    pieces: list[tuple[int, OutputStream, bytes]],
+    *,
+    more_may_follow: bool,
+    frame_bytes: int = FRAME_BYTES,
+) -> tuple[list[OutputFrame], int | None]:
+    """Frames of at most `frame_bytes` log bytes for labelled log pieces, and the offset after
+    the last byte they carry (None for no pieces). Only the last piece may hold back an
+    incomplete character: after a stream switch nothing can complete the one before it."""
+    frames: list[OutputFrame] = []
+    end: int | None = None
+    for index, (offset, stream, data) in enumerate(pieces):
+        hold = more_may_follow and index == len(pieces) - 1
+        view = memoryview(data)
+        if data.isascii():
+            # The common case, decoded once: every byte is a character, so byte cuts are
+            # string cuts.
+            ascii_text = data.decode("ascii")
+            runs, consumed = [(0, len(data), True)], len(data)
+        else:
+            ascii_text = None
+            runs, consumed = utf8_runs(data, hold_incomplete_tail=hold)
+        for run_start, run_stop, is_text in runs:
+            for start, stop in _frame_cuts(data, run_start, run_stop, frame_bytes):
+                if is_text:
+                    if ascii_text is not None:
+                        text = ascii_text[start:stop]
+                    else:
+                        text, _ = codecs.utf_8_decode(view[start:stop], "strict", True)
+                    frames.append(
+                        {
+                            "type": "output",
+                            "stream": stream.value,
+                            "offset": offset + start,
+                            "data": text,
+                        }
+                    )
+                else:
+                    frames.append(
+                        {
+                            "type": "output",
+                            "stream": stream.value,
+                            "offset": offset + start,
+                            "data": base64.b64encode(view[start:stop]).decode("ascii"),
+                            "encoding": "base64",
+                        }
+                    )
+        end = offset + consumed
+    return frames, end
+
+
+def _frame_cuts(data: bytes, start: int, stop: int, frame_bytes: int) -> list[tuple[int, int]]:
+    """`[start, stop)` in pieces of at most `frame_bytes`, each cut moved back (by at most 3
+    bytes) to the start of a character, so that the text pieces stay whole characters."""
+    cuts: list[tuple[int, int]] = []
+    while stop - start > frame_bytes:
+        cut = start + frame_bytes
+        floor = max(start + 1, cut - 3)
+        while cut > floor and 0x80 <= data[cut] < 0xC0:  # a continuation byte
+            cut -= 1
+        cuts.append((start, cut))
+        start = cut
+    cuts.append((start, stop))
+    return cuts
+
+
+@dataclass(frozen=True)
+class _Batch:
+    start: int  # where the read began: the cursor, or past the evicted middle it pointed into
+    pieces: list[tuple[int, OutputStream, bytes]]
+    end: int  # start + the bytes read
+    total: int  # the log's size just after the read
+    complete: bool  # nothing can be added after `total` (checked before reading)
+
+
+def _read_batch(log: ArtifactLog, cursor: int, limit: int, finished: bool) -> _Batch:
+    # `complete` first: once it is true the total is final, so a read after it sees every byte.
+    complete = finished or log.complete
+    start = log.next_available(cursor)
+    pieces = log.read_labelled(start, limit)
+    end = start + sum(len(data) for _, _, data in pieces)
+    return _Batch(start, pieces, end, log.total_bytes, complete)
+
+
+async def follow_output(
+    log: ArtifactLog,
+    offset: int,
+    live: LiveExecution | None,
+    *,
+    frame_bytes: int = FRAME_BYTES,
+    read_bytes: int = READ_BYTES,
+) -> AsyncGenerator[OutputFrame | GapFrame, None]:
+    """Output (and gap) frames from `offset` to the end of the log; with `live`, waits for the
+    bytes still to come until the process has exited and every byte was sent."""
+    cursor = offset
+    while True:
+        batch = await anyio.to_thread.run_sync(_read_batch, log, cursor, read_bytes, live is None)
+        if batch.start > cursor:
+            yield gap_frame(cursor, batch.start)
+            cursor = batch.start
+        frames, end = output_frames(
+            batch.pieces, more_may_follow=not batch.complete, frame_bytes=frame_bytes
+        )
+        for frame in frames:
+            yield frame
+        if end is not None and end > cursor:
+            cursor = end
+            if live is not None and not batch.complete and batch.end - batch.start >= frame_bytes:
+                # A burst, and we are at its edge: let a full read gather (or the coalescing
+                # bound pass) rather than pay a read, a thread hop and a send per chunk the
+                # process writes. Keystroke echoes and other small writes never wait here.
+                await live.wait_for_bytes_after(
+                    batch.start + read_bytes - 1, within=BURST_COALESCE_SECONDS
+                )
+            continue
+        if batch.complete:
+            return  # at (or, for an offset past the end, beyond) the last byte
+        if batch.end < batch.total:
+            continue  # written while we read, or the kept tail moved on: read again
+        assert live is not None  # a log without a live process is complete
+        await live.wait_for_bytes_after(batch.end, within=LIVE_WAIT_SLICE_SECONDS)
+
+
+class ExecutionViewer:
+    """One viewer of one execution, from `offset` to the exit frame."""
+
+    def __init__(
+        self,
+        executions: ExecutionService,
+        principal: Principal,
+        record: Execution,
+        offset: int,
+        *,
+        frame_bytes: int = FRAME_BYTES,
+    ) -> None:
+        """`record`: the execution as `authorize_read` returned it to this principal."""
+        self._executions = executions
+        self._principal = principal
+        self._record = record
+        self._id = record.id
+        self._offset = offset
+        self._frame_bytes = frame_bytes
+
+    async def frames(self) -> AsyncGenerator[Frame, None]:
+        """state, output/gap…, state (terminal), exit."""
+        state = ExecutionState(self._record.state)
+        yield state_frame(state)
+        final: Execution | ExecutionPublic | None = self._record if state.is_terminal else None
+        live = None if final else self._executions.live_for(self._principal, self._id)
+        while live is None and final is None and state is ExecutionState.awaiting_approval:
+            # Returns early only for a terminal state; a start shows in the registry first.
+            current = await self._executions.get(
+                self._principal, self._id, wait=APPROVAL_POLL_SECONDS
+            )
+            live = self._executions.live_for(self._principal, self._id)
+            if live is None and current.state.is_terminal:
+                final = current
+
+        log = live.log if live is not None else await self._finished_log()
+        if log is not None and state is ExecutionState.awaiting_approval:
+            # It ran, however briefly: say so before its output.
+            state = ExecutionState.running
+            yield state_frame(state)
+        if log is not None:
+            async for frame in follow_output(
+                log, self._offset, live, frame_bytes=self._frame_bytes
+            ):
+                yield frame
+
+        if final is None or live is not None:
+            # The live entry leaves the registry only after the terminal record is written,
+            # so this returns at once unless that write is being retried.
+            final = await self._executions.get(
+                self._principal, self._id, wait=FINAL_RECORD_WAIT_SECONDS
+            )
+        final_state = ExecutionState(final.state)
+        if not final_state.is_terminal:
+            raise UnavailableError(f"the final state of {self._id} was not recorded")
+        if final_state is not state:
+            yield state_frame(final_state)
+        yield exit_frame(final_state, final.exit_code, final.signal)
+
+    async def _finished_log(self) -> ArtifactLog | None:
+        try:
+            return await anyio.to_thread.run_sync(
+                ArtifactLog.open_existing, self._executions.settings.artifacts_dir, self._id
+            )
+        except OSError:
+            return None  # never started (rejected, cancelled while pending) or pruned
+
+
+# --- client → server frames --------------------------------------------------------------------
+
+_client_frames: TypeAdapter[WsClientFrame] = TypeAdapter(WsClientFrame)
+
+
+def parse_offset(raw: str | None) -> int:
+    """The `?offset=` of a stream: a non-negative integer (default 0)."""
+    if raw is None or raw == "":
+        return 0
+    if not raw.isascii() or not raw.isdigit():
+        raise InvalidRequestError(f"offset must be a non-negative integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+async def handle_client_frame(
+    executions: ExecutionService, principal: Principal, execution_id: str, text: str
+) -> Frame | None:
+    """Act on one client frame; the reply frame, if any (an error never ends the stream)."""
+    try:
+        frame = _client_frames.validate_json(text)
+    except ValidationError as error:
+        return error_frame("invalid_frame", _describe(error))
+    try:
+        if isinstance(frame, WsInputFrame):
+            await executions.send_input(principal, execution_id, _input_bytes(frame))
+        elif isinstance(frame, WsResizeFrame):
+            await executions.resize(principal, execution_id, frame.rows, frame.cols)
+        elif isinstance(frame, WsSignalFrame):
+            await executions.send_signal(principal, execution_id, SIGNALS_BY_NAME[frame.signal])
+        elif isinstance(frame, WsPingFrame):
+            return PONG_FRAME
+    except AppError as error:
+        return error_frame(error.code, error.message)
+    return None
+
+
+def _input_bytes(frame: WsInputFrame) -> bytes:
+    if frame.encoding != "base64":
+        return frame.data.encode()
+    try:
+        return base64.b64decode(frame.data, validate=True)
+    except ValueError as error:
+        raise InvalidRequestError(f"input data is not valid base64: {error}") from error
+
+
+def _describe(error: ValidationError) -> str:
+    problems = error.errors(include_url=False, include_input=False)
+    if problems and problems[0]["type"] == "json_invalid":
+        return "frames must be JSON objects"
+    if problems and problems[0]["type"] == "union_tag_invalid":
+        return (
+            "unknown frame type; expected one of: input, resize, signal, ping "
+            f"({problems[0]['msg']})"
+        )
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'frame'}: {problem['msg']}"
+        for problem in problems[:5]
+    )

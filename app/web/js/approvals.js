@@ -1,0 +1,266 @@
+// The approvals panel: pending approvals kept live by `/v1/approvals/stream`, decided with
+// Approve / Deny and an optional reason; decisions move to the history list.
+
+import { api, backoff, openSocket, refusal } from "./api.js";
+import { byId, el, showError, timeEl } from "./dom.js";
+
+const HISTORY_LIMIT = 50;
+const FIRST_RETRY_MS = 500;
+
+function field(label, value) {
+  return [el("dt", {}, label), el("dd", {}, value)];
+}
+
+export class ApprovalsPanel {
+  constructor({ onOpenExecution, onDecided }) {
+    this.onOpenExecution = onOpenExecution;
+    this.onDecided = onDecided;
+    this.pendingList = byId("pending-list");
+    this.pendingEmpty = byId("pending-empty");
+    this.historyList = byId("history-list");
+    this.liveBadge = byId("approvals-live");
+    this.errorEl = byId("approvals-error");
+    this.pending = new Map();
+    this.history = [];
+    this.socket = null;
+    this.stopped = true;
+    this.retryMs = FIRST_RETRY_MS;
+    this.retryTimer = null;
+    this.snapshots = 0;
+  }
+
+  async start() {
+    this.stopped = false;
+    this.snapshots = 0;
+    this.#setLive("connecting", "connecting…");
+    await this.#readAll();
+    this.#connect();
+  }
+
+  // The socket's snapshot brings only the pending ones; this read fills the history too.
+  async #readAll() {
+    try {
+      const { data } = await api("v1/approvals?limit=100");
+      this.history = data
+        .filter((approval) => approval.state !== "pending")
+        .sort((a, b) => String(b.decided_at).localeCompare(String(a.decided_at)))
+        .slice(0, HISTORY_LIMIT);
+      this.#renderHistory();
+      if (!this.socket) this.#replacePending(data.filter((approval) => approval.state === "pending"));
+    } catch (error) {
+      showError(this.errorEl, error);
+    }
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    this.socket?.close(1000);
+    this.socket = null;
+    this.#replacePending([]);
+    this.history = [];
+    this.#renderHistory();
+  }
+
+  async #connect() {
+    if (this.stopped) return;
+    let socket;
+    try {
+      socket = await openSocket("v1/approvals/stream");
+    } catch (error) {
+      if (error.status === 401 || error.status === 403) {
+        this.#setLive("off", "not live");
+        showError(this.errorEl, error);
+      } else {
+        this.#retry();
+      }
+      return;
+    }
+    if (this.stopped) {
+      socket.close(1000);
+      return;
+    }
+    this.socket = socket;
+    socket.addEventListener("message", (event) => {
+      if (this.socket === socket) this.#handle(JSON.parse(event.data));
+    });
+    socket.addEventListener("close", (event) => {
+      // A socket replaced by sign-out and sign-in again must not start a second reconnect loop.
+      if (this.socket !== socket) return;
+      this.socket = null;
+      if (this.stopped) return;
+      const refused = refusal(event);
+      if (refused) {
+        this.#setLive("off", "not live");
+        showError(this.errorEl, new Error(refused));
+        return;
+      }
+      this.#retry();
+    });
+  }
+
+  #retry() {
+    if (this.stopped) return;
+    this.#setLive("reconnecting", "reconnecting…");
+    this.retryTimer = setTimeout(() => this.#connect(), this.retryMs);
+    this.retryMs = backoff(this.retryMs);
+  }
+
+  #handle(frame) {
+    switch (frame.type) {
+      case "snapshot":
+        // Decisions made while the socket was down came as no event: read the history again.
+        if (this.snapshots++ > 0) this.#readAll();
+        this.retryMs = FIRST_RETRY_MS;
+        showError(this.errorEl, null);
+        this.#replacePending(frame.approvals.filter((approval) => approval.state === "pending"));
+        this.#setLive("live", "live");
+        break;
+      case "approval.requested":
+        if (frame.approval.state === "pending") this.#addPending(frame.approval);
+        this.#renderEmpty();
+        break;
+      case "approval.decided":
+        this.#decided(frame.approval);
+        break;
+      default:
+        break; // "ping" and anything newer than this console
+    }
+  }
+
+  #setLive(status, label) {
+    this.liveBadge.dataset.live = status;
+    this.liveBadge.textContent = label;
+  }
+
+  // Cards are added and removed one by one, never rebuilt, so a reason being typed survives
+  // other approvals arriving.
+  #replacePending(approvals) {
+    const wanted = new Set(approvals.map((approval) => approval.id));
+    for (const id of [...this.pending.keys()]) if (!wanted.has(id)) this.#removePending(id);
+    for (const approval of approvals) this.#addPending(approval);
+    this.#renderEmpty();
+  }
+
+  #addPending(approval) {
+    if (this.pending.has(approval.id)) return;
+    const card = this.#pendingCard(approval);
+    this.pending.set(approval.id, { approval, card });
+    const later = [...this.pending.values()].find(
+      (entry) => entry.card.isConnected && entry.approval.created_at > approval.created_at,
+    );
+    this.pendingList.insertBefore(card, later ? later.card : null);
+  }
+
+  #removePending(id) {
+    this.pending.get(id)?.card.remove();
+    this.pending.delete(id);
+  }
+
+  #decided(approval) {
+    this.#removePending(approval.id);
+    if (!this.history.some((seen) => seen.id === approval.id)) {
+      this.history.unshift(approval);
+      this.history.length = Math.min(this.history.length, HISTORY_LIMIT);
+    }
+    this.#renderEmpty();
+    this.#renderHistory();
+    this.onDecided(approval);
+  }
+
+  async #decide(approval, approve, reason, card) {
+    for (const button of card.querySelectorAll("button")) button.disabled = true;
+    const errorEl = card.querySelector(".error");
+    try {
+      const decided = await api(
+        `v1/approvals/${encodeURIComponent(approval.id)}/${approve ? "approve" : "deny"}`,
+        { method: "POST", body: reason ? { reason } : {} },
+      );
+      this.#decided(decided);
+    } catch (error) {
+      showError(errorEl, error);
+      for (const button of card.querySelectorAll("button")) button.disabled = false;
+      if (error.status === 409) {
+        // Someone else decided first; the current record tells how.
+        api(`v1/approvals/${encodeURIComponent(approval.id)}`)
+          .then((current) => current.state !== "pending" && this.#decided(current))
+          .catch(() => {});
+      }
+    }
+  }
+
+  #renderEmpty() {
+    this.pendingEmpty.hidden = this.pending.size > 0;
+  }
+
+  #renderHistory() {
+    this.historyList.replaceChildren(...this.history.map((approval) => this.#historyCard(approval)));
+  }
+
+  #pendingCard(approval) {
+    const reasonId = `decision-reason-${approval.id}`;
+    const reasonInput = el("input", {
+      id: reasonId,
+      type: "text",
+      class: "decision-reason",
+      autocomplete: "off",
+      placeholder: "Reason (optional)",
+    });
+    const card = el("li", { class: "card pending", dataset: { approvalId: approval.id } });
+    const decide = (approve) => (event) => {
+      event.preventDefault();
+      this.#decide(approval, approve, reasonInput.value.trim(), card);
+    };
+    card.append(
+      el("pre", { class: "command" }, approval.command),
+      el(
+        "dl",
+        {},
+        field("cwd", approval.cwd),
+        field("reason", approval.reason),
+        field("requested by", approval.requested_by),
+        field("expires", timeEl(approval.expires_at)),
+      ),
+      el(
+        "form",
+        { class: "decision", onsubmit: decide(true) },
+        el("label", { for: reasonId, class: "visually-hidden" }, "Decision reason"),
+        reasonInput,
+        el("button", { type: "submit", class: "approve" }, "Approve"),
+        el("button", { type: "button", class: "deny", onclick: decide(false) }, "Deny"),
+        el(
+          "button",
+          {
+            type: "button",
+            class: "link",
+            onclick: () => this.onOpenExecution(approval.execution_id),
+          },
+          "View execution",
+        ),
+      ),
+      el("p", { class: "error", role: "alert" }),
+    );
+    return card;
+  }
+
+  #historyCard(approval) {
+    return el(
+      "li",
+      { class: "card decided", dataset: { approvalId: approval.id, state: approval.state } },
+      el("span", { class: "state", dataset: { state: approval.state } }, approval.state),
+      el("pre", { class: "command" }, approval.command),
+      el(
+        "dl",
+        {},
+        field("by", approval.decided_by ?? "—"),
+        approval.decision_reason ? field("why", approval.decision_reason) : [],
+        field("at", timeEl(approval.decided_at)),
+      ),
+      el(
+        "button",
+        { type: "button", class: "link", onclick: () => this.onOpenExecution(approval.execution_id) },
+        "View execution",
+      ),
+    );
+  }
+}

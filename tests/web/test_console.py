@@ -1,0 +1,356 @@
+"""The browser console, driven in a real Chromium (Debian's, through Playwright) against a real
+uvicorn: approvals arriving live and decided, a PTY run typed into, a stream that reconnects,
+and agent-written text that stays text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Dialog,
+    Page,
+    Request,
+    WebSocketRoute,
+    expect,
+    sync_playwright,
+)
+
+from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+PROMPT_PREFIX = "echo needs-approval"
+XSS = "<img src=x onerror=alert(1)>"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+)
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with serve(make_settings(tmp_path_factory.mktemp("console"))) as live:
+        policy = {
+            "default": "allow",
+            "rules": [{"match": f"{PROMPT_PREFIX}*", "approval": "prompt"}],
+        }
+        with live.client(ADMIN) as admin:
+            response = admin.put("/v1/policy", json=policy)
+            assert response.status_code == 200, response.text
+        yield live
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Watch:
+    """What the page did that it must not: script errors and dialogs (an alert() means XSS)."""
+
+    def __init__(self, page: Page) -> None:
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", self._console)
+        page.on("dialog", self._dialog)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        # Resource and socket failures are the network's business (a test aborts some on
+        # purpose); what counts here is the page's own code failing.
+        expected = ("Failed to load resource", "WebSocket")
+        if message.type == "error" and not message.text.startswith(expected):
+            self.errors.append(message.text)
+
+    def _dialog(self, dialog: Dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    watch = Watch(page)
+    yield page
+    context.close()
+    assert watch.dialogs == []
+    assert watch.errors == []
+
+
+@pytest.fixture
+def agent(console_server: LiveServer) -> Iterator[httpx.Client]:
+    with console_server.client(AGENT) as client:
+        yield client
+
+
+@pytest.fixture
+def approver(console_server: LiveServer) -> Iterator[httpx.Client]:
+    with console_server.client(APPROVER) as client:
+        yield client
+
+
+def sign_in(page: Page, server: LiveServer, token: str) -> None:
+    page.goto(f"{server.base_url}/console")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#workspace")).to_be_visible()
+
+
+def wait_until_live(page: Page) -> None:
+    expect(page.locator("#approvals-live")).to_have_attribute("data-live", "live")
+
+
+def request_approval(agent: httpx.Client, command: str) -> dict[str, Any]:
+    response = agent.post("/v1/executions", json={"command": command, "async": True})
+    assert response.status_code == 202, response.text
+    body: dict[str, Any] = response.json()
+    assert body["state"] == "awaiting_approval"
+    return body
+
+
+def pending_card(page: Page, approval_id: str) -> Any:
+    return page.locator(f"#pending-list [data-approval-id='{approval_id}']")
+
+
+def test_console_page_is_served_with_a_script_only_policy(console_server: LiveServer) -> None:
+    response = httpx.get(f"{console_server.base_url}/console", follow_redirects=True)
+    assert response.status_code == 200
+    assert response.url.path == "/console/"
+    assert response.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert httpx.get(f"{console_server.base_url}/console/js/api.js").status_code == 200
+    assert httpx.get(f"{console_server.base_url}/console/../app/main.py").status_code == 404
+    assert httpx.get(f"{console_server.base_url}/console/js/missing.js").status_code == 404
+
+
+def test_signing_in_as_approver_shows_the_pending_approvals(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    execution = request_approval(agent, f"{PROMPT_PREFIX} listed-before-sign-in")
+    approval_id = execution["approval"]["id"]
+
+    sign_in(page, console_server, APPROVER)
+
+    card = pending_card(page, approval_id)
+    expect(card.locator("pre.command")).to_have_text(f"{PROMPT_PREFIX} listed-before-sign-in")
+    expect(card).to_contain_text("alice")  # requested_by
+    expect(card).to_contain_text(execution["cwd"])
+    approver.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
+
+
+def test_a_new_approval_appears_live_and_approve_runs_the_command(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    sign_in(page, console_server, APPROVER)
+    wait_until_live(page)
+    approval_reads: list[str] = []
+
+    def note_approval_reads(request: Request) -> None:
+        if re.search(r"/v1/approvals(\?|$)", request.url):
+            approval_reads.append(request.url)
+
+    page.on("request", note_approval_reads)
+
+    execution = request_approval(agent, f"{PROMPT_PREFIX} approved-in-browser")
+    card = pending_card(page, execution["approval"]["id"])
+    expect(card).to_be_visible()
+    assert approval_reads == []  # it came over the socket, not by polling
+
+    card.get_by_label("Decision reason").fill("looks harmless")
+    card.get_by_role("button", name="Approve").click()
+
+    expect(card).to_have_count(0)
+    decided = page.locator(f"#history-list [data-approval-id='{execution['approval']['id']}']")
+    expect(decided).to_have_attribute("data-state", "approved")
+    expect(decided).to_contain_text("looks harmless")
+    final = agent.get(f"/v1/executions/{execution['id']}", params={"wait": 10}).json()
+    assert final["state"] == "completed"
+    assert final["output"] == "needs-approval approved-in-browser\n"
+    approval = agent.get(f"/v1/approvals/{execution['approval']['id']}").json()
+    assert approval["decided_by"] == "carol"
+    assert approval["decision_reason"] == "looks harmless"
+
+
+def test_deny_in_the_browser_rejects_the_execution(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    sign_in(page, console_server, APPROVER)
+    wait_until_live(page)
+    execution = request_approval(agent, f"{PROMPT_PREFIX} denied-in-browser")
+    card = pending_card(page, execution["approval"]["id"])
+
+    card.get_by_role("button", name="Deny").click()
+
+    expect(card).to_have_count(0)
+    decided = page.locator(f"#history-list [data-approval-id='{execution['approval']['id']}']")
+    expect(decided).to_have_attribute("data-state", "denied")
+    final = agent.get(f"/v1/executions/{execution['id']}", params={"wait": 10}).json()
+    assert final["state"] == "rejected"
+    assert agent.get(f"/v1/approvals/{execution['approval']['id']}").json()["state"] == "denied"
+
+
+def test_pty_run_from_the_browser_takes_typed_input_and_follows_the_terminal_size(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    sign_in(page, console_server, AGENT)
+    page.get_by_label("Command").fill("read -p 'name? ' n; echo \"hello $n\"; stty size")
+    page.get_by_label("PTY").check()
+    page.get_by_role("button", name="Run").click()
+
+    terminal = page.locator("#terminal")
+    screen = terminal.locator(".xterm-rows")
+    expect(screen).to_contain_text("name?")
+    expect(terminal).to_have_attribute("data-size", re.compile(r"^\d+x\d+$"))
+    first_size = terminal.get_attribute("data-size")
+    page.set_viewport_size({"width": 1100, "height": 900})  # the fit addon resizes the PTY
+    expect(terminal).not_to_have_attribute("data-size", first_size or "")
+    rows, cols = (terminal.get_attribute("data-size") or "").split("x")
+    terminal.click()
+    page.keyboard.type("world")
+    page.keyboard.press("Enter")
+
+    expect(screen).to_contain_text("hello world")
+    expect(page.locator("#view-state")).to_have_text("completed, exit code 0")
+    expect(screen).to_contain_text("[completed, exit code 0]")
+    execution_id = page.locator("#view-id").text_content()
+    final = agent.get(f"/v1/executions/{execution_id}", params={"wait": 10}).json()
+    assert final["state"] == "completed"
+    assert final["pty"] is True
+    assert "hello world" in final["output"]
+    assert f"{rows} {cols}" in final["output"]  # what `stty size` saw after the resize
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+
+
+def test_agent_text_renders_as_text_never_as_markup(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    command = f"{PROMPT_PREFIX} '{XSS}'"
+    execution = request_approval(agent, command)
+    finished = agent.post("/v1/executions", json={"command": f"echo '{XSS}'"}).json()
+
+    sign_in(page, console_server, APPROVER)
+
+    card = pending_card(page, execution["approval"]["id"])
+    expect(card.locator("pre.command")).to_have_text(command)
+    row = page.locator(f"#execution-rows [data-execution-id='{finished['id']}']")
+    expect(row).to_contain_text(f"echo '{XSS}'")
+    row.get_by_role("button").click()
+    expect(page.locator("#view-command")).to_have_text(f"echo '{XSS}'")
+    expect(page.locator("#terminal .xterm-rows")).to_contain_text(XSS)
+    assert page.locator("img").count() == 0
+    approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_without_xterm_the_log_is_plain_text_and_a_dropped_stream_resumes_exactly(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    page.route("**/console/vendor/**", lambda route: route.abort())
+    stream_urls: list[str] = []
+
+    def drop_the_first_stream_early(socket: WebSocketRoute) -> None:
+        stream_urls.append(socket.url)
+        server = socket.connect_to_server()
+        if len(stream_urls) > 1:
+            return  # later connections pass through untouched
+        forwarded = 0
+
+        def forward(message: str | bytes) -> None:
+            nonlocal forwarded
+            socket.send(message)
+            forwarded += 1
+            if forwarded == 6:
+                socket.close(code=1012, reason="dropped by the test")
+
+        server.on_message(forward)
+
+    page.route_web_socket(
+        re.compile(r".*/v1/executions/[^/]+/stream.*"), drop_the_first_stream_early
+    )
+    sign_in(page, console_server, AGENT)
+    page.get_by_label("Command").fill("for i in $(seq 1 120); do echo line-$i; sleep 0.01; done")
+    page.get_by_role("button", name="Run").click()
+
+    log = page.locator("#terminal pre.plain-log")
+    expect(log).to_contain_text("[completed, exit code 0]")
+    expected = "".join(f"line-{i}\n" for i in range(1, 121))
+    assert log.text_content() == expected + "\n[completed, exit code 0]\n"
+    assert len(stream_urls) == 2
+    resumed_at = int(re.search(r"[?&]offset=(\d+)", stream_urls[1]).group(1))  # type: ignore[union-attr]
+    assert 0 < resumed_at < len(expected)
+    expect(page.locator("#terminal")).to_have_attribute("data-offset", str(len(expected)))
+
+
+def test_approvals_panel_reconnects_with_a_fresh_ticket_after_a_drop(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    sockets: list[tuple[WebSocketRoute, WebSocketRoute]] = []
+
+    def pass_through(socket: WebSocketRoute) -> None:
+        sockets.append((socket, socket.connect_to_server()))
+
+    page.route_web_socket(re.compile(r".*/v1/approvals/stream.*"), pass_through)
+    sign_in(page, console_server, APPROVER)
+    wait_until_live(page)
+
+    browser_side, server_side = sockets[0]
+    server_side.close()
+    browser_side.close(code=1012, reason="dropped by the test")
+    execution = request_approval(agent, f"{PROMPT_PREFIX} requested-during-the-drop")
+
+    expect(pending_card(page, execution["approval"]["id"])).to_be_visible()
+    wait_until_live(page)
+    assert len(sockets) == 2
+    tickets = [re.search(r"ticket=([^&]+)", socket.url).group(1) for socket, _ in sockets]  # type: ignore[union-attr]
+    assert tickets[0] != tickets[1]
+    approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_ctrl_c_interrupts_and_cancel_cancels_a_running_job(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    sign_in(page, console_server, AGENT)
+    view_state = page.locator("#view-state")
+
+    page.get_by_label("Command").fill("echo waiting; sleep 30")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator("#terminal .xterm-rows")).to_contain_text("waiting")
+    page.get_by_role("button", name="Ctrl-C").click()
+    expect(view_state).to_contain_text("signal 2")
+    interrupted_id = page.locator("#view-id").text_content()
+    interrupted = agent.get(f"/v1/executions/{interrupted_id}", params={"wait": 10}).json()
+    assert interrupted["signal"] == 2
+
+    page.get_by_label("Command").fill("echo waiting; sleep 30")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator("#view-id")).not_to_have_text(interrupted_id or "")
+    expect(page.locator("#terminal .xterm-rows")).to_contain_text("waiting")
+    page.get_by_role("button", name="Cancel").click()
+    expect(view_state).to_contain_text("cancelled")
+    cancelled_id = page.locator("#view-id").text_content()
+    assert agent.get(f"/v1/executions/{cancelled_id}").json()["state"] == "cancelled"
+    expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
