@@ -51,6 +51,7 @@ def serve(
         forwarded_allow_ips=settings.forwarded_allow_ips,
         ws_ping_interval=settings.ws_ping_seconds,
         ws_ping_timeout=settings.ws_ping_seconds,
+        ws_per_message_deflate=settings.ws_compression,
     )
 
 

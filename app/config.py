@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     prune_interval_seconds: float = Field(default=3600, gt=0)
     ws_ping_seconds: float = Field(default=20, gt=0, le=20)
     ws_ticket_seconds: float = Field(default=60, gt=0, le=3600)
+    # permessage-deflate costs about a third of live stream throughput (bench/README.md);
+    # worth turning on only for viewers on slow links.
+    ws_compression: bool = False
     root_path: str = ""
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from app.artifact_log import ArtifactLog, OutputStream
-from app.models import ExecutionMode
+from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, RunningProcess
 
@@ -41,6 +41,9 @@ class LiveExecution:
         self.lost = False
         self.holds_job_slot = False
         self.notices: list[str] = []
+        # The database row as inserted, then as finished: lets the waiting caller answer
+        # without reading it back.
+        self.record: Execution | None = None
         self.on_output_hooks: list[Callable[[bytes, OutputStream], None]] = []
         self._loop = loop
         self._lock = threading.Lock()

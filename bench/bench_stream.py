@@ -107,7 +107,9 @@ def main() -> None:
         f"{kind}_{mode}": [] for kind in ("live", "replay") for mode in ("deflate", "plain")
     }
     frames_seen = 0
-    with shellgate() as server:
+    # The default server does not negotiate compression (SHELLGATE_WS_COMPRESSION=false); a
+    # second one with it on measures what a browser's default offer costs when it is accepted.
+    with shellgate() as plain_server, shellgate(ws_compression="true") as deflate_server:
         floor_run("true")  # warm the page cache and the shell
         for _ in range(args.rounds):
             # Alternate, so that noise from the rest of the machine hits all alike.
@@ -116,6 +118,7 @@ def main() -> None:
             floor_rates.append(mb_per_s(floor_total, floor_seconds))
             for mode in ("deflate", "plain"):
                 deflate = mode == "deflate"
+                server = deflate_server if deflate else plain_server
                 total, frames_seen, seconds, execution_id = asyncio.run(
                     stream_run(server.base_url, command, deflate)
                 )
@@ -131,8 +134,8 @@ def main() -> None:
         "rounds": args.rounds,
         "frames_per_run": frames_seen,
         "pipe_floor_mb_s": floor_rates,
-        # deflate: the client offers permessage-deflate and uvicorn accepts it (browsers and
-        # the websockets client do by default); plain: no compression on the socket.
+        # deflate: the client offers permessage-deflate and a server with
+        # SHELLGATE_WS_COMPRESSION=true accepts it; plain: the default server, no compression.
         **{f"websocket_{key}_mb_s": values for key, values in rates.items()},
         **{
             f"{key}_vs_floor_ratio": round(statistics.median(values) / floor, 3)

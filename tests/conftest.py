@@ -68,7 +68,12 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 def serve(settings: Settings) -> Iterator[LiveServer]:
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", ws_ping_interval=20
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws_ping_interval=settings.ws_ping_seconds,
+        ws_per_message_deflate=settings.ws_compression,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -1,0 +1,85 @@
+"""Retention pruning, readiness, and the whole API on PostgreSQL instead of SQLite."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import ADMIN, APPROVER, LiveServer, make_settings, serve
+from tests.test_migrations import POSTGRES_URL, _postgres_reachable
+
+
+@pytest.mark.settings(retention_days=0.00001, prune_interval_seconds=0.2)  # 0.86 s
+def test_finished_executions_and_their_logs_are_pruned(fresh_server: LiveServer) -> None:
+    with fresh_server.client() as client:
+        done = client.post("/v1/executions", json={"command": "echo old"}).json()
+        running = client.post("/v1/executions", json={"command": "sleep 5", "async": True}).json()
+        log = fresh_server.data_dir / "artifacts" / f"{done['id']}.log"
+        assert log.exists()
+        deadline = time.monotonic() + 10
+        while client.get(f"/v1/executions/{done['id']}").status_code != 404:
+            assert time.monotonic() < deadline, "the finished execution was never pruned"
+            time.sleep(0.1)
+        assert not log.exists()
+        # A running execution is never pruned, however old.
+        assert client.get(f"/v1/executions/{running['id']}").json()["state"] == "running"
+        client.post(f"/v1/executions/{running['id']}/cancel")
+
+
+@pytest.fixture
+def postgres_server(tmp_path: Path) -> Iterator[LiveServer]:
+    if not _postgres_reachable():
+        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
+    schema = f"api_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        settings = make_settings(
+            tmp_path, database_url=f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        )
+        with serve(settings) as live:
+            yield live
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_the_api_works_on_postgresql(postgres_server: LiveServer) -> None:
+    with (
+        postgres_server.client() as agent,
+        postgres_server.client(APPROVER) as approver,
+        postgres_server.client(ADMIN) as admin,
+    ):
+        result = agent.post("/v1/executions", json={"command": "echo on-postgres"}).json()
+        assert result["output"] == "on-postgres\n"
+        job = agent.post("/v1/executions", json={"command": "exit 4", "async": True}).json()
+        final = agent.get(f"/v1/executions/{job['id']}", params={"wait": 20}).json()
+        assert final["state"] == "failed" and final["exit_code"] == 4
+        page = agent.get("/v1/executions", params={"limit": 1}).json()
+        assert [item["id"] for item in page["data"]] == [job["id"]]
+        rest = agent.get(
+            "/v1/executions", params={"limit": 5, "cursor": page["next_cursor"]}
+        ).json()
+        assert [item["id"] for item in rest["data"]] == [result["id"]]
+        policy = {"rules": [{"match": "echo needs-approval", "approval": "prompt"}]}
+        assert admin.put("/v1/policy", json=policy).status_code == 200
+        pending = agent.post(
+            "/v1/executions", json={"command": "echo needs-approval", "async": True}
+        ).json()
+        assert pending["state"] == "awaiting_approval"
+        decided = approver.post(
+            f"/v1/approvals/{pending['approval']['id']}/approve", json={"reason": "fine"}
+        )
+        assert decided.status_code == 200
+        approved = agent.get(f"/v1/executions/{pending['id']}", params={"wait": 20}).json()
+        assert approved["state"] == "completed"
+        assert approved["output"] == "needs-approval\n"
+        assert admin.get("/v1/policy/versions").json()["data"][0]["author"] == "root"
