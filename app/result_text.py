@@ -26,9 +26,10 @@ def final_text(
     exit_code: int | None,
     footer: str | None,
 ) -> str:
-    text = body if body else "(no output)"
+    # The output's own final newline would add a third line break before the notices.
+    text = body.rstrip("\n") or "(no output)"
     if footer:
-        text = f"{text.rstrip(chr(10))}\n\n{footer}"
+        text = f"{text}\n\n{footer}"
     block = []
     if wall_time_ms is not None:
         block.append(f"Wall time: {wall_time_ms / 1000:.2f} seconds")
