@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import statistics
@@ -26,6 +28,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
+from app.process import PIPE_SIZE, READ_SIZE
 from bench.servers import TOKEN, shellgate
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -36,13 +39,16 @@ def command_for(megabytes: int) -> str:
 
 
 def floor_run(command: str) -> tuple[int, float]:
-    """Bytes and seconds reading the command's stdout from a pipe, 64 KiB at a time."""
+    """Bytes and seconds reading the command's stdout from a pipe as the server's pump does
+    (the same pipe size and read size), with nothing done to the bytes."""
     started = time.perf_counter()
     process = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE)
     assert process.stdout is not None
     fd = process.stdout.fileno()
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     total = 0
-    while chunk := os.read(fd, 64 * 1024):
+    while chunk := os.read(fd, READ_SIZE):
         total += len(chunk)
     process.wait()
     return total, time.perf_counter() - started
