@@ -41,6 +41,7 @@ from app.metrics import Metrics
 from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 from app.output import OutputSink, truncation_footer
 from app.policy import Approval as PolicyApproval
+from app.policy import Verdict
 from app.policy_service import PolicyService
 from app.process import (
     RunningProcess,
@@ -212,14 +213,7 @@ class ExecutionService:
             session = await self._session_context(request.session, principal)
             if "pty" not in request.model_fields_set:
                 draft.pty = session.pty
-        verdict = self.policy.evaluate(request.command)
-        self.metrics.policy_verdicts.labels(verdict.approval.value).inc()
-        if verdict.approval == PolicyApproval.deny:
-            logger.info("denied for %s: %s (%s)", principal.name, request.command, verdict.reason)
-            raise PolicyDeniedError(
-                verdict.reason,
-                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
-            )
+        verdict = await self._judge(principal, request.command)
         if verdict.approval == PolicyApproval.prompt:
             return await self._hold_for_approval(principal, draft, verdict.reason, request)
         launch = await self._launch(
@@ -251,14 +245,7 @@ class ExecutionService:
             cols=RUNNER_PTY_SIZE[1],
             streamed=True,
         )
-        verdict = self.policy.evaluate(command)
-        self.metrics.policy_verdicts.labels(verdict.approval.value).inc()
-        if verdict.approval == PolicyApproval.deny:
-            logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
-            raise PolicyDeniedError(
-                verdict.reason,
-                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
-            )
+        verdict = await self._judge(principal, command)
         if verdict.approval == PolicyApproval.prompt:
             return await self._await_streamed_approval(principal, draft, verdict.reason)
         launch = await self._launch(
@@ -297,6 +284,18 @@ class ExecutionService:
                 raise ConflictError(message)
             raise InvalidRequestError(message)
         return execution_id, self.registry.get(execution_id)
+
+    async def _judge(self, principal: Principal, command: str) -> Verdict:
+        """The policy's verdict on a command; a deny ends the call here (403)."""
+        verdict = await self.policy.evaluate(command)
+        self.metrics.policy_verdicts.labels(verdict.approval.value).inc()
+        if verdict.approval == PolicyApproval.deny:
+            logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
+            raise PolicyDeniedError(
+                verdict.reason,
+                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
+            )
+        return verdict
 
     def _validate_command(self, command: str) -> None:
         size = len(command.encode("utf-8", "surrogatepass"))

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
+import anyio.to_thread
 import yaml
 from pydantic import ValidationError
 
@@ -46,6 +47,9 @@ def read_policy_file(path: Path) -> PolicyDocument:
         raise PolicyFileError(f"invalid policy file {path}: {problems}") from error
 
 
+INLINE_EVALUATION_MAX_CHARS = 2048
+
+
 class PolicyService:
     def __init__(self, db: Database, policy_file: Path | None) -> None:
         self._db = db
@@ -65,8 +69,12 @@ class PolicyService:
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
-    def evaluate(self, command: str) -> Verdict:
-        return evaluate(self.document, command)
+    async def evaluate(self, command: str) -> Verdict:
+        # Parsing is CPU work that grows with the command (bashlex takes ~150 ms at 16 KiB):
+        # long commands are judged on a worker thread so that the event loop never stalls.
+        if len(command) <= INLINE_EVALUATION_MAX_CHARS:
+            return evaluate(self.document, command)
+        return await anyio.to_thread.run_sync(evaluate, self.document, command)
 
     def intercept(
         self, command: str, tools: Collection[str] | None, *, rewritten: str | None = None

@@ -388,3 +388,17 @@ def test_the_server_does_not_start_with_a_bad_policy_file(tmp_path: Path) -> Non
     assert finished.returncode != 0
     assert f"invalid policy file {path}" in finished.stderr
     assert "rules.0.approval" in finished.stderr
+
+
+def test_evaluate_refuses_a_command_longer_than_any_that_could_run(agent: httpx.Client) -> None:
+    response = agent.post("/v1/policy/evaluate", json={"command": "echo " + "x" * 70_000})
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == "command is longer than 65536 bytes"
+
+
+def test_evaluate_judges_a_long_compound_command(agent: httpx.Client) -> None:
+    # Long enough to be parsed on a worker thread; the verdict must be the same.
+    command = "; ".join(f"echo {i}" for i in range(1500)) + "; rm -rf /nonexistent-x"
+    body = agent.post("/v1/policy/evaluate", json={"command": command}).json()
+    assert body["verdict"] == "prompt"
+    assert body["critical_hits"]

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
+from app.errors import InvalidRequestError
 from app.models import PolicyVersion
 from app.policy import Approval, PolicyDocument, PolicyRule
 from app.schemas import ErrorResponse, StrictModel
@@ -126,7 +127,11 @@ async def policy_versions(
 async def evaluate(
     body: PolicyEvaluate, _: PrincipalDep, services: ServicesDep
 ) -> PolicyEvaluation:
-    verdict = services.policy.evaluate(body.command)
+    if len(body.command.encode("utf-8", "surrogatepass")) > services.settings.max_command_bytes:
+        raise InvalidRequestError(
+            f"command is longer than {services.settings.max_command_bytes} bytes"
+        )
+    verdict = await services.policy.evaluate(body.command)
     leading = None if body.cwd else extract_leading_cd(body.command)
     interception = None
     if verdict.approval is not Approval.deny:
