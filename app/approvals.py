@@ -17,7 +17,7 @@ from app import crud
 from app.auth import Principal
 from app.db import Database
 from app.errors import ConflictError, ForbiddenError, NotFoundError
-from app.models import Approval, ApprovalState, ExecutionState
+from app.models import Approval, ApprovalState, Execution, ExecutionState
 from app.schemas import ApprovalPublic
 
 logger = logging.getLogger("shellgate.approvals")
@@ -82,7 +82,10 @@ class ApprovalService:
         reason: str,
         requested_by: str,
         approval_id: str | None = None,
+        execution: Execution | None = None,
     ) -> Approval:
+        """Record a pending approval; with `execution`, that record is written in the same
+        transaction, so that no execution ever waits on an approval that does not exist."""
         now = datetime.now(UTC)
         approval = Approval(
             id=approval_id or new_approval_id(),
@@ -94,7 +97,12 @@ class ApprovalService:
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )
-        approval = await self._db.call(crud.insert_approval, approval=approval)
+        if execution is None:
+            approval = await self._db.call(crud.insert_approval, approval=approval)
+        else:
+            approval = await self._db.call(
+                crud.insert_execution_awaiting, execution=execution, approval=approval
+            )
         self._arm_expiry(approval)
         self._publish(approval_event("approval.requested", approval))
         logger.info(

@@ -122,6 +122,18 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
 # --- approvals -------------------------------------------------------------------------------
 
 
+def insert_execution_awaiting(
+    session: Session, *, execution: Execution, approval: Approval
+) -> Approval:
+    """An execution and its approval in one transaction: neither exists without the other."""
+    session.add(execution)
+    session.flush()  # the approval's foreign key needs the execution row first
+    session.add(approval)
+    session.commit()
+    session.refresh(approval)
+    return approval
+
+
 def insert_approval(session: Session, *, approval: Approval) -> Approval:
     session.add(approval)
     session.commit()

@@ -801,7 +801,6 @@ class ExecutionService:
             pending_request=json.dumps({"owner_role": owner.role, "draft": draft.to_json()}),
             created_at=datetime.now(UTC),
         )
-        await self.db.call(crud.insert_execution, execution=record)
         waiter: asyncio.Future[Launch | None] | None = None
         if not draft.async_ and request.approval_wait > 0:
             # Registered before the approval exists, so that even an instant decision (an
@@ -809,20 +808,15 @@ class ExecutionService:
             waiter = asyncio.get_running_loop().create_future()
             self._approval_waiters[execution_id] = waiter
         try:
-            try:
-                await self.approvals.request(
-                    execution_id=execution_id,
-                    command=draft.original_command,
-                    cwd=cwd,
-                    reason=reason,
-                    requested_by=owner.name,
-                    approval_id=approval_id,
-                )
-            except Exception:
-                await self._finish_without_process(
-                    record, ExecutionState.failed, notice="The approval could not be recorded."
-                )
-                raise
+            await self.approvals.request(
+                execution_id=execution_id,
+                command=draft.original_command,
+                cwd=cwd,
+                reason=reason,
+                requested_by=owner.name,
+                approval_id=approval_id,
+                execution=record,
+            )
             if waiter is None:
                 return Outcome(202, await self.get(owner, execution_id))
             try:
