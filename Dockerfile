@@ -1,16 +1,25 @@
+# The console's terminal widget comes from the npm registry at build time (never committed).
+FROM node:20-slim AS console
+WORKDIR /build
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
 # shellgate runs arbitrary commands: the image runs them as an unprivileged user.
 FROM python:3.11-slim
 
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bash procps tini \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 10001 shellgate
+ && useradd --create-home --uid 10001 shellgate \
+ && mkdir /data && chown shellgate:shellgate /data
 
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
 COPY migrations ./migrations
-RUN pip install --no-cache-dir '.[postgres]'
+COPY --from=console /build/node_modules ./node_modules
+# Editable, so that the app finds migrations/ and node_modules/ beside its package.
+RUN pip install --no-cache-dir -e '.[postgres]'
 
 USER shellgate
 ENV SHELLGATE_HOST=0.0.0.0 \
