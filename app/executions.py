@@ -13,7 +13,7 @@ import secrets
 import shlex
 import signal
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.config import Settings
 from app.db import Database
-from app.environment import EXECUTION_MARKER, build_environment
+from app.environment import build_environment
 from app.errors import (
     AppError,
     ApprovalRejectedError,
@@ -47,13 +47,15 @@ from app.process import (
     RunningProcess,
     SpawnSpec,
     boot_id,
-    group_members,
-    process_environ_has,
-    process_start_ticks,
-    signal_group,
 )
 from app.registry import LiveExecution, Registry
-from app.result_text import CANCELLED_NOTICE, backgrounded_text, final_text, timeout_notice
+from app.result_text import (
+    CANCELLED_NOTICE,
+    LOST_NOTICE,
+    backgrounded_text,
+    final_text,
+    timeout_notice,
+)
 from app.schemas import ApprovalSummary, ExecutionCreate, ExecutionPublic
 from app.shell_syntax import extract_leading_cd
 from app.timeouts import ResolvedTimeout, resolve_timeout
@@ -65,7 +67,6 @@ ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
 PTY_ROWS = (5, 200)
 PTY_COLS = (20, 400)
 RUNNER_PTY_SIZE = (24, 80)  # the reference runner's terminal
-LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
 
 
 def new_execution_id() -> str:
@@ -1145,92 +1146,8 @@ class ExecutionService:
         )
 
     # ---------------------------------------------------------------------------------------
-    # lifecycle: recovery, pruning, shutdown
+    # lifecycle (recovery and pruning live in app/recovery.py)
     # ---------------------------------------------------------------------------------------
-
-    async def recover(self) -> list[str]:
-        """Executions a dead server left `running` become `lost`; their groups are killed."""
-        orphans = await self.db.call(crud.executions_in_state, state=ExecutionState.running)
-        for record in orphans:
-            await anyio.to_thread.run_sync(self._kill_orphan_group, record)
-            summary_values = await anyio.to_thread.run_sync(self._summarise_log, record)
-            notices = [*json.loads(record.notices), LOST_NOTICE]
-            text = final_text(
-                body=summary_values.get("output", ""),
-                wall_time_ms=None,
-                notices=notices,
-                state=ExecutionState.lost,
-                exit_code=None,
-                footer=None,
-            )
-            await self.db.call(
-                crud.finish_execution,
-                execution_id=record.id,
-                values={
-                    "state": ExecutionState.lost.value,
-                    "finished_at": datetime.now(UTC),
-                    "notices": json.dumps(notices),
-                    "text": text,
-                    **summary_values,
-                },
-            )
-            logger.warning("execution %s was running when the server stopped: lost", record.id)
-        return [record.id for record in orphans]
-
-    def _kill_orphan_group(self, record: Execution) -> None:
-        pgid = record.pgid
-        if not pgid or record.boot_id != self._boot_id:
-            return  # another boot: every process of that run is already gone
-        marker = f"{EXECUTION_MARKER}={record.id}".encode()
-        leader_matches = (
-            record.proc_start_ticks is not None
-            and process_start_ticks(pgid) == record.proc_start_ticks
-        )
-        members = group_members(pgid)
-        # pid-reuse guard: kill only a group whose leader is ours (same start time) or whose
-        # members carry this execution's marker in their environment.
-        if not leader_matches and not any(process_environ_has(pid, marker) for pid in members):
-            return
-        with contextlib.suppress(ValueError):
-            signal_group(pgid, signal.SIGKILL)
-
-    def _summarise_log(self, record: Execution) -> dict[str, Any]:
-        try:
-            log = ArtifactLog.open_existing(self.settings.artifacts_dir, record.id)
-        except OSError:
-            return {}
-        sink = OutputSink()
-        offset = 0
-        while offset < log.total_bytes:
-            offset = log.next_available(offset)
-            chunk = log.read(offset, 1024 * 1024)
-            if not chunk:
-                break
-            sink.feed(chunk)
-            offset += len(chunk)
-        sink.flush()
-        log.finish()
-        summary = sink.summary()
-        return {
-            "output": summary.output,
-            "total_bytes": summary.total_bytes,
-            "total_lines": summary.total_lines,
-            "output_bytes": summary.output_bytes,
-            "output_lines": summary.output_lines,
-            "elided_bytes": summary.elided_bytes,
-            "truncated": summary.truncated,
-        }
-
-    async def prune(self) -> int:
-        cutoff = datetime.now(UTC) - timedelta(days=self.settings.retention_days)
-        doomed = await self.db.call(crud.delete_finished_before, cutoff=cutoff)
-        for record in doomed:
-            with contextlib.suppress(OSError):
-                log = ArtifactLog.open_existing(self.settings.artifacts_dir, record.id)
-                await anyio.to_thread.run_sync(log.delete)
-        if doomed:
-            logger.info("pruned %d executions finished before %s", len(doomed), cutoff)
-        return len(doomed)
 
     async def shutdown(self) -> None:
         """Stopping the server ends its commands: their groups are killed and they read `lost`."""

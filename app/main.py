@@ -20,6 +20,7 @@ from app.api.routes.web import XTERM_DIR
 from app.config import Settings
 from app.mcp_server import MCP_PATH, McpEndpoint
 from app.migrate import upgrade_to_head
+from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
 
 logger = logging.getLogger("shellgate")
@@ -28,7 +29,7 @@ logger = logging.getLogger("shellgate")
 async def _prune_forever(services: Services) -> None:
     while True:
         try:
-            await services.executions.prune()
+            await prune_expired(services.db, services.settings)
         except Exception:
             logger.exception("retention pruning failed")
         await asyncio.sleep(services.settings.prune_interval_seconds)
@@ -42,7 +43,7 @@ def create_app(settings: Settings) -> FastAPI:
         services = Services.build(settings)
         await anyio.to_thread.run_sync(upgrade_to_head, settings.resolved_database_url)
         await services.policy.load()
-        lost = await services.executions.recover()
+        lost = await recover_lost_executions(services.db, settings)
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()

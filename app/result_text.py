@@ -15,6 +15,7 @@ def timeout_notice(timeout_seconds: float | None) -> str:
 
 
 CANCELLED_NOTICE = "Command cancelled"
+LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
 
 
 def final_text(

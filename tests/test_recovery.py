@@ -1,0 +1,67 @@
+"""The pid-reuse guard of restart recovery, on real process groups of our own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from app.environment import EXECUTION_MARKER
+from app.models import Execution
+from app.process import boot_id, process_start_ticks
+from app.recovery import kill_orphan_group
+
+
+@pytest.fixture
+def group() -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, EXECUTION_MARKER: "ex_marked000000000000"}
+    process = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    yield process
+    process.kill()
+    process.wait()
+
+
+def record_for(process: subprocess.Popen[bytes], execution_id: str, ticks: int | None) -> Execution:
+    return Execution(
+        id=execution_id,
+        owner="alice",
+        command="sleep 60",
+        original_command="sleep 60",
+        cwd="/",
+        state="running",
+        artifact_path="/nonexistent-artifact",
+        pid=process.pid,
+        pgid=process.pid,
+        proc_start_ticks=ticks,
+        boot_id=boot_id(),
+    )
+
+
+def test_a_group_whose_leader_start_time_matches_is_killed(
+    group: subprocess.Popen[bytes],
+) -> None:
+    record = record_for(group, "ex_other0000000000000", process_start_ticks(group.pid))
+    assert kill_orphan_group(record, boot_id()) is True
+    assert group.wait(5) == -9
+
+
+def test_a_group_carrying_the_execution_marker_is_killed(group: subprocess.Popen[bytes]) -> None:
+    record = record_for(group, "ex_marked000000000000", ticks=1)
+    assert kill_orphan_group(record, boot_id()) is True
+    assert group.wait(5) == -9
+
+
+def test_an_unrelated_group_with_a_reused_id_is_left_alone(
+    group: subprocess.Popen[bytes],
+) -> None:
+    record = record_for(group, "ex_someoneelse0000000", ticks=1)
+    assert kill_orphan_group(record, boot_id()) is False
+    assert group.poll() is None
+
+
+def test_a_record_from_another_boot_is_never_signalled(group: subprocess.Popen[bytes]) -> None:
+    record = record_for(group, "ex_marked000000000000", process_start_ticks(group.pid))
+    assert kill_orphan_group(record, "another-boot") is False
+    assert group.poll() is None
