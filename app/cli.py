@@ -1,17 +1,37 @@
-"""`shellgate` command line: serve the API, export the OpenAPI document."""
+"""`shellgate` command line: serve the API, export the OpenAPI document, and the client
+commands (run, jobs, logs, wait, cancel, approvals, approve, deny, policy, token) that talk to a
+running server over its REST API.
+
+Exit statuses of the client commands: a finished command's own exit code; 1 when it did not
+finish normally (timed out, cancelled, rejected, lost, awaiting approval, still running); 2 for
+usage errors and the server refusing a request (4xx); 3 when the server cannot be reached or
+failed (5xx).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import NoReturn
 
 import typer
 import uvicorn
 from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
 
+from app.auth import GENERATED_TOKEN_FILE
+from app.client import DEFAULT_URL, ClientError, ServerUnreachableError, ShellgateClient
 from app.config import Settings
 from app.policy_service import PolicyFileError, read_policy_file
+from app.schemas import ExecutionPublic
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -61,6 +81,360 @@ def openapi() -> None:
     from app.openapi_export import openapi_document
 
     sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Client commands
+
+EXIT_NOT_FINISHED = 1
+EXIT_REFUSED = 2
+EXIT_UNREACHABLE = 3
+COMMAND_COLUMN_CHARS = 60
+FOLLOW_POLL_SECONDS = 0.2
+FOREGROUND_POLL_SECONDS = 60.0
+UNFINISHED_STATES = {
+    "timed_out": "timed out",
+    "cancelled": "was cancelled",
+    "rejected": "was rejected",
+    "lost": "was lost (the server stopped while it ran)",
+}
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    url: str
+    token: str | None
+    token_source: str | None  # "--token" or "SHELLGATE_TOKEN"; None: look for the token file
+    verbose: bool
+
+
+@cli.callback()
+def connection_options(
+    ctx: typer.Context,
+    url: str = typer.Option(
+        DEFAULT_URL, "--url", envvar="SHELLGATE_URL", help="Server base URL (client commands)."
+    ),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="SHELLGATE_TOKEN",
+        show_default=False,
+        help="Bearer token (client commands); default: the generated data/admin.token if present.",
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say which token source is used."),
+) -> None:
+    source = None
+    if token:
+        # typer vendors its own click, so compare the source by name rather than by enum member.
+        parameter_source = ctx.get_parameter_source("token")
+        from_env = parameter_source is not None and parameter_source.name == "ENVIRONMENT"
+        source = "SHELLGATE_TOKEN" if from_env else "--token"
+    ctx.obj = ConnectionOptions(url=url, token=token or None, token_source=source, verbose=verbose)
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    typer.echo(f"shellgate: {message}", err=True)
+    raise typer.Exit(status)
+
+
+def generated_token_path() -> Path:
+    try:
+        data_dir = Settings().data_dir
+    except ValidationError:
+        data_dir = Path("./data")
+    return data_dir / GENERATED_TOKEN_FILE
+
+
+def _resolve_token(options: ConnectionOptions) -> str | None:
+    if options.token is not None:
+        if options.verbose:
+            typer.echo(f"shellgate: token from {options.token_source}", err=True)
+        return options.token
+    path = generated_token_path()
+    try:
+        token = path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        token = None
+    if options.verbose:
+        found = f"token from {path}" if token else f"no token (--token, SHELLGATE_TOKEN, {path})"
+        typer.echo(f"shellgate: {found}", err=True)
+    return token
+
+
+@contextlib.contextmanager
+def _server(ctx: typer.Context) -> Iterator[ShellgateClient]:
+    """A client for the command's server; turns every server or network error into one line."""
+    options: ConnectionOptions = ctx.ensure_object(ConnectionOptions)
+    try:
+        with ShellgateClient(options.url, _resolve_token(options)) as client:
+            yield client
+    except ServerUnreachableError as error:
+        _fail(str(error), EXIT_UNREACHABLE)
+    except ClientError as error:
+        status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
+        _fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
+
+
+def _exit_with_outcome(execution: ExecutionPublic) -> NoReturn:
+    """The execution's own exit code when it finished; 1 with a one-line reason otherwise."""
+    state = execution.state.value
+    if state in ("completed", "failed"):
+        code = execution.exit_code
+        raise typer.Exit(code if code is not None else EXIT_NOT_FINISHED)
+    if state in UNFINISHED_STATES:
+        _fail(f"execution {execution.id} {UNFINISHED_STATES[state]}", EXIT_NOT_FINISHED)
+    if state == "awaiting_approval":
+        approval = f" (approval {execution.approval.id})" if execution.approval else ""
+        _fail(
+            f"execution {execution.id} is awaiting approval{approval}; "
+            f"see `shellgate wait {execution.id}` once it is decided",
+            EXIT_NOT_FINISHED,
+        )
+    _fail(
+        f"execution {execution.id} is still running as a job; "
+        f"see `shellgate wait {execution.id}` or `shellgate logs --follow {execution.id}`",
+        EXIT_NOT_FINISHED,
+    )
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+        env[key] = value
+    return env
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
+
+
+def _cut(text: str, limit: int = COMMAND_COLUMN_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _console() -> Console:
+    console = Console()
+    # Piped output goes to scripts and pagers: do not fold tables at rich's 80-column default.
+    return console if console.is_terminal else Console(width=200)
+
+
+@cli.command()
+def run(
+    ctx: typer.Context,
+    command: str = typer.Argument(..., help="Shell text, run as `bash -c COMMAND`."),
+    cwd: str | None = typer.Option(None, help="Working directory on the server."),
+    timeout: float | None = typer.Option(
+        None, help="Seconds (server default 300; 0 disables the deadline)."
+    ),
+    run_async: bool = typer.Option(False, "--async", help="Start a background job; print its id."),
+    env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
+) -> None:
+    """Run a command; print its result text; exit with its exit code.
+
+    A call the server auto-backgrounds is waited for here until it ends."""
+    environment = _parse_env(env)
+    with _server(ctx) as client:
+        try:
+            execution = client.run(
+                command, cwd=cwd, timeout=timeout, run_async=run_async, env=environment
+            )
+        except ClientError as error:
+            if error.code != "approval_rejected":
+                raise
+            _fail(error.message, EXIT_NOT_FINISHED)
+        if run_async:
+            typer.echo(execution.id)
+            return
+        # The server auto-backgrounds a long foreground call; a terminal user still wants the
+        # result, and the command's own timeout bounds this wait.
+        while execution.state.value == "running":
+            execution = client.get_execution(execution.id, wait=FOREGROUND_POLL_SECONDS)
+    typer.echo(execution.text)
+    _exit_with_outcome(execution)
+
+
+@cli.command()
+def wait(
+    ctx: typer.Context,
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    seconds: float = typer.Option(60, min=0, max=600, help="Longest wait for a terminal state."),
+) -> None:
+    """Wait for an execution to end; print its result text; exit with its exit code."""
+    with _server(ctx) as client:
+        execution = client.get_execution(execution_id, wait=seconds)
+    typer.echo(execution.text)
+    _exit_with_outcome(execution)
+
+
+@cli.command()
+def cancel(ctx: typer.Context, execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Cancel a running or awaiting execution (its whole process group is ended)."""
+    with _server(ctx) as client:
+        execution = client.cancel(execution_id)
+    typer.echo(f"{execution.id} {execution.state.value}")
+
+
+@cli.command()
+def jobs(
+    ctx: typer.Context,
+    state: list[str] = typer.Option([], help="Filter by state; repeatable."),
+    limit: int = typer.Option(20, min=1, max=500),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON page instead."),
+) -> None:
+    """List executions, newest first."""
+    with _server(ctx) as client:
+        page = client.list_executions(states=state or None, limit=limit)
+    if as_json:
+        typer.echo(page.model_dump_json(indent=2))
+        return
+    table = Table("id", "state", "exit", "created", "command")
+    for execution in page.data:
+        exit_code = "" if execution.exit_code is None else str(execution.exit_code)
+        table.add_row(
+            execution.id,
+            execution.state.value,
+            exit_code,
+            _when(execution.created_at),
+            _cut(execution.command),
+        )
+    _console().print(table)
+
+
+@cli.command()
+def logs(
+    ctx: typer.Context,
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading until it ends."),
+) -> None:
+    """Write an execution's raw output log (stdout and stderr merged) from byte 0, byte-exact."""
+    out = sys.stdout.buffer
+    offset = 0
+    with _server(ctx) as client:
+        while True:
+            page = client.read_output(execution_id, offset=offset)
+            if page.data:
+                out.write(page.data)
+                out.flush()
+            # X-Next-Offset may jump past a dropped middle of a capped log with no data read.
+            progressed = page.next_offset > offset
+            offset = page.next_offset
+            if page.complete and offset >= page.total_bytes:
+                return
+            if progressed:
+                continue
+            if page.complete or not follow:
+                return
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+
+@cli.command()
+def approvals(
+    ctx: typer.Context,
+    state: str = typer.Option("pending", help="pending, approved, denied, expired or all."),
+    limit: int = typer.Option(100, min=1, max=500),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON list instead."),
+) -> None:
+    """List approvals (pending ones by default)."""
+    with _server(ctx) as client:
+        listing = client.list_approvals(state=None if state == "all" else state, limit=limit)
+    if as_json:
+        typer.echo(listing.model_dump_json(indent=2))
+        return
+    table = Table("id", "state", "execution", "requested by", "expires", "command")
+    for approval in listing.data:
+        table.add_row(
+            approval.id,
+            approval.state.value,
+            approval.execution_id,
+            approval.requested_by,
+            _when(approval.expires_at),
+            _cut(approval.command),
+        )
+    _console().print(table)
+
+
+def _decide(ctx: typer.Context, approval_id: str, *, approve: bool, reason: str | None) -> None:
+    with _server(ctx) as client:
+        approval = client.decide(approval_id, approve=approve, reason=reason)
+    typer.echo(f"{approval.id} {approval.state.value} (execution {approval.execution_id})")
+
+
+@cli.command()
+def approve(
+    ctx: typer.Context,
+    approval_id: str = typer.Argument(..., metavar="ID"),
+    reason: str | None = typer.Option(None, help="Why; stored with the decision."),
+) -> None:
+    """Approve a pending approval: its command runs."""
+    _decide(ctx, approval_id, approve=True, reason=reason)
+
+
+@cli.command()
+def deny(
+    ctx: typer.Context,
+    approval_id: str = typer.Argument(..., metavar="ID"),
+    reason: str | None = typer.Option(None, help="Why; the requester sees it."),
+) -> None:
+    """Deny a pending approval: its execution ends `rejected`."""
+    _decide(ctx, approval_id, approve=False, reason=reason)
+
+
+policy_cli = typer.Typer(help="Show, replace or dry-run the policy.", no_args_is_help=True)
+cli.add_typer(policy_cli, name="policy")
+
+
+@policy_cli.command("show")
+def policy_show(ctx: typer.Context) -> None:
+    """Print the policy in force (JSON)."""
+    with _server(ctx) as client:
+        document = client.get_policy()
+    typer.echo(json.dumps(document, indent=2))
+
+
+@policy_cli.command("set")
+def policy_set(
+    ctx: typer.Context,
+    file: Path = typer.Argument(..., help="YAML or JSON, the shape of `policy show`."),
+) -> None:
+    """Replace the policy (admin token)."""
+    try:
+        document = read_policy_file(file)
+    except PolicyFileError as error:
+        _fail(str(error), EXIT_REFUSED)
+    with _server(ctx) as client:
+        stored = client.put_policy(document)
+    rules = len(stored.get("rules") or [])
+    typer.echo(f"policy replaced: {rules} rules, default {stored.get('default')}")
+
+
+@policy_cli.command("check")
+def policy_check(
+    ctx: typer.Context,
+    command: str = typer.Argument(..., help="The command as an agent would send it."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
+) -> None:
+    """Dry run: what the policy would decide for COMMAND (runs nothing)."""
+    with _server(ctx) as client:
+        evaluation = client.evaluate(command)
+    if as_json:
+        typer.echo(json.dumps(evaluation, indent=2))
+        return
+    typer.echo(f"verdict: {evaluation.get('verdict')}")
+    typer.echo(f"reason: {evaluation.get('reason')}")
+
+
+@cli.command()
+def token() -> None:
+    """Print where the generated admin token file is and whether it exists (no network)."""
+    path = generated_token_path().resolve()
+    exists = path.is_file()
+    typer.echo(f"{path} ({'exists' if exists else 'does not exist'})")
+    if not exists:
+        raise typer.Exit(1)
 
 
 def main() -> None:

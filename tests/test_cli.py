@@ -1,0 +1,241 @@
+"""The `shellgate` client commands against a real uvicorn on loopback (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from app.cli import cli
+from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, free_port, make_settings, serve
+
+runner = CliRunner()
+
+
+def shellgate(url: str, token: str | None, *args: str, **env: str) -> Result:
+    options = ["--url", url] + (["--token", token] if token else [])
+    return runner.invoke(cli, [*options, *args], env={"SHELLGATE_TOKEN": None, **env})
+
+
+def start_job(server: LiveServer, command: str) -> str:
+    result = shellgate(server.base_url, AGENT, "run", "--async", command)
+    assert result.exit_code == 0, result.output
+    execution_id = result.stdout.strip()
+    assert execution_id and "\n" not in execution_id
+    return execution_id
+
+
+def test_run_prints_the_result_text_and_exits_zero(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "echo hello-cli")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("hello-cli\n")
+    assert "Wall time:" in result.stdout
+
+
+def test_run_exits_with_the_commands_exit_code(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "echo before-exit; exit 3")
+    assert result.exit_code == 3
+    assert "before-exit" in result.stdout
+    assert "Command exited with code 3" in result.stdout
+
+
+def test_run_passes_env_and_cwd(server: LiveServer, tmp_path: Path) -> None:
+    options = ["--env", "GREETING=hi", "--cwd", str(tmp_path)]
+    result = shellgate(server.base_url, AGENT, "run", 'echo "$GREETING $PWD"', *options)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"hi {tmp_path}\n")
+
+
+def test_run_refuses_an_env_value_without_equals_as_usage(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "true", "--env", "NOEQUALS")
+    assert result.exit_code == 2
+    assert "KEY=VALUE" in result.output
+
+
+def test_async_run_prints_the_id_and_wait_reports_the_result(server: LiveServer) -> None:
+    execution_id = start_job(server, "sleep 0.2; echo waited-for; exit 4")
+    result = shellgate(server.base_url, AGENT, "wait", execution_id, "--seconds", "20")
+    assert result.exit_code == 4
+    assert "waited-for" in result.stdout
+
+
+def test_jobs_lists_the_job_with_its_command_cut_to_60_chars(server: LiveServer) -> None:
+    command = "echo " + "x" * 100
+    execution_id = start_job(server, command)
+    shellgate(server.base_url, AGENT, "wait", execution_id)
+    result = shellgate(server.base_url, AGENT, "jobs", "--limit", "50")
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if execution_id in line)
+    assert "completed" in row
+    assert command[:59] + "…" in row
+    assert command not in row
+
+    as_json = shellgate(server.base_url, AGENT, "jobs", "--json", "--state", "completed")
+    page = json.loads(as_json.stdout)
+    assert execution_id in [item["id"] for item in page["data"]]
+    assert {item["state"] for item in page["data"]} == {"completed"}
+
+
+def test_logs_writes_the_exact_bytes(server: LiveServer) -> None:
+    execution_id = start_job(server, "printf 'a\\nb'; printf 'c' >&2")
+    result = shellgate(server.base_url, AGENT, "logs", "--follow", execution_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == b"a\nbc"
+
+    again = shellgate(server.base_url, AGENT, "logs", execution_id)
+    assert again.stdout_bytes == b"a\nbc"
+
+
+def test_cancel_ends_the_job_and_wait_exits_one(server: LiveServer) -> None:
+    execution_id = start_job(server, "sleep 30")
+    result = shellgate(server.base_url, AGENT, "cancel", execution_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"{execution_id} cancelled"
+
+    waited = shellgate(server.base_url, AGENT, "wait", execution_id)
+    assert waited.exit_code == 1
+    assert f"execution {execution_id} was cancelled" in waited.stderr
+
+    again = shellgate(server.base_url, AGENT, "cancel", execution_id)
+    assert again.exit_code == 2
+    assert "HTTP 409" in again.stderr
+
+
+def test_unreachable_server_is_one_line_and_exit_three() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = shellgate(url, AGENT, "run", "echo never")
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"shellgate: cannot reach the server at {url}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_forbidden_run_prints_the_envelope_message(server: LiveServer) -> None:
+    with server.client(APPROVER) as approver:
+        expected = approver.post("/v1/executions", json={"command": "true"}).json()["error"]
+    result = shellgate(server.base_url, APPROVER, "run", "echo not-allowed")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"shellgate: {expected['message']} ({expected['code']}, HTTP 403)"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_missing_token_file_and_no_token_is_reported_with_verbose(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    absent = shellgate(server.base_url, None, "token", SHELLGATE_DATA_DIR=str(data_dir))
+    assert absent.exit_code == 1
+    assert absent.stdout.strip() == f"{(data_dir / 'admin.token').resolve()} (does not exist)"
+
+    (data_dir / "admin.token").write_text(AGENT + "\n")
+    present = shellgate(server.base_url, None, "token", SHELLGATE_DATA_DIR=str(data_dir))
+    assert present.exit_code == 0
+    assert present.stdout.strip().endswith("(exists)")
+
+    result = shellgate(
+        server.base_url, None, "--verbose", "run", "echo via-file", SHELLGATE_DATA_DIR=str(data_dir)
+    )
+    assert result.exit_code == 0, result.output
+    assert "via-file" in result.stdout
+    assert f"token from {data_dir / 'admin.token'}" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server of its own whose policy `policy set` replaced with the admin token."""
+    tmp = tmp_path_factory.mktemp("cli-policy")
+    policy_file = tmp / "policy.yaml"
+    policy_file.write_text(
+        "default: allow\n"
+        "rules:\n"
+        "  - {match: 'echo needs-approval*', approval: prompt}\n"
+        "  - {match: 'rm -rf *', approval: deny}\n"
+    )
+    with serve(make_settings(tmp, auto_background_ms=200)) as live:
+        result = shellgate(live.base_url, ADMIN, "policy", "set", str(policy_file))
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == "policy replaced: 2 rules, default allow"
+        yield live
+
+
+def test_run_waits_for_an_auto_backgrounded_command_to_end(policed: LiveServer) -> None:
+    result = shellgate(policed.base_url, AGENT, "run", "sleep 0.6; echo finally; exit 5")
+    assert result.exit_code == 5, result.output
+    assert result.stdout.startswith("finally\n")
+    assert "Backgrounded" not in result.stdout
+
+
+def test_policy_set_needs_the_admin_token(policed: LiveServer, tmp_path: Path) -> None:
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text('{"default": "deny"}')
+    result = shellgate(policed.base_url, AGENT, "policy", "set", str(policy_file))
+    assert result.exit_code == 2
+    assert "HTTP 403" in result.stderr
+    shown = shellgate(policed.base_url, AGENT, "policy", "show")
+    assert json.loads(shown.stdout)["default"] == "allow"
+
+
+def test_policy_set_refuses_an_invalid_file_before_sending(
+    policed: LiveServer, tmp_path: Path
+) -> None:
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text("default: sometimes\n")
+    result = shellgate(policed.base_url, ADMIN, "policy", "set", str(policy_file))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"shellgate: invalid policy file {policy_file}: default")
+
+
+def test_policy_check_shows_deny_for_a_denied_command(policed: LiveServer) -> None:
+    result = shellgate(policed.base_url, AGENT, "policy", "check", "rm -rf /nonexistent-x")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "verdict: deny"
+    assert lines[1].startswith("reason: ")
+    assert "rm -rf *" in lines[1]
+
+
+def test_prompted_async_run_waits_for_approval_and_runs_once_approved(
+    policed: LiveServer,
+) -> None:
+    url = policed.base_url
+    execution_id = start_job(policed, "echo needs-approval now")
+
+    pending = shellgate(url, AGENT, "wait", execution_id, "--seconds", "0")
+    assert pending.exit_code == 1
+    assert "is awaiting approval" in pending.stderr
+
+    table = shellgate(url, APPROVER, "approvals")
+    assert table.exit_code == 0, table.output
+    assert execution_id in table.stdout
+    listing = json.loads(shellgate(url, APPROVER, "approvals", "--json").stdout)
+    (approval,) = [item for item in listing["data"] if item["execution_id"] == execution_id]
+
+    refused = shellgate(url, AGENT, "approve", approval["id"])
+    assert refused.exit_code == 2
+    assert "HTTP 403" in refused.stderr
+
+    approved = shellgate(url, APPROVER, "approve", approval["id"], "--reason", "looks fine")
+    assert approved.exit_code == 0, approved.output
+    assert approved.stdout.strip() == f"{approval['id']} approved (execution {execution_id})"
+
+    done = shellgate(url, AGENT, "wait", execution_id, "--seconds", "20")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("needs-approval now\n")
+
+
+def test_denied_approval_ends_the_run_rejected(policed: LiveServer) -> None:
+    execution_id = start_job(policed, "echo needs-approval never")
+    listing = json.loads(shellgate(policed.base_url, APPROVER, "approvals", "--json").stdout)
+    (approval,) = [item for item in listing["data"] if item["execution_id"] == execution_id]
+    denied = shellgate(policed.base_url, APPROVER, "deny", approval["id"], "--reason", "no")
+    assert denied.exit_code == 0, denied.output
+    result = shellgate(policed.base_url, AGENT, "wait", execution_id)
+    assert result.exit_code == 1
+    assert f"execution {execution_id} was rejected" in result.stderr
