@@ -75,6 +75,18 @@ class OutputSummary:
     head_lines: int  # lines shown before the elision marker; 0 when there is no marker
     max_columns: int
 
+    def record_fields(self) -> dict[str, str | int | bool]:
+        """What the execution record keeps of it (the columns of the same names)."""
+        return {
+            "output": self.output,
+            "total_bytes": self.total_bytes,
+            "total_lines": self.total_lines,
+            "output_bytes": self.output_bytes,
+            "output_lines": self.output_lines,
+            "elided_bytes": self.elided_bytes,
+            "truncated": self.truncated,
+        }
+
 
 def truncation_footer(summary: OutputSummary, artifact_id: str) -> str | None:
     """The `[...]` line that tells the model what the body omits; None when it omits nothing."""

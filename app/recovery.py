@@ -101,16 +101,7 @@ def summarise_log(artifacts_dir: Path, execution_id: str) -> dict[str, Any]:
         offset += len(chunk)
     sink.flush()
     log.finish()
-    summary = sink.summary()
-    return {
-        "output": summary.output,
-        "total_bytes": summary.total_bytes,
-        "total_lines": summary.total_lines,
-        "output_bytes": summary.output_bytes,
-        "output_lines": summary.output_lines,
-        "elided_bytes": summary.elided_bytes,
-        "truncated": summary.truncated,
-    }
+    return sink.summary().record_fields()
 
 
 async def prune_expired(db: Database, settings: Settings) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 
 from app.artifact_log import ArtifactLog, OutputStream
 from app.models import Execution, ExecutionMode
@@ -44,7 +43,6 @@ class LiveExecution:
         # The database row as inserted, then as finished: lets the waiting caller answer
         # without reading it back.
         self.record: Execution | None = None
-        self.on_output_hooks: list[Callable[[bytes, OutputStream], None]] = []
         self._loop = loop
         self._lock = threading.Lock()
         self._wake_pending = False

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import errors
+from app.schemas import ErrorResponse
 
 logger = logging.getLogger("shellgate.api")
 
@@ -35,6 +37,11 @@ _CODE_BY_STATUS = {
     413: "too_large",
     429: "job_limit_reached",
 }
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` documenting the error envelope for these statuses."""
+    return {code: {"model": ErrorResponse} for code in codes}
 
 
 def status_for(error: errors.AppError) -> int:

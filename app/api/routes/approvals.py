@@ -10,16 +10,15 @@ import anyio
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
+from app.api.errors import error_responses
 from app.approvals import approval_public, may_read
 from app.auth import Principal
 from app.errors import UnauthenticatedError
 from app.models import ApprovalState
-from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic, ErrorResponse
+from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 404, 409, 422)
-}
+ERRORS = error_responses(401, 403, 404, 409, 422)
 SNAPSHOT_LIMIT = 500
 CLOSE_UNAUTHENTICATED = 4401
 # "Try again later": the listener fell behind and was dropped; reconnect for a fresh snapshot.

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
+from app.api.errors import error_responses
 from app.schemas import (
-    ErrorResponse,
     ExecutionCreate,
     ExecutionInput,
     ExecutionPublic,
@@ -19,9 +19,7 @@ from app.schemas import (
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 404, 409, 422, 429)
-}
+ERRORS = error_responses(401, 403, 404, 409, 422, 429)
 MAX_OUTPUT_READ = 16 * 1024 * 1024
 
 

@@ -9,16 +9,15 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
+from app.api.errors import error_responses
 from app.errors import InvalidRequestError
 from app.models import PolicyVersion
 from app.policy import Approval, PolicyDocument, PolicyRule
-from app.schemas import ErrorResponse, StrictModel
+from app.schemas import StrictModel
 from app.shell_syntax import extract_leading_cd
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 422)
-}
+ERRORS = error_responses(401, 403, 422)
 
 
 class PolicyEvaluate(StrictModel):

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
+from app.api.errors import error_responses
 from app.schemas import (
-    ErrorResponse,
     RunItem,
     RunRequest,
     SessionCreate,
@@ -18,9 +18,7 @@ from app.schemas import (
 )
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 404, 422)
-}
+ERRORS = error_responses(401, 403, 404, 422)
 NDJSON = "application/x-ndjson"
 
 
