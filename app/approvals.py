@@ -1,7 +1,7 @@
 """Human approvals (SPEC §5.2): request, decide, expire, and tell whoever is listening.
 
-The execution side registers `on_settled`, which starts or rejects the execution once an
-approval leaves `pending`; this module knows nothing about processes.
+The execution side, which asks for approvals, passes `on_settled`: it starts or rejects the
+execution once an approval leaves `pending`. This module knows nothing about processes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from app.db import Database
 from app.errors import ConflictError, ForbiddenError, NotFoundError
 from app.models import Approval, ApprovalState, Execution, ExecutionState
 from app.schemas import ApprovalPublic
+from app.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.approvals")
 
@@ -33,11 +34,6 @@ def new_approval_id() -> str:
     return "ap_" + secrets.token_urlsafe(15)
 
 
-def _aware(value: datetime) -> datetime:
-    # SQLite hands datetimes back naive; they were written in UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
 def approval_public(approval: Approval) -> ApprovalPublic:
     """The wire form (SPEC §5.5 fields exactly), with timezone-aware timestamps."""
     return ApprovalPublic(
@@ -50,9 +46,9 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         requested_by=approval.requested_by,
         decided_by=approval.decided_by,
         decision_reason=approval.decision_reason,
-        created_at=_aware(approval.created_at),
-        decided_at=_aware(approval.decided_at) if approval.decided_at else None,
-        expires_at=_aware(approval.expires_at),
+        created_at=aware_utc(approval.created_at),
+        decided_at=aware_utc(approval.decided_at),
+        expires_at=aware_utc(approval.expires_at),
     )
 
 
@@ -61,7 +57,9 @@ def approval_event(kind: str, approval: Approval) -> dict[str, Any]:
 
 
 class ApprovalService:
-    def __init__(self, db: Database, *, timeout_seconds: float) -> None:
+    def __init__(
+        self, db: Database, *, timeout_seconds: float, on_settled: SettledHandler | None = None
+    ) -> None:
         self._db = db
         self._timeout = timeout_seconds
         self._expiry: dict[str, asyncio.TimerHandle] = {}
@@ -69,49 +67,39 @@ class ApprovalService:
         # always fits behind the events a slow listener left unread.
         self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self._tasks: set[asyncio.Task[Approval | None]] = set()
-        self.on_settled: SettledHandler | None = None
+        self.on_settled = on_settled
 
     # --- requests ---------------------------------------------------------------------------
 
-    async def request(
-        self,
-        *,
-        execution_id: str,
-        command: str,
-        cwd: str,
-        reason: str,
-        requested_by: str,
-        approval_id: str | None = None,
-        execution: Execution | None = None,
-    ) -> Approval:
-        """Record a pending approval; with `execution`, that record is written in the same
-        transaction, so that no execution ever waits on an approval that does not exist."""
+    async def request(self, execution: Execution, *, reason: str) -> Approval:
+        """Record a pending approval (id `execution.approval_id`) for `execution`, which is
+        written in the same transaction: no execution ever waits on an approval that does not
+        exist."""
+        if execution.approval_id is None:
+            raise ValueError(f"execution {execution.id} names no approval")
         now = datetime.now(UTC)
         approval = Approval(
-            id=approval_id or new_approval_id(),
-            execution_id=execution_id,
-            command=command,
-            cwd=cwd,
+            id=execution.approval_id,
+            execution_id=execution.id,
+            command=execution.original_command,
+            cwd=execution.cwd,
             reason=reason,
-            requested_by=requested_by,
+            requested_by=execution.owner,
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )
-        if execution is None:
-            approval = await self._db.call(crud.insert_approval, approval=approval)
-        else:
-            approval = await self._db.call(
-                crud.insert_execution_awaiting, execution=execution, approval=approval
-            )
+        approval = await self._db.call(
+            crud.insert_execution_awaiting, execution=execution, approval=approval
+        )
         self._arm_expiry(approval)
         self._publish(approval_event("approval.requested", approval))
         logger.info(
             "approval %s requested by %s for %s (%s): %s",
             approval.id,
-            requested_by,
-            execution_id,
+            approval.requested_by,
+            approval.execution_id,
             reason,
-            command,
+            approval.command,
         )
         return approval
 
@@ -216,7 +204,7 @@ class ApprovalService:
             approval_id,
             state.value,
             decided_by,
-            _aware(approval.decided_at or datetime.now(UTC)).isoformat(),
+            aware_utc(approval.decided_at or datetime.now(UTC)).isoformat(),
             approval.execution_id,
             reason or "no reason given",
             approval.command,
@@ -230,7 +218,7 @@ class ApprovalService:
 
     async def get(self, approval_id: str, principal: Principal) -> Approval:
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
-        if approval is None or not may_read(principal, approval.requested_by):
+        if approval is None or not principal.may_read(approval.requested_by):
             raise NotFoundError(f"approval {approval_id} not found")
         return approval
 
@@ -264,7 +252,7 @@ class ApprovalService:
 
     def _arm_expiry(self, approval: Approval) -> None:
         loop = asyncio.get_running_loop()
-        delay = max(0.0, (_aware(approval.expires_at) - datetime.now(UTC)).total_seconds())
+        delay = max(0.0, (aware_utc(approval.expires_at) - datetime.now(UTC)).total_seconds())
         self._expiry[approval.id] = loop.call_later(delay, self._spawn_expire, approval.id)
 
     def _spawn_expire(self, approval_id: str) -> None:
@@ -284,8 +272,3 @@ class ApprovalService:
         self._expiry.clear()
         for task in list(self._tasks):
             task.cancel()
-
-
-def may_read(principal: Principal, requested_by: str) -> bool:
-    """Approvers and admins read every approval; an agent only those of its own executions."""
-    return principal.reads_everything or requested_by == principal.name

@@ -32,11 +32,11 @@ import os
 import re
 import struct
 import threading
-from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
 from app.output import format_bytes
+from app.process import OutputStream
 
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
 
@@ -49,12 +49,6 @@ _EXECUTION_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # Extent sources: which file a piece of the logical stream lives in.
 _LOG: Final = 0
 _RING: Final = 1
-
-
-class OutputStream(StrEnum):
-    stdout = "stdout"
-    stderr = "stderr"
-    pty = "pty"
 
 
 _STREAM_CODES: Final = {OutputStream.stdout: 1, OutputStream.stderr: 2, OutputStream.pty: 3}

@@ -9,13 +9,22 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from app.config import Role, Settings, TokenEntry
-from app.errors import ForbiddenError, UnauthenticatedError
+from app.errors import ForbiddenError, NotFoundError, UnauthenticatedError
 
 logger = logging.getLogger("shellgate.auth")
 
 GENERATED_TOKEN_FILE = "admin.token"
+
+
+class Owned(Protocol):
+    @property
+    def owner(self) -> str: ...
+
+
+OwnedT = TypeVar("OwnedT", bound=Owned)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,17 @@ class Principal:
     def require(self, *roles: Role) -> None:
         if self.role not in roles:
             raise ForbiddenError(f"this action needs the role {' or '.join(roles)}")
+
+    def may_read(self, owner: str) -> bool:
+        """Approvers and admins read everything; an agent only what it owns."""
+        return self.reads_everything or owner == self.name
+
+    def readable(self, thing: OwnedT | None, what: str) -> OwnedT:
+        """`thing` if it exists and this principal may read it, else NotFoundError("<what> not
+        found"): another owner's things read as absent, so ids are not an oracle for agents."""
+        if thing is None or not self.may_read(thing.owner):
+            raise NotFoundError(f"{what} not found")
+        return thing
 
 
 class TokenBook:

@@ -22,11 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from ptyprocess import PtyProcess
-
-from app.artifact_log import OutputStream
 
 READ_SIZE = 256 * 1024
 # A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets one read
@@ -37,6 +36,15 @@ PIPE_SIZE = 1024 * 1024
 DRAIN_QUIET = 0.25
 DRAIN_MAX = 2.0
 PTY_DRAIN_QUIET = 0.3
+
+
+class OutputStream(StrEnum):
+    """Where a chunk of output came from: a pipe, or the terminal that merges both."""
+
+    stdout = "stdout"
+    stderr = "stderr"
+    pty = "pty"
+
 
 OutputCallback = Callable[[bytes, OutputStream], None]
 
@@ -172,6 +180,18 @@ class RunningProcess:
 
     def signal(self, sig: int) -> bool:
         return signal_group(self.pgid, sig)
+
+    def terminate_group(self) -> None:
+        """SIGTERM the group, and make sure nothing of it outlives the leader."""
+        self.kill_group_on_exit()
+        with contextlib.suppress(ValueError):
+            self.signal(signal.SIGTERM)
+
+    def kill_group(self) -> None:
+        """SIGKILL the group now (the escalation after a grace, or a spawn nobody may see)."""
+        self.kill_group_on_exit()
+        with contextlib.suppress(ValueError):
+            self.signal(signal.SIGKILL)
 
     def kill_group_on_exit(self) -> None:
         """Ask the pump to SIGKILL the group once the leader exits, before reaping it.

@@ -2,7 +2,8 @@
 
 A `LiveExecution` is fed by its process's pump thread (log + inline window) and woken on the
 event loop, where HTTP waiters and WebSocket viewers wait for new bytes. The `Registry` holds the
-live ones and the global background-job cap.
+live ones, the global background-job cap, and the clock of a process's end: its deadline and the
+SIGTERM → grace → SIGKILL escalation.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import asyncio
 import threading
 import time
 
-from app.artifact_log import ArtifactLog, OutputStream
+from app.artifact_log import ArtifactLog
 from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
-from app.process import ExitStatus, RunningProcess
+from app.process import ExitStatus, OutputStream, RunningProcess
 
 
 class LiveExecution:
@@ -111,8 +112,9 @@ class LiveExecution:
 
 
 class Registry:
-    def __init__(self, max_jobs: int) -> None:
+    def __init__(self, max_jobs: int, *, kill_grace_seconds: float) -> None:
         self.max_jobs = max_jobs
+        self.kill_grace_seconds = kill_grace_seconds
         self.live: dict[str, LiveExecution] = {}
         self._running_jobs = 0
 
@@ -148,3 +150,38 @@ class Registry:
 
     def remove(self, execution_id: str) -> None:
         self.live.pop(execution_id, None)
+
+    # --- ending a process ---------------------------------------------------------------------
+
+    def arm_deadline(self, live: LiveExecution, seconds: float | None) -> None:
+        """Time the execution out after `seconds` (None: no deadline)."""
+        if seconds is None:
+            return
+
+        def expire() -> None:
+            if live.has_exited or live.cancelled:
+                return
+            live.timed_out = True
+            self.terminate(live)
+
+        handle = asyncio.get_running_loop().call_later(seconds, expire)
+        live.exited.add_done_callback(lambda _: handle.cancel())
+
+    def cancel(self, live: LiveExecution) -> None:
+        live.cancelled = True
+        self.terminate(live)
+
+    def terminate(self, live: LiveExecution, grace: float | None = None) -> None:
+        """SIGTERM the whole group, then SIGKILL after the grace period if it still runs."""
+        process = live.process
+        if process is None or live.has_exited:
+            return
+        process.terminate_group()
+
+        def escalate() -> None:
+            if not live.has_exited:
+                process.kill_group()
+
+        delay = self.kill_grace_seconds if grace is None else grace
+        handle = asyncio.get_running_loop().call_later(delay, escalate)
+        live.exited.add_done_callback(lambda _: handle.cancel())

@@ -20,9 +20,10 @@ from typing import Any, Final, Protocol
 
 import anyio.to_thread
 
-from app.artifact_log import ArtifactLog, OutputStream
+from app.artifact_log import ArtifactLog
 from app.errors import InvalidRequestError, PolicyDeniedError
 from app.policy import first_runner_critical_match
+from app.process import OutputStream
 from app.registry import LiveExecution
 from app.schemas import SESSION_MAX_TIMEOUT_MS
 

@@ -1,4 +1,8 @@
-"""Everything one running app owns, built from Settings in `main.lifespan` (no module globals)."""
+"""Everything one running app owns, built from Settings in `main.lifespan` (no module globals).
+
+Built bottom-up, each part from the parts below it, with nothing wired in afterwards: the
+sessions know nothing of executions (they serve them through `executions/ports.py`), and the
+runner, which needs both, comes last."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from app.executions import ExecutionService
 from app.metrics import Metrics
 from app.policy_service import PolicyService
 from app.registry import Registry
+from app.session_runs import SessionRuns
 from app.sessions import SessionService
 
 
@@ -26,20 +31,19 @@ class Services:
     approvals: ApprovalService
     executions: ExecutionService
     sessions: SessionService
+    session_runs: SessionRuns
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(make_engine(settings.resolved_database_url))
         metrics = Metrics()
-        registry = Registry(settings.max_jobs)
+        registry = Registry(settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds)
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
-        approvals = ApprovalService(db, timeout_seconds=settings.approval_timeout)
-        executions = ExecutionService(settings, db, registry, policy, approvals, metrics)
-        sessions = SessionService(settings, db, executions)
-        executions.session_binding = sessions
+        sessions = SessionService(settings, db, registry)
+        executions = ExecutionService(settings, db, registry, policy, metrics, sessions)
         return cls(
             settings=settings,
             db=db,
@@ -47,7 +51,8 @@ class Services:
             metrics=metrics,
             registry=registry,
             policy=policy,
-            approvals=approvals,
+            approvals=executions.approvals,
             executions=executions,
             sessions=sessions,
+            session_runs=SessionRuns(sessions, executions, registry),
         )

@@ -4,7 +4,8 @@ A session is not a long-lived bash process. Each call is a fresh `bash -c` in it
 group, so timeouts, group kills, the output log, streaming and PTYs work exactly as for any
 execution. What persists is the shell *state*: the exported variables, functions and aliases
 that the calls define, kept in `<data_dir>/sessions/<id>/state.sh` (the emulation that the
-reference allows, pi-bash-tool.md §2.10). The command spawned for a call is `WRAPPER`, which
+reference allows, pi-bash-tool.md §2.10). The command spawned for a call is `WRAPPER`
+(`app/session_wrapper.sh`), which
 
 1. restores the snapshot (sourced with stdio on /dev/null, `expand_aliases` on);
 2. lays the call's own `env` over it, then runs the user's command with `eval`, the command text
@@ -32,126 +33,35 @@ import logging
 import os
 import secrets
 import shutil
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 
 from app import crud
-from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.config import Settings
 from app.db import Database
 from app.environment import build_environment
 from app.errors import ForbiddenError, NotFoundError
-from app.executions import ExecutionService, SessionCall, SessionContext
+from app.executions.draft import resolve_cwd, validate_env
+from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.models import ShellSession
-from app.registry import LiveExecution
-from app.runner import (
-    FinishedSource,
-    LiveSource,
-    RunSource,
-    RunStatus,
-    check_run,
-    ndjson_items,
-    runner_tool,
-)
-from app.schemas import RunRequest, SessionCreate, SessionPatch, SessionPublic, ToolObject
+from app.registry import LiveExecution, Registry
+from app.runner import runner_tool
+from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
+from app.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.sessions")
 
 STATE_FILE = "state.sh"
 DELETE_WAIT_SECONDS = 5.0
 
-# Variables that describe one process, never the session: not saved, not unset.
-_NOISE = "PWD|OLDPWD|SHLVL|_|SHELLOPTS|BASHOPTS|BASH_ENV|SHELLGATE_EXECUTION_ID"
-
-# The session wrapper (see the module docstring). Its own names start with `__shellgate_` (shell
-# variables and functions, skipped when saving) or `__SHELLGATE_` (the environment it receives).
-# Inputs: __SHELLGATE_COMMAND, __SHELLGATE_STATE (snapshot to restore), __SHELLGATE_SAVE_TO
-# (where to write the new state; absent for a call that does not save), __SHELLGATE_SCRATCH (a
-# file of its own, removed by the server), __SHELLGATE_CALL_KEYS and __SHELLGATE_CALL_<name> (the
-# call's own env, applied after the restore). The exported names are listed through the scratch
-# file: `$(compgen -e)` would fork a subshell, which costs more than the rest of the wrapper.
-WRAPPER = rf"""shopt -s expand_aliases
-declare -A __shellgate_base=() __shellgate_before=() __shellgate_call=()
-declare -a __shellgate_names=()
-__shellgate_scratch=$__SHELLGATE_SCRATCH
-if compgen -e >"$__shellgate_scratch"; then
-  mapfile -t __shellgate_names <"$__shellgate_scratch"
-fi
-for __shellgate_name in "${{__shellgate_names[@]}}"; do
-  __shellgate_base[$__shellgate_name]=${{!__shellgate_name}}
-done
-if [[ -n ${{__SHELLGATE_STATE-}} && -r $__SHELLGATE_STATE ]]; then
-  source "$__SHELLGATE_STATE" </dev/null >/dev/null 2>&1
-fi
-for __shellgate_name in ${{__SHELLGATE_CALL_KEYS-}}; do
-  __shellgate_value=__SHELLGATE_CALL_$__shellgate_name
-  if [[ -v $__shellgate_name ]]; then
-    __shellgate_before[$__shellgate_name]=${{!__shellgate_name}}
-  fi
-  __shellgate_call[$__shellgate_name]=${{!__shellgate_value}}
-  export "$__shellgate_name=${{!__shellgate_value}}"
-  unset -v "$__shellgate_value"
-done
-__shellgate_command=$__SHELLGATE_COMMAND
-__shellgate_save_to=${{__SHELLGATE_SAVE_TO-}}
-unset -v __SHELLGATE_COMMAND __SHELLGATE_SAVE_TO __SHELLGATE_STATE __SHELLGATE_CALL_KEYS \
-  __SHELLGATE_SCRATCH __shellgate_name __shellgate_value __shellgate_names
-__shellgate_save() {{
-  builtin unset -f __shellgate_save  # so that `declare -f` below lists the user's only
-  set +e +u +o pipefail
-  local IFS=$' \t\n' name value state
-  local -a names=()
-  local -A exported=()
-  builtin umask 077
-  builtin compgen -e >"$__shellgate_scratch" && builtin mapfile -t names <"$__shellgate_scratch"
-  {{
-    for name in "${{names[@]}}"; do
-      case $name in {_NOISE}|__SHELLGATE_*|__shellgate_*) continue ;; esac
-      exported[$name]=1
-      value=${{!name}}
-      state=set
-      # A per-call value the command left alone goes back to what it was before the call.
-      if [[ -v __shellgate_call[$name] && $value == "${{__shellgate_call[$name]}}" ]]; then
-        if [[ -v __shellgate_before[$name] ]]; then
-          value=${{__shellgate_before[$name]}}
-        else
-          state=unset
-        fi
-      fi
-      if [[ $state == set ]]; then
-        if [[ ! -v __shellgate_base[$name] || ${{__shellgate_base[$name]}} != "$value" ]]; then
-          builtin printf 'export %s=%q\n' "$name" "$value"
-        fi
-      elif [[ -v __shellgate_base[$name] ]]; then
-        builtin printf 'unset -v %s\n' "$name"
-      fi
-    done
-    for name in "${{!__shellgate_base[@]}}"; do
-      case $name in {_NOISE}|__SHELLGATE_*|__shellgate_*) continue ;; esac
-      [[ -v exported[$name] ]] || builtin printf 'unset -v %s\n' "$name"
-    done
-    builtin declare -f
-    builtin alias -p
-  }} >"$__shellgate_save_to"
-}}
-__shellgate_exit() {{
-  local status=$?
-  builtin trap - EXIT
-  if [[ -n $__shellgate_save_to ]]; then
-    builtin unset -f __shellgate_exit
-    __shellgate_save 2>/dev/null
-  fi
-  builtin exit "$status"
-}}
-trap __shellgate_exit EXIT
-eval "$__shellgate_command"
-"""
+# The script each call runs (see the module docstring), shipped next to this module.
+WRAPPER = resources.files("app").joinpath("session_wrapper.sh").read_text(encoding="utf-8")
 
 
 def new_session_id() -> str:
@@ -173,7 +83,7 @@ class SessionRuntime:
 
 
 class _Call:
-    """One execution in a session (`SessionCall` of app/executions.py)."""
+    """One execution in a session (`SessionCall` of app/executions/ports.py)."""
 
     def __init__(
         self,
@@ -205,8 +115,7 @@ class _Call:
         self._runtime.calls[self._execution_id] = live
         if self._runtime.deleted:
             # The session was deleted while this call was being spawned.
-            live.cancelled = True
-            self._service.executions.terminate(live)
+            self._service.registry.cancel(live)
 
     async def settle(self, live: LiveExecution) -> None:
         decides = self._owns_state and not live.lost  # a server stop leaves the state alone
@@ -247,17 +156,13 @@ class _Call:
                     leftover.unlink()
 
 
-@dataclass
-class RunStream:
-    execution_id: str
-    items: AsyncIterator[bytes]
-
-
 class SessionService:
-    def __init__(self, settings: Settings, db: Database, executions: ExecutionService) -> None:
+    """The sessions' use-cases, and the `SessionBinding` through which executions run in them."""
+
+    def __init__(self, settings: Settings, db: Database, registry: Registry) -> None:
         self.settings = settings
         self.db = db
-        self.executions = executions
+        self.registry = registry
         self._directory = settings.data_dir / "sessions"
         # Sessions loaded since start; every change goes through this service, so it stays true.
         self._known: dict[str, ShellSession] = {}
@@ -270,10 +175,8 @@ class SessionService:
 
     async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
         principal.require("agent", "admin")
-        self.executions.validate_env(body.env)
-        cwd = await anyio.to_thread.run_sync(
-            self.executions.resolve_cwd, body.cwd, str(self.settings.workspace)
-        )
+        validate_env(body.env)
+        cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         now = datetime.now(UTC)
         record = ShellSession(
             id=new_session_id(),
@@ -307,15 +210,15 @@ class SessionService:
     async def patch(
         self, principal: Principal, session_id: str, body: SessionPatch
     ) -> SessionPublic:
-        record = await self._usable(principal, session_id)
+        record = await self.usable(principal, session_id)
         values: dict[str, Any] = {}
         if body.cwd is not None:
             values["cwd"] = await anyio.to_thread.run_sync(
-                self.executions.resolve_cwd, body.cwd, str(self.settings.workspace)
+                resolve_cwd, body.cwd, str(self.settings.workspace)
             )
         env_changed = False
         if body.env is not None:
-            self.executions.validate_env(body.env)
+            validate_env(body.env)
             env_changed = body.env != json.loads(record.env)
             values["env"] = json.dumps(body.env)
         if body.timeout_ms is not None:
@@ -335,7 +238,7 @@ class SessionService:
 
     async def delete(self, principal: Principal, session_id: str) -> None:
         """Ends the session: later use is a 404; its running calls are cancelled."""
-        await self._usable(principal, session_id)
+        await self.usable(principal, session_id)
         await self.db.call(
             crud.update_session, session_id=session_id, values={"deleted_at": datetime.now(UTC)}
         )
@@ -347,8 +250,7 @@ class SessionService:
             runtime.generation += 1
             lives = [live for live in runtime.calls.values() if live is not None]
             for live in lives:
-                live.cancelled = True
-                self.executions.terminate(live)
+                self.registry.cancel(live)
         for live in lives:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
@@ -361,48 +263,6 @@ class SessionService:
         self._directory_checked.discard(session_id)
         logger.info("session %s deleted by %s", session_id, principal.name)
 
-    async def run(self, principal: Principal, session_id: str, body: RunRequest) -> RunStream:
-        """`POST /v1/sessions/{id}/run`: the runner's checks, then the policy, then the stream.
-        Everything that can refuse the call does so before the response starts."""
-        principal.require("agent", "admin")
-        record = await self._usable(principal, session_id)
-        deadline_ms = check_run(body.command, body.timeout_ms, record.timeout_ms)
-        execution_id, live = await self.executions.start_streamed(
-            principal,
-            session_id=session_id,
-            command=body.command,
-            timeout_seconds=deadline_ms / 1000,
-        )
-        source: RunSource
-        if live is not None:
-            source = LiveSource(live)
-        else:
-            source = await self._finished_source(execution_id)
-        return RunStream(execution_id, self._streamed(source, live))
-
-    async def _streamed(
-        self, source: RunSource, live: LiveExecution | None
-    ) -> AsyncIterator[bytes]:
-        try:
-            async for line in ndjson_items(source):
-                yield line
-        finally:
-            # The stream borrows the call, as the reference's does: a client that goes away
-            # takes its command with it.
-            if live is not None and not live.has_exited:
-                logger.info("runner client of %s went away: cancelling it", live.id)
-                live.cancelled = True
-                self.executions.terminate(live)
-
-    async def _finished_source(self, execution_id: str) -> FinishedSource:
-        record = await self.db.call(crud.get_execution, execution_id=execution_id)
-        if record is None:
-            raise NotFoundError(f"execution {execution_id} not found")
-        log = await anyio.to_thread.run_sync(
-            ArtifactLog.open_existing, self.settings.artifacts_dir, execution_id
-        )
-        return FinishedSource(log, RunStatus(record.exit_code, record.signal, record.timed_out))
-
     def to_public(self, record: ShellSession) -> SessionPublic:
         runtime = self._runtimes.get(record.id)
         return SessionPublic(
@@ -413,17 +273,17 @@ class SessionService:
             timeout_ms=record.timeout_ms,
             pty=record.pty,
             busy=runtime is not None and runtime.lease is not None,
-            created_at=_aware(record.created_at),
-            updated_at=_aware(record.updated_at),
+            created_at=aware_utc(record.created_at),
+            updated_at=aware_utc(record.updated_at),
             tool=ToolObject.model_validate(runner_tool(record.timeout_ms)),
         )
 
     # ---------------------------------------------------------------------------------------
-    # SessionBinding (app/executions.py): executions running in a session
+    # SessionBinding (app/executions/ports.py): executions running in a session
     # ---------------------------------------------------------------------------------------
 
     async def context(self, session_id: str, principal: Principal) -> SessionContext:
-        record = await self._usable(principal, session_id)
+        record = await self.usable(principal, session_id)
         if session_id not in self._directory_checked:
             # Once per session and server run (a data dir restored without it, say).
             await anyio.to_thread.run_sync(self._make_directory, session_id)
@@ -438,34 +298,28 @@ class SessionService:
             raise NotFoundError(f"session {session_id} not found")
         return record.cwd
 
-    def begin_call(
-        self,
-        context: SessionContext,
-        *,
-        execution_id: str,
-        command: str,
-        caller_env: dict[str, str] | None,
-        pty: bool,
-        may_save_state: bool,
-    ) -> SessionCall:
+    def begin_call(self, context: SessionContext, call: CallRequest) -> SessionCall:
         runtime = self._runtime(context.id)
         if runtime.deleted or context.id not in self._known:
             raise NotFoundError(f"session {context.id} not found")
+        execution_id, pty = call.execution_id, call.pty
         directory = self._session_directory(context.id)
         save_to: Path | None = None
-        if may_save_state and runtime.lease is None:
+        if call.may_save_state and runtime.lease is None:
             runtime.lease = execution_id
             save_to = directory / f"state.{execution_id}.tmp"
         runtime.calls[execution_id] = None
         session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
         with_call = build_environment(
-            execution_id=execution_id, caller_env={**context.env, **(caller_env or {})}, pty=pty
+            execution_id=execution_id,
+            caller_env={**context.env, **(call.caller_env or {})},
+            pty=pty,
         )
         # The call's own env reaches the wrapper under other names: it is applied after the
         # restore (so it wins over the saved state) and left out of the next snapshot.
         overlay = {key: value for key, value in with_call.items() if session_env.get(key) != value}
         env = dict(session_env)
-        env["__SHELLGATE_COMMAND"] = command
+        env["__SHELLGATE_COMMAND"] = call.command
         env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
         scratch = directory / f"call.{execution_id}.names"
         env["__SHELLGATE_SCRATCH"] = str(scratch)
@@ -524,13 +378,9 @@ class SessionService:
         return record
 
     async def _readable(self, principal: Principal, session_id: str) -> ShellSession:
-        record = await self._load(session_id)
-        # Another agent's session reads as absent: ids are not an oracle.
-        if not (principal.reads_everything or record.owner == principal.name):
-            raise NotFoundError(f"session {session_id} not found")
-        return record
+        return principal.readable(await self._load(session_id), f"session {session_id}")
 
-    async def _usable(self, principal: Principal, session_id: str) -> ShellSession:
+    async def usable(self, principal: Principal, session_id: str) -> ShellSession:
         record = await self._readable(principal, session_id)
         if not self._may_use(record, principal):
             raise ForbiddenError("only the owner or an admin can use this session")
@@ -539,7 +389,3 @@ class SessionService:
     @staticmethod
     def _may_use(record: ShellSession, principal: Principal) -> bool:
         return principal.is_admin or (principal.role == "agent" and record.owner == principal.name)
-
-
-def _aware(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -33,11 +33,12 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
-from app.artifact_log import ArtifactLog, OutputStream
+from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError, UnavailableError
 from app.executions import ExecutionService
 from app.models import Execution, ExecutionState
+from app.process import OutputStream
 from app.registry import LiveExecution
 from app.schemas import (
     ExecutionPublic,
@@ -60,8 +61,8 @@ MIN_TEXT_RUN: Final = 32
 # Following a burst of output live: how long a viewer at its edge waits for a full read to
 # gather before reading what there is (small writes are sent at once).
 BURST_COALESCE_SECONDS: Final = 0.005
-# Waiting for an approval: how often to look whether it started.
-APPROVAL_POLL_SECONDS: Final = 0.25
+# Waiting for an approval: the decision wakes the viewer; the wait is re-armed after this long.
+APPROVAL_WAIT_SLICE_SECONDS: Final = 30.0
 # A live wait is re-armed after this long (every wait bounded); new bytes end it at once.
 LIVE_WAIT_SLICE_SECONDS: Final = 30.0
 # The process exited: how long the terminal record may take to reach the database.
@@ -335,13 +336,15 @@ class ExecutionViewer:
         final: Execution | ExecutionPublic | None = self._record if state.is_terminal else None
         live = None if final else self._executions.live_for(self._principal, self._id)
         while live is None and final is None and state is ExecutionState.awaiting_approval:
-            # Returns early only for a terminal state; a start shows in the registry first.
-            current = await self._executions.get(
-                self._principal, self._id, wait=APPROVAL_POLL_SECONDS
+            # The decision wakes this wait; a start shows in the registry before the record.
+            record = await self._executions.wait_past_approval(
+                self._principal, self._id, APPROVAL_WAIT_SLICE_SECONDS
             )
             live = self._executions.live_for(self._principal, self._id)
-            if live is None and current.state.is_terminal:
-                final = current
+            if live is None and ExecutionState(record.state).is_terminal:
+                final = record
+            elif live is None and record.state != ExecutionState.awaiting_approval:
+                break  # it ran and is being recorded: its log and final record follow below
 
         log = live.log if live is not None else await self._finished_log()
         if log is not None and state is ExecutionState.awaiting_approval:
@@ -368,12 +371,8 @@ class ExecutionViewer:
         yield exit_frame(final_state, final.exit_code, final.signal)
 
     async def _finished_log(self) -> ArtifactLog | None:
-        try:
-            return await anyio.to_thread.run_sync(
-                ArtifactLog.open_existing, self._executions.settings.artifacts_dir, self._id
-            )
-        except OSError:
-            return None  # never started (rejected, cancelled while pending) or pruned
+        # None: never started (rejected, cancelled while pending) or pruned.
+        return await self._executions.open_finished_log(self._id)
 
 
 # --- client → server frames --------------------------------------------------------------------

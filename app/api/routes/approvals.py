@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
-from app.approvals import approval_public, may_read
+from app.approvals import approval_public
 from app.auth import Principal
 from app.errors import UnauthenticatedError
 from app.models import ApprovalState
@@ -139,7 +139,7 @@ async def _relay(
             await websocket.close(code=CLOSE_OVERFLOW, reason="too far behind; reconnect")
             return
         approval = event["approval"]
-        if not may_read(principal, approval["requested_by"]):
+        if not principal.may_read(approval["requested_by"]):
             continue
         if event["type"] == "approval.requested" and approval["id"] in already_sent:
             continue  # requested while the snapshot was read: the snapshot has it already

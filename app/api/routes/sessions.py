@@ -97,7 +97,7 @@ async def session_tool(
 async def run_in_session(
     session_id: str, body: RunRequest, principal: PrincipalDep, services: ServicesDep
 ) -> StreamingResponse:
-    stream = await services.sessions.run(principal, session_id, body)
+    stream = await services.session_runs.run(principal, session_id, body)
     return StreamingResponse(
         stream.items,
         media_type=NDJSON,

@@ -1,0 +1,64 @@
+"""What a started call answers its caller: the finished record (200), or, when it runs longer
+than the auto-background threshold (or is a job from the start), a 202 with its output so far
+while it carries on as a background job."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from app import crud
+from app.executions.context import Context
+from app.executions.launch import Launch
+from app.executions.views import ExecutionReader, to_public
+from app.models import ExecutionMode
+from app.registry import LiveExecution
+from app.result_text import backgrounded_text
+from app.schemas import ExecutionPublic
+
+# The output a backgrounded answer previews.
+PREVIEW_CHARS = 4096
+
+
+@dataclass
+class Outcome:
+    """What a submit answers: the HTTP status (200 done, 202 job or pending) and the record."""
+
+    status_code: int
+    execution: ExecutionPublic
+
+
+class Answers:
+    def __init__(self, context: Context, reader: ExecutionReader) -> None:
+        self._db = context.db
+        self._registry = context.registry
+        self._metrics = context.metrics
+        self._reader = reader
+
+    async def answer(self, launch: Launch) -> Outcome:
+        live = launch.live
+        if launch.foreground_wait == 0:
+            return Outcome(202, await self._backgrounded(live, launch.notices))
+        try:
+            await asyncio.wait_for(live.finished.wait(), launch.foreground_wait)
+        except TimeoutError:
+            if not live.has_exited and self._registry.reserve_job_slot(live):
+                live.mode = ExecutionMode.job
+                await self._db.call(
+                    crud.update_execution,
+                    execution_id=live.id,
+                    values={"mode": ExecutionMode.job.value},
+                )
+                self._metrics.auto_backgrounded.inc()
+                return Outcome(202, await self._backgrounded(live, launch.notices))
+            # No room under the cap: keep the caller waiting rather than exceed it.
+            await live.finished.wait()
+        record = live.record or await self._reader.record(live.id)
+        return Outcome(200, to_public(record))
+
+    async def _backgrounded(self, live: LiveExecution, notices: list[str]) -> ExecutionPublic:
+        public = to_public(await self._reader.record(live.id), live)
+        public.text = backgrounded_text(
+            preview=live.summary().output[-PREVIEW_CHARS:], notices=notices, execution_id=live.id
+        )
+        return public

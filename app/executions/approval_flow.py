@@ -1,0 +1,249 @@
+"""A command the policy says to `prompt` for: record it as awaiting approval, hold its caller
+while a human decides (or answer 202), then start or reject it when the decision comes, even
+after a restart (the draft is stored with the record)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+
+from app import crud
+from app.approvals import ApprovalService, new_approval_id
+from app.auth import Principal
+from app.errors import (
+    AppError,
+    ApprovalRejectedError,
+    ConflictError,
+    InterceptedError,
+    InvalidRequestError,
+)
+from app.executions.answer import Answers, Outcome
+from app.executions.context import Context
+from app.executions.draft import (
+    Draft,
+    new_execution_id,
+    pending_request_json,
+    read_pending_request,
+)
+from app.executions.launch import Launch, Launcher
+from app.executions.lifecycle import Lifecycle
+from app.executions.views import ExecutionReader
+from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
+from app.registry import LiveExecution
+from app.result_text import CANCELLED_NOTICE
+
+logger = logging.getLogger("shellgate.executions")
+
+# A decision made while a cancel was withdrawing the approval starts (or rejects) the command
+# within moments; how long the cancel waits to see which.
+DECISION_SETTLE_SECONDS = 10.0
+# Beyond the approval's own expiry: how long a streamed call follows its pending record.
+STREAMED_DECISION_MARGIN_SECONDS = 30.0
+
+
+class ApprovalFlow:
+    def __init__(
+        self,
+        context: Context,
+        launcher: Launcher,
+        lifecycle: Lifecycle,
+        answers: Answers,
+        reader: ExecutionReader,
+    ) -> None:
+        self._settings = context.settings
+        self._db = context.db
+        self._registry = context.registry
+        self._launcher = launcher
+        self._lifecycle = lifecycle
+        self._answers = answers
+        self._reader = reader
+        # The approvals exist for the executions that ask for them: every decision comes back
+        # here through `settled`.
+        self.approvals = ApprovalService(
+            context.db, timeout_seconds=context.settings.approval_timeout, on_settled=self.settled
+        )
+        # Callers holding their request open for a decision; the result None means "it ended
+        # without running (cancelled): answer with the record".
+        self._waiters: dict[str, asyncio.Future[Launch | None]] = {}
+
+    # --- asking -------------------------------------------------------------------------------
+
+    async def hold(
+        self, owner: Principal, draft: Draft, reason: str, approval_wait: float
+    ) -> Outcome:
+        """Record the execution as awaiting approval; a foreground caller waits up to
+        `approval_wait` seconds for the decision and then gets the run's answer."""
+        execution_id = new_execution_id()
+        waiter: asyncio.Future[Launch | None] | None = None
+        if not draft.async_ and approval_wait > 0:
+            # Registered before the approval exists, so that even an instant decision (an
+            # automated approver on the stream) finds the caller still holding on.
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters[execution_id] = waiter
+        try:
+            await self._request(owner, draft, reason, execution_id)
+            if waiter is None:
+                return Outcome(202, await self._reader.get(owner, execution_id))
+            try:
+                launch = await asyncio.wait_for(asyncio.shield(waiter), approval_wait)
+            except TimeoutError:
+                if self._waiters.pop(execution_id, None) is not None:
+                    return Outcome(202, await self._reader.get(owner, execution_id))
+                # The decision arrived as we gave up; `settled` always resolves the waiter it
+                # took, so this wait ends.
+                launch = await waiter
+        finally:
+            # A caller that went away (disconnect, shutdown) leaves; the approved command then
+            # runs as a job.
+            if self._waiters.get(execution_id) is waiter:
+                self._waiters.pop(execution_id, None)
+        if launch is None:
+            return Outcome(200, await self._reader.get(owner, execution_id))
+        return await self._answers.answer(launch)
+
+    async def follow_streamed(
+        self, owner: Principal, draft: Draft, reason: str
+    ) -> tuple[str, LiveExecution | None]:
+        """A streamed call: not held as a request, it follows the record until the decision has
+        started (or ended) the command; refusals raise what the runner's caller should see."""
+        execution_id = new_execution_id()
+        await self._request(owner, draft, reason, execution_id)
+        record = await self._reader.wait_past_approval(
+            execution_id, self._settings.approval_timeout + STREAMED_DECISION_MARGIN_SECONDS
+        )
+        state = ExecutionState(record.state)
+        if state is ExecutionState.rejected and record.approval_id:
+            approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)
+            if approval is not None and approval.state != ApprovalState.approved:
+                raise rejection(approval)
+        if state is ExecutionState.awaiting_approval:
+            raise ApprovalRejectedError(
+                "Approval still pending", details={"approval_id": record.approval_id}
+            )
+        if record.started_at is None:
+            # Approved but never started (interceptor, cwd, cancel): the reason is its notice.
+            notices = json.loads(record.notices)
+            message = notices[-1] if notices else f"execution {execution_id} did not start"
+            if state is ExecutionState.rejected:
+                raise InterceptedError(message)
+            if state is ExecutionState.cancelled:
+                raise ConflictError(message)
+            raise InvalidRequestError(message)
+        return execution_id, self._registry.get(execution_id)
+
+    async def _request(
+        self, owner: Principal, draft: Draft, reason: str, execution_id: str
+    ) -> None:
+        cwd = self._launcher.approval_cwd(draft, owner)
+        record = Execution(
+            id=execution_id,
+            owner=owner.name,
+            command=draft.command,
+            original_command=draft.original_command,
+            cwd=cwd,
+            state=ExecutionState.awaiting_approval.value,
+            mode=(ExecutionMode.job if draft.async_ else ExecutionMode.foreground).value,
+            pty=draft.pty,
+            session_id=draft.session,
+            artifact_path=str(self._settings.artifacts_dir / f"{execution_id}.log"),
+            approval_id=new_approval_id(),
+            # The validated request, so that the approved command can start after a restart.
+            pending_request=pending_request_json(owner.role, draft),
+            created_at=datetime.now(UTC),
+        )
+        await self.approvals.request(record, reason=reason)
+
+    # --- the decision -------------------------------------------------------------------------
+
+    async def settled(self, approval: Approval) -> None:
+        """An approval left `pending`: start or reject its execution, and answer its caller."""
+        waiter = self._waiters.pop(approval.execution_id, None)
+        launch: Launch | None = None
+        failure: Exception | None = None
+        try:
+            launch = await self._start_or_reject(approval, caller_waiting=waiter is not None)
+        except Exception as error:
+            failure = error
+        finally:
+            # A caller holding its request open always gets an answer, whatever happened.
+            if waiter is not None and not waiter.done():
+                if failure is not None:
+                    waiter.set_exception(failure)
+                else:
+                    waiter.set_result(launch)
+
+    async def _start_or_reject(self, approval: Approval, *, caller_waiting: bool) -> Launch | None:
+        """Start the approved command, or reject it; raises what a waiting caller should get.
+
+        After approval the command continues where the policy left it: the interceptor, which
+        may still block it (→ `rejected`, 422 to the caller), then cwd, timeout and mode. With
+        its caller gone it becomes a job, so at the job cap it fails with the job-limit message
+        rather than exceed the cap.
+        """
+        execution_id = approval.execution_id
+        record = await self._db.call(crud.get_execution, execution_id=execution_id)
+        if record is None or ExecutionState(record.state) is not ExecutionState.awaiting_approval:
+            return None
+        if approval.state != ApprovalState.approved:
+            refused = rejection(approval)
+            await self._lifecycle.finish_without_process(
+                record, ExecutionState.rejected, notice=refused.message
+            )
+            raise refused
+        try:
+            owner_role, draft = read_pending_request(record.pending_request)
+            return await self._launcher.launch(
+                execution_id=execution_id,
+                owner=Principal(record.owner, owner_role),
+                draft=draft,
+                caller_waiting=caller_waiting,
+                existing=True,
+            )
+        except Exception as error:
+            if isinstance(error, AppError):
+                notice = error.message
+            else:
+                logger.exception("approved execution %s could not start", execution_id)
+                notice = "The approved command could not start."
+            state = (
+                ExecutionState.rejected
+                if isinstance(error, InterceptedError)
+                else ExecutionState.failed
+            )
+            await self._lifecycle.finish_without_process(record, state, notice=notice)
+            raise
+
+    # --- cancelling while it waits ------------------------------------------------------------
+
+    async def cancel_awaiting(self, record: Execution, *, by: str) -> Execution | None:
+        """Cancel an execution awaiting approval: None when it is now `cancelled`; otherwise a
+        decision won the race and this is its record as that decision left it."""
+        # Withdraw first: the approval's pending → expired update is what decides the race
+        # with an approver, so a cancelled execution can never start afterwards.
+        withdrawn = record.approval_id is None or await self.approvals.withdraw(
+            record.approval_id, by=by
+        )
+        if not withdrawn:
+            return await self._reader.wait_past_approval(record.id, DECISION_SETTLE_SECONDS)
+        await self._lifecycle.finish_without_process(
+            record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
+        )
+        waiter = self._waiters.pop(record.id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        return None
+
+
+def rejection(approval: Approval) -> ApprovalRejectedError:
+    by = f" by {approval.decided_by}" if approval.decided_by not in (None, "system") else ""
+    return ApprovalRejectedError(
+        f"Approval {approval.state}{by}: {approval.decision_reason or 'no reason given'}",
+        details={
+            "approval_id": approval.id,
+            "execution_id": approval.execution_id,
+            "state": approval.state,
+            "decided_by": approval.decided_by,
+        },
+    )

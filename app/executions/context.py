@@ -1,0 +1,20 @@
+"""What every phase of the execution use-case works with, built once by `ExecutionService`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.config import Settings
+from app.db import Database
+from app.executions.changes import StateChanges
+from app.metrics import Metrics
+from app.registry import Registry
+
+
+@dataclass(frozen=True)
+class Context:
+    settings: Settings
+    db: Database
+    registry: Registry  # the live executions, the job cap, deadlines and kills
+    metrics: Metrics
+    changes: StateChanges  # record state changes: notify and wait

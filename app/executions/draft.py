@@ -1,0 +1,234 @@
+"""A request's checks and rewrites, before anything runs: the `Draft` they produce and the pure
+rules every entry point applies the same way (size, env names, the leading `cd`, artifact
+references, the working directory, the timeout). No I/O here except `resolve_cwd`'s stat."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, get_args
+
+from app.config import Role
+from app.errors import InvalidRequestError
+from app.schemas import ExecutionCreate
+from app.shell_syntax import extract_leading_cd
+from app.timeouts import ResolvedTimeout, resolve_timeout
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
+PTY_ROWS = (5, 200)
+PTY_COLS = (20, 400)
+RUNNER_PTY_SIZE = (24, 80)  # the reference runner's terminal
+# The shape of a stored draft (a pending approval outlives the server that wrote it). Bump it
+# when a field changes meaning; `Draft.from_json` reads every older shape.
+DRAFT_VERSION = 1
+
+
+def new_execution_id() -> str:
+    return "ex_" + secrets.token_urlsafe(15)
+
+
+def clamp(value: int, bounds: tuple[int, int]) -> int:
+    return max(bounds[0], min(bounds[1], value))
+
+
+@dataclass
+class Draft:
+    """A request that passed validation, the `cd` rewrite and the policy; JSON-serialisable so
+    that it survives a restart while its approval is pending."""
+
+    original_command: str
+    command: str
+    cwd_request: str | None = None
+    env: dict[str, str] | None = None
+    timeout: float = 300
+    pty: bool = False
+    async_: bool = False
+    session: str | None = None
+    tools: list[str] | None = None
+    rows: int = 40
+    cols: int = 120
+    # A streaming-runner call (`POST /v1/sessions/{id}/run`): `timeout` is not clamped to the
+    # executions' 1..3600 s range and the call never auto-backgrounds while its caller streams.
+    streamed: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps({"version": DRAFT_VERSION, **asdict(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> Draft:
+        """Any draft this or an older server stored (version 0 had no tag). Unknown keys are
+        dropped and missing ones take their defaults; a draft from a newer server, or without
+        its command, is refused (ValueError) rather than guessed at."""
+        data: dict[str, Any] = json.loads(text)
+        version = data.pop("version", 0)
+        if not isinstance(version, int) or version > DRAFT_VERSION:
+            raise ValueError(f"stored draft has version {version!r}; this server reads ≤ 1")
+        known = {field.name for field in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        if not isinstance(values.get("command"), str):
+            raise ValueError("stored draft has no command")
+        values.setdefault("original_command", values["command"])
+        return cls(**values)
+
+
+def pending_request_json(owner_role: str, draft: Draft) -> str:
+    """What an execution awaiting approval stores so that it can start after a restart."""
+    return json.dumps({"owner_role": owner_role, "draft": draft.to_json()})
+
+
+def read_pending_request(text: str | None) -> tuple[Role, Draft]:
+    """The owner's role and the draft of `pending_request_json` (ValueError/KeyError if absent
+    or unreadable: the approved command then fails to start rather than run as something else)."""
+    pending = json.loads(text or "{}")
+    role = pending.get("owner_role", "agent")
+    if role not in get_args(Role):
+        raise ValueError(f"stored owner role {role!r} is not a role")
+    return role, Draft.from_json(pending["draft"])
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+
+def validate_command(command: str, *, max_bytes: int) -> None:
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size == 0:
+        raise InvalidRequestError("command must not be empty")
+    if size > max_bytes:
+        raise InvalidRequestError(f"command is {size} bytes; the limit is {max_bytes} bytes")
+    if "\0" in command:
+        raise InvalidRequestError("command must not contain a NUL byte")
+
+
+def validate_env(env: dict[str, str] | None) -> None:
+    """Names a shell can export, values without NUL (sessions configure an env too)."""
+    for key, value in (env or {}).items():
+        if not ENV_NAME.match(key):
+            raise InvalidRequestError(f"Invalid bash env name: {key}")
+        if "\0" in value:
+            raise InvalidRequestError(f"env value of {key} must not contain a NUL byte")
+
+
+# --- drafts -----------------------------------------------------------------------------------
+
+
+def draft_from_request(request: ExecutionCreate, *, session_pty: bool | None) -> Draft:
+    """The request with a leading `cd DIR &&` turned into its working directory; `session_pty`
+    is the session's default for a request that did not say `pty`."""
+    command, cwd_request = request.command, request.cwd or None
+    if cwd_request is None:
+        leading = extract_leading_cd(command)
+        if leading is not None:
+            cwd_request, command = leading.target, leading.rest
+    pty = request.pty
+    if session_pty is not None and "pty" not in request.model_fields_set:
+        pty = session_pty
+    return Draft(
+        original_command=request.command,
+        command=command,
+        cwd_request=cwd_request,
+        env=request.env or None,
+        timeout=request.timeout,
+        pty=pty,
+        async_=request.async_,
+        session=request.session,
+        tools=request.tools,
+        rows=clamp(request.rows, PTY_ROWS),
+        cols=clamp(request.cols, PTY_COLS),
+    )
+
+
+def runner_draft(command: str, *, session_id: str, timeout_seconds: float, pty: bool) -> Draft:
+    """A streaming-runner call: the command as given, in its session, on the runner's terminal."""
+    return Draft(
+        original_command=command,
+        command=command,
+        timeout=timeout_seconds,
+        pty=pty,
+        session=session_id,
+        rows=RUNNER_PTY_SIZE[0],
+        cols=RUNNER_PTY_SIZE[1],
+        streamed=True,
+    )
+
+
+def resolve_draft_timeout(draft: Draft, *, max_timeout: float) -> ResolvedTimeout:
+    if draft.streamed:
+        # The runner's deadline is the session's timeout_ms (or the call's raised one) as
+        # given: the 1..3600 s clamp belongs to executions; the server ceiling still holds.
+        seconds = min(draft.timeout, max_timeout) if max_timeout > 0 else draft.timeout
+        return ResolvedTimeout(seconds=seconds, requested=draft.timeout)
+    return resolve_timeout(draft.timeout, global_max=max_timeout)
+
+
+# --- artifact references ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """The draft's texts with `artifact://ex_…` replaced by log paths."""
+
+    command: str
+    env: dict[str, str] | None
+    cwd_request: str | None
+
+
+def referenced_artifacts(draft: Draft) -> set[str]:
+    texts = [draft.command, draft.cwd_request or "", *(draft.env or {}).values()]
+    return {match for text in texts for match in ARTIFACT_URL.findall(text)}
+
+
+def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:
+    """`paths`: the log path of every id `referenced_artifacts` found (checked by the caller).
+    The command gets shell-quoted paths; env values and the cwd take them as they are."""
+    if not paths:
+        return Expanded(draft.command, draft.env, draft.cwd_request)
+
+    def expand(text: str, quote: bool) -> str:
+        def replace(match: re.Match[str]) -> str:
+            path = paths[match.group(1)]
+            return shlex.quote(path) if quote else path
+
+        return ARTIFACT_URL.sub(replace, text)
+
+    env = {key: expand(value, False) for key, value in draft.env.items()} if draft.env else None
+    cwd = expand(draft.cwd_request, False) if draft.cwd_request else None
+    return Expanded(expand(draft.command, True), env, cwd)
+
+
+# --- working directory ------------------------------------------------------------------------
+
+
+def resolve_cwd(cwd_request: str | None, base: str) -> str:
+    """The validated working directory (does a stat: call it from a thread)."""
+    if not cwd_request:
+        path = Path(base)
+    else:
+        text = cwd_request.replace("\u00a0", " ").replace("\u202f", " ")
+        path = Path(os.path.expanduser(text))
+        if not path.is_absolute():
+            path = Path(base) / path
+    resolved = os.path.normpath(str(path))
+    try:
+        is_dir = os.path.isdir(resolved)
+        exists = is_dir or os.path.exists(resolved)
+    except (OSError, ValueError):
+        exists = is_dir = False
+    if not exists:
+        raise InvalidRequestError(f"Working directory does not exist: {resolved}")
+    if not is_dir:
+        raise InvalidRequestError(f"Working directory is not a directory: {resolved}")
+    return resolved
+
+
+def shown_cwd(cwd_request: str | None, base: str) -> str:
+    """Where the command would run, as shown to an approver: not checked yet, since the
+    working directory is resolved only once the command is approved (after the policy)."""
+    if not cwd_request:
+        return base
+    return os.path.normpath(os.path.join(base, os.path.expanduser(cwd_request)))

@@ -1,0 +1,287 @@
+"""Starting an execution whose policy verdict allows it: the interceptor, artifact references,
+the working directory, the timeout and the mode (foreground or job), then the spawn and its
+record. What happens once it runs is `lifecycle.py`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio.to_thread
+
+from app import crud
+from app.artifact_log import ArtifactLog
+from app.auth import Principal
+from app.environment import build_environment
+from app.errors import (
+    ForbiddenError,
+    InterceptedError,
+    InvalidRequestError,
+    JobLimitReachedError,
+    NotFoundError,
+)
+from app.executions.context import Context
+from app.executions.draft import (
+    Draft,
+    Expanded,
+    expand_artifacts,
+    referenced_artifacts,
+    resolve_cwd,
+    resolve_draft_timeout,
+    shown_cwd,
+)
+from app.executions.lifecycle import Lifecycle
+from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
+from app.models import Execution, ExecutionMode, ExecutionState
+from app.output import OutputSink
+from app.policy_service import PolicyService
+from app.process import RunningProcess, SpawnSpec, boot_id
+from app.registry import LiveExecution
+from app.timeouts import ResolvedTimeout
+
+logger = logging.getLogger("shellgate.executions")
+
+
+@dataclass
+class Launch:
+    live: LiveExecution
+    foreground_wait: float | None  # seconds before auto-background; None = wait to the end
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything decided before the spawn."""
+
+    expanded: Expanded
+    session: SessionContext | None
+    cwd: str
+    timeout: ResolvedTimeout
+    mode: ExecutionMode
+    foreground_wait: float | None
+
+
+class Launcher:
+    def __init__(
+        self,
+        context: Context,
+        policy: PolicyService,
+        sessions: SessionBinding,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self._ctx = context
+        self._policy = policy
+        self._sessions = sessions
+        self._lifecycle = lifecycle
+        self._boot_id = boot_id()
+
+    async def launch(
+        self,
+        *,
+        execution_id: str,
+        owner: Principal,
+        draft: Draft,
+        caller_waiting: bool,
+        existing: bool = False,
+    ) -> Launch:
+        """Start the command; `existing`: its record was written while it awaited approval."""
+        plan = await self._plan(owner, draft, caller_waiting)
+        live = self._new_live(execution_id, owner.name, plan)
+        # _plan checked the cap on this same loop turn; reserving cannot fail here.
+        if plan.mode is ExecutionMode.job and not self._ctx.registry.reserve_job_slot(live):
+            raise JobLimitReachedError(self._ctx.registry.max_jobs)
+        session_call = self._session_call(live, draft, plan)
+        process = await self._spawn(live, draft, plan, session_call)
+        await self._record(live, process, owner, draft, plan, existing, session_call)
+        self._lifecycle.watch(live, plan.timeout, session_call)
+        self._ctx.changes.notify(execution_id)
+        self._ctx.metrics.executions_started.labels(plan.mode.value).inc()
+        logger.info(
+            "started %s for %s (%s, pid %s): %s",
+            execution_id,
+            owner.name,
+            plan.mode,
+            process.pid,
+            plan.expanded.command,
+        )
+        return Launch(live, plan.foreground_wait, plan.timeout.notices)
+
+    def approval_cwd(self, draft: Draft, owner: Principal) -> str:
+        """Where the command would run, shown to the approver (checked once approved)."""
+        if draft.session is None:
+            base = str(self._ctx.settings.workspace)
+        else:
+            base = self._sessions.known_cwd(draft.session, owner)
+        return shown_cwd(draft.cwd_request, base)
+
+    # --- before the spawn ---------------------------------------------------------------------
+
+    async def _plan(self, owner: Principal, draft: Draft, caller_waiting: bool) -> _Plan:
+        self._intercept(draft)
+        expanded = expand_artifacts(draft, await self._artifact_paths(owner, draft))
+        session = None
+        if draft.session is not None:
+            session = await self._sessions.context(draft.session, owner)
+        base = session.cwd if session is not None else str(self._ctx.settings.workspace)
+        cwd = resolve_cwd(expanded.cwd_request, base)
+        timeout = resolve_draft_timeout(draft, max_timeout=self._ctx.settings.max_timeout)
+        mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
+        return _Plan(expanded, session, cwd, timeout, mode, foreground_wait)
+
+    def _intercept(self, draft: Draft) -> None:
+        hit = self._policy.intercept(draft.original_command, draft.tools, rewritten=draft.command)
+        if hit is not None:
+            self._ctx.metrics.interceptions.inc()
+            raise InterceptedError(hit.message, details={"tool": hit.tool})
+
+    async def _artifact_paths(self, owner: Principal, draft: Draft) -> dict[str, str]:
+        paths: dict[str, str] = {}
+        for artifact_id in referenced_artifacts(draft):
+            record = await self._ctx.db.call(crud.get_execution, execution_id=artifact_id)
+            if record is None:
+                raise NotFoundError(f"artifact://{artifact_id} not found")
+            if record.owner != owner.name and not owner.is_admin:
+                raise ForbiddenError(f"artifact://{artifact_id} belongs to another owner")
+            paths[artifact_id] = record.artifact_path
+        return paths
+
+    def _choose_mode(
+        self, draft: Draft, timeout: ResolvedTimeout, caller_waiting: bool
+    ) -> tuple[ExecutionMode, float | None]:
+        if draft.streamed:
+            # The runner's caller reads the stream to the end: a 202 would break its protocol.
+            # Approved after its caller left, it still runs in the foreground, to its deadline.
+            return ExecutionMode.foreground, None
+        if draft.async_ or not caller_waiting:
+            if self._ctx.registry.at_capacity:
+                raise JobLimitReachedError(self._ctx.registry.max_jobs)
+            return ExecutionMode.job, 0.0
+        threshold = self._ctx.settings.auto_background_ms / 1000
+        if threshold <= 0 or draft.pty or self._ctx.registry.at_capacity:
+            # At the cap auto-background is skipped silently (reference §2.1).
+            return ExecutionMode.foreground, None
+        if timeout.seconds is None:
+            wait = threshold
+        else:
+            wait = max(0.0, min(threshold, timeout.seconds - 1))
+        if wait == 0:
+            return ExecutionMode.job, 0.0
+        return ExecutionMode.foreground, wait
+
+    def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
+        log = ArtifactLog.create(
+            self._ctx.settings.artifacts_dir,
+            execution_id,
+            max_bytes=self._ctx.settings.artifact_max_bytes,
+        )
+        live = LiveExecution(
+            execution_id,
+            owner=owner,
+            log=log,
+            sink=OutputSink(),
+            loop=asyncio.get_running_loop(),
+        )
+        live.mode = plan.mode
+        live.notices = list(plan.timeout.notices)
+        return live
+
+    def _session_call(self, live: LiveExecution, draft: Draft, plan: _Plan) -> SessionCall | None:
+        if plan.session is None:
+            return None
+        # The session spawns its own wrapper around the command (state restore and save);
+        # the record, the policy and the interceptor only ever see the user's command.
+        call = CallRequest(
+            execution_id=live.id,
+            command=plan.expanded.command,
+            caller_env=plan.expanded.env,
+            pty=draft.pty,
+            may_save_state=plan.mode is ExecutionMode.foreground,
+        )
+        return self._sessions.begin_call(plan.session, call)
+
+    # --- the spawn and its record -------------------------------------------------------------
+
+    async def _spawn(
+        self, live: LiveExecution, draft: Draft, plan: _Plan, session_call: SessionCall | None
+    ) -> RunningProcess:
+        if session_call is not None:
+            argv, env = session_call.argv, session_call.env
+        else:
+            argv = [self._ctx.settings.shell, "-c", plan.expanded.command]
+            env = build_environment(
+                execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
+            )
+        spec = SpawnSpec(
+            argv=argv, cwd=plan.cwd, env=env, pty=draft.pty, rows=draft.rows, cols=draft.cols
+        )
+        try:
+            process = await anyio.to_thread.run_sync(
+                lambda: RunningProcess(spec, live.accept_output, live.accept_exit)
+            )
+        except OSError as error:
+            self._ctx.registry.release_job_slot(live)
+            live.log.finish()
+            if session_call is not None:
+                session_call.abandon()
+            raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
+        live.process = process
+        self._ctx.registry.add(live)
+        if session_call is not None:
+            session_call.started(live)
+        return process
+
+    async def _record(
+        self,
+        live: LiveExecution,
+        process: RunningProcess,
+        owner: Principal,
+        draft: Draft,
+        plan: _Plan,
+        existing: bool,
+        session_call: SessionCall | None,
+    ) -> None:
+        now = datetime.now(UTC)
+        timeout = plan.timeout
+        values: dict[str, Any] = {
+            "command": plan.expanded.command,
+            "cwd": plan.cwd,
+            "state": ExecutionState.running.value,
+            "mode": plan.mode.value,
+            "pty": draft.pty,
+            "session_id": draft.session,
+            "pid": process.pid,
+            "pgid": process.pgid,
+            "proc_start_ticks": process.start_ticks,
+            "boot_id": self._boot_id,
+            "timeout_seconds": timeout.seconds,
+            "requested_timeout_seconds": timeout.requested if timeout.clamped else None,
+            "timeout_disabled": timeout.disabled,
+            "notices": json.dumps(timeout.notices),
+            "artifact_path": str(live.log.path),
+            "started_at": now,
+            "pending_request": None,
+        }
+        try:
+            if existing:
+                await self._ctx.db.call(crud.update_execution, execution_id=live.id, values=values)
+            else:
+                record = Execution(
+                    id=live.id,
+                    owner=owner.name,
+                    original_command=draft.original_command,
+                    created_at=now,
+                    **values,
+                )
+                live.record = await self._ctx.db.call(crud.insert_execution, execution=record)
+        except Exception:
+            # Without a record nobody could ever see or cancel it: do not let it run.
+            process.kill_group()
+            self._ctx.registry.release_job_slot(live)
+            self._ctx.registry.remove(live.id)
+            if session_call is not None:
+                session_call.abandon()
+            raise

@@ -1,0 +1,154 @@
+"""A started execution's life after the spawn: wait for its exit, let its session settle, write
+the terminal record and free its place; and the terminal record of one that never ran.
+Deadlines and the kill escalation are the registry's (`Registry.arm_deadline`, `terminate`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from app import crud
+from app.executions.context import Context
+from app.executions.ports import SessionCall
+from app.models import Execution, ExecutionState
+from app.output import truncation_footer
+from app.registry import LiveExecution
+from app.result_text import CANCELLED_NOTICE, LOST_NOTICE, final_text, timeout_notice
+from app.timeouts import ResolvedTimeout
+
+logger = logging.getLogger("shellgate.executions")
+
+FINAL_WRITE_ATTEMPTS = 5
+SHUTDOWN_WAIT_SECONDS = 5.0
+
+
+class Lifecycle:
+    def __init__(self, context: Context) -> None:
+        self._db = context.db
+        self._registry = context.registry
+        self._metrics = context.metrics
+        self._changes = context.changes
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def watch(
+        self, live: LiveExecution, limit: ResolvedTimeout, session_call: SessionCall | None
+    ) -> None:
+        """Arm the deadline and supervise the execution until its terminal record is written."""
+        self._registry.arm_deadline(live, limit.seconds)
+        self._track(self._supervise(live, limit, session_call))
+
+    async def _supervise(
+        self, live: LiveExecution, limit: ResolvedTimeout, session_call: SessionCall | None
+    ) -> None:
+        status = await live.exited
+        if session_call is not None:
+            # Before the record turns terminal: whoever sees the end and calls again in the
+            # session must find the state this call saved.
+            try:
+                await session_call.settle(live)
+            except Exception:
+                logger.exception("session bookkeeping failed after %s", live.id)
+        if live.lost:
+            state = ExecutionState.lost
+            notice: str | None = None
+        elif live.timed_out:
+            state, notice = ExecutionState.timed_out, timeout_notice(limit.seconds)
+        elif live.cancelled:
+            state, notice = ExecutionState.cancelled, CANCELLED_NOTICE
+        elif status.exit_code == 0:
+            state, notice = ExecutionState.completed, None
+        else:
+            state, notice = ExecutionState.failed, None
+        summary = live.summary(notice)
+        values: dict[str, Any] = {
+            "state": state.value,
+            "exit_code": None if notice or live.lost else status.exit_code,
+            "signal": status.signal,
+            "timed_out": live.timed_out,
+            **summary.record_fields(),
+            "wall_time_ms": live.wall_time_ms,
+            "finished_at": datetime.now(UTC),
+        }
+        notices = [*live.notices, LOST_NOTICE] if live.lost else live.notices
+        values["notices"] = json.dumps(notices)
+        values["text"] = final_text(
+            body=summary.output,
+            wall_time_ms=live.wall_time_ms,
+            notices=notices,
+            state=state,
+            exit_code=values["exit_code"],
+            footer=truncation_footer(summary, live.id),
+        )
+        try:
+            if await self._write_final(live.id, values) and live.record is not None:
+                # The waiting caller answers from this copy: one database read fewer per call.
+                for key, value in values.items():
+                    setattr(live.record, key, value)
+            else:
+                live.record = None
+        finally:
+            self._registry.release_job_slot(live)
+            self._registry.remove(live.id)
+            live.finished.set()
+            self._changes.notify(live.id)
+            self._metrics.executions_finished.labels(state.value).inc()
+
+    async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
+        # The record is the only way anyone learns the result: retry a busy database.
+        for attempt in range(FINAL_WRITE_ATTEMPTS):
+            try:
+                return await self._db.call(
+                    crud.finish_execution, execution_id=execution_id, values=values
+                )
+            except Exception:
+                logger.exception("could not record the end of %s (try %d)", execution_id, attempt)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        return False
+
+    async def finish_without_process(
+        self, record: Execution, state: ExecutionState, *, notice: str | None = None
+    ) -> None:
+        """The terminal record of an execution that never ran (rejected, cancelled, failed to
+        start after its approval)."""
+        notices = json.loads(record.notices)
+        if notice:
+            notices.append(notice)
+        text = final_text(
+            body="", wall_time_ms=None, notices=notices, state=state, exit_code=None, footer=None
+        )
+        await self._db.call(
+            crud.finish_execution,
+            execution_id=record.id,
+            values={
+                "state": state.value,
+                "finished_at": datetime.now(UTC),
+                "notices": json.dumps(notices),
+                "pending_request": None,
+                "output": "",
+                "text": text,
+            },
+        )
+        self._changes.notify(record.id)
+
+    async def shutdown(self) -> None:
+        """Stopping the server ends its commands: their groups are killed and they read `lost`."""
+        lives = list(self._registry.live.values())
+        grace = min(1.0, self._registry.kill_grace_seconds)
+        for live in lives:
+            live.lost = True
+            self._registry.terminate(live, grace=grace)
+        for live in lives:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(live.finished.wait(), SHUTDOWN_WAIT_SECONDS)
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _track(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,57 @@
+"""What an execution needs from the session it runs in. `app/sessions.py` provides it; this
+module only names the shape, so that neither side imports the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.auth import Principal
+from app.registry import LiveExecution
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    id: str
+    cwd: str
+    env: dict[str, str]
+    pty: bool
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """One execution the session is asked to run."""
+
+    execution_id: str
+    command: str
+    caller_env: dict[str, str] | None
+    pty: bool
+    may_save_state: bool  # a foreground call may become the session's state owner
+
+
+class SessionCall(Protocol):
+    """One execution inside a session: what to spawn instead of `bash -c <command>`, and the
+    session's bookkeeping around the process's life."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def started(self, live: LiveExecution) -> None: ...
+
+    async def settle(self, live: LiveExecution) -> None:
+        """After the process exited, before the terminal record is written."""
+
+    def abandon(self) -> None:
+        """The process never ran (or was killed before anyone could see it)."""
+
+
+class SessionBinding(Protocol):
+    async def context(self, session_id: str, principal: Principal) -> SessionContext:
+        """The session if this principal may use it, else NotFoundError."""
+
+    def known_cwd(self, session_id: str, principal: Principal) -> str:
+        """The cwd of a session `context` has already loaded (no I/O), else NotFoundError."""
+
+    def begin_call(self, context: SessionContext, call: CallRequest) -> SessionCall:
+        """Take the call into the session's bookkeeping; NotFoundError if it is gone."""
+        ...

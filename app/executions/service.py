@@ -1,0 +1,210 @@
+"""The execution use-cases, as the routes, the MCP server and the session runner call them.
+Each one reads as its phases; the phases live in the modules named after them:
+
+    draft.py          checks and rewrites of a request (pure)
+    (the policy)      `PolicyService.evaluate`: allow, prompt or deny
+    approval_flow.py  hold a `prompt`ed call for a human decision, then start or reject it
+    launch.py         interceptor, cwd, timeout, mode; spawn and record
+    answer.py         the caller's answer: the result, or 202 once auto-backgrounded
+    lifecycle.py      exit, session bookkeeping, terminal record
+    views.py          reads: record → wire, long-poll, list, output log
+    control.py        keystrokes, resize, signals, cancel
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.approvals import ApprovalService
+from app.artifact_log import ArtifactLog
+from app.auth import Principal
+from app.config import Settings
+from app.db import Database
+from app.errors import ConflictError, PolicyDeniedError
+from app.executions import draft as drafts
+from app.executions.answer import Answers, Outcome
+from app.executions.approval_flow import ApprovalFlow
+from app.executions.changes import StateChanges
+from app.executions.context import Context
+from app.executions.control import Controls, require_control
+from app.executions.launch import Launcher
+from app.executions.lifecycle import Lifecycle
+from app.executions.ports import SessionBinding, SessionContext
+from app.executions.views import ExecutionReader, OutputPage, is_terminal
+from app.metrics import Metrics
+from app.models import Execution, ExecutionState
+from app.policy import Approval as PolicyApproval
+from app.policy import Verdict
+from app.policy_service import PolicyService
+from app.registry import LiveExecution, Registry
+from app.schemas import ExecutionCreate, ExecutionPublic
+
+logger = logging.getLogger("shellgate.executions")
+
+
+class ExecutionService:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        registry: Registry,
+        policy: PolicyService,
+        metrics: Metrics,
+        sessions: SessionBinding,
+    ) -> None:
+        self._settings = settings
+        self._policy = policy
+        self._metrics = metrics
+        self._sessions = sessions
+        settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        context = Context(settings, db, registry, metrics, StateChanges())
+        self._reader = ExecutionReader(context)
+        self._lifecycle = Lifecycle(context)
+        self._launcher = Launcher(context, policy, sessions, self._lifecycle)
+        self._answers = Answers(context, self._reader)
+        self._approval_flow = ApprovalFlow(
+            context, self._launcher, self._lifecycle, self._answers, self._reader
+        )
+        self._controls = Controls(context, self._reader)
+
+    @property
+    def approvals(self) -> ApprovalService:
+        """The approvals this service asks for (their decisions come back to it)."""
+        return self._approval_flow.approvals
+
+    # --- running a command --------------------------------------------------------------------
+
+    async def submit(self, principal: Principal, request: ExecutionCreate) -> Outcome:
+        """`POST /v1/executions`: checks, policy, then run (or hold for approval) and answer."""
+        session = await self._admit(principal, request.command, request.env, request.session)
+        session_pty = session.pty if session is not None else None
+        draft = drafts.draft_from_request(request, session_pty=session_pty)
+        verdict = await self._judge(principal, request.command)
+        if verdict.approval == PolicyApproval.prompt:
+            return await self._approval_flow.hold(
+                principal, draft, verdict.reason, request.approval_wait
+            )
+        launch = await self._launcher.launch(
+            execution_id=drafts.new_execution_id(),
+            owner=principal,
+            draft=draft,
+            caller_waiting=True,
+        )
+        return await self._answers.answer(launch)
+
+    async def start_streamed(
+        self, principal: Principal, *, session_id: str, command: str, timeout_seconds: float
+    ) -> tuple[str, LiveExecution | None]:
+        """A streaming-runner call: `submit`'s checks and policy, then a foreground run in the
+        session that never auto-backgrounds. Returns the execution id and its live execution
+        (None when an approved command already finished: read the record)."""
+        session = await self._admit(principal, command, None, session_id)
+        assert session is not None  # a session id was given
+        draft = drafts.runner_draft(
+            command, session_id=session_id, timeout_seconds=timeout_seconds, pty=session.pty
+        )
+        verdict = await self._judge(principal, command)
+        if verdict.approval == PolicyApproval.prompt:
+            return await self._approval_flow.follow_streamed(principal, draft, verdict.reason)
+        launch = await self._launcher.launch(
+            execution_id=drafts.new_execution_id(),
+            owner=principal,
+            draft=draft,
+            caller_waiting=True,
+        )
+        return launch.live.id, launch.live
+
+    async def _admit(
+        self,
+        principal: Principal,
+        command: str,
+        env: dict[str, str] | None,
+        session_id: str | None,
+    ) -> SessionContext | None:
+        """Who may run, the request's own checks, and its session (an unknown or another
+        owner's session is a 404 before the policy says anything)."""
+        principal.require("agent", "admin")
+        drafts.validate_command(command, max_bytes=self._settings.max_command_bytes)
+        drafts.validate_env(env)
+        if session_id is None:
+            return None
+        return await self._sessions.context(session_id, principal)
+
+    async def _judge(self, principal: Principal, command: str) -> Verdict:
+        """The policy's verdict on a command; a deny ends the call here (403)."""
+        verdict = await self._policy.evaluate(command)
+        self._metrics.policy_verdicts.labels(verdict.approval.value).inc()
+        if verdict.approval == PolicyApproval.deny:
+            logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
+            raise PolicyDeniedError(
+                verdict.reason,
+                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
+            )
+        return verdict
+
+    # --- reading ------------------------------------------------------------------------------
+
+    async def get(
+        self, principal: Principal, execution_id: str, wait: float = 0
+    ) -> ExecutionPublic:
+        """The record; with `wait`, long-polls up to that many seconds for a terminal state."""
+        return await self._reader.get(principal, execution_id, wait)
+
+    async def list_page(
+        self, principal: Principal, *, states: list[str] | None, limit: int, cursor: str | None
+    ) -> tuple[list[ExecutionPublic], str | None]:
+        return await self._reader.list_page(principal, states=states, limit=limit, cursor=cursor)
+
+    async def read_output(
+        self, principal: Principal, execution_id: str, offset: int, limit: int
+    ) -> OutputPage:
+        return await self._reader.read_output(principal, execution_id, offset, limit)
+
+    async def authorize_read(self, principal: Principal, execution_id: str) -> Execution:
+        """The record, if this principal may read it (else NotFoundError)."""
+        return await self._reader.readable(principal, execution_id)
+
+    def live_for(self, principal: Principal, execution_id: str) -> LiveExecution | None:
+        return self._reader.live_for(principal, execution_id)
+
+    async def wait_past_approval(
+        self, principal: Principal, execution_id: str, within: float
+    ) -> Execution:
+        """The record once it no longer awaits approval, or as it is after `within` seconds."""
+        await self._reader.readable(principal, execution_id)
+        return await self._reader.wait_past_approval(execution_id, within)
+
+    async def open_finished_log(self, execution_id: str) -> ArtifactLog | None:
+        """The output log of an execution that is no longer live (None: it never ran)."""
+        return await self._reader.open_finished_log(execution_id)
+
+    # --- driving ------------------------------------------------------------------------------
+
+    async def cancel(self, principal: Principal, execution_id: str) -> ExecutionPublic:
+        record = await self._reader.readable(principal, execution_id)
+        require_control(principal, record, "cancel")
+        if is_terminal(record):
+            raise ConflictError(f"execution {execution_id} is already {record.state}")
+        if record.state == ExecutionState.awaiting_approval:
+            decided = await self._approval_flow.cancel_awaiting(record, by=principal.name)
+            if decided is None:
+                return await self.get(principal, execution_id)
+            if is_terminal(decided):
+                raise ConflictError(f"execution {execution_id} is already {decided.state}")
+        await self._controls.cancel_running(execution_id)
+        return await self.get(principal, execution_id)
+
+    async def send_input(self, principal: Principal, execution_id: str, data: bytes) -> None:
+        await self._controls.send_input(principal, execution_id, data)
+
+    async def resize(self, principal: Principal, execution_id: str, rows: int, cols: int) -> None:
+        await self._controls.resize(principal, execution_id, rows, cols)
+
+    async def send_signal(self, principal: Principal, execution_id: str, sig: int) -> None:
+        await self._controls.send_signal(principal, execution_id, sig)
+
+    # --- the server's life --------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Stopping the server ends its commands: their groups are killed and they read `lost`."""
+        await self._lifecycle.shutdown()

@@ -1,0 +1,223 @@
+"""Reading executions: the record → wire mapping, who may read what, the long-poll, the list and
+the raw output log. Nothing here changes a record."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from app import crud
+from app.artifact_log import ArtifactLog
+from app.auth import Principal
+from app.errors import InvalidRequestError, NotFoundError
+from app.executions.context import Context
+from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
+from app.registry import LiveExecution
+from app.result_text import final_text
+from app.schemas import ApprovalSummary, ExecutionPublic
+from app.timestamps import aware_utc
+
+ERROR_STATES = frozenset(
+    {
+        ExecutionState.timed_out,
+        ExecutionState.cancelled,
+        ExecutionState.failed,
+        ExecutionState.lost,
+        ExecutionState.rejected,
+    }
+)
+
+
+@dataclass(frozen=True)
+class OutputPage:
+    data: bytes
+    total_bytes: int
+    complete: bool
+    next_offset: int
+
+
+def is_terminal(record: Execution) -> bool:
+    return ExecutionState(record.state).is_terminal
+
+
+def to_public(
+    record: Execution, live: LiveExecution | None = None, approval: Approval | None = None
+) -> ExecutionPublic:
+    """The wire form; a running execution (with `live`) shows its output so far."""
+    state = ExecutionState(record.state)
+    notices: list[str] = json.loads(record.notices)
+    if live is not None and not state.is_terminal:
+        summary = live.summary()
+        output, truncated = summary.output, summary.truncated
+        counts = (
+            summary.total_bytes,
+            summary.total_lines,
+            summary.output_bytes,
+            summary.output_lines,
+            summary.elided_bytes,
+        )
+        text = output if output else "(no output)"
+    else:
+        output = record.output or ""
+        truncated = record.truncated
+        counts = (
+            record.total_bytes,
+            record.total_lines,
+            record.output_bytes,
+            record.output_lines,
+            record.elided_bytes,
+        )
+        text = record.text or final_text(
+            body=output,
+            wall_time_ms=record.wall_time_ms,
+            notices=notices,
+            state=state,
+            exit_code=record.exit_code,
+            footer=None,
+        )
+    approval_summary = None
+    if approval is not None:
+        approval_summary = ApprovalSummary(
+            id=approval.id,
+            state=ApprovalState(approval.state),
+            reason=approval.reason,
+            expires_at=aware_utc(approval.expires_at),
+        )
+    return ExecutionPublic(
+        id=record.id,
+        state=state,
+        mode=ExecutionMode(record.mode),
+        owner=record.owner,
+        command=record.command,
+        cwd=record.cwd,
+        pty=record.pty,
+        session=record.session_id,
+        exit_code=record.exit_code,
+        signal=record.signal,
+        timed_out=record.timed_out,
+        output=output,
+        truncated=truncated,
+        total_bytes=counts[0],
+        total_lines=counts[1],
+        output_bytes=counts[2],
+        output_lines=counts[3],
+        elided_bytes=counts[4],
+        artifact=f"artifact://{record.id}",
+        wall_time_ms=record.wall_time_ms,
+        timeout_seconds=record.timeout_seconds,
+        requested_timeout_seconds=record.requested_timeout_seconds,
+        timeout_disabled=True if record.timeout_disabled else None,
+        notices=notices,
+        is_error=state in ERROR_STATES,
+        text=text,
+        approval=approval_summary,
+        created_at=aware_utc(record.created_at),
+        started_at=aware_utc(record.started_at),
+        finished_at=aware_utc(record.finished_at),
+    )
+
+
+class ExecutionReader:
+    def __init__(self, context: Context) -> None:
+        self._db = context.db
+        self._registry = context.registry
+        self._changes = context.changes
+        self._artifacts_dir = context.settings.artifacts_dir
+
+    async def record(self, execution_id: str) -> Execution:
+        record = await self._db.call(crud.get_execution, execution_id=execution_id)
+        if record is None:
+            raise NotFoundError(f"execution {execution_id} not found")
+        return record
+
+    async def readable(self, principal: Principal, execution_id: str) -> Execution:
+        """The record, if this principal may read it (else NotFoundError)."""
+        record = await self._db.call(crud.get_execution, execution_id=execution_id)
+        return principal.readable(record, f"execution {execution_id}")
+
+    def live_for(self, principal: Principal, execution_id: str) -> LiveExecution | None:
+        live = self._registry.get(execution_id)
+        if live is None or not principal.may_read(live.owner):
+            return None
+        return live
+
+    async def wait_for_terminal(self, execution_id: str, within: float) -> Execution:
+        return await self._changes.wait_until(
+            execution_id, lambda: self.record(execution_id), is_terminal, within
+        )
+
+    async def wait_past_approval(self, execution_id: str, within: float) -> Execution:
+        """The record once it no longer awaits approval (started, rejected or cancelled)."""
+        return await self._changes.wait_until(
+            execution_id,
+            lambda: self.record(execution_id),
+            lambda record: record.state != ExecutionState.awaiting_approval,
+            within,
+        )
+
+    async def get(
+        self, principal: Principal, execution_id: str, wait: float = 0
+    ) -> ExecutionPublic:
+        record = await self.readable(principal, execution_id)
+        if wait > 0 and not is_terminal(record):
+            record = await self.wait_for_terminal(execution_id, wait)
+        approval = None
+        if record.approval_id and record.state == ExecutionState.awaiting_approval:
+            approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)
+        return to_public(record, self._registry.get(execution_id), approval)
+
+    async def list_page(
+        self, principal: Principal, *, states: list[str] | None, limit: int, cursor: str | None
+    ) -> tuple[list[ExecutionPublic], str | None]:
+        decoded = None
+        if cursor:
+            try:
+                decoded = crud.decode_cursor(cursor)
+            except (ValueError, TypeError) as error:
+                raise InvalidRequestError("invalid cursor") from error
+        for state in states or []:
+            if state not in ExecutionState.__members__:
+                raise InvalidRequestError(f"unknown state: {state}")
+        owner = None if principal.reads_everything else principal.name
+        records = await self._db.call(
+            crud.list_executions, owner=owner, states=states, limit=limit + 1, cursor=decoded
+        )
+        next_cursor = crud.encode_cursor(records[limit - 1]) if len(records) > limit else None
+        page = [to_public(record, self._registry.get(record.id)) for record in records[:limit]]
+        return page, next_cursor
+
+    async def open_finished_log(self, execution_id: str) -> ArtifactLog | None:
+        """The log of an execution that is no longer live; None when it never started
+        (rejected, cancelled while awaiting approval) or was pruned."""
+        try:
+            return await anyio.to_thread.run_sync(
+                ArtifactLog.open_existing, self._artifacts_dir, execution_id
+            )
+        except OSError:
+            return None
+
+    async def read_output(
+        self, principal: Principal, execution_id: str, offset: int, limit: int
+    ) -> OutputPage:
+        """Raw log bytes from `offset`. Past the artifact cap the middle of the stream is gone:
+        a read there is empty and `next_offset` jumps to the kept tail."""
+        record = await self.readable(principal, execution_id)
+        live = self._registry.get(execution_id)
+        complete = False
+        if live is not None:
+            log = live.log
+        else:
+            complete = is_terminal(record)
+            finished = await self.open_finished_log(execution_id)
+            if finished is None:
+                return OutputPage(b"", 0, complete, offset)
+            log = finished
+
+        def read() -> OutputPage:
+            start = log.next_available(offset)
+            data = log.read(start, limit)
+            return OutputPage(data, log.total_bytes, complete, start + len(data))
+
+        return await anyio.to_thread.run_sync(read)
