@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from app.utf8 import ceil_boundary, floor_boundary
+
 HEAD_BYTES: Final = 20 * 1024
 TAIL_BYTES: Final = 50 * 1024
 MAX_COLUMNS: Final = 768
@@ -110,24 +112,6 @@ def truncation_footer(summary: OutputSummary, artifact_id: str) -> str | None:
     return "[" + ". ".join(parts) + "]"
 
 
-def _is_continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
-
-
-def _utf8_floor(data: bytes, index: int) -> int:
-    """The nearest character boundary at or before `index` (< len(data))."""
-    while index > 0 and _is_continuation(data[index]):
-        index -= 1
-    return index
-
-
-def _utf8_ceil(data: bytes, index: int) -> int:
-    """The nearest character boundary at or after `index`."""
-    while index < len(data) and _is_continuation(data[index]):
-        index += 1
-    return index
-
-
 def _partial_escape_start(data: bytes) -> int | None:
     """Where an escape sequence cut off by the end of `data` begins, if one is."""
     last = data.rfind(b"\x1b")
@@ -209,7 +193,7 @@ class OutputSink:
             head, tail = bytes(self._head) + self._held, b""
         else:
             head, tail = bytes(self._head), bytes(self._tail) + self._held
-            tail = tail[_utf8_ceil(tail, max(0, len(tail) - self._tail_limit)) :]
+            tail = tail[ceil_boundary(tail, max(0, len(tail) - self._tail_limit)) :]
         elided_bytes = self._kept_bytes + len(self._held) - len(head) - len(tail)
         total_lines = self._newlines + 1 if self._saw_text else 0
         head_lines = 0
@@ -318,7 +302,7 @@ class OutputSink:
             if newline >= 0:
                 pos, column = newline + 1, 0
                 continue
-            cut = _utf8_floor(data, pos + keep - column)
+            cut = floor_boundary(data, pos + keep - column)
             pieces += (data[emit_from:cut], _ELLIPSIS)
             self._column_truncated_lines += 1
             self._dropping = True
@@ -330,7 +314,7 @@ class OutputSink:
             length = column + size - line_start
             if length > keep:
                 # Those bytes survive only if the line ends within the cap: hold them back.
-                end = _utf8_floor(data, line_start + keep - column)
+                end = floor_boundary(data, line_start + keep - column)
                 self._held = data[end:]
                 length = column + end - line_start
             self._column = length
@@ -346,7 +330,7 @@ class OutputSink:
             if len(data) <= room:
                 self._head += data
                 return
-            cut = _utf8_floor(data, room)
+            cut = floor_boundary(data, room)
             self._head += data[:cut]
             data = data[cut:]
             # Closed for good even if a few bytes of room are left: later bytes must not

@@ -26,6 +26,7 @@ from app.policy import first_runner_critical_match
 from app.process import OutputStream
 from app.registry import LiveExecution
 from app.schemas import SESSION_MAX_TIMEOUT_MS
+from app.utf8 import incomplete_tail
 
 TOOL_NAME: Final = "bash_run"
 # The reference reads each pipe 4096 bytes at a time; an item never carries more.
@@ -110,24 +111,6 @@ def runner_tool(timeout_ms: int) -> dict[str, Any]:
 # --- items ------------------------------------------------------------------------------------
 
 
-def incomplete_utf8_tail(data: bytes) -> int:
-    """How many trailing bytes start a UTF-8 character that the next chunk should finish."""
-    for back in range(1, min(3, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0x80:
-            continue  # a continuation byte: look further back for the lead
-        if byte & 0xE0 == 0xC0:
-            needed = 2
-        elif byte & 0xF0 == 0xE0:
-            needed = 3
-        elif byte & 0xF8 == 0xF0:
-            needed = 4
-        else:
-            return 0
-        return back if needed > back else 0
-    return 0
-
-
 def data_item(stream: str, chunk: bytes, truncated: bool) -> dict[str, Any]:
     """`truncated` is the reference's "the read filled the buffer": more may follow."""
     encoding = None
@@ -178,7 +161,7 @@ class ItemEncoder:
             window = buffer[:ITEM_BYTES]
             # A character cut by the item size moves to the next item; one cut by the end of
             # what has arrived waits for the next read of the same stream.
-            cut = len(window) - incomplete_utf8_tail(window)
+            cut = len(window) - incomplete_tail(window)
             if cut == 0:
                 break
             full = len(window) == ITEM_BYTES

@@ -48,6 +48,7 @@ from app.schemas import (
     WsResizeFrame,
     WsSignalFrame,
 )
+from app.utf8 import MAX_CONTINUATION, floor_boundary
 
 # The most log bytes one output frame carries: backpressure acts at this grain.
 FRAME_BYTES: Final = 64 * 1024
@@ -243,9 +244,7 @@ def _frame_cuts(data: bytes, start: int, stop: int, frame_bytes: int) -> list[tu
     cuts: list[tuple[int, int]] = []
     while stop - start > frame_bytes:
         cut = start + frame_bytes
-        floor = max(start + 1, cut - 3)
-        while cut > floor and 0x80 <= data[cut] < 0xC0:  # a continuation byte
-            cut -= 1
+        cut = floor_boundary(data, cut, lowest=max(start + 1, cut - MAX_CONTINUATION))
         cuts.append((start, cut))
         start = cut
     cuts.append((start, stop))

@@ -17,7 +17,6 @@ from app.runner import (
     ITEM_BYTES,
     ItemEncoder,
     check_run,
-    incomplete_utf8_tail,
     ndjson_line,
     runner_tool,
     status_item,
@@ -204,23 +203,6 @@ def test_items_reassemble_the_exact_bytes_of_each_stream(
         size = len(base64.b64decode(raw)) if item.get("encoding") else len(raw.encode())
         assert 0 < size <= ITEM_BYTES
         assert item["stdout" if to_stderr else "stderr"] == ""
-
-
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        (b"", 0),
-        (b"abc", 0),
-        ("é".encode()[:1], 1),
-        ("€".encode()[:2], 2),
-        ("𝄞".encode()[:3], 3),
-        ("𝄞".encode(), 0),
-        (b"\x80\x80\x80", 0),
-        (b"a\xff", 0),
-    ],
-)
-def test_incomplete_utf8_tail(data: bytes, expected: int) -> None:
-    assert incomplete_utf8_tail(data) == expected
 
 
 def test_status_items() -> None:
