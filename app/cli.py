@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -90,7 +89,6 @@ EXIT_NOT_FINISHED = 1
 EXIT_REFUSED = 2
 EXIT_UNREACHABLE = 3
 COMMAND_COLUMN_CHARS = 60
-FOLLOW_POLL_SECONDS = 0.2
 FOREGROUND_POLL_SECONDS = 60.0
 UNFINISHED_STATES = {
     "timed_out": "timed out",
@@ -314,6 +312,11 @@ def logs(
     out = sys.stdout.buffer
     offset = 0
     with _server(ctx) as client:
+        if follow:
+            for chunk in client.follow_output(execution_id):
+                out.write(chunk)
+                out.flush()
+            return
         while True:
             page = client.read_output(execution_id, offset=offset)
             if page.data:
@@ -324,11 +327,8 @@ def logs(
             offset = page.next_offset
             if page.complete and offset >= page.total_bytes:
                 return
-            if progressed:
-                continue
-            if page.complete or not follow:
+            if not progressed:
                 return
-            time.sleep(FOLLOW_POLL_SECONDS)
 
 
 @cli.command()

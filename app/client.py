@@ -7,13 +7,17 @@ see an httpx exception.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import ValidationError
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import connect
 
 from app.policy import PolicyDocument
 from app.schemas import ApprovalPublic, ApprovalsPublic, ExecutionPublic, ExecutionsPublic
@@ -89,6 +93,7 @@ class ShellgateClient:
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
+        self._token = token
         try:
             self._http = httpx.Client(
                 base_url=self.base_url,
@@ -223,6 +228,41 @@ class ShellgateClient:
         except (KeyError, ValueError):
             raise ClientError(
                 response.status_code, "bad_response", "output answer lacks its offset headers"
+            ) from None
+
+    def follow_output(self, execution_id: str, *, offset: int = 0) -> Iterator[bytes]:
+        """The raw log from `offset` as the execution writes it, until it ends: the live stream
+        (`WS /v1/executions/{id}/stream`), so new bytes arrive as they are written."""
+        url = "ws" + self.base_url.removeprefix("http") + f"/v1/executions/{execution_id}/stream"
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            with connect(
+                f"{url}?offset={offset}",
+                additional_headers=headers,
+                open_timeout=CONNECT_SECONDS,
+                max_size=None,
+            ) as socket:
+                for message in socket:
+                    frame = json.loads(message)
+                    if frame["type"] == "output":
+                        data = frame["data"]
+                        yield (
+                            base64.b64decode(data)
+                            if frame.get("encoding") == "base64"
+                            else data.encode("utf-8")
+                        )
+                    elif frame["type"] == "exit":
+                        return
+        except ConnectionClosed as closed:
+            # The server refuses with close code 4000 + the HTTP status, the message as reason.
+            code = closed.rcvd.code if closed.rcvd is not None else 0
+            reason = closed.rcvd.reason if closed.rcvd is not None else ""
+            if 4400 <= code < 4600:
+                raise ClientError(code - 4000, "stream_refused", reason) from None
+            raise ServerUnreachableError(f"the stream of {execution_id} broke off") from None
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as error:
+            raise ServerUnreachableError(
+                f"cannot stream from {self.base_url}: {error or type(error).__name__}"
             ) from None
 
     # Approvals

@@ -89,6 +89,20 @@ def test_logs_writes_the_exact_bytes(server: LiveServer) -> None:
     assert again.stdout_bytes == b"a\nbc"
 
 
+def test_logs_follow_receives_bytes_written_after_it_started(server: LiveServer) -> None:
+    # The job is still running when `logs --follow` connects; the rest arrives on the stream.
+    execution_id = start_job(server, "printf 'first\\n'; sleep 1; printf '\\xff-second'")
+    result = shellgate(server.base_url, AGENT, "logs", "--follow", execution_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == b"first\n\xff-second"
+
+
+def test_logs_follow_of_an_unknown_execution_is_refused(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "logs", "--follow", "ex_doesnotexist00000")
+    assert result.exit_code == 2
+    assert "not found" in result.output
+
+
 def test_cancel_ends_the_job_and_wait_exits_one(server: LiveServer) -> None:
     execution_id = start_job(server, "sleep 30")
     result = shellgate(server.base_url, AGENT, "cancel", execution_id)
