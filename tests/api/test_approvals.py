@@ -421,6 +421,44 @@ def test_a_pending_approval_survives_a_restart_and_then_runs(
         second.stop()
 
 
+def test_a_draft_stored_without_a_version_still_starts_after_approval(
+    gated: LiveServer, approver: httpx.Client
+) -> None:
+    with gated.client(AGENT) as alice:
+        pending = alice.post(
+            "/v1/executions", json={"command": "echo ask-old-draft", "async": True}
+        ).json()
+        assert pending["state"] == "awaiting_approval"
+        # The row as a server from before drafts were versioned wrote it.
+        old_draft = {
+            "original_command": "echo ask-old-draft",
+            "command": "echo ask-old-draft",
+            "cwd_request": None,
+            "env": None,
+            "timeout": 300,
+            "pty": False,
+            "async_": True,
+            "session": None,
+            "tools": None,
+            "rows": 40,
+            "cols": 120,
+            "streamed": False,
+        }
+        stored = json.dumps({"owner_role": "agent", "draft": json.dumps(old_draft)})
+        db = sqlite3.connect(gated.data_dir / "shellgate.db")
+        with db:
+            db.execute(
+                "UPDATE executions SET pending_request = ? WHERE id = ?", (stored, pending["id"])
+            )
+        db.close()
+        assert (
+            approver.post(f"/v1/approvals/{pending['approval']['id']}/approve").status_code == 200
+        )
+        final = alice.get(f"/v1/executions/{pending['id']}", params={"wait": 20}).json()
+    assert final["state"] == "completed"
+    assert final["output"] == "ask-old-draft\n"
+
+
 # --- the approvals stream ---------------------------------------------------------------------
 
 
