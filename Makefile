@@ -30,10 +30,13 @@ run: $(STAMP)
 test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -q
 
+# ruff's banned imports (pyproject.toml, app/api/ruff.toml) are the layering check.
 lint: $(STAMP)
 	$(BIN)/ruff format --check app tests bench migrations
 	$(BIN)/ruff check app tests bench migrations
 	$(BIN)/mypy app
+	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for app/*.sh (Debian: apt-get install shellcheck)"; exit 1; }
+	shellcheck app/*.sh
 
 format: $(STAMP)
 	$(BIN)/ruff format app tests bench migrations

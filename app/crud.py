@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, update
+from sqlalchemy import and_, delete, func, or_, text, update
 from sqlmodel import Session, col, select
 
 from app.models import (
@@ -25,6 +25,11 @@ from app.models import (
 )
 
 ACTIVE_STATES = (ExecutionState.awaiting_approval.value, ExecutionState.running.value)
+
+
+def ping(session: Session) -> None:
+    """A round trip to the database (readiness)."""
+    session.execute(text("SELECT 1"))
 
 
 def insert_execution(session: Session, *, execution: Execution) -> Execution:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
-from app import __version__
+from app import __version__, crud
 from app.api.deps import PrincipalDep, ServicesDep
 from app.schemas import Health, Info, ToolObject
 from app.tool_description import execution_tool
@@ -25,12 +23,8 @@ async def healthz() -> Health:
 
 @router.get("/readyz", response_model=Health, responses={503: {}}, summary="The database answers")
 async def readyz(services: ServicesDep) -> Any:
-    def ping() -> None:
-        with services.db.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-
     try:
-        await anyio.to_thread.run_sync(ping)
+        await services.db.call(crud.ping)
     except Exception:
         return JSONResponse(
             {"error": {"code": "unavailable", "message": "database unavailable", "details": {}}},
