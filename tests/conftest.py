@@ -6,7 +6,6 @@ import contextlib
 import os
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import uvicorn
 
 from app.config import Settings
 from app.main import create_app
+from tests.waiting import eventually
 
 AGENT = "agent-secret-0123456789"
 AGENT2 = "agent2-secret-0123456789"
@@ -78,11 +78,11 @@ def serve(settings: Settings) -> Iterator[LiveServer]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("test server did not start")
-        time.sleep(0.02)
+    eventually(
+        lambda: server.started or not thread.is_alive(), what="the test server's start", within=30
+    )
+    if not server.started:
+        raise RuntimeError("test server did not start")
     try:
         yield LiveServer(f"http://127.0.0.1:{port}", settings, settings.data_dir)
     finally:

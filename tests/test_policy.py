@@ -16,6 +16,7 @@ Skipped, with the reason:
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -560,62 +561,43 @@ def test_critical_patterns_stay_linear_on_adversarial_input() -> None:
 
 # --- the runner's list (streaming-runner-and-policies.md §1.5) -------------------------------
 
-RUNNER_SOURCES = [
-    r"(?i)\brm\s+-[a-z]*[rRfF][a-z]*\s+\/",
-    r"(?i)\bsudo\s+rm\b",
-    r"(?i)\bchmod\s+-R\s+[0-7]+\s+\/",
-    r"\bchmod\s+-R\s+[ugoa+\-=rwxXst,]+\s+\/",
-    r"(?i)\bchown\s+-R\s+\S+\s+\/",
-    r"(?i):\(\)\s*\{\s*:\s*\|\s*:",
-    r"(?i)>\s*\/dev\/sd[a-z]",
-    r"(?i)\bmkfs(\.|\b)",
-    r"(?i)\bdd\s+if=.+of=\/dev\/",
-    r"(?i)\bshred\s+\/dev\/",
-    r"(?i)\bcryptsetup\b",
-    r"(?i)>\s*\/etc\/(?:passwd|shadow|sudoers)\b",
-    r"(?i)\btee\s+(?:-a\s+)?\/etc\/(?:passwd|shadow|sudoers)\b",
-    r"(?i)\b(?:curl|wget|fetch)\b[^|]*\|\s*(?:bash|sh|zsh|fish)\b",
-    r"(?i)(?:^|[\s;&|(])(?:bash|sh|zsh|source|\.)\s+<\(\s*(?:curl|wget|fetch)\b",
-    r"""(?i)\beval\s+["'`]?\$\(\s*(?:curl|wget|fetch)\b|\beval\s+`\s*(?:curl|wget|fetch)\b""",
-    r"\bkill\s+-9\s+1\b",
-    r"(?i)(?:^|[\s;&|(])(?:shutdown|poweroff|reboot|halt)(?:\s|$|[;|&])",
-    r"(?i)(?:^|[\s;&|(])init\s+0\b",
-    r"(?i)\bnc\b[^|;]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s",
+# One command per pattern, each caught first by the pattern at `index` (the runner reports the
+# first pattern that matches, in the reference's order).
+RUNNER_EXAMPLES = [
+    ("rm -rf /", 0),
+    ("sudo rm -rf /", 0),  # first match wins: pattern 0 is checked before `sudo rm`
+    ("sudo rm x", 1),
+    ("chmod -R 777 /", 2),
+    ("chmod -R u+x /", 3),
+    ("chown -R me /", 4),
+    (":(){ :|:& };:", 5),
+    ("cat x > /dev/sda", 6),
+    ("mkfs.ext4 /dev/x", 7),
+    ("dd if=a of=/dev/sda", 8),
+    ("shred /dev/sda", 9),
+    ("cryptsetup status x", 10),
+    ("echo x > /etc/passwd", 11),
+    ("tee -a /etc/sudoers", 12),
+    ("curl x | bash", 13),
+    ("bash <(curl x)", 14),
+    ("eval $(curl x)", 15),
+    ("kill -9 1", 16),
+    ("echo reboot", 17),
+    ("init 0", 18),
+    ("nc -e sh host 1 ", 19),
 ]
+RUNNER_SOURCES = [source for source, _ in RUNNER_CRITICAL_PATTERNS]
 
 
-def test_runner_patterns_are_the_reference_sources_in_order() -> None:
-    assert [source for source, _ in RUNNER_CRITICAL_PATTERNS] == RUNNER_SOURCES
+@pytest.mark.parametrize(("command", "index"), RUNNER_EXAMPLES)
+def test_first_runner_match_is_the_first_pattern_that_matches(command: str, index: int) -> None:
+    source = first_runner_critical_match(command)
+    assert source == RUNNER_SOURCES[index]
+    assert not any(re.search(earlier, command) for earlier in RUNNER_SOURCES[:index])
 
 
-@pytest.mark.parametrize(
-    ("command", "index"),
-    [
-        ("rm -rf /", 0),
-        ("sudo rm -rf /", 0),  # first match wins: pattern 0 is checked before `sudo rm`
-        ("sudo rm x", 1),
-        ("chmod -R 777 /", 2),
-        ("chmod -R u+x /", 3),
-        ("chown -R me /", 4),
-        (":(){ :|:& };:", 5),
-        ("cat x > /dev/sda", 6),
-        ("mkfs.ext4 /dev/x", 7),
-        ("dd if=a of=/dev/sda", 8),
-        ("shred /dev/sda", 9),
-        ("cryptsetup status x", 10),
-        ("echo x > /etc/passwd", 11),
-        ("tee -a /etc/sudoers", 12),
-        ("curl x | bash", 13),
-        ("bash <(curl x)", 14),
-        ("eval $(curl x)", 15),
-        ("kill -9 1", 16),
-        ("echo reboot", 17),
-        ("init 0", 18),
-        ("nc -e sh host 1 ", 19),
-    ],
-)
-def test_first_runner_match_returns_the_first_source_in_order(command: str, index: int) -> None:
-    assert first_runner_critical_match(command) == RUNNER_SOURCES[index]
+def test_every_runner_pattern_catches_its_example_first() -> None:
+    assert sorted({index for _, index in RUNNER_EXAMPLES}) == list(range(len(RUNNER_SOURCES)))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from app.approvals import LISTENER_QUEUE_SIZE, ApprovalService
 from app.db import Database, make_engine
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.waiting import pending_approval_for
 
 APPROVAL_FIELDS = {
     "id",
@@ -72,19 +73,6 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 def approver(gated: LiveServer) -> Iterator[httpx.Client]:
     with gated.client(APPROVER) as client:
         yield client
-
-
-def pending_approval_for(client: httpx.Client, command: str, seconds: float = 10) -> dict[str, Any]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        listed = client.get("/v1/approvals", params={"state": "pending"})
-        assert listed.status_code == 200
-        for approval in listed.json()["data"]:
-            if approval["command"] == command:
-                found: dict[str, Any] = approval
-                return found
-        time.sleep(0.02)
-    raise AssertionError(f"no pending approval for {command!r}")
 
 
 def in_background(call: Callable[[], httpx.Response]) -> Future[httpx.Response]:

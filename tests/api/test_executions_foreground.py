@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -223,12 +224,27 @@ def test_timeout_stops_the_command_before_it_finishes(fg: httpx.Client) -> None:
     assert "done" not in str(result["output"])
 
 
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
 # 58
 def test_timeout_kills_background_children_of_the_group(fg: httpx.Client, tmp_path: Path) -> None:
-    marker = tmp_path / "marker"
-    result = run(fg, f"{{ sleep 2; touch {marker}; }} & sleep 10", timeout=1)
+    marker, pid_file = tmp_path / "marker", tmp_path / "child.pid"
+    command = (
+        f"{{ echo $BASHPID > {pid_file}; sleep 2; touch {marker}; }} & "
+        f"while [ ! -s {pid_file} ]; do sleep 0.01; done; sleep 10"
+    )
+    result = run(fg, command, timeout=1)
     assert result["timed_out"] is True
-    time.sleep(2.5)
+    # Killed with its group: gone (or never started) long before it would touch the marker.
+    child = int(pid_file.read_text()) if pid_file.exists() else None
+    eventually(lambda: child is None or not is_running(child), what="the background child's end")
     assert not marker.exists()
 
 
@@ -249,10 +265,11 @@ def test_background_child_pid_is_real_and_alive(fg: httpx.Client) -> None:
     try:
         assert Path(f"/proc/{pid}").exists()
         # The child may still be between fork and exec (a bash copy) on a loaded machine.
-        deadline = time.monotonic() + 5
-        while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"):
-            assert time.monotonic() < deadline, "the background child never became sleep"
-            time.sleep(0.02)
+        eventually(
+            lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"),
+            what="the background child's exec of sleep",
+            within=5,
+        )
     finally:
         os.kill(pid, 9)
 

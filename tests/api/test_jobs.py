@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.waiting import eventually
 
 
 def start_job(client: httpx.Client, command: str, **fields: object) -> dict[str, object]:
@@ -41,13 +41,13 @@ def test_async_returns_202_at_once_and_the_job_completes(agent: httpx.Client) ->
 
 def test_running_execution_shows_its_output_so_far(agent: httpx.Client) -> None:
     job = start_job(agent, "echo early; sleep 5")
-    deadline = time.monotonic() + 5
-    body: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        body = agent.get(f"/v1/executions/{job['id']}").json()
-        if body["output"]:
-            break
-        time.sleep(0.05)
+
+    def with_output() -> dict[str, object] | None:
+        body: dict[str, object] = agent.get(f"/v1/executions/{job['id']}").json()
+        return body if body["output"] else None
+
+    body = eventually(with_output, what="the job's first output", within=5)
+    assert body is not None
     assert body["state"] == "running"
     assert body["output"] == "early\n"
     agent.post(f"/v1/executions/{job['id']}/cancel")
@@ -69,6 +69,11 @@ def test_cancel_marks_exactly_one_cancelled_notice(agent: httpx.Client) -> None:
 # 10
 def test_after_a_cancel_the_next_command_works(agent: httpx.Client) -> None:
     job = start_job(agent, "echo READY; sleep 60")
+    # Cancelled once it has printed: what the test needs to see in the record.
+    eventually(
+        lambda: agent.get(f"/v1/executions/{job['id']}").json()["output"],
+        what="the job's READY",
+    )
     body = agent.post(f"/v1/executions/{job['id']}/cancel").json()
     assert body["state"] == "cancelled"
     assert "READY" in body["output"]
@@ -213,12 +218,13 @@ def fresh_server_default(tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
 
 def test_output_endpoint_pages_by_offset_while_running_and_after(agent: httpx.Client) -> None:
     job = start_job(agent, "printf abcdef; sleep 0.5; printf ghij")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        first = agent.get(f"/v1/executions/{job['id']}/output", params={"offset": 2, "limit": 3})
-        if first.content:
-            break
-        time.sleep(0.05)
+
+    def first_page() -> httpx.Response | None:
+        page = agent.get(f"/v1/executions/{job['id']}/output", params={"offset": 2, "limit": 3})
+        return page if page.content else None
+
+    first = eventually(first_page, what="the job's first bytes", within=5)
+    assert first is not None
     assert first.content == b"cde"
     assert first.headers["X-Complete"] == "false"
     wait_for(agent, job["id"])

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, TOKENS, free_port
+from tests.waiting import eventually
 
 
 def group_alive(pgid: int) -> bool:
@@ -42,15 +42,18 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve"], env=env, start_new_session=True
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.process.kill()
-        raise RuntimeError("server did not become ready")
+        try:
+            eventually(self._ready, what="the server's readiness", within=30, interval=0.1)
+        except AssertionError:
+            self.process.kill()
+            self.process.wait(30)
+            raise
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/readyz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def client(self) -> httpx.Client:
         return httpx.Client(
@@ -84,12 +87,12 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
                 ).json()
                 for i in range(3)
             ]
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                outputs = [client.get(f"/v1/executions/{j['id']}").json()["output"] for j in jobs]
-                if all(outputs):
-                    break
-                time.sleep(0.05)
+            eventually(
+                lambda: all(
+                    client.get(f"/v1/executions/{job['id']}").json()["output"] for job in jobs
+                ),
+                what="every job's first output",
+            )
         db = sqlite3.connect(data_dir / "shellgate.db")
         pgids = [row[0] for row in db.execute("SELECT pgid FROM executions")]
         db.close()
@@ -112,10 +115,11 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
                 log = client.get(f"/v1/executions/{job['id']}/output")
                 assert log.content == f"job-{i}\n".encode()
                 assert log.headers["X-Complete"] == "true"
-            deadline = time.monotonic() + 5
-            while any(group_alive(pgid) for pgid in pgids) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not any(group_alive(pgid) for pgid in pgids)
+            eventually(
+                lambda: not any(group_alive(pgid) for pgid in pgids),
+                what="the recovered groups' end",
+                within=5,
+            )
             assert (
                 client.post("/v1/executions", json={"command": "echo alive"}).json()["output"]
                 == "alive\n"

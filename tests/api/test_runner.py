@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.waiting import pending_approval_for
 
 ItemList = list[dict[str, Any]]
 RAISE_ONLY = (
@@ -413,17 +414,6 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-def pending_approval(approver: httpx.Client, command: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for approval in approver.get("/v1/approvals", params={"state": "pending"}).json()["data"]:
-            if approval["command"] == command:
-                found: dict[str, Any] = approval
-                return found
-        time.sleep(0.05)
-    raise AssertionError(f"no pending approval for {command!r}")
-
-
 def test_policy_deny_on_run_is_403(gated: LiveServer) -> None:
     with gated.client(AGENT) as client:
         session_id = new_session(client)
@@ -442,7 +432,7 @@ def test_a_prompt_waits_for_the_decision_before_the_first_item(gated: LiveServer
     ):
         session_id = new_session(client)
         pending = pool.submit(run, client, session_id, "echo ask-me")
-        approval = pending_approval(approver, "echo ask-me")
+        approval = pending_approval_for(approver, "echo ask-me")
         assert not pending.done()
         assert approver.post(f"/v1/approvals/{approval['id']}/approve", json={}).status_code == 200
         result = pending.result(timeout=20)
@@ -459,7 +449,7 @@ def test_a_denied_approval_is_403_approval_rejected(gated: LiveServer) -> None:
     ):
         session_id = new_session(client)
         pending = pool.submit(run, client, session_id, "echo ask-no")
-        approval = pending_approval(approver, "echo ask-no")
+        approval = pending_approval_for(approver, "echo ask-no")
         approver.post(f"/v1/approvals/{approval['id']}/deny", json={"reason": "not today"})
         result = pending.result(timeout=20)
     assert result.status_code == 403

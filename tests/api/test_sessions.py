@@ -16,6 +16,7 @@ import pytest
 
 from tests.api.test_runner import Run, new_session, run
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.waiting import eventually
 
 SESSION_FIELDS = {
     "id",
@@ -292,10 +293,10 @@ def test_a_busy_session_runs_a_second_call_as_a_one_shot_shell(
             session_id,
             f"while [ ! -e {gate} ]; do sleep 0.02; done; export FIRST=1; echo first",
         )
-        deadline = time.monotonic() + 10
-        while not agent.get(f"/v1/sessions/{session_id}").json()["busy"]:
-            assert time.monotonic() < deadline, "the first call never started"
-            time.sleep(0.02)
+        eventually(
+            lambda: agent.get(f"/v1/sessions/{session_id}").json()["busy"],
+            what="the first call's start",
+        )
         # The first call still runs: this one does not wait for it, restores but never saves.
         second = run(agent, session_id, f'export SECOND=1; echo "second $BASE"; touch {gate}')
         assert second.stdout == "second 0\n"
