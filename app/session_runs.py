@@ -65,7 +65,7 @@ class SessionRuns:
             async for line in ndjson_items(source):
                 yield line
         finally:
-            # The stream borrows the call, as the reference's does: a client that goes away
+            # The stream borrows the call: a client that goes away
             # takes its command with it.
             if live is not None and not live.has_exited:
                 logger.info("runner client of %s went away: cancelling it", live.id)

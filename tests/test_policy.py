@@ -562,7 +562,7 @@ def test_critical_patterns_stay_linear_on_adversarial_input() -> None:
 # --- the runner's list (streaming-runner-and-policies.md §1.5) -------------------------------
 
 # One command per pattern, each caught first by the pattern at `index` (the runner reports the
-# first pattern that matches, in the reference's order).
+# first pattern that matches, in the list's order).
 RUNNER_EXAMPLES = [
     ("rm -rf /", 0),
     ("sudo rm -rf /", 0),  # first match wins: pattern 0 is checked before `sudo rm`

@@ -23,7 +23,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
 PTY_ROWS = (5, 200)
 PTY_COLS = (20, 400)
-RUNNER_PTY_SIZE = (24, 80)  # the reference runner's terminal
+RUNNER_PTY_SIZE = (24, 80)  # the streaming runner's terminal
 # The shape of a stored draft (a pending approval outlives the server that wrote it). Bump it
 # when a field changes meaning; `Draft.from_json` reads every older shape.
 DRAFT_VERSION = 1

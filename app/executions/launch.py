@@ -65,19 +65,14 @@ class _Plan:
     foreground_wait: float | None
 
 
+@dataclass
 class Launcher:
-    def __init__(
-        self,
-        context: Context,
-        policy: PolicyService,
-        sessions: SessionBinding,
-        lifecycle: Lifecycle,
-    ) -> None:
-        self._ctx = context
-        self._policy = policy
-        self._sessions = sessions
-        self._lifecycle = lifecycle
-        self._boot_id = boot_id()
+    ctx: Context
+    policy: PolicyService
+    sessions: SessionBinding
+    lifecycle: Lifecycle
+    # Recorded with each process, so that restart recovery kills groups of this boot only.
+    boot: str = field(default_factory=boot_id)
 
     async def launch(
         self,
@@ -92,14 +87,14 @@ class Launcher:
         plan = await self._plan(owner, draft, caller_waiting)
         live = self._new_live(execution_id, owner.name, plan)
         # _plan checked the cap on this same loop turn; reserving cannot fail here.
-        if plan.mode is ExecutionMode.job and not self._ctx.registry.reserve_job_slot(live):
-            raise JobLimitReachedError(self._ctx.registry.max_jobs)
+        if plan.mode is ExecutionMode.job and not self.ctx.registry.reserve_job_slot(live):
+            raise JobLimitReachedError(self.ctx.registry.max_jobs)
         session_call = self._session_call(live, draft, plan)
         process = await self._spawn(live, draft, plan, session_call)
         await self._record(live, process, owner, draft, plan, existing, session_call)
-        self._lifecycle.watch(live, plan.timeout, session_call)
-        self._ctx.changes.notify(execution_id)
-        self._ctx.metrics.executions_started.labels(plan.mode.value).inc()
+        self.lifecycle.watch(live, plan.timeout, session_call)
+        self.ctx.changes.notify(execution_id)
+        self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
         logger.info(
             "started %s for %s (%s, pid %s): %s",
             execution_id,
@@ -113,9 +108,9 @@ class Launcher:
     def approval_cwd(self, draft: Draft, owner: Principal) -> str:
         """Where the command would run, shown to the approver (checked once approved)."""
         if draft.session is None:
-            base = str(self._ctx.settings.workspace)
+            base = str(self.ctx.settings.workspace)
         else:
-            base = self._sessions.known_cwd(draft.session, owner)
+            base = self.sessions.known_cwd(draft.session, owner)
         return shown_cwd(draft.cwd_request, base)
 
     # --- before the spawn ---------------------------------------------------------------------
@@ -125,23 +120,23 @@ class Launcher:
         expanded = expand_artifacts(draft, await self._artifact_paths(owner, draft))
         session = None
         if draft.session is not None:
-            session = await self._sessions.context(draft.session, owner)
-        base = session.cwd if session is not None else str(self._ctx.settings.workspace)
+            session = await self.sessions.context(draft.session, owner)
+        base = session.cwd if session is not None else str(self.ctx.settings.workspace)
         cwd = resolve_cwd(expanded.cwd_request, base)
-        timeout = resolve_draft_timeout(draft, max_timeout=self._ctx.settings.max_timeout)
+        timeout = resolve_draft_timeout(draft, max_timeout=self.ctx.settings.max_timeout)
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait)
 
     def _intercept(self, draft: Draft) -> None:
-        hit = self._policy.intercept(draft.original_command, draft.tools, rewritten=draft.command)
+        hit = self.policy.intercept(draft.original_command, draft.tools, rewritten=draft.command)
         if hit is not None:
-            self._ctx.metrics.interceptions.inc()
+            self.ctx.metrics.interceptions.inc()
             raise InterceptedError(hit.message, details={"tool": hit.tool})
 
     async def _artifact_paths(self, owner: Principal, draft: Draft) -> dict[str, str]:
         paths: dict[str, str] = {}
         for artifact_id in referenced_artifacts(draft):
-            record = await self._ctx.db.call(crud.get_execution, execution_id=artifact_id)
+            record = await self.ctx.db.call(crud.get_execution, execution_id=artifact_id)
             if record is None:
                 raise NotFoundError(f"artifact://{artifact_id} not found")
             if record.owner != owner.name and not owner.is_admin:
@@ -157,12 +152,12 @@ class Launcher:
             # Approved after its caller left, it still runs in the foreground, to its deadline.
             return ExecutionMode.foreground, None
         if draft.async_ or not caller_waiting:
-            if self._ctx.registry.at_capacity:
-                raise JobLimitReachedError(self._ctx.registry.max_jobs)
+            if self.ctx.registry.at_capacity:
+                raise JobLimitReachedError(self.ctx.registry.max_jobs)
             return ExecutionMode.job, 0.0
-        threshold = self._ctx.settings.auto_background_ms / 1000
-        if threshold <= 0 or draft.pty or self._ctx.registry.at_capacity:
-            # At the cap auto-background is skipped silently (reference §2.1).
+        threshold = self.ctx.settings.auto_background_ms / 1000
+        if threshold <= 0 or draft.pty or self.ctx.registry.at_capacity:
+            # At the cap auto-background is skipped silently: the call waits to the end.
             return ExecutionMode.foreground, None
         if timeout.seconds is None:
             wait = threshold
@@ -174,9 +169,9 @@ class Launcher:
 
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
         log = ArtifactLog.create(
-            self._ctx.settings.artifacts_dir,
+            self.ctx.settings.artifacts_dir,
             execution_id,
-            max_bytes=self._ctx.settings.artifact_max_bytes,
+            max_bytes=self.ctx.settings.artifact_max_bytes,
         )
         live = LiveExecution(
             execution_id,
@@ -201,7 +196,7 @@ class Launcher:
             pty=draft.pty,
             may_save_state=plan.mode is ExecutionMode.foreground,
         )
-        return self._sessions.begin_call(plan.session, call)
+        return self.sessions.begin_call(plan.session, call)
 
     # --- the spawn and its record -------------------------------------------------------------
 
@@ -211,7 +206,7 @@ class Launcher:
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
-            argv = [self._ctx.settings.shell, "-c", plan.expanded.command]
+            argv = [self.ctx.settings.shell, "-c", plan.expanded.command]
             env = build_environment(
                 execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
             )
@@ -223,13 +218,13 @@ class Launcher:
                 lambda: RunningProcess(spec, live.accept_output, live.accept_exit)
             )
         except OSError as error:
-            self._ctx.registry.release_job_slot(live)
+            self.ctx.registry.release_job_slot(live)
             live.log.finish()
             if session_call is not None:
                 session_call.abandon()
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
-        self._ctx.registry.add(live)
+        self.ctx.registry.add(live)
         if session_call is not None:
             session_call.started(live)
         return process
@@ -256,7 +251,7 @@ class Launcher:
             "pid": process.pid,
             "pgid": process.pgid,
             "proc_start_ticks": process.start_ticks,
-            "boot_id": self._boot_id,
+            "boot_id": self.boot,
             "timeout_seconds": timeout.seconds,
             "requested_timeout_seconds": timeout.requested if timeout.clamped else None,
             "timeout_disabled": timeout.disabled,
@@ -267,7 +262,7 @@ class Launcher:
         }
         try:
             if existing:
-                await self._ctx.db.call(crud.update_execution, execution_id=live.id, values=values)
+                await self.ctx.db.call(crud.update_execution, execution_id=live.id, values=values)
             else:
                 record = Execution(
                     id=live.id,
@@ -276,12 +271,12 @@ class Launcher:
                     created_at=now,
                     **values,
                 )
-                live.record = await self._ctx.db.call(crud.insert_execution, execution=record)
+                live.record = await self.ctx.db.call(crud.insert_execution, execution=record)
         except Exception:
             # Without a record nobody could ever see or cancel it: do not let it run.
             process.kill_group()
-            self._ctx.registry.release_job_slot(live)
-            self._ctx.registry.remove(live.id)
+            self.ctx.registry.release_job_slot(live)
+            self.ctx.registry.remove(live.id)
             if session_call is not None:
                 session_call.abandon()
             raise
