@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -15,6 +15,7 @@ from app.models import PolicyVersion
 from app.policy import Approval, PolicyDocument, PolicyRule
 from app.schemas import StrictModel
 from app.shell_syntax import extract_leading_cd
+from app.timestamps import aware_utc
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 ERRORS = error_responses(401, 403, 422)
@@ -72,11 +73,10 @@ class PolicyVersionsPublic(BaseModel):
 
 
 def _version_public(version: PolicyVersion) -> PolicyVersionPublic:
-    created = version.created_at
     return PolicyVersionPublic(
         id=version.id or 0,
         author=version.author,
-        created_at=created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+        created_at=aware_utc(version.created_at),
         document=PolicyDocument.model_validate_json(version.document),
     )
 
