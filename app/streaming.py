@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import codecs
 import json
+import re
 import signal
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -153,9 +154,16 @@ def utf8_runs(
     Text runs are strict UTF-8. A trailing incomplete character (1-3 bytes) is left out when
     `hold_incomplete_tail` — its continuation may be the next bytes written — and otherwise
     goes out as bytes. Invalid bytes, with short valid runs between them, go out as bytes.
+
+    Linear in `len(data)`, whatever the bytes: one decode marks every invalid byte, and a
+    regex finds the valid runs long enough to be text (one exception per invalid byte, the
+    obvious way, costs a copy of the rest of the data each, which is quadratic).
     """
     size = len(data)
-    view = memoryview(data)
+    # surrogateescape turns each byte that is not part of a valid character into one lone
+    # surrogate U+DC80..U+DCFF, which no valid UTF-8 decodes to; final=False stops before an
+    # incomplete last character instead of escaping it.
+    text, consumed = codecs.utf_8_decode(data, "surrogateescape", False)
     runs: list[tuple[int, int, bool]] = []
 
     def add(start: int, end: int, is_text: bool) -> None:
@@ -166,25 +174,39 @@ def utf8_runs(
         else:
             runs.append((start, end, is_text))
 
-    position = 0
-    while position < size:
-        invalid_end: int | None
-        try:
-            # final=False: an incomplete last character is not an error, just not consumed.
-            _, consumed = codecs.utf_8_decode(view[position:], "strict", False)
-        except UnicodeDecodeError as error:
-            valid_end, invalid_end = position + error.start, position + error.end
-        else:
-            valid_end, invalid_end = position + consumed, None
-        add(position, valid_end, position == 0 or valid_end - position >= MIN_TEXT_RUN)
-        if invalid_end is None:
-            if valid_end < size and not hold_incomplete_tail:
-                add(valid_end, size, False)
-                valid_end = size
-            return runs, valid_end
-        add(valid_end, invalid_end, False)
-        position = invalid_end
-    return runs, size
+    emitted = 0  # bytes before this are in `runs`
+    # Where the scan is, in characters of `text` and in bytes of `data`: each piece of text is
+    # measured once.
+    char_position = byte_position = 0
+    leading = _VALID_RUN.match(text)
+    if leading is not None:  # the first run is text however short: nothing precedes it
+        char_position = leading.end()
+        byte_position = emitted = _utf8_size(text, 0, char_position)
+        add(0, emitted, True)
+    for match in _LONG_VALID_RUN.finditer(text, char_position):
+        run_start = byte_position + _utf8_size(text, char_position, match.start())
+        run_end = run_start + _utf8_size(text, match.start(), match.end())
+        char_position, byte_position = match.end(), run_end
+        if run_end - run_start >= MIN_TEXT_RUN:
+            add(emitted, run_start, False)
+            add(run_start, run_end, True)
+            emitted = run_end
+    add(emitted, consumed, False)
+    if consumed < size and not hold_incomplete_tail:
+        add(consumed, size, False)
+        consumed = size
+    return runs, consumed
+
+
+# A valid run of MIN_TEXT_RUN bytes has at least a quarter as many characters (at most four
+# bytes each); shorter ones are measured in bytes by `utf8_runs`.
+_VALID_RUN: Final = re.compile("[^\udc80-\udcff]+")
+_LONG_VALID_RUN: Final = re.compile(f"[^\udc80-\udcff]{{{-(-MIN_TEXT_RUN // 4)},}}")
+
+
+def _utf8_size(text: str, start: int, end: int) -> int:
+    """The number of bytes `text[start:end]` (decoded with surrogateescape) came from."""
+    return len(text[start:end].encode("utf-8", "surrogateescape"))
 
 
 def output_frames(
@@ -254,19 +276,27 @@ def _frame_cuts(data: bytes, start: int, stop: int, frame_bytes: int) -> list[tu
 @dataclass(frozen=True)
 class _Batch:
     start: int  # where the read began: the cursor, or past the evicted middle it pointed into
-    pieces: list[tuple[int, OutputStream, bytes]]
+    frames: list[OutputFrame]  # the bytes read, framed
+    framed_end: int | None  # the offset after the last byte the frames carry
     end: int  # start + the bytes read
     total: int  # the log's size just after the read
     complete: bool  # nothing can be added after `total` (checked before reading)
 
 
-def _read_batch(log: ArtifactLog, cursor: int, limit: int, finished: bool) -> _Batch:
+def _read_batch(
+    log: ArtifactLog, cursor: int, limit: int, finished: bool, frame_bytes: int
+) -> _Batch:
+    """Runs in a worker thread: the read, and the framing, whose cost grows with the bytes
+    read (decoding, base64), stay off the event loop."""
     # `complete` first: once it is true the total is final, so a read after it sees every byte.
     complete = finished or log.complete
     start = log.next_available(cursor)
     pieces = log.read_labelled(start, limit)
     end = start + sum(len(data) for _, _, data in pieces)
-    return _Batch(start, pieces, end, log.total_bytes, complete)
+    frames, framed_end = output_frames(
+        pieces, more_may_follow=not complete, frame_bytes=frame_bytes
+    )
+    return _Batch(start, frames, framed_end, end, log.total_bytes, complete)
 
 
 async def follow_output(
@@ -281,15 +311,15 @@ async def follow_output(
     bytes still to come until the process has exited and every byte was sent."""
     cursor = offset
     while True:
-        batch = await anyio.to_thread.run_sync(_read_batch, log, cursor, read_bytes, live is None)
+        batch = await anyio.to_thread.run_sync(
+            _read_batch, log, cursor, read_bytes, live is None, frame_bytes
+        )
         if batch.start > cursor:
             yield gap_frame(cursor, batch.start)
             cursor = batch.start
-        frames, end = output_frames(
-            batch.pieces, more_may_follow=not batch.complete, frame_bytes=frame_bytes
-        )
-        for frame in frames:
+        for frame in batch.frames:
             yield frame
+        end = batch.framed_end
         if end is not None and end > cursor:
             cursor = end
             if live is not None and not batch.complete and batch.end - batch.start >= frame_bytes:
