@@ -5,10 +5,19 @@ Each execution runs in its own session (so its own process group). A pump thread
 reads the pipes (or the PTY master) and hands chunks to a callback; the process is finished when
 it *exits* (seen through a pidfd), not when its pipes reach EOF, so `sleep 5 & echo now`
 returns at once.
+
+Draining after the exit is bounded by the data, never by the clock (a CPU-starved pump must not
+give up on bytes that are already written): every byte in the pipes when reading stops is read,
+and reading goes on to EOF when no writer is left. When the group is being killed, its
+members' writes end with them, so reading goes on until EOF or until the group is gone. A writer
+that is not waited for — a background process left running, or one that escaped the group
+(`setsid`) — gets LATE_WRITER_GRACE_SECONDS to close the output; if it still holds it then, the
+pump takes what the pipes hold, stops, and says why in `ExitStatus.output_cut`.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import fcntl
@@ -31,11 +40,17 @@ READ_SIZE = 256 * 1024
 # A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets one read
 # take more, which means fewer wake-ups and fewer (larger) chunks for the log and the sink.
 PIPE_SIZE = 1024 * 1024
-# After the leader exits, children that inherited the pipes may keep them open. Read what is
-# already there, then stop: quiet for DRAIN_QUIET seconds, or DRAIN_MAX at most.
-DRAIN_QUIET = 0.25
-DRAIN_MAX = 2.0
-PTY_DRAIN_QUIET = 0.3
+# While a dying group is being waited for after the leader's exit: how often to look whether
+# any member is left (nothing signals the end of a whole group).
+GROUP_POLL_SECONDS = 0.01
+# After the leader's exit, how long a process left running may take to close the output before
+# the run ends without it (a background child applying `> /dev/null`, `tee >(…)` finishing).
+# It only decides how long to wait for such writers: bytes already in the pipes are read
+# whatever the clock says.
+LATE_WRITER_GRACE_SECONDS = 0.25
+# A PTY says nothing of how much it holds: after the exit, the most read from a terminal that
+# a process that is not waited for keeps writing to.
+PTY_DRAIN_MAX_BYTES = 1024 * 1024
 
 
 class OutputStream(StrEnum):
@@ -49,10 +64,18 @@ class OutputStream(StrEnum):
 OutputCallback = Callable[[bytes, OutputStream], None]
 
 
+class OutputCut(StrEnum):
+    """Why reading stopped before EOF after the command exited (see the module docstring)."""
+
+    background = "background"  # processes of its group, left running, hold the output open
+    escaped = "escaped"  # no process of its group is left; one outside it holds the output
+
+
 @dataclass(frozen=True)
 class ExitStatus:
     exit_code: int | None
     signal: int | None
+    output_cut: OutputCut | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +134,26 @@ def process_environ_has(pid: int, marker: bytes) -> bool:
         return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
+
+
+def group_exists(pgid: int) -> bool:
+    """Whether any process is left in the group (signal 0 checks without sending anything)."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        raise ValueError(f"refusing to probe process group {pgid}")
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member runs as another user (e.g. under sudo): it exists
+    return True
+
+
+def bytes_buffered(fd: int) -> int:
+    """How many bytes a pipe holds, ready to read (FIONREAD)."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -267,41 +310,74 @@ class RunningProcess:
             selector.register(fd, selectors.EVENT_READ)
         selector.register(self._pidfd, selectors.EVENT_READ)
         status: ExitStatus | None = None
-        drain_started = last_output = 0.0
         try:
-            while streams:
-                if status is None:
-                    timeout = None
-                else:
-                    now = time.monotonic()
-                    if now - last_output >= DRAIN_QUIET or now - drain_started >= DRAIN_MAX:
-                        break
-                    timeout = DRAIN_QUIET - (now - last_output)
-                for key, _ in selector.select(timeout):
-                    fd = key.fd
-                    if fd == self._pidfd:
-                        selector.unregister(fd)
+            while streams and status is None:
+                for key, _ in selector.select():
+                    if key.fd == self._pidfd:
+                        selector.unregister(self._pidfd)
                         status = self._reap()
                         # Popen must not reap again: it would raise or block on a stale pid.
                         popen.returncode = status.exit_code
-                        drain_started = last_output = time.monotonic()
-                        continue
-                    data = os.read(fd, READ_SIZE)
-                    if not data:
-                        selector.unregister(fd)
-                        del streams[fd]
-                        continue
-                    last_output = time.monotonic()
-                    self._on_output(data, streams[fd])
+                    else:
+                        self._read_pipe(key.fd, streams, selector)
             if status is None:
                 # Both pipes hit EOF before the exit was seen: wait for the exit itself.
                 status = self._wait_exit()
                 popen.returncode = status.exit_code
+            else:
+                cut = self._drain_pipes(streams, selector)
+                if cut is not None:
+                    status = ExitStatus(status.exit_code, status.signal, cut)
         finally:
             selector.close()
             popen.stdout.close()
             popen.stderr.close()
         return status
+
+    def _read_pipe(
+        self,
+        fd: int,
+        streams: dict[int, OutputStream],
+        selector: selectors.BaseSelector,
+        size: int = READ_SIZE,
+    ) -> int:
+        """One read from a pipe, handed on; at EOF the pipe is dropped. The bytes read."""
+        data = os.read(fd, size)
+        if not data:
+            selector.unregister(fd)
+            del streams[fd]
+            return 0
+        self._on_output(data, streams[fd])
+        return len(data)
+
+    def _drain_pipes(
+        self, streams: dict[int, OutputStream], selector: selectors.BaseSelector
+    ) -> OutputCut | None:
+        """After the leader's exit: read on as the module docstring says; why it stopped
+        short of EOF, or None when every pipe reached EOF."""
+        if self._kill_on_exit:
+            # The group was just sent SIGKILL: its members' last bytes are in the pipes or on
+            # their way, and EOF follows their end unless something outside holds the pipes.
+            while streams and group_exists(self.pgid):
+                for key, _ in selector.select(GROUP_POLL_SECONDS):
+                    self._read_pipe(key.fd, streams, selector)
+        else:
+            deadline = time.monotonic() + LATE_WRITER_GRACE_SECONDS
+            while streams and (remaining := deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(remaining):
+                    self._read_pipe(key.fd, streams, selector)
+        # Whatever still holds the pipes is not waited for: take every byte already written.
+        for fd in list(streams):
+            pending = bytes_buffered(fd)
+            while pending > 0 and fd in streams:
+                pending -= self._read_pipe(fd, streams, selector, min(READ_SIZE, pending))
+        # The last writer may have closed meanwhile (EOF): one more look at each pipe.
+        for fd in list(streams):
+            if select_one(fd, 0):
+                self._read_pipe(fd, streams, selector)
+        if not streams:
+            return None
+        return OutputCut.background if group_exists(self.pgid) else OutputCut.escaped
 
     def _pump_pty(self, pty: PtyProcess) -> ExitStatus:
         selector = selectors.DefaultSelector()
@@ -309,39 +385,22 @@ class RunningProcess:
         selector.register(self._pidfd, selectors.EVENT_READ)
         status: ExitStatus | None = None
         open_master = True
-        last_output = 0.0
         try:
-            while True:
-                if status is not None:
-                    if not open_master or time.monotonic() - last_output >= PTY_DRAIN_QUIET:
-                        break
-                    timeout: float | None = PTY_DRAIN_QUIET - (time.monotonic() - last_output)
-                else:
-                    timeout = None
-                events = selector.select(timeout)
-                for key, _ in events:
+            while open_master and status is None:
+                for key, _ in selector.select():
                     if key.fd == self._pidfd:
                         selector.unregister(self._pidfd)
                         status = self._reap()
-                        last_output = time.monotonic()
-                        continue
-                    try:
-                        data = os.read(pty.fd, READ_SIZE)
-                    except OSError as error:
-                        # EIO: every slave fd is closed (the session is gone).
-                        if error.errno != errno.EIO:
-                            raise
-                        data = b""
-                    if not data:
-                        selector.unregister(pty.fd)
+                    elif self._read_pty(pty) == 0:
                         open_master = False
-                        if status is None:
-                            status = self._wait_exit()
                         break
-                    last_output = time.monotonic()
-                    self._on_output(data, OutputStream.pty)
-                if not open_master:
-                    break
+            if status is None:
+                # Every slave fd closed before the exit was seen: wait for the exit itself.
+                status = self._wait_exit()
+            elif open_master:
+                cut = self._drain_pty(pty, selector)
+                if cut is not None:
+                    status = ExitStatus(status.exit_code, status.signal, cut)
         finally:
             selector.close()
             # Close through ptyprocess's own file object: closing the raw fd would leave that
@@ -353,8 +412,57 @@ class RunningProcess:
             # ptyprocess would otherwise try to close and reap in its __del__.
             pty.closed = True
             pty.terminated = True
-        assert status is not None
         return status
+
+    def _read_pty(self, pty: PtyProcess, *, blocking: bool = True) -> int | None:
+        """One read from the terminal, handed on; the bytes read, 0 once every slave fd is
+        closed (EIO), None when a non-blocking read finds nothing to read."""
+        try:
+            if blocking:
+                data = os.read(pty.fd, READ_SIZE)
+            else:
+                # A non-blocking read, unlike select, first moves what the slave side wrote
+                # into the master's buffer (the kernel does that in a worker), so "nothing to
+                # read" is true. The lock keeps write_input from meeting the flag.
+                with self._pty_lock:
+                    flags = fcntl.fcntl(pty.fd, fcntl.F_GETFL)
+                    fcntl.fcntl(pty.fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+                    try:
+                        data = os.read(pty.fd, READ_SIZE)
+                    finally:
+                        fcntl.fcntl(pty.fd, fcntl.F_SETFL, flags)
+        except BlockingIOError:
+            return None
+        except OSError as error:
+            # EIO: every slave fd is closed (the session is gone).
+            if error.errno != errno.EIO:
+                raise
+            data = b""
+        if data:
+            self._on_output(data, OutputStream.pty)
+        return len(data)
+
+    def _drain_pty(self, pty: PtyProcess, selector: selectors.BaseSelector) -> OutputCut | None:
+        """The terminal's side of `_drain_pipes`: read to EIO, or while the group dies, then
+        what the terminal holds (at most PTY_DRAIN_MAX_BYTES: it cannot say how much)."""
+        if self._kill_on_exit:
+            while group_exists(self.pgid):
+                if selector.select(GROUP_POLL_SECONDS) and self._read_pty(pty) == 0:
+                    return None
+        else:
+            deadline = time.monotonic() + LATE_WRITER_GRACE_SECONDS
+            while (remaining := deadline - time.monotonic()) > 0:
+                if selector.select(remaining) and self._read_pty(pty) == 0:
+                    return None
+        taken = 0
+        while taken < PTY_DRAIN_MAX_BYTES:
+            read = self._read_pty(pty, blocking=False)
+            if read == 0:
+                return None
+            if read is None:
+                break
+            taken += read
+        return OutputCut.background if group_exists(self.pgid) else OutputCut.escaped
 
     def _wait_exit(self) -> ExitStatus:
         select_one(self._pidfd, None)

@@ -16,6 +16,7 @@ from app.artifact_log import ArtifactLog
 from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
+from app.result_text import OUTPUT_CUT_NOTICES
 
 
 class LiveExecution:
@@ -65,6 +66,9 @@ class LiveExecution:
 
     def accept_exit(self, status: ExitStatus) -> None:
         self.wall_time_ms = (time.monotonic() - self.started_monotonic) * 1000
+        if status.output_cut is not None:
+            # Before the exit is settled on the loop, where the notices are read.
+            self.notices.append(OUTPUT_CUT_NOTICES[status.output_cut.value])
         with self._lock:
             # Settle bytes the sink held back (a trailing \r, half a character, an open escape).
             self.sink.flush()

@@ -16,6 +16,13 @@ def timeout_notice(timeout_seconds: float | None) -> str:
 
 CANCELLED_NOTICE = "Command cancelled"
 LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
+# Reading stopped before EOF when the command exited (app.process.OutputCut): keyed by its value.
+OUTPUT_CUT_NOTICES = {
+    "background": "Output capture stopped when the command exited: background processes it left "
+    "running still hold its output open; what they write later is not recorded.",
+    "escaped": "Output capture stopped when the command exited: a process that left its process "
+    "group (setsid, a daemon) still holds its output open; what it writes later is not recorded.",
+}
 
 
 def final_text(
