@@ -59,6 +59,7 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from app.http_server import server_options
     from app.main import create_app
 
     uvicorn.run(
@@ -66,11 +67,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        proxy_headers=True,
-        forwarded_allow_ips=settings.forwarded_allow_ips,
-        ws_ping_interval=settings.ws_ping_seconds,
-        ws_ping_timeout=settings.ws_ping_seconds,
-        ws_per_message_deflate=settings.ws_compression,
+        **server_options(settings),
     )
 
 

@@ -81,6 +81,11 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=7, gt=0)
     prune_interval_seconds: float = Field(default=3600, gt=0)
     ws_ping_seconds: float = Field(default=20, gt=0, le=20)
+    # An idle HTTP keep-alive connection is closed after this. Above a gateway's own idle cut
+    # (nginx 60 s, AWS ALB 60 s) and a client pool's (httpx 5 s), so it is always the other
+    # side that closes first: a server closing just as the client reuses the connection is a
+    # request lost with a read error.
+    keepalive_seconds: int = Field(default=75, ge=1, le=3600)
     ws_ticket_seconds: float = Field(default=60, gt=0, le=3600)
     # permessage-deflate costs about a third of live stream throughput (bench/README.md);
     # worth turning on only for viewers on slow links.

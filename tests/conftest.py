@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 from app.config import Settings
+from app.http_server import server_options
 from app.main import create_app
 from tests.waiting import eventually
 
@@ -72,8 +73,7 @@ def serve(settings: Settings) -> Iterator[LiveServer]:
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        ws_ping_interval=settings.ws_ping_seconds,
-        ws_per_message_deflate=settings.ws_compression,
+        **server_options(settings),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
