@@ -59,7 +59,9 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.http_server import server_options
+    from app.http_server import SWITCH_INTERVAL_SECONDS, server_options
+
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     from app.main import create_app
 
     uvicorn.run(

@@ -18,6 +18,11 @@ from app.config import Settings
 
 logger = logging.getLogger("shellgate.http")
 
+# How long a thread may hold the interpreter while another waits for it (Python's default is
+# 5 ms). The event loop waits that long for each wake-up whenever pump threads are busy with a
+# burst of output; a shorter interval keeps requests fast under that load.
+SWITCH_INTERVAL_SECONDS = 0.001
+
 
 class DropLoggingHttpProtocol(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 protocol, logging each connection it closes by its own decision."""

@@ -18,6 +18,9 @@ from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
 from app.result_text import OUTPUT_CUT_NOTICES
 
+# The most bytes the inline window takes in one call (see accept_output).
+SINK_SLICE_BYTES = 32 * 1024
+
 
 class LiveExecution:
     def __init__(
@@ -58,7 +61,10 @@ class LiveExecution:
     def accept_output(self, data: bytes, stream: OutputStream) -> None:
         with self._lock:
             self.log.append(data, stream)
-            self.sink.feed(data)
+            # The inline window's work (decoding, sanitising) holds the interpreter for as
+            # long as each call runs: in slices, the event loop gets it back between them.
+            for start in range(0, len(data), SINK_SLICE_BYTES):
+                self.sink.feed(data[start : start + SINK_SLICE_BYTES])
             schedule = not self._wake_pending
             self._wake_pending = True
         if schedule:

@@ -77,7 +77,12 @@ async def test_a_viewer_replaying_binary_output_leaves_healthz_fast(server: Live
     assert digest == expected
     rate = len(log) / seconds / 1e6
     idle_median, watching_median = statistics.median(idle), statistics.median(watching)
-    # Before the fix: 5.7 ms idle, 732 ms watched (x128), and 0.48 MB/s.
-    figures = f"healthz median {idle_median * 1e3:.1f} ms idle, {watching_median * 1e3:.1f} ms"
-    assert watching_median < 10 * idle_median + 0.005, f"{figures} watched"
-    assert rate > 4, f"binary replay at {rate:.1f} MB/s"
+    # Before the fix: 1.4 ms idle, 594 ms watched (x420), and 0.3 MB/s; with it ~x5 and 15 MB/s.
+    # The bounds leave room for a loaded machine.
+    figures = (
+        f"healthz median {idle_median * 1e3:.1f} ms idle, {watching_median * 1e3:.1f} ms "
+        f"watched ({len(watching)} probes); replay {rate:.1f} MB/s"
+    )
+    print(figures)  # shown with -s: RELIABILITY.md quotes them
+    assert watching_median < 20 * idle_median + 0.010, figures
+    assert rate > 2, figures
