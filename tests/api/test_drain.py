@@ -22,6 +22,7 @@ from app.result_text import OUTPUT_CUT_NOTICES
 from tests.api.test_stream import auth as ws_auth
 from tests.api.test_stream import output_of, read_frames, stream_url
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.waiting import eventually
 
 BACKGROUND_NOTICE = OUTPUT_CUT_NOTICES["background"]
 ESCAPED_NOTICE = OUTPUT_CUT_NOTICES["escaped"]
@@ -54,17 +55,17 @@ def run(client: httpx.Client, command: str, **fields: object) -> dict[str, objec
 
 def end_sleep(pid: int, seconds: str) -> None:
     """End the `sleep <seconds>` this test started (through the command), checking it is that."""
-    deadline = time.monotonic() + 5
-    while True:  # between fork and exec it is still a copy of bash
-        try:
+    expected = f"sleep\0{seconds}\0".encode()
+
+    def exec_done() -> bytes | None:
+        try:  # between fork and exec it is still a copy of bash
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except FileNotFoundError:
-            return
-        if cmdline == f"sleep\0{seconds}\0".encode():
-            os.kill(pid, 9)
-            return
-        assert time.monotonic() < deadline, f"{pid} is not our sleep: {cmdline!r}"
-        time.sleep(0.02)
+            return b"gone"
+        return cmdline if cmdline == expected else None
+
+    if eventually(exec_done, what=f"{pid} becoming our sleep", within=5) == expected:
+        os.kill(pid, 9)
 
 
 def pid_in(output: object) -> int:
