@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from tests.conftest import AGENT, APPROVER, TOKENS, free_port
 
@@ -177,13 +178,29 @@ def test_json_log_lines_parse_and_carry_the_request_id(served: ServerProcess) ->
     assert any(line["request_id"] == made_up for line in lines)
 
 
-def test_no_token_or_ticket_reaches_the_log(served: ServerProcess) -> None:
-    with served.client(APPROVER) as client:
+def test_no_token_ticket_or_env_value_reaches_the_log(served: ServerProcess) -> None:
+    with served.client() as client:
+        job = client.post(
+            "/v1/executions",
+            json={"command": "echo ${#API_KEY}", "env": {"API_KEY": "env-s3cret-value"}},
+        ).json()
+        assert job["output"] == "16\n"
         ticket = client.post("/v1/ws-tickets").json()["ticket"]
         client.get("/v1/executions", params={"ticket": ticket})
+        stream_ticket = client.post("/v1/ws-tickets").json()["ticket"]
+    url = f"{served.base_url.replace('http', 'ws')}/v1/executions/{job['id']}/stream"
+    with connect(f"{url}?ticket={stream_ticket}") as ws:
+        while json.loads(ws.recv(10))["type"] != "exit":
+            pass
+    # uvicorn logs a WebSocket's path with its query string: the ticket must be redacted.
+    deadline = time.monotonic() + 10
+    while "[redacted]" not in served.stderr_path.read_text(encoding="utf-8"):
+        assert time.monotonic() < deadline, "the WebSocket's accept line was not logged"
+        time.sleep(0.05)  # the server's stderr file: nothing to await
     text = served.stderr_path.read_text(encoding="utf-8")
-    assert APPROVER not in text and AGENT not in text
-    assert ticket not in text
+    assert AGENT not in text and APPROVER not in text
+    assert ticket not in text and stream_ticket not in text
+    assert "env-s3cret-value" not in text
 
 
 def test_a_short_token_secret_is_refused_without_printing_it(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -34,6 +35,21 @@ def current_request_id() -> str | None:
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
+        return True
+
+
+_TICKET_IN_QUERY = re.compile(r"([?&]ticket=)[^&\s\"']+")
+
+
+class RedactTicketsFilter(logging.Filter):
+    """WebSocket tickets travel in query strings, and uvicorn logs a WebSocket's path with its
+    query: the ticket is replaced before any handler sees the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "ticket=" in message:
+            record.msg = _TICKET_IN_QUERY.sub(r"\1[redacted]", message)
+            record.args = None
         return True
 
 
@@ -71,6 +87,7 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     """Route every logger, uvicorn's included, through one stderr handler."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(RedactTicketsFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
