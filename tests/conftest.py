@@ -72,6 +72,7 @@ def serve(settings: Settings, *, tracing: Tracing | None = None) -> Iterator[Liv
         create_app(settings, tracing=tracing),
         host="127.0.0.1",
         port=port,
+        root_path=settings.root_path,  # as `shellgate serve` does
         log_level="warning",
         ws_ping_interval=settings.ws_ping_seconds,
         ws_per_message_deflate=settings.ws_compression,
