@@ -58,7 +58,7 @@ class ApprovalSummary(BaseModel):
     expires_at: datetime
 
 
-_EXECUTION_EXAMPLE: JsonDict = {
+EXECUTION_EXAMPLE: JsonDict = {
     "id": "ex_8q3Zb1xvT0m2hC4rNw7Y",
     "state": "completed",
     "mode": "foreground",
@@ -84,7 +84,7 @@ _EXECUTION_EXAMPLE: JsonDict = {
     "timeout_disabled": None,
     "notices": [],
     "is_error": False,
-    "text": "hello\n\nWall time: 0.0042 seconds\nExit code: 0",
+    "text": "hello\n\nWall time: 0.00 seconds",
     "approval": None,
     "created_at": "2026-01-05T10:00:00Z",
     "started_at": "2026-01-05T10:00:00Z",
@@ -93,7 +93,7 @@ _EXECUTION_EXAMPLE: JsonDict = {
 
 
 class ExecutionPublic(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [_EXECUTION_EXAMPLE]})
+    model_config = ConfigDict(json_schema_extra={"examples": [EXECUTION_EXAMPLE]})
 
     id: str
     state: ExecutionState

@@ -23,7 +23,7 @@ from tests.conftest import AGENT, LiveServer, make_settings, serve
 # Generated commands never run: everything is denied but the documented example (`echo …`).
 DENY_BUT_ECHO = {
     "default": "deny",
-    "critical": "prompt",
+    "critical": "deny",
     "rules": [{"match": "echo *", "approval": "allow"}],
     "interceptor": {"enabled": False, "rules": None},
 }

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.schemas import (
+    EXECUTION_EXAMPLE,
     ExecutionCreate,
     ExecutionInput,
     ExecutionPublic,
@@ -38,6 +39,51 @@ OUTPUT_HEADERS = {
     },
 }
 _NOT_FOUND = "No such execution, or another agent's (`not_found`)."
+ACCEPTED_EXAMPLES = {
+    "job": {
+        "summary": "Running as a background job",
+        "value": {
+            **EXECUTION_EXAMPLE,
+            "state": "running",
+            "mode": "job",
+            "command": "make test",
+            "exit_code": None,
+            "output": "",
+            "total_bytes": 0,
+            "total_lines": 0,
+            "output_bytes": 0,
+            "output_lines": 0,
+            "wall_time_ms": None,
+            "text": "Backgrounded as job ex_8q3Zb1xvT0m2hC4rNw7Y; result will be delivered "
+            "automatically.",
+            "finished_at": None,
+        },
+    },
+    "awaiting_approval": {
+        "summary": "Held for a human decision",
+        "value": {
+            **EXECUTION_EXAMPLE,
+            "state": "awaiting_approval",
+            "command": "git push --force",
+            "exit_code": None,
+            "output": "",
+            "total_bytes": 0,
+            "total_lines": 0,
+            "output_bytes": 0,
+            "output_lines": 0,
+            "wall_time_ms": None,
+            "text": "(no output)",
+            "approval": {
+                "id": "ap_Qm4s9LkZr2v0XcT8pWb1",
+                "state": "pending",
+                "reason": "matched prompt rule: git push *",
+                "expires_at": "2026-01-05T10:10:00Z",
+            },
+            "started_at": None,
+            "finished_at": None,
+        },
+    },
+}
 _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
 
 
@@ -50,6 +96,7 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
             "model": ExecutionPublic,
             "description": "Still running as a background job (`async`, or auto-backgrounded "
             "after `SHELLGATE_AUTO_BACKGROUND_MS`), or `awaiting_approval` with `approval` set.",
+            "content": {"application/json": {"examples": ACCEPTED_EXAMPLES}},
         },
         **error_responses(
             400,
