@@ -102,7 +102,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         )
     install_error_handlers(app)
     # Outermost but for the tracing middleware: the request id is set before anything logs.
-    app.add_middleware(RequestObservationMiddleware, metrics=metrics)
+    app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
     tracing.instrument(app)
     app.include_router(api_router)
     # A route, not a mount: the endpoint is exactly `/mcp` (a mount answers only `/mcp/…`).

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,18 @@ class ServerProcess:
         return self.stderr_path.read_text(encoding="utf-8").splitlines()
 
     def json_log(self) -> list[dict[str, Any]]:
+        """Every line parsed: a line that is not JSON raises."""
         return [json.loads(line) for line in self.log_lines() if line.strip()]
+
+    def wait_for_log(
+        self, complete: Callable[[list[dict[str, Any]]], bool]
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 10
+        while True:
+            lines = self.json_log()
+            if complete(lines) or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)  # the server's stderr file: nothing to await
 
 
 def server_environment(**settings: str) -> dict[str, str]:
@@ -160,7 +171,13 @@ def test_json_log_lines_parse_and_carry_the_request_id(served: ServerProcess) ->
     assert len(made_up) == 32
     assert generated.json()["error"]["request_id"] == made_up
 
-    lines = served.json_log()  # every line is JSON, or this raises
+    # Access lines are written once a response has gone out: wait for both, bounded.
+    lines = served.wait_for_log(
+        lambda lines: (
+            {"gateway-id-123", made_up}
+            <= {line["request_id"] for line in lines if line["logger"] == "shellgate.access"}
+        )
+    )
     assert all({"time", "level", "logger", "message", "request_id"} <= set(line) for line in lines)
     mine = [line for line in lines if line["request_id"] == "gateway-id-123"]
     events = {line["event"]: line for line in mine if line.get("execution_id") == execution_id}

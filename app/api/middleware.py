@@ -13,7 +13,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.metrics import Metrics
-from app.observability.logs import request_id_var
+from app.observability.logs import request_id_var, trace_id_var
+from app.observability.tracing import TRACING_OFF, Tracing
 
 logger = logging.getLogger("shellgate.access")
 
@@ -40,9 +41,10 @@ def route_template(scope: Scope) -> str:
 
 
 class RequestObservationMiddleware:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, tracing: Tracing = TRACING_OFF) -> None:
         self.app = app
         self.metrics = metrics
+        self.tracing = tracing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -52,6 +54,9 @@ class RequestObservationMiddleware:
         # Not reset afterwards: each request runs in a context of its own, and the handler of
         # an unexpected error (outside this middleware) still needs the id.
         request_id_var.set(request_id)
+        if self.tracing.enabled:
+            # The tracing middleware runs outside this one: its server span is current here.
+            trace_id_var.set(self.tracing.current_trace_id())
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return

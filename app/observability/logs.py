@@ -18,12 +18,15 @@ from typing import Literal
 LogFormat = Literal["text", "json"]
 
 request_id_var: ContextVar[str | None] = ContextVar("shellgate_request_id", default=None)
+# Set only while tracing is on: the request's trace, so a log line leads to its trace.
+trace_id_var: ContextVar[str | None] = ContextVar("shellgate_trace_id", default=None)
 
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is a field.
 _RECORD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
     "asctime",
     "request_id",
+    "trace_id",
     "taskName",
 }
 
@@ -35,6 +38,7 @@ def current_request_id() -> str | None:
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
+        record.trace_id = trace_id_var.get()
         return True
 
 
@@ -65,6 +69,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "request_id": getattr(record, "request_id", None),
         }
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is not None:
+            payload["trace_id"] = trace_id
         for key, value in record.__dict__.items():
             if key not in _RECORD_ATTRIBUTES and not key.startswith("_"):
                 payload[key] = value

@@ -93,6 +93,15 @@ class Tracing:
         _set_attributes(span, attributes)
         return RunSpan(span)
 
+    def current_trace_id(self) -> str | None:
+        """The W3C trace id (32 hex digits) of the current span, when tracing is on."""
+        if self._tracer is None:
+            return None
+        from opentelemetry import trace
+
+        context = trace.get_current_span().get_span_context()
+        return f"{context.trace_id:032x}" if context.is_valid else None
+
     def tag_execution(self, execution_id: str) -> None:
         """Name the execution on the current span (the request's, when called in a request)."""
         if self._tracer is None:

@@ -62,11 +62,12 @@ def test_requests_are_counted_by_route_template_and_status(gated: LiveServer) ->
     with gated.client(AGENT) as agent:
         assert agent.post("/v1/executions", json={"command": "echo hi"}).status_code == 200
         assert agent.get("/v1/executions/ex_absent000000000000").status_code == 404
-    after = scrape(gated)
     posted = {"method": "POST", "route": "/v1/executions", "status": "200"}
     missing = {"method": "GET", "route": "/v1/executions/{execution_id}", "status": "404"}
+    count = "shellgate_http_request_seconds_count"
+    # A request is observed once its response has gone out: wait for the last one, bounded.
+    after = wait_for_sample(gated, count, value(before, count, **missing) + 1, **missing)
     for labels in (posted, missing):
-        count = "shellgate_http_request_seconds_count"
         assert value(after, count, **labels) == value(before, count, **labels) + 1
     assert value(after, "shellgate_http_request_seconds_sum", **posted) > value(
         before, "shellgate_http_request_seconds_sum", **posted

@@ -4,7 +4,9 @@ nothing of OpenTelemetry imported when tracing is off."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from app.observability.logs import JsonFormatter, RequestIdFilter
 from app.observability.tracing import EXECUTION_ID_ATTRIBUTE, Tracing
 from tests.conftest import AGENT, APPROVER, LiveServer, make_settings, serve
 
@@ -48,14 +51,22 @@ def traced(
         yield live
 
 
-def request_spans(exporter: InMemorySpanExporter, execution_id: str) -> list[ReadableSpan]:
-    """The server spans of requests that named this execution, oldest first."""
-    return [
-        span
-        for span in exporter.get_finished_spans()
-        if span.kind is SpanKind.SERVER
-        and (span.attributes or {}).get(EXECUTION_ID_ATTRIBUTE) == execution_id
-    ]
+def request_spans(
+    exporter: InMemorySpanExporter, execution_id: str, expected: int = 1
+) -> list[ReadableSpan]:
+    """The server spans of requests that named this execution. A request's span ends after
+    its response went out, so the test may see the response first: wait for them, bounded."""
+    deadline = time.monotonic() + 10
+    while True:
+        spans = [
+            span
+            for span in exporter.get_finished_spans()
+            if span.kind is SpanKind.SERVER
+            and (span.attributes or {}).get(EXECUTION_ID_ATTRIBUTE) == execution_id
+        ]
+        if len(spans) >= expected or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.02)  # the exporter offers no event to await
 
 
 def children(exporter: InMemorySpanExporter, parent: ReadableSpan) -> dict[str, ReadableSpan]:
@@ -83,6 +94,32 @@ def test_a_request_span_names_the_execution_with_policy_spawn_and_run_children(
     assert run.end_time - run.start_time > 0
 
 
+def test_log_lines_of_a_traced_request_carry_its_trace_id(
+    traced: LiveServer, exporter: InMemorySpanExporter
+) -> None:
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(JsonFormatter())
+    lifecycle = logging.getLogger("shellgate.lifecycle")
+    lifecycle.addHandler(handler)
+    level = lifecycle.level
+    lifecycle.setLevel(logging.INFO)
+    try:
+        with traced.client(AGENT) as agent:
+            body = agent.post("/v1/executions", json={"command": "echo logged"}).json()
+    finally:
+        lifecycle.removeHandler(handler)
+        lifecycle.setLevel(level)
+    [request] = request_spans(exporter, body["id"])
+    assert request.context is not None
+    trace_id = f"{request.context.trace_id:032x}"
+    events = [json.loads(line) for line in lines.getvalue().splitlines()]
+    mine = [event for event in events if event["execution_id"] == body["id"]]
+    assert {event["event"] for event in mine} >= {"submitted", "started", "finished"}
+    assert {event["trace_id"] for event in mine} == {trace_id}
+
+
 def test_an_approval_wait_is_a_child_span(
     traced: LiveServer, exporter: InMemorySpanExporter
 ) -> None:
@@ -106,7 +143,7 @@ def test_an_approval_wait_is_a_child_span(
     assert body["state"] == "completed"
     # The approver's request started the command: its span holds the spawn and the run.
     submit, approve = sorted(
-        request_spans(exporter, body["id"]), key=lambda span: span.start_time or 0
+        request_spans(exporter, body["id"], expected=2), key=lambda span: span.start_time or 0
     )
     assert (submit.name, approve.name) == (
         "POST /v1/executions",
