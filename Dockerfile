@@ -14,11 +14,11 @@ RUN apt-get update \
  && mkdir /data && chown shellgate:shellgate /data
 
 WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+COPY pyproject.toml setup.py README.md alembic.ini ./
 COPY app ./app
 COPY migrations ./migrations
 COPY --from=console /build/node_modules ./node_modules
-# Editable, so that the app finds migrations/ and node_modules/ beside its package.
+# Editable, so that the app finds node_modules/ (the console's xterm.js) beside its package.
 RUN pip install --no-cache-dir -e '.[postgres]'
 
 USER shellgate

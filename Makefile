@@ -2,18 +2,28 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two installs into one venv: serving needs the runtime dependencies only; tests and linters
+# need the [dev] extra (a superset). A PostgreSQL SHELLGATE_DATABASE_URL adds its driver.
+DEV_STAMP := $(VENV)/.installed
+RUNTIME_EXTRAS := $(if $(findstring postgresql,$(SHELLGATE_DATABASE_URL)),[postgres],)
+RUNTIME_STAMP := $(VENV)/.installed-runtime$(if $(RUNTIME_EXTRAS),-postgres,)
 # The console's xterm.js files (served from node_modules/, no build step).
 NODE_STAMP := node_modules/.stamp
 
-.PHONY: run test lint format openapi bench clean console-deps
+.PHONY: run test lint format openapi bench clean console-deps wheel
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+$(RUNTIME_STAMP): pyproject.toml setup.py | $(BIN)/python
+	$(BIN)/pip install -q -e '.$(RUNTIME_EXTRAS)'
+	touch $@
+
+$(DEV_STAMP): pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "need npm (Node.js) for the console's xterm.js"; exit 1; }
@@ -23,30 +33,34 @@ $(NODE_STAMP): package.json package-lock.json
 console-deps: $(NODE_STAMP)
 
 # Serving needs no npm: without it the console falls back to a plain log view.
-run: $(STAMP)
+run: $(RUNTIME_STAMP)
 	@$(MAKE) --no-print-directory console-deps || echo "warning: console without xterm.js (no npm)"
 	$(BIN)/shellgate serve
 
-test: $(STAMP) $(NODE_STAMP)
+test: $(DEV_STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -q
 
 # ruff's banned imports (pyproject.toml, app/api/ruff.toml) are the layering check.
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check app tests bench migrations
 	$(BIN)/ruff check app tests bench migrations
 	$(BIN)/mypy app
 	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for app/*.sh (Debian: apt-get install shellcheck)"; exit 1; }
 	shellcheck app/*.sh
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(BIN)/ruff format app tests bench migrations
 	$(BIN)/ruff check --fix app tests bench migrations
 
-openapi: $(STAMP)
+openapi: $(DEV_STAMP)
 	$(BIN)/python -m app openapi > openapi.json
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
 
+# The wheel and sdist in dist/ (what `pip install shellgate-….whl` installs).
+wheel: $(DEV_STAMP)
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache node_modules
+	rm -rf $(VENV) data build dist .pytest_cache .mypy_cache .ruff_cache node_modules

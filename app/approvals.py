@@ -17,7 +17,9 @@ from app import crud
 from app.auth import Principal
 from app.db import Database
 from app.errors import ConflictError, ForbiddenError, NotFoundError
+from app.metrics import Metrics
 from app.models import Approval, ApprovalState, Execution, ExecutionState
+from app.observability.events import execution_event
 from app.schemas import ApprovalPublic
 from app.timestamps import aware_utc
 
@@ -58,9 +60,15 @@ def approval_event(kind: str, approval: Approval) -> dict[str, Any]:
 
 class ApprovalService:
     def __init__(
-        self, db: Database, *, timeout_seconds: float, on_settled: SettledHandler | None = None
+        self,
+        db: Database,
+        *,
+        timeout_seconds: float,
+        on_settled: SettledHandler | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._db = db
+        self._metrics = metrics
         self._timeout = timeout_seconds
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         # Unbounded queues with the bound enforced in `_publish`, so that the `overflow` marker
@@ -199,15 +207,19 @@ class ApprovalService:
         handle = self._expiry.pop(approval_id, None)
         if handle is not None:
             handle.cancel()
-        logger.info(
-            "approval %s %s by %s at %s for %s (%s): %s",
-            approval_id,
-            state.value,
-            decided_by,
-            aware_utc(approval.decided_at or datetime.now(UTC)).isoformat(),
-            approval.execution_id,
-            reason or "no reason given",
-            approval.command,
+        decided_at = aware_utc(approval.decided_at or datetime.now(UTC))
+        waited = (decided_at - aware_utc(approval.created_at)).total_seconds()
+        if self._metrics is not None:
+            self._metrics.approval_wait.labels(state.value).observe(max(0.0, waited))
+        execution_event(
+            "approval_decided",
+            execution_id=approval.execution_id,
+            owner=approval.requested_by,
+            approval_id=approval_id,
+            decision=state.value,
+            decided_by=decided_by,
+            reason=reason or "no reason given",
+            waited_ms=round(waited * 1000),
         )
         self._publish(approval_event("approval.decided", approval))
         if notify_execution and self.on_settled is not None:
@@ -265,6 +277,11 @@ class ApprovalService:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("expiring an approval failed", exc_info=task.exception())
+
+    @property
+    def pending_count(self) -> int:
+        """Approvals of this server waiting for a decision (each has its expiry armed)."""
+        return len(self._expiry)
 
     async def close(self) -> None:
         for handle in self._expiry.values():

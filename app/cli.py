@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,8 @@ from rich.table import Table
 
 from app.auth import GENERATED_TOKEN_FILE
 from app.client import DEFAULT_URL, ClientError, ServerUnreachableError, ShellgateClient
-from app.config import Settings
+from app.config import Settings, describe_settings_error
+from app.observability.logs import configure_logging
 from app.policy_service import PolicyFileError, read_policy_file
 from app.schemas import ExecutionPublic
 
@@ -53,12 +53,12 @@ def serve(
         if settings.policy_file is not None:
             # Fail before uvicorn starts, with the file's problem and no traceback.
             read_policy_file(settings.policy_file)
-    except (ValidationError, PolicyFileError) as error:
-        typer.echo(f"shellgate: {error}", err=True)
-        raise typer.Exit(2) from None
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    except ValidationError as error:
+        # Never str(error): pydantic's text echoes the input, a token secret included.
+        _fail(describe_settings_error(error), 2)
+    except PolicyFileError as error:
+        _fail(str(error), 2)
+    configure_logging(settings.log_level, settings.log_format)
     from app.http_server import SWITCH_INTERVAL_SECONDS, server_options
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -69,6 +69,11 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # Our handler formats every line (text or JSON, with the request id); uvicorn's access
+        # line would print query strings, where WebSocket tickets travel: the request
+        # middleware logs the route template instead.
+        log_config=None,
+        access_log=False,
         **server_options(settings),
     )
 

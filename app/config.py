@@ -6,11 +6,12 @@ build as many differently-configured apps as they need.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Role = Literal["agent", "approver", "admin"]
@@ -34,27 +35,37 @@ class TokenEntry:
 
 
 def parse_tokens(raw: str) -> list[TokenEntry]:
+    """Entries are named by position in every message: a misplaced field could be a secret."""
     entries: list[TokenEntry] = []
-    for item in (part.strip() for part in raw.split(",")):
-        if not item:
-            continue
+    items = [part.strip() for part in raw.split(",") if part.strip()]
+    for position, item in enumerate(items, start=1):
+        where = f"SHELLGATE_TOKENS entry {position}"
         pieces = item.split(":", 2)
         if len(pieces) != 3:
-            raise ValueError("SHELLGATE_TOKENS entries must be name:role:secret")
+            raise ValueError(f"{where} is not name:role:secret")
         name, role, secret = pieces
         if not _TOKEN_NAME.match(name):
-            raise ValueError(f"invalid token name {name!r}")
+            raise ValueError(f"{where}: the name must be 1-64 letters, digits or _.@-")
         if role not in ROLES:
-            raise ValueError(
-                f"invalid role {role!r} for token {name!r}; use agent, approver or admin"
-            )
+            raise ValueError(f"{where}: unknown role; use agent, approver or admin")
         if len(secret) < MIN_SECRET_LENGTH:
-            raise ValueError(f"secret of token {name!r} is shorter than {MIN_SECRET_LENGTH} chars")
+            raise ValueError(f"{where}: the secret is shorter than {MIN_SECRET_LENGTH} characters")
         entries.append(TokenEntry(name, role, secret))
     secrets = [entry.secret for entry in entries]
     if len(set(secrets)) != len(secrets):
-        raise ValueError("two tokens share a secret")
+        raise ValueError("two SHELLGATE_TOKENS entries share a secret")
     return entries
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """One line per bad setting, naming it and the problem but never echoing the value (a
+    pydantic error prints the input, which may be a token secret or a database password)."""
+    lines = []
+    for item in error.errors(include_url=False, include_input=False, include_context=False):
+        name = ".".join(str(part) for part in item["loc"]) or "settings"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        lines.append(f"SHELLGATE_{name.upper()}: {message}" if item["loc"] else message)
+    return "; ".join(lines)
 
 
 class Settings(BaseSettings):
@@ -64,7 +75,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    data_dir: Path = Path("./data")
+    data_dir: Path = Field(default=Path("data"), validate_default=True)
     database_url: str | None = None
     workspace: Path = Field(default_factory=Path.cwd)
     tokens: str = Field(default="", repr=False)
@@ -94,6 +105,15 @@ class Settings(BaseSettings):
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"
     log_level: str = "info"
+    log_format: Literal["text", "json"] = "text"
+
+    @field_validator("data_dir", "workspace", "policy_file")
+    @classmethod
+    def _absolute_path(cls, value: Path | None) -> Path | None:
+        # Resolved once, against the directory the server starts in: a relative path would
+        # otherwise mean something else to every command that runs in another cwd (a session's
+        # wrapper writes its state under data_dir from the session's own directory).
+        return None if value is None else Path(os.path.abspath(os.path.expanduser(value)))
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -63,6 +63,7 @@ def server_options(settings: Settings) -> dict[str, Any]:
     return {
         "http": DropLoggingHttpProtocol,
         "timeout_keep_alive": settings.keepalive_seconds,
+        "root_path": settings.root_path,
         "proxy_headers": True,
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         "ws_ping_interval": settings.ws_ping_seconds,

@@ -14,12 +14,17 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
 
 from app import __version__
+from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
+from app.api.middleware import RequestObservationMiddleware
+from app.api.operation_ids import operation_id
 from app.api.router import api_router
 from app.api.routes.web import XTERM_DIR
 from app.config import Settings
 from app.mcp_server import MCP_PATH, McpEndpoint
+from app.metrics import Metrics
 from app.migrate import upgrade_to_head
+from app.observability.tracing import Tracing
 from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
 
@@ -35,12 +40,16 @@ async def _prune_forever(services: Services) -> None:
         await asyncio.sleep(services.settings.prune_interval_seconds)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
+    """The app. `tracing` defaults to what the OTEL_* environment asks for (off when
+    OTEL_EXPORTER_OTLP_ENDPOINT is unset)."""
     mcp = McpEndpoint()
+    metrics = Metrics()
+    tracing = tracing if tracing is not None else Tracing.from_environment()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = Services.build(settings)
+        services = Services.build(settings, metrics, tracing)
         await anyio.to_thread.run_sync(upgrade_to_head, settings.resolved_database_url)
         await services.policy.load()
         lost = await recover_lost_executions(services.db, settings)
@@ -57,14 +66,16 @@ def create_app(settings: Settings) -> FastAPI:
             await services.executions.shutdown()
             await services.approvals.close()
             services.db.dispose()
+            tracing.shutdown()
 
     app = FastAPI(
         title="shellgate",
         version=__version__,
-        description="Run bash commands for remote AI agents over HTTP: foreground, background "
-        "jobs and PTYs, under an allow / prompt / deny policy with human approvals.",
+        description=API_DESCRIPTION,
         lifespan=lifespan,
-        root_path=settings.root_path,
+        generate_unique_id_function=operation_id,
+        # The root path (SHELLGATE_ROOT_PATH) is the server's business: `shellgate serve`
+        # hands it to uvicorn, FastAPI's own `root_path` argument being deprecated.
     )
     if settings.cors_origins:
         app.add_middleware(
@@ -82,12 +93,17 @@ def create_app(settings: Settings) -> FastAPI:
                 "X-Total-Bytes",
                 "X-Complete",
                 "X-Next-Offset",
+                "X-Offset",
+                "X-Request-ID",
                 "X-Execution-Id",
                 "Retry-After",
                 "Mcp-Session-Id",
             ],
         )
     install_error_handlers(app)
+    # Outermost but for the tracing middleware: the request id is set before anything logs.
+    app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
+    tracing.instrument(app)
     app.include_router(api_router)
     # A route, not a mount: the endpoint is exactly `/mcp` (a mount answers only `/mcp/…`).
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))

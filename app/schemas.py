@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic.config import JsonDict
 
 from app.models import ApprovalState, ExecutionMode, ExecutionState
 
@@ -15,7 +16,17 @@ class StrictModel(BaseModel):
 
 
 class ExecutionCreate(StrictModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {"command": "echo hello; uname -s"},
+                {"command": "echo building && echo done", "async": True, "timeout": 600},
+                {"command": "echo $GREETING", "env": {"GREETING": "hi"}, "cwd": "~"},
+            ]
+        },
+    )
 
     command: str = Field(description="Shell text, run as `bash -c <command>`.")
     env: dict[str, str] | None = Field(
@@ -47,7 +58,43 @@ class ApprovalSummary(BaseModel):
     expires_at: datetime
 
 
+EXECUTION_EXAMPLE: JsonDict = {
+    "id": "ex_8q3Zb1xvT0m2hC4rNw7Y",
+    "state": "completed",
+    "mode": "foreground",
+    "owner": "alice",
+    "command": "echo hello",
+    "cwd": "/srv/work",
+    "pty": False,
+    "session": None,
+    "exit_code": 0,
+    "signal": None,
+    "timed_out": False,
+    "output": "hello\n",
+    "truncated": False,
+    "total_bytes": 6,
+    "total_lines": 1,
+    "output_bytes": 6,
+    "output_lines": 1,
+    "elided_bytes": 0,
+    "artifact": "artifact://ex_8q3Zb1xvT0m2hC4rNw7Y",
+    "wall_time_ms": 4.2,
+    "timeout_seconds": 300,
+    "requested_timeout_seconds": None,
+    "timeout_disabled": None,
+    "notices": [],
+    "is_error": False,
+    "text": "hello\n\nWall time: 0.00 seconds",
+    "approval": None,
+    "created_at": "2026-01-05T10:00:00Z",
+    "started_at": "2026-01-05T10:00:00Z",
+    "finished_at": "2026-01-05T10:00:00Z",
+}
+
+
 class ExecutionPublic(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXECUTION_EXAMPLE]})
+
     id: str
     state: ExecutionState
     mode: ExecutionMode
@@ -114,17 +161,88 @@ class ApprovalsPublic(BaseModel):
 
 
 class ApprovalDecision(StrictModel):
-    reason: str | None = Field(default=None, max_length=4096)
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"reason": "expected cleanup"}]}
+    )
+
+    reason: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Stored with the decision and shown to the agent.",
+    )
 
 
 class ErrorBody(BaseModel):
-    code: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
+    code: str = Field(description="Machine-readable error code, e.g. `policy_denied`.")
+    message: str = Field(description="What went wrong, for a human or an agent to read.")
+    details: dict[str, Any] = Field(
+        default_factory=dict, description="Structured context (the matched rule, ids, limits)."
+    )
+    request_id: str | None = Field(
+        default=None,
+        description="The request's id (the `X-Request-ID` response header): the key to the "
+        "server's log lines about it.",
+    )
 
 
 class ErrorResponse(BaseModel):
+    """Every refusal but request-shape validation: `{"error": {code, message, details,
+    request_id}}`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": {
+                        "code": "policy_denied",
+                        "message": "Blocked by bash pattern: rm -rf *",
+                        "details": {"rule": "rm -rf *"},
+                        "request_id": "5f0c3e0b8a8e4d3f9b1d2c7a6e4f8a90",
+                    }
+                }
+            ]
+        }
+    )
+
     error: ErrorBody
+
+
+class ValidationIssue(BaseModel):
+    """One problem pydantic found in the request (FastAPI's shape)."""
+
+    loc: list[str | int] = Field(description="Where: `body`, `query`, `path`, then field names.")
+    msg: str
+    type: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class RequestValidationErrorResponse(BaseModel):
+    """A body, query or path value that does not fit its schema (FastAPI's 422 shape)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "detail": [
+                        {
+                            "type": "missing",
+                            "loc": ["body", "command"],
+                            "msg": "Field required",
+                            "input": {},
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+    detail: list[ValidationIssue]
+
+
+class UnprocessableResponse(RootModel[RequestValidationErrorResponse | ErrorResponse]):
+    """A 422: `{"detail": [...]}` when the request does not fit its schema, `{"error": ...}`
+    when the server refuses a well-formed value (`invalid_request`, `intercepted`)."""
 
 
 class ToolObject(BaseModel):
@@ -161,6 +279,11 @@ SESSION_MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000
 
 
 class SessionCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"env": {"PROJECT": "demo"}, "timeout_ms": 120000}]},
+    )
+
     cwd: str | None = Field(
         default=None,
         description="Working directory at the start of every call (`~` expands; relative to "
@@ -205,6 +328,10 @@ class SessionsPublic(BaseModel):
 
 
 class RunRequest(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"command": "echo $PROJECT"}]}
+    )
+
     command: str = Field(description="Shell text; must not start with `/`.")
     timeout_ms: int | None = Field(
         default=None,

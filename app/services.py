@@ -14,6 +14,7 @@ from app.config import Settings
 from app.db import Database, make_engine
 from app.executions import ExecutionService
 from app.metrics import Metrics
+from app.observability.tracing import TRACING_OFF, Tracing
 from app.policy_service import PolicyService
 from app.registry import Registry
 from app.session_runs import SessionRuns
@@ -34,16 +35,18 @@ class Services:
     session_runs: SessionRuns
 
     @classmethod
-    def build(cls, settings: Settings) -> Services:
+    def build(
+        cls, settings: Settings, metrics: Metrics, tracing: Tracing = TRACING_OFF
+    ) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(make_engine(settings.resolved_database_url))
-        metrics = Metrics()
         registry = Registry(settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds)
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry)
-        executions = ExecutionService(settings, db, registry, policy, metrics, sessions)
+        executions = ExecutionService(settings, db, registry, policy, metrics, sessions, tracing)
+        metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
             settings=settings,
             db=db,

@@ -18,6 +18,7 @@ import uvicorn
 from app.config import Settings
 from app.http_server import server_options
 from app.main import create_app
+from app.observability.tracing import Tracing
 from tests.waiting import eventually
 
 AGENT = "agent-secret-0123456789"
@@ -66,10 +67,10 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 
 
 @contextlib.contextmanager
-def serve(settings: Settings) -> Iterator[LiveServer]:
+def serve(settings: Settings, *, tracing: Tracing | None = None) -> Iterator[LiveServer]:
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, tracing=tracing),
         host="127.0.0.1",
         port=port,
         log_level="warning",

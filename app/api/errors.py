@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import errors
-from app.schemas import ErrorResponse
+from app.observability.logs import current_request_id
+from app.schemas import ErrorResponse, UnprocessableResponse
 
 logger = logging.getLogger("shellgate.api")
 
@@ -39,9 +40,38 @@ _CODE_BY_STATUS = {
 }
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` documenting the error envelope for these statuses."""
-    return {code: {"model": ErrorResponse} for code in codes}
+# What each status means wherever it is documented; routes may say more (`described=`).
+_STATUS_DESCRIPTIONS = {
+    400: "The body is not JSON text the server can decode (`bad_request`).",
+    401: "No bearer token, or one the server does not know (`unauthenticated`).",
+    403: "The caller's role may not do this (`forbidden`).",
+    404: "No such resource, or one the caller may not see (`not_found`).",
+    409: "The resource is not in a state that allows this (`conflict`).",
+    422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
+    'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
+    429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
+    503: "A dependency (the database) does not answer (`unavailable`).",
+}
+
+
+def error_responses(
+    *codes: int, described: dict[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses: the error envelope (422 also FastAPI's
+    validation shape), with what the status means for this operation."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        description = (described or {}).get(code, _STATUS_DESCRIPTIONS[code])
+        model = UnprocessableResponse if code == 422 else ErrorResponse
+        responses[code] = {"model": model, "description": description}
+        if code == 429:
+            responses[code]["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait before trying again.",
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                }
+            }
+    return responses
 
 
 def status_for(error: errors.AppError) -> int:
@@ -55,7 +85,15 @@ def status_for(error: errors.AppError) -> int:
 def error_body(
     code: str, message: str, details: dict[str, object] | None = None
 ) -> dict[str, object]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
+    # The request id lets an operator find this request's log lines.
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details or {},
+            "request_id": current_request_id(),
+        }
+    }
 
 
 def app_error_response(error: errors.AppError) -> JSONResponse:
@@ -88,7 +126,13 @@ async def _on_http_error(_: Request, error: Exception) -> JSONResponse:
 
 async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
+    # Answered outside the request middleware: it names the request id itself.
+    request_id = current_request_id()
+    return JSONResponse(
+        error_body("internal_error", "internal server error"),
+        status_code=500,
+        headers={"X-Request-ID": request_id} if request_id else None,
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

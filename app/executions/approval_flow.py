@@ -62,8 +62,12 @@ class ApprovalFlow:
         # The approvals exist for the executions that ask for them: every decision comes back
         # here through `settled`.
         self.approvals = ApprovalService(
-            context.db, timeout_seconds=context.settings.approval_timeout, on_settled=self.settled
+            context.db,
+            timeout_seconds=context.settings.approval_timeout,
+            on_settled=self.settled,
+            metrics=context.metrics,
         )
+        self._tracing = context.tracing
         # Callers holding their request open for a decision; the result None means "it ended
         # without running (cancelled): answer with the record".
         self._waiters: dict[str, asyncio.Future[Launch | None]] = {}
@@ -71,11 +75,16 @@ class ApprovalFlow:
     # --- asking -------------------------------------------------------------------------------
 
     async def hold(
-        self, owner: Principal, draft: Draft, reason: str, approval_wait: float
+        self,
+        owner: Principal,
+        draft: Draft,
+        reason: str,
+        approval_wait: float,
+        execution_id: str | None = None,
     ) -> Outcome:
         """Record the execution as awaiting approval; a foreground caller waits up to
         `approval_wait` seconds for the decision and then gets the run's answer."""
-        execution_id = new_execution_id()
+        execution_id = execution_id or new_execution_id()
         waiter: asyncio.Future[Launch | None] | None = None
         if not draft.async_ and approval_wait > 0:
             # Registered before the approval exists, so that even an instant decision (an
@@ -87,7 +96,8 @@ class ApprovalFlow:
             if waiter is None:
                 return Outcome(202, await self._reader.get(owner, execution_id))
             try:
-                launch = await asyncio.wait_for(asyncio.shield(waiter), approval_wait)
+                with self._tracing.span("approval_wait"):
+                    launch = await asyncio.wait_for(asyncio.shield(waiter), approval_wait)
             except TimeoutError:
                 if self._waiters.pop(execution_id, None) is not None:
                     return Outcome(202, await self._reader.get(owner, execution_id))
@@ -104,15 +114,16 @@ class ApprovalFlow:
         return await self._answers.answer(launch)
 
     async def follow_streamed(
-        self, owner: Principal, draft: Draft, reason: str
+        self, owner: Principal, draft: Draft, reason: str, execution_id: str | None = None
     ) -> tuple[str, LiveExecution | None]:
         """A streamed call: not held as a request, it follows the record until the decision has
         started (or ended) the command; refusals raise what the runner's caller should see."""
-        execution_id = new_execution_id()
+        execution_id = execution_id or new_execution_id()
         await self._request(owner, draft, reason, execution_id)
-        record = await self._reader.wait_past_approval(
-            execution_id, self._settings.approval_timeout + STREAMED_DECISION_MARGIN_SECONDS
-        )
+        with self._tracing.span("approval_wait"):
+            record = await self._reader.wait_past_approval(
+                execution_id, self._settings.approval_timeout + STREAMED_DECISION_MARGIN_SECONDS
+            )
         state = ExecutionState(record.state)
         if state is ExecutionState.rejected and record.approval_id:
             approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)

@@ -8,6 +8,7 @@ from app.config import Settings
 from app.db import Database
 from app.executions.changes import StateChanges
 from app.metrics import Metrics
+from app.observability.tracing import TRACING_OFF, Tracing
 from app.registry import Registry
 
 
@@ -18,3 +19,4 @@ class Context:
     registry: Registry  # the live executions, the job cap, deadlines and kills
     metrics: Metrics
     changes: StateChanges  # record state changes: notify and wait
+    tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run

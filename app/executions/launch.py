@@ -37,6 +37,7 @@ from app.executions.draft import (
 from app.executions.lifecycle import Lifecycle
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
 from app.models import Execution, ExecutionMode, ExecutionState
+from app.observability.events import execution_event
 from app.output import OutputSink
 from app.policy_service import PolicyService
 from app.process import RunningProcess, SpawnSpec, boot_id
@@ -90,18 +91,24 @@ class Launcher:
         if plan.mode is ExecutionMode.job and not self.ctx.registry.reserve_job_slot(live):
             raise JobLimitReachedError(self.ctx.registry.max_jobs)
         session_call = self._session_call(live, draft, plan)
-        process = await self._spawn(live, draft, plan, session_call)
+        # After an approval this runs in the approver's request: name the execution there too.
+        self.ctx.tracing.tag_execution(execution_id)
+        with self.ctx.tracing.span("spawn", execution_id=execution_id, pty=draft.pty):
+            process = await self._spawn(live, draft, plan, session_call)
         await self._record(live, process, owner, draft, plan, existing, session_call)
-        self.lifecycle.watch(live, plan.timeout, session_call)
+        run_span = self.ctx.tracing.start_run(
+            "run", execution_id=execution_id, mode=plan.mode.value
+        )
+        self.lifecycle.watch(live, plan.timeout, session_call, run_span)
         self.ctx.changes.notify(execution_id)
         self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
-        logger.info(
-            "started %s for %s (%s, pid %s): %s",
-            execution_id,
-            owner.name,
-            plan.mode,
-            process.pid,
-            plan.expanded.command,
+        execution_event(
+            "started",
+            execution_id=execution_id,
+            owner=owner.name,
+            mode=plan.mode.value,
+            pid=process.pid,
+            cwd=plan.cwd,
         )
         return Launch(live, plan.foreground_wait, plan.timeout.notices)
 

@@ -16,6 +16,8 @@ from app import crud
 from app.executions.context import Context
 from app.executions.ports import SessionCall
 from app.models import Execution, ExecutionState
+from app.observability.events import execution_event
+from app.observability.tracing import RunSpan
 from app.output import truncation_footer
 from app.registry import LiveExecution
 from app.result_text import CANCELLED_NOTICE, LOST_NOTICE, final_text, timeout_notice
@@ -36,14 +38,22 @@ class Lifecycle:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def watch(
-        self, live: LiveExecution, limit: ResolvedTimeout, session_call: SessionCall | None
+        self,
+        live: LiveExecution,
+        limit: ResolvedTimeout,
+        session_call: SessionCall | None,
+        run_span: RunSpan | None = None,
     ) -> None:
         """Arm the deadline and supervise the execution until its terminal record is written."""
         self._registry.arm_deadline(live, limit.seconds)
-        self._track(self._supervise(live, limit, session_call))
+        self._track(self._supervise(live, limit, session_call, run_span))
 
     async def _supervise(
-        self, live: LiveExecution, limit: ResolvedTimeout, session_call: SessionCall | None
+        self,
+        live: LiveExecution,
+        limit: ResolvedTimeout,
+        session_call: SessionCall | None,
+        run_span: RunSpan | None,
     ) -> None:
         status = await live.exited
         if session_call is not None:
@@ -96,7 +106,33 @@ class Lifecycle:
             self._registry.remove(live.id)
             live.finished.set()
             self._changes.notify(live.id)
-            self._metrics.executions_finished.labels(state.value).inc()
+            self._finished(live.id, live.owner, state, values, summary.total_bytes, run_span)
+
+    def _finished(
+        self,
+        execution_id: str,
+        owner: str,
+        state: ExecutionState,
+        values: dict[str, Any],
+        output_bytes: int,
+        run_span: RunSpan | None = None,
+    ) -> None:
+        """The metrics, the run span and the `finished` line of a terminal execution."""
+        wall_time_ms = values.get("wall_time_ms")
+        seconds = None if wall_time_ms is None else wall_time_ms / 1000
+        self._metrics.observe_finished(state.value, seconds, output_bytes)
+        if run_span is not None:
+            run_span.end(state=state.value, exit_code=values.get("exit_code"))
+        execution_event(
+            "finished",
+            execution_id=execution_id,
+            owner=owner,
+            state=state.value,
+            exit_code=values.get("exit_code"),
+            signal=values.get("signal"),
+            duration_ms=None if wall_time_ms is None else round(wall_time_ms),
+            output_bytes=output_bytes,
+        )
 
     async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
         # The record is the only way anyone learns the result: retry a busy database.
@@ -121,19 +157,17 @@ class Lifecycle:
         text = final_text(
             body="", wall_time_ms=None, notices=notices, state=state, exit_code=None, footer=None
         )
-        await self._db.call(
-            crud.finish_execution,
-            execution_id=record.id,
-            values={
-                "state": state.value,
-                "finished_at": datetime.now(UTC),
-                "notices": json.dumps(notices),
-                "pending_request": None,
-                "output": "",
-                "text": text,
-            },
-        )
+        values: dict[str, Any] = {
+            "state": state.value,
+            "finished_at": datetime.now(UTC),
+            "notices": json.dumps(notices),
+            "pending_request": None,
+            "output": "",
+            "text": text,
+        }
+        await self._db.call(crud.finish_execution, execution_id=record.id, values=values)
         self._changes.notify(record.id)
+        self._finished(record.id, record.owner, state, values, 0)
 
     async def shutdown(self) -> None:
         """Stopping the server ends its commands: their groups are killed and they read `lost`."""

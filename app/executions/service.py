@@ -33,6 +33,8 @@ from app.executions.ports import SessionBinding, SessionContext
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
 from app.models import Execution, ExecutionState
+from app.observability.events import execution_event
+from app.observability.tracing import TRACING_OFF, Tracing
 from app.policy import Approval as PolicyApproval
 from app.policy import Verdict
 from app.policy_service import PolicyService
@@ -51,13 +53,15 @@ class ExecutionService:
         policy: PolicyService,
         metrics: Metrics,
         sessions: SessionBinding,
+        tracing: Tracing = TRACING_OFF,
     ) -> None:
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
         self._sessions = sessions
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        context = Context(settings, db, registry, metrics, StateChanges())
+        self._tracing = tracing
+        context = Context(settings, db, registry, metrics, StateChanges(), tracing)
         self._reader = ExecutionReader(context)
         self._lifecycle = Lifecycle(context)
         self._launcher = Launcher(context, policy, sessions, self._lifecycle)
@@ -79,13 +83,14 @@ class ExecutionService:
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
-        verdict = await self._judge(principal, request.command)
+        execution_id = self._submitted(principal, draft)
+        verdict = await self._judge(principal, request.command, execution_id)
         if verdict.approval == PolicyApproval.prompt:
             return await self._approval_flow.hold(
-                principal, draft, verdict.reason, request.approval_wait
+                principal, draft, verdict.reason, request.approval_wait, execution_id
             )
         launch = await self._launcher.launch(
-            execution_id=drafts.new_execution_id(),
+            execution_id=execution_id,
             owner=principal,
             draft=draft,
             caller_waiting=True,
@@ -103,11 +108,14 @@ class ExecutionService:
         draft = drafts.runner_draft(
             command, session_id=session_id, timeout_seconds=timeout_seconds, pty=session.pty
         )
-        verdict = await self._judge(principal, command)
+        execution_id = self._submitted(principal, draft)
+        verdict = await self._judge(principal, command, execution_id)
         if verdict.approval == PolicyApproval.prompt:
-            return await self._approval_flow.follow_streamed(principal, draft, verdict.reason)
+            return await self._approval_flow.follow_streamed(
+                principal, draft, verdict.reason, execution_id
+            )
         launch = await self._launcher.launch(
-            execution_id=drafts.new_execution_id(),
+            execution_id=execution_id,
             owner=principal,
             draft=draft,
             caller_waiting=True,
@@ -130,11 +138,34 @@ class ExecutionService:
             return None
         return await self._sessions.context(session_id, principal)
 
-    async def _judge(self, principal: Principal, command: str) -> Verdict:
+    def _submitted(self, principal: Principal, draft: drafts.Draft) -> str:
+        """The new execution's id, named on the request's span and in the log."""
+        execution_id = drafts.new_execution_id()
+        self._tracing.tag_execution(execution_id)
+        execution_event(
+            "submitted",
+            execution_id=execution_id,
+            owner=principal.name,
+            session=draft.session,
+            pty=draft.pty,
+            command_bytes=len(draft.original_command.encode("utf-8", "surrogatepass")),
+        )
+        return execution_id
+
+    async def _judge(self, principal: Principal, command: str, execution_id: str) -> Verdict:
         """The policy's verdict on a command; a deny ends the call here (403)."""
-        verdict = await self._policy.evaluate(command)
+        with self._tracing.span("policy"):
+            verdict = await self._policy.evaluate(command)
         self._metrics.policy_verdicts.labels(verdict.approval.value).inc()
+        execution_event(
+            "verdict",
+            execution_id=execution_id,
+            owner=principal.name,
+            verdict=verdict.approval.value,
+            reason=verdict.reason,
+        )
         if verdict.approval == PolicyApproval.deny:
+            # Denied calls leave no record: this line is what an audit has of them.
             logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
             raise PolicyDeniedError(
                 verdict.reason,

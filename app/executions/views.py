@@ -202,7 +202,8 @@ class ExecutionReader:
         self, principal: Principal, execution_id: str, offset: int, limit: int
     ) -> OutputPage:
         """Raw log bytes from `offset`. Past the artifact cap the middle of the stream is gone:
-        a read there is empty and `next_offset` jumps to the kept tail."""
+        a read there is empty and `next_offset` jumps to the kept tail, so a client that
+        concatenates pages never splices the tail onto an earlier offset unknowingly."""
         record = await self.readable(principal, execution_id)
         live = self._registry.get(execution_id)
         complete = False
@@ -216,8 +217,10 @@ class ExecutionReader:
             log = finished
 
         def read() -> OutputPage:
-            start = log.next_available(offset)
-            data = log.read(start, limit)
-            return OutputPage(data, log.total_bytes, complete, start + len(data))
+            kept_from = log.next_available(offset)
+            if kept_from != offset:
+                return OutputPage(b"", log.total_bytes, complete, kept_from)
+            data = log.read(offset, limit)
+            return OutputPage(data, log.total_bytes, complete, offset + len(data))
 
         return await anyio.to_thread.run_sync(read)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -232,6 +233,27 @@ def test_output_endpoint_pages_by_offset_while_running_and_after(agent: httpx.Cl
     assert rest.content == b"ghij"
     assert rest.headers["X-Total-Bytes"] == "10"
     assert rest.headers["X-Complete"] == "true"
+
+
+def test_output_inside_an_evicted_middle_is_empty_and_points_at_the_tail(
+    tmp_path: Path,
+) -> None:
+    """A 5000-byte log capped at 1024 keeps bytes [0, 512) and [4488, 5000)."""
+    with serve(make_settings(tmp_path, artifact_max_bytes=1024)) as live, live.client() as agent:
+        done = agent.post(
+            "/v1/executions", json={"command": "head -c 5000 /dev/zero | tr '\\0' a"}
+        ).json()
+        url = f"/v1/executions/{done['id']}/output"
+        inside = agent.get(url, params={"offset": 1000})
+        head = agent.get(url, params={"offset": 0})
+        tail = agent.get(url, params={"offset": int(inside.headers["X-Next-Offset"])})
+    assert inside.status_code == 200 and inside.content == b""
+    assert (inside.headers["X-Offset"], inside.headers["X-Next-Offset"]) == ("1000", "4488")
+    assert inside.headers["X-Total-Bytes"] == "5000"
+    # A read from the head stops where the eviction starts, never splicing the tail on.
+    assert head.content == b"a" * 512 and head.headers["X-Next-Offset"] == "512"
+    assert tail.content == b"a" * 512 and tail.headers["X-Offset"] == "4488"
+    assert tail.headers["X-Next-Offset"] == "5000" and tail.headers["X-Complete"] == "true"
 
 
 def test_artifact_url_expands_to_the_log_path_of_my_own_execution(agent: httpx.Client) -> None:

@@ -133,6 +133,8 @@ def test_raise_only_check_rejects_zero_default_and_below(
 ) -> None:
     result = run(agent, session, "echo never", timeout_ms=timeout_ms)
     assert result.status_code == 422
+    assert result.error is not None
+    assert result.error.pop("request_id")
     assert result.error == {
         "code": "invalid_request",
         "message": RAISE_ONLY.format(n=600000),

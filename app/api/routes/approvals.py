@@ -18,40 +18,75 @@ from app.models import ApprovalState
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
-ERRORS = error_responses(401, 403, 404, 409, 422)
+_NOT_FOUND = "No such approval, or one of another agent's executions (`not_found`)."
+DECIDE_ERRORS = error_responses(
+    400,
+    401,
+    403,
+    404,
+    409,
+    422,
+    described={
+        403: "Only approvers and admins decide; never agents, not even on their own "
+        "executions (`forbidden`).",
+        404: _NOT_FOUND,
+        409: "The approval was already decided, expired or withdrawn (`conflict`).",
+    },
+)
 SNAPSHOT_LIMIT = 500
 CLOSE_UNAUTHENTICATED = 4401
 # "Try again later": the listener fell behind and was dropped; reconnect for a fresh snapshot.
 CLOSE_OVERFLOW = 1013
 
 
-@router.get("", response_model=ApprovalsPublic, responses=ERRORS, summary="List approvals")
+@router.get(
+    "",
+    response_model=ApprovalsPublic,
+    responses=error_responses(401, 422),
+    summary="List approvals",
+)
 async def list_approvals(
     principal: PrincipalDep,
     services: ServicesDep,
     state: ApprovalState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> ApprovalsPublic:
+    """Newest first, optionally of one `state`. Approvers and admins see all; an agent sees
+    the approvals of its own executions. Follow new ones live on `WS /v1/approvals/stream`
+    (see the API description)."""
     approvals = await services.approvals.list(
         principal, state=state.value if state else None, limit=limit
     )
     return ApprovalsPublic(data=[approval_public(approval) for approval in approvals])
 
 
-@router.get("/{approval_id}", response_model=ApprovalPublic, responses=ERRORS)
+@router.get(
+    "/{approval_id}",
+    response_model=ApprovalPublic,
+    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    summary="Read one approval",
+)
 async def get_approval(
     approval_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> ApprovalPublic:
+    """The approval with its command, cwd, reason, requester, decision and expiry."""
     return approval_public(await services.approvals.get(approval_id, principal))
 
 
-@router.post("/{approval_id}/approve", response_model=ApprovalPublic, responses=ERRORS)
+@router.post(
+    "/{approval_id}/approve",
+    response_model=ApprovalPublic,
+    responses=DECIDE_ERRORS,
+    summary="Approve: the command runs",
+)
 async def approve(
     approval_id: str,
     principal: PrincipalDep,
     services: ServicesDep,
     body: ApprovalDecision | None = None,
 ) -> ApprovalPublic:
+    """Approves a pending approval; its execution starts at once (as a job when its caller
+    stopped waiting). The optional `reason` is stored with the decision."""
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=True,
@@ -61,13 +96,20 @@ async def approve(
     return approval_public(approval)
 
 
-@router.post("/{approval_id}/deny", response_model=ApprovalPublic, responses=ERRORS)
+@router.post(
+    "/{approval_id}/deny",
+    response_model=ApprovalPublic,
+    responses=DECIDE_ERRORS,
+    summary="Deny: the execution is rejected",
+)
 async def deny(
     approval_id: str,
     principal: PrincipalDep,
     services: ServicesDep,
     body: ApprovalDecision | None = None,
 ) -> ApprovalPublic:
+    """Denies a pending approval; its execution ends `rejected` and a waiting caller gets 403
+    `approval_rejected` with the reason."""
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=False,

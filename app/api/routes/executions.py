@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.schemas import (
+    EXECUTION_EXAMPLE,
     ExecutionCreate,
     ExecutionInput,
     ExecutionPublic,
@@ -19,27 +20,122 @@ from app.schemas import (
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
-ERRORS = error_responses(401, 403, 404, 409, 422, 429)
 MAX_OUTPUT_READ = 16 * 1024 * 1024
+_DIGITS = {"type": "string", "pattern": "^[0-9]+$"}
+OUTPUT_HEADERS = {
+    "X-Total-Bytes": {"description": "Bytes the command has written so far.", "schema": _DIGITS},
+    "X-Complete": {
+        "description": "`true` once the execution is terminal and the log will not grow.",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+    "X-Next-Offset": {
+        "description": "Where the next read starts: `offset` + the body's length, or, when "
+        "`offset` lies in the evicted middle of a capped log, the first kept byte of the tail.",
+        "schema": _DIGITS,
+    },
+    "X-Offset": {
+        "description": "The log position of the body's first byte (the requested `offset`).",
+        "schema": _DIGITS,
+    },
+}
+_NOT_FOUND = "No such execution, or another agent's (`not_found`)."
+ACCEPTED_EXAMPLES = {
+    "job": {
+        "summary": "Running as a background job",
+        "value": {
+            **EXECUTION_EXAMPLE,
+            "state": "running",
+            "mode": "job",
+            "command": "make test",
+            "exit_code": None,
+            "output": "",
+            "total_bytes": 0,
+            "total_lines": 0,
+            "output_bytes": 0,
+            "output_lines": 0,
+            "wall_time_ms": None,
+            "text": "Backgrounded as job ex_8q3Zb1xvT0m2hC4rNw7Y; result will be delivered "
+            "automatically.",
+            "finished_at": None,
+        },
+    },
+    "awaiting_approval": {
+        "summary": "Held for a human decision",
+        "value": {
+            **EXECUTION_EXAMPLE,
+            "state": "awaiting_approval",
+            "command": "git push --force",
+            "exit_code": None,
+            "output": "",
+            "total_bytes": 0,
+            "total_lines": 0,
+            "output_bytes": 0,
+            "output_lines": 0,
+            "wall_time_ms": None,
+            "text": "(no output)",
+            "approval": {
+                "id": "ap_Qm4s9LkZr2v0XcT8pWb1",
+                "state": "pending",
+                "reason": "matched prompt rule: git push *",
+                "expires_at": "2026-01-05T10:10:00Z",
+            },
+            "started_at": None,
+            "finished_at": None,
+        },
+    },
+}
+_NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
 
 
 @router.post(
     "",
     response_model=ExecutionPublic,
     responses={
-        **ERRORS,
-        202: {"model": ExecutionPublic, "description": "Job started or awaiting approval"},
+        200: {"description": "The command finished: its result."},
+        202: {
+            "model": ExecutionPublic,
+            "description": "Still running as a background job (`async`, or auto-backgrounded "
+            "after `SHELLGATE_AUTO_BACKGROUND_MS`), or `awaiting_approval` with `approval` set.",
+            "content": {"application/json": {"examples": ACCEPTED_EXAMPLES}},
+        },
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            422,
+            429,
+            described={
+                403: "Not an agent or admin token (`forbidden`); a deny rule matched "
+                "(`policy_denied`); an approver denied it or it expired (`approval_rejected`).",
+                404: "The `session`, or an `artifact://` id in the command, does not exist.",
+                422: 'Malformed body (`{"detail"}`), or a value refused (`invalid_request`: '
+                "empty command, bad env name, missing cwd, …; `intercepted`: the interceptor "
+                "routes it to a dedicated tool).",
+            },
+        ),
     },
     summary="Run a command",
 )
 async def create_execution(
     body: ExecutionCreate, principal: PrincipalDep, services: ServicesDep
 ) -> JSONResponse:
+    """Runs `bash -c <command>` under the policy. A foreground call answers 200 with the result
+    once it ends; a call still running after the auto-background threshold, or sent with
+    `async: true`, answers 202 and continues as a job (follow it with `GET …?wait=N`, the
+    `/output` log or the WebSocket stream). A `prompt` verdict creates the execution in
+    `awaiting_approval`; the call holds up to `approval_wait` seconds for a decision, then
+    answers 202 with the pending `approval`."""
     outcome = await services.executions.submit(principal, body)
     return JSONResponse(outcome.execution.model_dump(mode="json"), status_code=outcome.status_code)
 
 
-@router.get("", response_model=ExecutionsPublic, responses=ERRORS, summary="List executions")
+@router.get(
+    "",
+    response_model=ExecutionsPublic,
+    responses=error_responses(401, 422),
+    summary="List executions",
+)
 async def list_executions(
     principal: PrincipalDep,
     services: ServicesDep,
@@ -49,6 +145,8 @@ async def list_executions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> ExecutionsPublic:
+    """Newest first, `limit` a page; pass `next_cursor` back as `cursor` for the next page.
+    Agents see their own executions; approvers and admins see all."""
     states = [part for value in state or [] for part in value.split(",") if part] or None
     data, next_cursor = await services.executions.list_page(
         principal, states=states, limit=limit, cursor=cursor
@@ -56,7 +154,12 @@ async def list_executions(
     return ExecutionsPublic(data=data, next_cursor=next_cursor)
 
 
-@router.get("/{execution_id}", response_model=ExecutionPublic, responses=ERRORS, summary="Read one")
+@router.get(
+    "/{execution_id}",
+    response_model=ExecutionPublic,
+    responses=error_responses(401, 404, 422, described={404: _NOT_FOUND}),
+    summary="Read one execution",
+)
 async def get_execution(
     execution_id: str,
     principal: PrincipalDep,
@@ -65,15 +168,32 @@ async def get_execution(
         float, Query(ge=0, le=600, description="Long-poll up to N seconds for a terminal state.")
     ] = 0,
 ) -> ExecutionPublic:
+    """The record; a running one carries its output so far. With `wait=N` the call returns as
+    soon as the execution is terminal, or after N seconds with the current state."""
     return await services.executions.get(principal, execution_id, wait=wait)
 
 
 @router.post(
-    "/{execution_id}/cancel", response_model=ExecutionPublic, responses=ERRORS, summary="Cancel"
+    "/{execution_id}/cancel",
+    response_model=ExecutionPublic,
+    responses=error_responses(
+        401,
+        403,
+        404,
+        409,
+        described={
+            403: "Only the owner or an admin cancels (`forbidden`).",
+            404: _NOT_FOUND,
+            409: "The execution is already terminal (`conflict`).",
+        },
+    ),
+    summary="Cancel an execution",
 )
 async def cancel_execution(
     execution_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> ExecutionPublic:
+    """Kills the process group (SIGTERM, then SIGKILL after the grace period) and answers with
+    the `cancelled` record; an execution awaiting approval is withdrawn without running."""
     return await services.executions.cancel(principal, execution_id)
 
 
@@ -81,12 +201,14 @@ async def cancel_execution(
     "/{execution_id}/output",
     response_class=Response,
     responses={
-        **ERRORS,
         200: {
-            "content": {"application/octet-stream": {}},
-            "description": "Raw bytes of the merged log from `offset`; headers X-Total-Bytes, "
-            "X-Complete, X-Next-Offset (where the next read starts).",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+            "description": "Up to `limit` raw bytes of the merged log from `offset`.",
+            "headers": OUTPUT_HEADERS,
         },
+        **error_responses(401, 404, 422, described={404: _NOT_FOUND}),
     },
     summary="Read the raw output log",
 )
@@ -97,6 +219,10 @@ async def read_output(
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_OUTPUT_READ)] = 1024 * 1024,
 ) -> Response:
+    """The byte-exact merged stdout/stderr (or PTY) log, from `offset`. Loop on
+    `X-Next-Offset` until `X-Complete: true` and an empty body. A log over the artifact cap
+    keeps its head and a rolling tail: a read inside the evicted middle is empty and
+    `X-Next-Offset` points at the first kept byte after it; offsets never shift."""
     page = await services.executions.read_output(principal, execution_id, offset, limit)
     return Response(
         content=page.data,
@@ -105,25 +231,51 @@ async def read_output(
             "X-Total-Bytes": str(page.total_bytes),
             "X-Complete": "true" if page.complete else "false",
             "X-Next-Offset": str(page.next_offset),
+            # Where the body's first byte sits in the log: always the requested offset.
+            "X-Offset": str(offset),
         },
     )
 
 
+_DRIVE_ERRORS = error_responses(
+    400,
+    401,
+    403,
+    404,
+    409,
+    422,
+    described={
+        403: _NOT_DRIVABLE,
+        404: _NOT_FOUND,
+        409: "The execution has no PTY, or no longer runs (`conflict`).",
+    },
+)
+
+
 @router.post(
-    "/{execution_id}/input", status_code=204, responses=ERRORS, summary="Type into a PTY run"
+    "/{execution_id}/input",
+    status_code=204,
+    responses=_DRIVE_ERRORS,
+    summary="Type into a PTY run",
 )
 async def send_input(
     execution_id: str, body: ExecutionInput, principal: PrincipalDep, services: ServicesDep
 ) -> Response:
+    """Writes `data` (UTF-8) to the terminal of a `pty: true` run. Keystrokes are not checked
+    by the policy again; each batch is logged with who sent it."""
     await services.executions.send_input(principal, execution_id, body.data.encode())
     return Response(status_code=204)
 
 
 @router.post(
-    "/{execution_id}/resize", status_code=204, responses=ERRORS, summary="Resize a PTY run"
+    "/{execution_id}/resize",
+    status_code=204,
+    responses=_DRIVE_ERRORS,
+    summary="Resize a PTY run",
 )
 async def resize(
     execution_id: str, body: ExecutionResize, principal: PrincipalDep, services: ServicesDep
 ) -> Response:
+    """Sets the terminal size of a `pty: true` run (clamped to 5..200 rows, 20..400 cols)."""
     await services.executions.resize(principal, execution_id, body.rows, body.cols)
     return Response(status_code=204)

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
@@ -18,10 +18,14 @@ from app.shell_syntax import extract_leading_cd
 from app.timestamps import aware_utc
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
-ERRORS = error_responses(401, 403, 422)
 
 
 class PolicyEvaluate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"command": "cd /srv && rm -rf build", "tools": []}]},
+    )
+
     command: str = Field(
         max_length=1024 * 1024, description="The command as an agent would send it."
     )
@@ -81,15 +85,19 @@ def _version_public(version: PolicyVersion) -> PolicyVersionPublic:
     )
 
 
-@router.get("", response_model=PolicyDocument, responses=ERRORS, summary="The policy in force")
+@router.get(
+    "", response_model=PolicyDocument, responses=error_responses(401), summary="The policy in force"
+)
 async def get_policy(_: PrincipalDep, services: ServicesDep) -> PolicyDocument:
+    """Ordered rules (the first that applies wins), the default and critical outcomes, and the
+    interceptor."""
     return services.policy.document
 
 
 @router.put(
     "",
     response_model=PolicyDocument,
-    responses=ERRORS,
+    responses=error_responses(400, 401, 403, 422, described={403: "Not an admin (`forbidden`)."}),
     summary="Replace the policy (admin)",
     description="Validated as a whole (rule approvals, interceptor regexes and flags, unknown "
     "fields): an invalid document is refused with 422 and the policy in force is unchanged. "
@@ -105,7 +113,7 @@ async def put_policy(
 @router.get(
     "/versions",
     response_model=PolicyVersionsPublic,
-    responses=ERRORS,
+    responses=error_responses(401, 422),
     summary="Every policy version, with author and time",
 )
 async def policy_versions(
@@ -113,6 +121,7 @@ async def policy_versions(
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> PolicyVersionsPublic:
+    """Newest first: the first is in force. Each carries the whole document."""
     versions = await services.policy.versions(limit)
     return PolicyVersionsPublic(data=[_version_public(version) for version in versions])
 
@@ -120,12 +129,15 @@ async def policy_versions(
 @router.post(
     "/evaluate",
     response_model=PolicyEvaluation,
-    responses=ERRORS,
+    responses=error_responses(400, 401, 422),
     summary="Dry run: what the policy and the interceptor would do; runs nothing",
 )
 async def evaluate(
     body: PolicyEvaluate, _: PrincipalDep, services: ServicesDep
 ) -> PolicyEvaluation:
+    """The verdict `POST /v1/executions` would get for this command, with the matched rule,
+    the segments it judged, critical patterns, the leading-`cd` rewrite and what the
+    interceptor would block. Nothing runs and nothing is recorded."""
     if len(body.command.encode("utf-8", "surrogatepass")) > services.settings.max_command_bytes:
         raise InvalidRequestError(
             f"command is longer than {services.settings.max_command_bytes} bytes"

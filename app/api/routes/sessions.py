@@ -8,7 +8,6 @@ from fastapi.responses import StreamingResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.schemas import (
-    RunItem,
     RunRequest,
     SessionCreate,
     SessionPatch,
@@ -18,52 +17,74 @@ from app.schemas import (
 )
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
-ERRORS = error_responses(401, 403, 404, 422)
 NDJSON = "application/x-ndjson"
+_NOT_FOUND = "No such session, or another agent's (`not_found`)."
+_FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."
 
 
 @router.post(
-    "", status_code=201, response_model=SessionPublic, responses=ERRORS, summary="Open a session"
+    "",
+    status_code=201,
+    response_model=SessionPublic,
+    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN}),
+    summary="Open a session",
 )
 async def create_session(
     body: SessionCreate, principal: PrincipalDep, services: ServicesDep
 ) -> SessionPublic:
+    """A persistent shell for a sequence of calls: exported variables, functions and aliases
+    carry over from one call to the next (`POST /v1/executions` with `session`, or the
+    streaming runner `POST /v1/sessions/{id}/run`). `tool` is the MCP tool `bash_run`."""
     return await services.sessions.create(principal, body)
 
 
-@router.get("", response_model=SessionsPublic, responses=ERRORS, summary="List sessions")
+@router.get(
+    "", response_model=SessionsPublic, responses=error_responses(401), summary="List sessions"
+)
 async def list_sessions(principal: PrincipalDep, services: ServicesDep) -> SessionsPublic:
+    """Agents see their own sessions; approvers and admins all."""
     return SessionsPublic(data=await services.sessions.list_for(principal))
 
 
-@router.get("/{session_id}", response_model=SessionPublic, responses=ERRORS, summary="Read one")
+@router.get(
+    "/{session_id}",
+    response_model=SessionPublic,
+    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    summary="Read one session",
+)
 async def get_session(
     session_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> SessionPublic:
+    """The session; `busy` is true while a call holds its shell state."""
     return await services.sessions.get(principal, session_id)
 
 
 @router.patch(
     "/{session_id}",
     response_model=SessionPublic,
-    responses=ERRORS,
+    responses=error_responses(
+        400, 401, 403, 404, 422, described={403: _FORBIDDEN, 404: _NOT_FOUND}
+    ),
     summary="Change cwd, env, timeout_ms or pty (a new env also resets the shell state)",
 )
 async def patch_session(
     session_id: str, body: SessionPatch, principal: PrincipalDep, services: ServicesDep
 ) -> SessionPublic:
+    """Fields left out keep their value; `env` replaces the whole environment and resets the
+    saved shell state. The tool description is regenerated."""
     return await services.sessions.patch(principal, session_id, body)
 
 
 @router.delete(
     "/{session_id}",
     status_code=204,
-    responses=ERRORS,
+    responses=error_responses(401, 403, 404, described={403: _FORBIDDEN, 404: _NOT_FOUND}),
     summary="End the session and cancel its running calls",
 )
 async def delete_session(
     session_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> Response:
+    """Cancels the session's running calls and removes its saved state; later use is 404."""
     await services.sessions.delete(principal, session_id)
     return Response(status_code=204)
 
@@ -71,12 +92,14 @@ async def delete_session(
 @router.get(
     "/{session_id}/tool",
     response_model=ToolObject,
-    responses=ERRORS,
+    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
     summary="MCP tool object `bash_run` for this session's runner",
 )
 async def session_tool(
     session_id: str, principal: PrincipalDep, services: ServicesDep
 ) -> ToolObject:
+    """`{name: bash_run, description, inputSchema}`: the runner as an agent tool, with the
+    session's timeout in the description."""
     return ToolObject.model_validate(await services.sessions.tool(principal, session_id))
 
 
@@ -84,19 +107,46 @@ async def session_tool(
     "/{session_id}/run",
     response_class=StreamingResponse,
     responses={
-        **ERRORS,
         200: {
-            "content": {NDJSON: {"schema": RunItem.model_json_schema()}},
-            "description": "NDJSON items, one per line: data items (one non-empty chunk of "
-            "stdout or stderr, no status), then one status item (exit_code, or signal; "
-            "signal -1 = timed out). Header X-Execution-Id names the execution.",
+            "content": {NDJSON: {"schema": {"type": "string"}}},
+            "description": "NDJSON, one object per line, each `{stdout, stderr, exit_code, "
+            "signal, truncated}` (plus `encoding: base64` when a chunk is not UTF-8): data "
+            "items (one non-empty chunk of stdout or stderr, no status), then one status item "
+            "(`exit_code`, or `signal`; signal -1 = timed out).",
+            "headers": {
+                "X-Execution-Id": {
+                    "description": "The execution this call created (`GET /v1/executions/"
+                    "{id}`, its `/output`, its stream).",
+                    "schema": {"type": "string"},
+                }
+            },
         },
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            409,
+            422,
+            described={
+                403: "Approvers may not run in sessions (`forbidden`); the policy or a guard "
+                "pattern denied the command (`policy_denied`), or an approver did "
+                "(`approval_rejected`).",
+                404: _NOT_FOUND,
+                409: "The call was cancelled while it awaited approval (`conflict`).",
+                422: 'Malformed body (`{"detail"}`), or refused (`invalid_request`): '
+                "`timeout_ms` not above the session's, a command starting with `/`.",
+            },
+        ),
     },
     summary="Run a command in the session and stream its output (the streaming runner)",
 )
 async def run_in_session(
     session_id: str, body: RunRequest, principal: PrincipalDep, services: ServicesDep
 ) -> StreamingResponse:
+    """Runs `command` in the session under the policy and streams its output as NDJSON while
+    it runs; every check happens before the first byte, so a refusal is a plain JSON error.
+    The call never turns into a background job; the client's disconnect cancels it."""
     stream = await services.session_runs.run(principal, session_id, body)
     return StreamingResponse(
         stream.items,

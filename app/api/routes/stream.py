@@ -21,10 +21,10 @@ from typing import Final
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
-from app.api.errors import status_for
+from app.api.errors import error_responses, status_for
 from app.auth import Principal
 from app.errors import AppError
-from app.schemas import ErrorResponse, WsTicket
+from app.schemas import WsTicket
 from app.services import Services
 from app.streaming import (
     PING_FRAME,
@@ -49,11 +49,13 @@ _MAX_REASON_BYTES: Final = 123  # RFC 6455: the close payload is 125 bytes, 2 of
     "/v1/ws-tickets",
     response_model=WsTicket,
     status_code=201,
-    responses={401: {"model": ErrorResponse}},
+    responses=error_responses(401),
     summary="Issue a single-use WebSocket ticket",
     description="For clients that cannot send an Authorization header on a WebSocket "
-    "(browsers): pass it as `?ticket=` when opening a stream. Single use; it expires after "
-    "`ws_ticket_seconds` (default 60).",
+    "(browsers): pass it as `?ticket=` when opening `WS /v1/executions/{id}/stream` or "
+    "`WS /v1/approvals/stream` (protocols in the API description). Single use; it expires "
+    "after `SHELLGATE_WS_TICKET_SECONDS` (default 60) and acts with the issuing token's "
+    "identity.",
 )
 async def issue_ws_ticket(principal: PrincipalDep, services: ServicesDep) -> WsTicket:
     ticket, expires = services.tokens.issue_ticket(principal, services.settings.ws_ticket_seconds)
@@ -73,7 +75,8 @@ async def stream_execution(
         await _close(websocket, 4000 + status_for(error), error.message)
         return
     viewer = ExecutionViewer(services.executions, principal, record, offset)
-    await _Conversation(websocket, services, principal, execution_id).run(viewer.frames())
+    with services.metrics.stream_viewers.track_inprogress():
+        await _Conversation(websocket, services, principal, execution_id).run(viewer.frames())
 
 
 class _Conversation:

@@ -1,0 +1,91 @@
+"""The one HTTP middleware: a request id on every request, an access line and the request
+metrics, all keyed by the route template (`/v1/executions/{execution_id}`), never the raw path:
+raw paths hold ids and query strings may hold WebSocket tickets."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.metrics import Metrics
+from app.observability.logs import request_id_var, trace_id_var
+from app.observability.tracing import TRACING_OFF, Tracing
+
+logger = logging.getLogger("shellgate.access")
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# A gateway's id is kept only when it cannot forge log lines or header values.
+_ACCEPTABLE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
+UNMATCHED_ROUTE = "<unmatched>"
+
+
+def incoming_request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"x-request-id":
+            text: str = value.decode("latin-1")
+            if _ACCEPTABLE_REQUEST_ID.match(text):
+                return text
+            break
+    return uuid.uuid4().hex
+
+
+def route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+class RequestObservationMiddleware:
+    def __init__(self, app: ASGIApp, metrics: Metrics, tracing: Tracing = TRACING_OFF) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.tracing = tracing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request_id = incoming_request_id(scope)
+        # Not reset afterwards: each request runs in a context of its own, and the handler of
+        # an unexpected error (outside this middleware) still needs the id.
+        request_id_var.set(request_id)
+        if self.tracing.enabled:
+            # The tracing middleware runs outside this one: its server span is current here.
+            trace_id_var.set(self.tracing.current_trace_id())
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = route_template(scope)
+            self.metrics.observe_request(scope["method"], route, status, elapsed)
+            logger.info(
+                "%s %s %d %.1f ms",
+                scope["method"],
+                route,
+                status,
+                elapsed * 1000,
+                extra={
+                    "method": scope["method"],
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 1),
+                },
+            )

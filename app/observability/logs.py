@@ -1,0 +1,105 @@
+"""Log set-up: text or JSON lines on stderr, each carrying the request id it was logged under.
+
+The request id lives in a context variable set by the HTTP middleware; tasks started while a
+request is handled (a job's supervisor, an approval's expiry) inherit it, so an execution's
+`finished` line carries the id of the request that submitted it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Literal
+
+LogFormat = Literal["text", "json"]
+
+request_id_var: ContextVar[str | None] = ContextVar("shellgate_request_id", default=None)
+# Set only while tracing is on: the request's trace, so a log line leads to its trace.
+trace_id_var: ContextVar[str | None] = ContextVar("shellgate_trace_id", default=None)
+
+# Attributes every LogRecord has; anything else on a record came from `extra=` and is a field.
+_RECORD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "request_id",
+    "trace_id",
+    "taskName",
+}
+
+
+def current_request_id() -> str | None:
+    return request_id_var.get()
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        record.trace_id = trace_id_var.get()
+        return True
+
+
+_TICKET_IN_QUERY = re.compile(r"([?&]ticket=)[^&\s\"']+")
+
+
+class RedactTicketsFilter(logging.Filter):
+    """WebSocket tickets travel in query strings, and uvicorn logs a WebSocket's path with its
+    query: the ticket is replaced before any handler sees the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "ticket=" in message:
+            record.msg = _TICKET_IN_QUERY.sub(r"\1[redacted]", message)
+            record.args = None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request_id, then the fields a
+    caller passed with `extra=` (an execution's id, owner, state, …)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", None),
+        }
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is not None:
+            payload["trace_id"] = trace_id
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_ATTRIBUTES and not key.startswith("_"):
+                payload[key] = value
+        if record.exc_info:
+            payload["exception"] = self.formatException(record.exc_info)
+        return json.dumps(payload, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = "-"
+        return super().format(record)
+
+
+def configure_logging(level: str, log_format: LogFormat) -> None:
+    """Route every logger, uvicorn's included, through one stderr handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RequestIdFilter())
+    handler.addFilter(RedactTicketsFilter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True

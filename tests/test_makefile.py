@@ -1,0 +1,46 @@
+"""`make run` installs what serving needs, no more: the runtime dependencies, plus the
+PostgreSQL driver when the database URL names PostgreSQL; `make test` installs [dev]."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def planned(target: str, **env: str) -> str:
+    """The commands make would run for `target` if pyproject.toml had just changed."""
+    environment = {key: value for key, value in os.environ.items() if key != "MAKEFLAGS"}
+    environment.pop("SHELLGATE_DATABASE_URL", None)
+    environment.update(env)
+    result = subprocess.run(
+        ["make", "--dry-run", "--what-if=pyproject.toml", target],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    ("database_url", "install"),
+    [
+        ("", "pip install -q -e '.'"),
+        ("postgresql+psycopg://app@db/shellgate", "pip install -q -e '.[postgres]'"),
+    ],
+)
+def test_make_run_installs_the_runtime_dependencies_only(database_url: str, install: str) -> None:
+    plan = planned("run", SHELLGATE_DATABASE_URL=database_url)
+    assert install in plan
+    assert "[dev]" not in plan
+
+
+def test_make_test_installs_the_dev_extra() -> None:
+    assert "pip install -q -e '.[dev]'" in planned("test")
