@@ -355,12 +355,13 @@ def test_invalid_rule_built_without_validation_is_skipped() -> None:
     assert "good" in result.message
 
 
-def test_compile_rule_returns_a_python_pattern_with_flags() -> None:
-    regex = compile_rule(InterceptorRule(pattern="^a.b$", flags="ims", tool="bash"))
-    assert regex is not None
-    assert regex.flags & re.IGNORECASE
-    assert regex.flags & re.MULTILINE
-    assert regex.flags & re.DOTALL
+def test_compile_rule_applies_the_i_m_s_flags() -> None:
+    text = "x\nA\nb\ny"
+    with_flags = compile_rule(InterceptorRule(pattern="^a.b$", flags="ims", tool="bash"))
+    without = compile_rule(InterceptorRule(pattern="^a.b$", tool="bash"))
+    assert with_flags is not None and without is not None
+    assert with_flags.search(text)
+    assert not without.search(text)
 
 
 def test_full_command_candidate_is_trimmed() -> None:

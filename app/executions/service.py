@@ -33,7 +33,7 @@ from app.executions.ports import SessionBinding, SessionContext
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
 from app.models import Execution, ExecutionState
-from app.policy import Approval as PolicyApproval
+from app.policy import RuleAction
 from app.policy import Verdict
 from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
@@ -80,7 +80,7 @@ class ExecutionService:
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
         verdict = await self._judge(principal, request.command)
-        if verdict.approval == PolicyApproval.prompt:
+        if verdict.approval == RuleAction.prompt:
             return await self._approval_flow.hold(
                 principal, draft, verdict.reason, request.approval_wait
             )
@@ -104,7 +104,7 @@ class ExecutionService:
             command, session_id=session_id, timeout_seconds=timeout_seconds, pty=session.pty
         )
         verdict = await self._judge(principal, command)
-        if verdict.approval == PolicyApproval.prompt:
+        if verdict.approval == RuleAction.prompt:
             return await self._approval_flow.follow_streamed(principal, draft, verdict.reason)
         launch = await self._launcher.launch(
             execution_id=drafts.new_execution_id(),
@@ -134,7 +134,7 @@ class ExecutionService:
         """The policy's verdict on a command; a deny ends the call here (403)."""
         verdict = await self._policy.evaluate(command)
         self._metrics.policy_verdicts.labels(verdict.approval.value).inc()
-        if verdict.approval == PolicyApproval.deny:
+        if verdict.approval == RuleAction.deny:
             logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
             raise PolicyDeniedError(
                 verdict.reason,
