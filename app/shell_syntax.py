@@ -1068,6 +1068,9 @@ class _TreeReader:
     def command(self, node: tree_sitter.Node, depth: int) -> _SimpleCommand:
         command = _SimpleCommand()
         parent = node.parent
+        # Nodes that touch form one word to bash, even where the grammar ends a node early
+        # (`la'un'\\ch` is one word, the grammar gives two).
+        pieces: list[tuple[int, int, bool]] = []  # (start, end, is an assignment)
         for child in node.children:
             kind = child.type
             if kind in _REDIRECT_NODES:
@@ -1077,9 +1080,17 @@ class _TreeReader:
             else:
                 if kind == "variable_assignment":
                     self.assignment(child)
-                    command.words.append(_dequote(self.text(child), depth))
+                if pieces and pieces[-1][1] == child.start_byte:
+                    start, _end, assignment = pieces[-1]
+                    pieces[-1] = (start, child.end_byte, assignment)
                 else:
-                    command.words.extend(_dequote_words(self.text(child), depth))
+                    pieces.append((child.start_byte, child.end_byte, kind == "variable_assignment"))
+        for start, end, assignment in pieces:
+            raw = self.source[start:end].decode("utf-8", "surrogatepass")
+            if assignment:
+                command.words.append(_dequote(raw, depth))
+            else:
+                command.words.extend(_dequote_words(raw, depth))
         if parent is not None and parent.type == "redirected_statement":
             for child in parent.children:
                 if child.type in _REDIRECT_NODES:
