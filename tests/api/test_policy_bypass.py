@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,26 @@ def test_benign_commands_are_allowed_by_a_real_server(tmp_path: Path) -> None:
             if response.json()["verdict"] != "allow":
                 prompted.append(command)
     assert prompted == []
+
+
+def test_a_pathological_interceptor_regex_never_stalls_the_server(tmp_path: Path) -> None:
+    with serve(make_settings(tmp_path)) as live, live.client(ADMIN) as admin:
+        refused = admin.put(
+            "/v1/policy",
+            json={"interceptor": {"enabled": True, "rules": [{"pattern": r"(a)\1", "tool": "t"}]}},
+        )
+        assert refused.status_code == 422
+        assert "RE2" in refused.text
+        policy = {"interceptor": {"enabled": True, "rules": [{"pattern": "^(a+)+$", "tool": "t"}]}}
+        assert admin.put("/v1/policy", json=policy).status_code == 200
+        for size in (25, 30_000):
+            started = time.monotonic()
+            response = admin.post(
+                "/v1/policy/evaluate", json={"command": "a" * size + "!", "tools": ["t"]}
+            )
+            assert response.status_code == 200
+            assert response.json()["interception"] is None
+            # Python `re` needs tens of seconds for 25 `a`s; RE2 is linear.
+            assert time.monotonic() - started < 5
+        hit = admin.post("/v1/policy/evaluate", json={"command": "aaaa", "tools": ["t"]})
+        assert hit.json()["interception"]["tool"] == "t"

@@ -134,7 +134,7 @@ async def evaluate(
     leading = None if body.cwd else extract_leading_cd(body.command)
     interception = None
     if verdict.approval is not RuleAction.deny:
-        hit = services.policy.intercept(
+        hit = await services.policy.intercept(
             body.command, body.tools, rewritten=leading.rest if leading else None
         )
         if hit is not None:
