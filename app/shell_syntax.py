@@ -1050,6 +1050,13 @@ class _TreeReader:
                 continue
             elif kind == "heredoc_body":
                 continue  # read with its redirect
+            elif kind in ("raw_string", "string", "ansi_c_string") and _inside_test(node):
+                # `[[ -v 'a[$(cmd)]' ]]` and `[[ 'a[$(cmd)]' -eq 1 ]]` evaluate the string.
+                word = _dequote(self.text(node), depth)
+                if word.literal_code:
+                    self.sink.append(_SimpleCommand(words=[ShellWord("[["), word]))
+            elif kind == "expansion" and self.text(node).endswith("@P}"):
+                _note_unreadable("prompt expansion ${…@P} runs code kept in a variable")
             elif in_arithmetic and kind in ("variable_name", "word"):
                 name = self.text(node)
                 if _NAME.fullmatch(name):
@@ -1080,7 +1087,8 @@ class _TreeReader:
             else:
                 if kind == "variable_assignment":
                     self.assignment(child)
-                if pieces and pieces[-1][1] == child.start_byte:
+                gap = self.source[pieces[-1][1] : child.start_byte] if pieces else b" "
+                if not gap.replace(b"\\\n", b""):  # touching, or joined by line continuations
                     start, _end, assignment = pieces[-1]
                     pieces[-1] = (start, child.end_byte, assignment)
                 else:
@@ -1166,6 +1174,15 @@ class _TreeReader:
         command.stdin_texts.append(body)
         if expands and body:
             _Lexer(body, depth, self.sink).scan_expansions()
+
+
+def _inside_test(node: tree_sitter.Node) -> bool:
+    parent = node.parent
+    while parent is not None and parent.type not in ("program", "command"):
+        if parent.type == "test_command":
+            return True
+        parent = parent.parent
+    return False
 
 
 def _lex_backtick(text: str, depth: int) -> list[_SimpleCommand]:
@@ -1316,8 +1333,16 @@ _SHELLS = frozenset(
 )
 _XARGS_INPUT = "{}"  # stands for the arguments xargs appends from its stdin
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
-# Paths that name the shell's own stdin (`bash /dev/stdin`, `source /dev/stdin`).
-_STDIN_PATHS = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+# Paths that name the shell's own stdin or another redirected fd (`bash /dev/stdin`,
+# `source /dev/fd/3 3<<<…`): the text fed to it is the script.
+_STDIN_PATHS = frozenset({"/dev/stdin", "-"})
+_FD_PATH_PREFIXES = ("/dev/fd/", "/proc/self/fd/")
+
+
+def _names_stdin(path: str | None) -> bool:
+    return path is not None and (path in _STDIN_PATHS or path.startswith(_FD_PATH_PREFIXES))
+
+
 # Assignments whose value bash later runs as code.
 _CODE_VARIABLES = ("PROMPT_COMMAND=", "PROMPT_COMMAND+=")
 
@@ -1481,6 +1506,8 @@ def _script_option(name: str, args: list[str]) -> str | None:
         return _cluster_value(args, "c", "--command")
     if name == "env":
         return _option_value(args, "-S", "--split-string")
+    if name in ("mapfile", "readarray", "complete", "compgen"):
+        return _option_value(args, "-C", "-C")  # a callback bash evaluates
     return None
 
 
@@ -1501,7 +1528,7 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             yield value
     if name in _SHELLS:
         script, script_file = _shell_script(args)
-        if script_file in _STDIN_PATHS:
+        if _names_stdin(script_file):
             script_file = None
         if script is not None:
             if _is_dynamic(script):
@@ -1519,7 +1546,7 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
         path = next((arg for arg in args if arg != "--"), None)
         if path is not None and _is_dynamic(path):
             _note_unreadable(f"{name} reads a script from an expansion: {path}")
-        elif path in _STDIN_PATHS:
+        elif _names_stdin(path):
             yield from stdin_texts
     elif name == "alias":
         # An alias's value is code bash runs where the alias is used.
@@ -1682,9 +1709,9 @@ def _shell_reads_stdin(words: list[str]) -> bool:
         name = _basename(current[0])
         if name in _SHELLS:
             script, script_file = _shell_script(current[1:])
-            if script is None and (script_file is None or script_file in _STDIN_PATHS):
+            if script is None and (script_file is None or _names_stdin(script_file)):
                 return True
-        elif name in ("source", ".") and any(arg in _STDIN_PATHS for arg in current[1:2]):
+        elif name in ("source", ".") and any(_names_stdin(arg) for arg in current[1:2]):
             return True
         queue.extend(_unwrapped(current))
     raise _LimitError("too many wrapper layers to unwrap")
