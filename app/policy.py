@@ -80,6 +80,7 @@ class PolicyRule(BaseModel):
 # compatibility with reference configurations and change nothing (every test starts at 0).
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "g": 0, "u": 0, "y": 0}
 _JS_NAMED_GROUP = re.compile(r"(?<!\\)((?:\\\\)*)\(\?<(?=[A-Za-z_])")
+_JS_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
 
 
 class InterceptorRegex(Protocol):
@@ -134,6 +135,7 @@ def compile_interceptor_pattern(pattern: str, flags: str = "") -> InterceptorReg
     if pattern in _TRUSTED_PATTERNS:
         return re.compile(pattern, bits | re.ASCII)
     source = _JS_NAMED_GROUP.sub(r"\1(?P<", pattern)
+    source = _JS_UNICODE_ESCAPE.sub(r"\1\\x{\2}", source)
     inline = "".join(letter for letter in "ims" if letter in flags)
     if inline:
         source = f"(?{inline}){source}"

@@ -786,3 +786,8 @@ def test_deny_rule_catches_a_script_piped_into_a_shell(command: str) -> None:
 def test_words_are_not_read_as_scripts_when_no_shell_reads_stdin() -> None:
     policy = PolicyDocument.model_validate({"rules": [{"match": "rm -rf *", "approval": "deny"}]})
     assert evaluate(policy, "echo 'rm -rf nonexistent-x' | cat").approval is RuleAction.allow
+
+
+def test_javascript_unicode_escapes_are_translated_for_re2() -> None:
+    assert compile_interceptor_pattern(r"^\u0041b", "").search("Ab")
+    assert compile_interceptor_pattern(r"^\u0041b", "i").search("ab")
