@@ -3,7 +3,8 @@
 The models are also the wire shape of `GET/PUT /v1/policy` (SPEC §5.4). Matching follows the
 reference `bash.patterns` semantics (pi-bash-tool.md §4): `allow` vouches only for a whole
 command without shell-control syntax, while `deny`/`prompt` fire on the whole command or any
-segment found by `app.shell_syntax.policy_segments`. No I/O happens here.
+segment found by `app.shell_syntax.read_command`, and what that reader cannot read statically
+gets the policy's `unreadable` verdict. No I/O happens here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ __all__ = [
     "CRITICAL_PATTERNS",
     "CRITICAL_REASON",
     "RUNNER_CRITICAL_PATTERNS",
-    "UNPARSEABLE_REASON",
     "UNREADABLE_PREFIX",
     "CriticalPattern",
     "InterceptorRegex",
@@ -594,9 +594,6 @@ def first_runner_critical_match(command: str) -> str | None:
 _SEVERITY = {RuleAction.allow: 0, RuleAction.prompt: 1, RuleAction.deny: 2}
 CRITICAL_REASON = "Critical pattern detected"
 UNREADABLE_PREFIX = "Unreadable command: "
-# Kept for callers that still name it; the reason of a parse failure is now `UNREADABLE_PREFIX`
-# followed by why.
-UNPARSEABLE_REASON = "Command could not be parsed; approval required"
 
 
 @dataclass(frozen=True, slots=True)
