@@ -85,6 +85,23 @@ _REASONS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 )
 
 
+# Limits reached while reading the current command: the reading keeps what it found (so deny
+# rules still see it) and is marked as never allowable.
+_LIMITS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "shell_syntax_limits", default=None
+)
+
+
+def _note_limit(why: str) -> bool:
+    """Record a reached limit; False when no reading collects limits (the caller raises)."""
+    limits = _LIMITS.get()
+    if limits is None:
+        return False
+    if why not in limits:
+        limits.append(why)
+    return True
+
+
 def _note_unreadable(why: str) -> None:
     reasons = _REASONS.get()
     if reasons is not None and why not in reasons:
@@ -1430,6 +1447,15 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
             variants.append(words[i:])
     spec = _WRAPPERS.get(name)
     if spec is not None:
+        # A block of words repeated at the front (`nohup nohup …`, `timeout 5 timeout 5 …`) is
+        # skipped whole as well, so a tall stack reaches its command in one step.
+        for size in (1, 2, 3):
+            if words[:size] == words[size : 2 * size] and len(words) > 2 * size:
+                rest = size
+                while words[rest : rest + size] == words[:size]:
+                    rest += size
+                variants.append(words[rest:])
+                break
         inner = _skip_options(words, spec)
         if inner:
             variants.append(inner)
@@ -1621,12 +1647,14 @@ def _literal_script_segments(text: str, depth: int) -> list[str]:
     an env value, …): its commands are matched too. It is data until something runs it, so
     what it makes unreadable is not noted."""
     token = _REASONS.set(None)
+    limits_token = _LIMITS.set(None)
     try:
         return _strict_segments(text, depth)
     except UnparseableCommandError:
         return rough_segments(text)
     finally:
         _REASONS.reset(token)
+        _LIMITS.reset(limits_token)
 
 
 def _expand_words(
@@ -1645,7 +1673,7 @@ def _expand_words(
     chars = 0
     while queue:
         if budget == 0 or chars > _MAX_VARIANT_CHARS:
-            if strict:
+            if strict and not _note_limit("too many wrapper layers to unwrap"):
                 raise _LimitError("too many wrapper layers to unwrap")
             break
         budget -= 1
@@ -1700,12 +1728,21 @@ def _strict_segments(text: str, depth: int) -> list[str]:
 def _shell_reads_stdin(words: list[str]) -> bool:
     """A bare shell (also under wrappers: `sudo bash`) that runs whatever its stdin holds."""
     queue: deque[list[str]] = deque([_strip_reserved(words)])
-    for _ in range(_MAX_VARIANTS + 4 * len(words)):
-        if not queue:
+    seen: set[tuple[str, ...]] = set()
+    budget = _MAX_VARIANTS + 4 * len(words)
+    chars = 0
+    while queue:
+        if budget == 0 or chars > _MAX_VARIANT_CHARS:
+            if not _note_limit("too many wrapper layers to unwrap"):
+                raise _LimitError("too many wrapper layers to unwrap")
             return False
-        current = queue.popleft()
-        if not current:
+        budget -= 1
+        current = _strip_reserved(queue.popleft())
+        key = tuple(current)
+        if not current or key in seen:
             continue
+        seen.add(key)
+        chars += sum(len(word) + 1 for word in current)
         name = _basename(current[0])
         if name in _SHELLS:
             script, script_file = _shell_script(current[1:])
@@ -1714,7 +1751,7 @@ def _shell_reads_stdin(words: list[str]) -> bool:
         elif name in ("source", ".") and any(_names_stdin(arg) for arg in current[1:2]):
             return True
         queue.extend(_unwrapped(current))
-    raise _LimitError("too many wrapper layers to unwrap")
+    return False
 
 
 def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:
@@ -1740,7 +1777,9 @@ _CACHED_COMMAND_MAX_CHARS = 2048
 
 def _read(command: str) -> CommandReading:
     reasons: list[str] = []
+    limits: list[str] = []
     token = _REASONS.set(reasons)
+    limits_token = _LIMITS.set(limits)
     try:
         segments = _strict_segments(command, 0)
     except _LimitError as exc:
@@ -1751,6 +1790,10 @@ def _read(command: str) -> CommandReading:
         return CommandReading(tuple(rough_segments(command)), (why,), str(exc))
     finally:
         _REASONS.reset(token)
+        _LIMITS.reset(limits_token)
+    if limits:
+        noted = tuple(f"{why} (a limit of the reader)" for why in limits)
+        return CommandReading(tuple(segments), (*noted, *reasons), None, limits[0])
     return CommandReading(tuple(segments), tuple(reasons))
 
 

@@ -105,7 +105,7 @@ def test_unreadable_allow_must_be_chosen_explicitly() -> None:
 
 def test_a_limit_of_the_unwrapper_never_allows() -> None:
     # Far beyond any work budget: the reader gives up, and giving up is not allowing.
-    command = "nohup " * 5000 + "launchmissiles"
+    command = "env nice timeout 5 " * 1000 + "launchmissiles"
     verdict = evaluate(
         PolicyDocument.model_validate(REALISTIC_POLICY | {"unreadable": "allow"}), command
     )

@@ -488,6 +488,10 @@ def test_stacked_wrappers_unwrap_at_any_height() -> None:
 
 
 def test_a_reader_limit_is_reported_as_unreadable_not_ignored() -> None:
-    reading = read_command("nohup " * 5000 + "rm -rf x")
-    assert reading.limit_reached is not None
-    assert reading.unreadable
+    reading = read_command("env nice timeout 5 " * 1000 + "rm -rf x")
+    assert reading.limit_reached == "too many wrapper layers to unwrap"
+    assert reading.unreadable[0].startswith("too many wrapper layers to unwrap")
+
+
+def test_a_tall_stack_of_one_wrapper_reaches_its_command_despite_the_limit() -> None:
+    assert "rm -rf x" in read_command("nohup " * 5000 + "rm -rf x").segments
