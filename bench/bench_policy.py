@@ -8,6 +8,10 @@ results can be recorded as a ratio that is stable across machines.
 Two evaluate figures are reported: `uncached` clears the segment cache before every call (the
 cost of a command seen for the first time), `cached` re-runs the same commands (an approval
 flow re-evaluating a command it has already seen).
+
+`benign_corpus` is the acceptance figure: the real-world agent commands of
+tests/policy_corpus.py under its realistic policy (p99 under 1 ms, and how many are not
+allowed: the false-prompt rate). `interceptor` times the interceptor on growing commands.
 """
 
 from __future__ import annotations
