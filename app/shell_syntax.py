@@ -1067,11 +1067,14 @@ class _TreeReader:
                 continue
             elif kind == "heredoc_body":
                 continue  # read with its redirect
-            elif kind in ("raw_string", "string", "ansi_c_string") and _inside_test(node):
-                # `[[ -v 'a[$(cmd)]' ]]` and `[[ 'a[$(cmd)]' -eq 1 ]]` evaluate the string.
+            elif kind in ("raw_string", "string", "ansi_c_string") and _outside_command(node):
+                # Strings outside a simple command's words (a `for`/`case` word, an array
+                # element, a `[[ ]]` operand) may be evaluated later too (`$((x))`, `-v`).
                 word = _dequote(self.text(node), depth)
                 if word.literal_code:
-                    self.sink.append(_SimpleCommand(words=[ShellWord("[["), word]))
+                    self.sink.append(_SimpleCommand(words=[ShellWord(":"), word]))
+            elif kind in ("for_statement", "select_statement"):
+                self.loop_variable(node, depth)
             elif kind == "expansion" and self.text(node).endswith("@P}"):
                 _note_unreadable("prompt expansion ${…@P} runs code kept in a variable")
             elif in_arithmetic and kind in ("variable_name", "word"):
@@ -1135,6 +1138,17 @@ class _TreeReader:
         if not plain:
             self.dynamic_names.add(self.text(name).split("[", 1)[0])
 
+    def loop_variable(self, node: tree_sitter.Node, depth: int) -> None:
+        """`for x in …`: x takes run-time values when a word expands (`$(cmd)`, a glob)."""
+        variable = node.child_by_field_name("variable")
+        if variable is None:
+            return
+        for value in node.children_by_field_name("value"):
+            word = _dequote(self.text(value), depth)
+            if word.expanded or word.pattern or word.literal_code:
+                self.dynamic_names.add(self.text(variable))
+                return
+
     def note_readers(self, words: list[str]) -> None:
         """`read x`, `mapfile a`, `printf -v x …`, `let …`: variables and arithmetic."""
         if not words:
@@ -1193,13 +1207,13 @@ class _TreeReader:
             _Lexer(body, depth, self.sink).scan_expansions()
 
 
-def _inside_test(node: tree_sitter.Node) -> bool:
+def _outside_command(node: tree_sitter.Node) -> bool:
     parent = node.parent
-    while parent is not None and parent.type not in ("program", "command"):
-        if parent.type == "test_command":
-            return True
+    while parent is not None and parent.type != "program":
+        if parent.type in _COMMAND_NODES:
+            return False
         parent = parent.parent
-    return False
+    return True
 
 
 def _lex_backtick(text: str, depth: int) -> list[_SimpleCommand]:

@@ -284,6 +284,12 @@ BYPASS_FORMS: list[str] = [
     f"busybox sh -c {L}",
     f'"${{SHELL}}" -c {L}',
     f"$0 -c {L}",
+    f"for x in 'a[$({L})]'; do echo $((x)); done",
+    f"for x in $(echo 'a[$({L})]'); do echo $((x)); done",
+    f"case 'a[$({L})]' in *) :;; esac",
+    f"declare -A m=( ['a[$({L})]']=1 )",
+    f"x=( 'a[$({L})]' ); echo $((x[0]))",
+    f"local x='a[$({L})]'",
 ]
 
 # Real-world commands an agent runs; all must stay `allow` under the realistic policy.
