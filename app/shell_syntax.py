@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import re
 import threading
 from collections import deque
@@ -1345,6 +1346,7 @@ _WRAPPERS: dict[str, _Wrapper] = {
     ),
     "parallel": _Wrapper(short_with_arg="jSI"),
     "noglob": _Wrapper(),
+    "screen": _Wrapper(short_with_arg="SclpThtsXe"),
     "nocorrect": _Wrapper(),
 }
 # Runners whose first word after the subcommand is the command they run.
@@ -1374,8 +1376,34 @@ def _names_stdin(path: str | None) -> bool:
     return path is not None and (path in _STDIN_PATHS or path.startswith(_FD_PATH_PREFIXES))
 
 
-# Assignments whose value bash later runs as code.
-_CODE_VARIABLES = ("PROMPT_COMMAND=", "PROMPT_COMMAND+=")
+# Variables whose value bash, or a program it starts, later runs as a command.
+_CODE_VARIABLE_NAMES = (
+    "PROMPT_COMMAND",
+    "GIT_SSH_COMMAND",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "BROWSER",
+)
+_CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+# `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
+_GIT_CODE_KEY = re.compile(
+    r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"
+    r"credential\..*helper|.*\.(?:textconv|command|cmd|process|clean|smudge)|pager\..*|"
+    r"alias\..*)="
+)
+# Programs that run their stdin as a script later or elsewhere (`echo cmd | at now`).
+_STDIN_RUNNERS = frozenset({"at", "batch", "crontab"})
 
 
 def _basename(word: str) -> str:
@@ -1546,6 +1574,12 @@ def _script_option(name: str, args: list[str]) -> str | None:
         return _cluster_value(args, "c", "--command")
     if name == "env":
         return _option_value(args, "-S", "--split-string")
+    if name == "tmux" and any(
+        arg in ("new", "new-session", "new-window", "neww", "split-window", "splitw", "run-shell")
+        for arg in args
+    ):
+        # The last word of these subcommands is a shell command tmux runs.
+        return args[-1] if args and not args[-1].startswith("-") else None
     if name in ("mapfile", "readarray", "complete", "compgen"):
         return _option_value(args, "-C", "-C")  # a callback bash evaluates
     return None
@@ -1558,13 +1592,19 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
     """
     name = _basename(words[0])
     args = words[1:]
+    if name == "git":
+        for option, value in itertools.pairwise(args):
+            if option == "-c" and _GIT_CODE_KEY.match(value):
+                if _is_dynamic(value):
+                    _note_unreadable("git -c sets a command built by expansion")
+                yield value.split("=", 1)[1].removeprefix("!")
     for word in words:
         if word.startswith("BASH_CMDS["):
             _note_unreadable("BASH_CMDS makes a command name run another program")
         if word.startswith(_CODE_VARIABLES):
-            value = word.split("=", 1)[1]
+            variable, value = word.split("=", 1)
             if _is_dynamic(word):
-                _note_unreadable("PROMPT_COMMAND set to a value built by expansion")
+                _note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
             yield value
     if name in _SHELLS:
         script, script_file = _shell_script(args)
@@ -1762,10 +1802,21 @@ def _shell_reads_stdin(words: list[str]) -> bool:
             script, script_file = _shell_script(current[1:])
             if script is None and (script_file is None or _names_stdin(script_file)):
                 return True
-        elif name in ("source", ".") and any(_names_stdin(arg) for arg in current[1:2]):
+        elif _sources_stdin(name, current[1:]) or _stdin_runner(name, current[1:]):
             return True
         queue.extend(_unwrapped(current))
     return False
+
+
+def _sources_stdin(name: str, args: list[str]) -> bool:
+    return name in ("source", ".") and any(_names_stdin(arg) for arg in args[:1])
+
+
+def _stdin_runner(name: str, args: list[str]) -> bool:
+    """`at now`, `batch`, `crontab -`: stdin is a script run later."""
+    if name not in _STDIN_RUNNERS or any(arg in ("-f", "-l", "-r", "-e") for arg in args):
+        return False
+    return name != "crontab" or not args or "-" in args
 
 
 def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:

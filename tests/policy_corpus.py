@@ -290,6 +290,15 @@ BYPASS_FORMS: list[str] = [
     f"declare -A m=( ['a[$({L})]']=1 )",
     f"x=( 'a[$({L})]' ); echo $((x[0]))",
     f"local x='a[$({L})]'",
+    f"GIT_SSH_COMMAND={L} git fetch",
+    f"EDITOR={L} git commit",
+    f"git -c core.pager={L} log",
+    f"git -c alias.x='!{L}' x",
+    f"echo {L} | at now",
+    f"at now <<< {L}",
+    f"echo '* * * * * {L}' | crontab -",
+    f"screen -dmS s {L}",
+    f"tmux new-session -d '{L}'",
 ]
 
 # Real-world commands an agent runs; all must stay `allow` under the realistic policy.
