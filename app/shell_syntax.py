@@ -1032,6 +1032,15 @@ class _TreeReader:
         self.sink: list[_SimpleCommand] = []
         self.dynamic_names: set[str] = set()
         self.arithmetic_names: set[str] = set()
+        # The grammar sometimes drops text without reporting an error (`python3 - <<EOF` loses
+        # the `-`): every byte that is not blank must lie in a token, else the parse is refused.
+        self.cursor = 0
+        self.dropped_text = False
+
+    def cover(self, node: tree_sitter.Node) -> None:
+        if self.source[self.cursor : node.start_byte].strip(b" \t\r\n\\"):
+            self.dropped_text = True
+        self.cursor = max(self.cursor, node.end_byte)
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.source[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
@@ -1064,9 +1073,11 @@ class _TreeReader:
                 self.assignment(node)
                 self.sink.append(_SimpleCommand(words=[_dequote(self.text(node), depth)]))
             elif kind == "command_substitution" and self.text(node).startswith("`"):
+                self.cover(node)
                 self.sink.extend(_lex_backtick(self.text(node), depth + 1))
                 continue
             elif kind == "heredoc_body":
+                self.cover(node)
                 continue  # read with its redirect
             elif kind in ("raw_string", "string", "ansi_c_string") and _outside_command(node):
                 # Strings outside a simple command's words (a `for`/`case` word, an array
@@ -1090,7 +1101,11 @@ class _TreeReader:
                 or kind in _ARITHMETIC_NODES
                 or (kind == "compound_statement" and self.text(node).startswith("(("))
             )
+            if node.child_count == 0:
+                self.cover(node)
             stack.extend((child, nested, arithmetic) for child in reversed(node.children))
+        if self.source[self.cursor :].strip(b" \t\r\n\\"):
+            self.dropped_text = True
         return self.sink
 
     def command(self, node: tree_sitter.Node, depth: int) -> _SimpleCommand:
@@ -1231,6 +1246,8 @@ def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
         return None
     reader = _TreeReader(source, depth)
     commands = reader.read(tree.root_node)
+    if reader.dropped_text:
+        return None
     for name in sorted(reader.arithmetic_names & reader.dynamic_names):
         _note_unreadable(
             f"arithmetic evaluation of ${name}, whose value is not a plain number or name"

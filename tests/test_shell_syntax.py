@@ -495,3 +495,8 @@ def test_a_reader_limit_is_reported_as_unreadable_not_ignored() -> None:
 
 def test_a_tall_stack_of_one_wrapper_reaches_its_command_despite_the_limit() -> None:
     assert "rm -rf x" in read_command("nohup " * 5000 + "rm -rf x").segments
+
+
+def test_text_the_grammar_drops_is_read_by_the_lexer() -> None:
+    # tree-sitter-bash loses the `-` before a here-doc without reporting an error.
+    assert "python3 -" in policy_segments("python3 - <<'EOF'\nprint(1)\nEOF")
