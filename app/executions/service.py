@@ -33,8 +33,7 @@ from app.executions.ports import SessionBinding, SessionContext
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
 from app.models import Execution, ExecutionState
-from app.policy import RuleAction
-from app.policy import Verdict
+from app.policy import RuleAction, Verdict
 from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
 from app.schemas import ExecutionCreate, ExecutionPublic
