@@ -6,11 +6,16 @@ it names, and anything the flat splitter cannot read is checked as a whole comma
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from app.policy import InterceptorRule, InterceptorSettings, compile_interceptor_pattern
+from app.policy import (
+    InterceptorRegex,
+    InterceptorRule,
+    InterceptorSettings,
+    compile_interceptor_pattern,
+    trust_builtin_patterns,
+)
 from app.shell_syntax import flat_segments, strip_leading_assignments
 
 __all__ = [
@@ -46,6 +51,23 @@ _SERVICE = (
 _WATCH_MODE = (
     r"^\s*(?:(?:bun|npm|pnpm|yarn)\s+(?:run\s+)?\S+|cargo\s+watch|watchexec|pytest|vitest|jest|tsc)"
     r"[\s\S]*?(?<!\S)(?:--watch|-w)(?=\s|=|$)"
+)
+
+# These use lookaround, which RE2 lacks: they run on Python `re`; each is linear on hostile
+# input (tests/test_interceptor.py measures it). Admin rules always run on RE2.
+trust_builtin_patterns(
+    (
+        r"^\s*(cat|head|tail|less|more)\s+",
+        r"^\s*(grep|rg|ripgrep|ag|ack)\s+",
+        r"^\s*(find|fd|locate)\s+.*(-name|-iname|-type|--type|-glob)",
+        r"^\s*sed\s+(-i|--in-place)",
+        r"^\s*perl\s+.*-[pn]?i",
+        r"^\s*awk\s+.*-i\s+inplace",
+        _WRITE_REDIRECT,
+        _BACKGROUND,
+        _SERVICE,
+        _WATCH_MODE,
+    )
 )
 
 DEFAULT_INTERCEPTOR_RULES: tuple[InterceptorRule, ...] = (
@@ -120,7 +142,7 @@ class Interception:
     message: str
 
 
-def compile_rule(rule: InterceptorRule) -> re.Pattern[str] | None:
+def compile_rule(rule: InterceptorRule) -> InterceptorRegex | None:
     """The rule's regex (flags `i`, `m`, `s`; `g`, `u`, `y` ignored), or None if invalid.
 
     Validated models always compile; None covers rules built without validation, which the

@@ -7,28 +7,33 @@ Three readers live here because three consumers need three different, reference-
 * `extract_leading_cd` and `flat_segments` reproduce the reference bash tool's small scanners
   exactly (pi-bash-tool.md §1.5 and §5.2); they are routing helpers, not security checks, and
   give up rather than guess.
-* `policy_segments` is the security-relevant reader: it must find every simple command the
-  shell would run, at any depth, so that `deny`/`prompt` rules and critical patterns cannot be
-  dodged by wrapping. It parses with bashlex and, as a cross-check, with a local lexer; the
-  union of both is used, because each misses things the other sees (bashlex ignores `$(…)`
-  inside `${…}` and refuses `case`, `[[ ]]`, `$((…))`, `time` and quoted here-doc delimiters).
-  When neither can read the text it raises `UnparseableCommandError` and the caller must not
-  allow the command.
+* `read_command` (and `policy_segments`) is the security-relevant reader: it must find every
+  simple command the shell would run, at any depth, so that `deny`/`prompt` rules and critical
+  patterns cannot be dodged by wrapping, and say what it cannot read statically (a command
+  name built by expansion, code in a string bash runs later, a limit of the reader) so the
+  policy can fail closed. The structure comes from tree-sitter-bash; a small local lexer
+  dequotes words (it decodes `$'…'`), reads backtick substitutions and unquoted here-doc bodies
+  (which the grammar leaves as text), and reads the text when the grammar reports an error.
 * `rough_segments` is the reference's own flat tokenizer, kept as a never-failing best effort
   so deny rules still apply to text that could not be parsed.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import itertools
 import re
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import bashlex
+import tree_sitter
+import tree_sitter_bash
 
 __all__ = [
+    "CommandReading",
     "FlatSegment",
     "LeadingCd",
     "UnparseableCommandError",
@@ -38,6 +43,7 @@ __all__ = [
     "has_control_syntax",
     "normalize_whitespace",
     "policy_segments",
+    "read_command",
     "rough_segments",
     "strip_leading_assignments",
 ]
@@ -47,9 +53,60 @@ class UnparseableCommandError(ValueError):
     """The command's structure could not be determined, so its segment list cannot be trusted."""
 
 
-class _TooDeepError(UnparseableCommandError):
-    """Nesting beyond `_MAX_DEPTH`: refused even when bashlex could read it, since past this
-    depth the cross-check that covers bashlex's blind spots is gone."""
+class _LimitError(UnparseableCommandError):
+    """A limit of the reader (size, count, wrapper variants) was reached: what lies beyond it
+    was not read, so the command is unreadable."""
+
+
+class _TooDeepError(_LimitError):
+    """Nesting beyond `_MAX_DEPTH`."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReading:
+    """What the policy reader found in one command.
+
+    `segments`: every simple command bash would run, for deny/prompt matching.
+    `unreadable`: why some of it cannot be judged statically (a command name built by
+    expansion, code in a string bash runs later, a limit of the reader…); empty when all of it
+    was read. `parse_error`: set when the text's structure could not be read at all; the
+    segments are then a best-effort split.
+    """
+
+    segments: tuple[str, ...]
+    unreadable: tuple[str, ...] = ()
+    parse_error: str | None = None
+    limit_reached: str | None = None
+
+
+# Reasons found while reading the current command (a context variable, so concurrent readers
+# on worker threads never share a list).
+_REASONS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "shell_syntax_unreadable_reasons", default=None
+)
+
+
+# Limits reached while reading the current command: the reading keeps what it found (so deny
+# rules still see it) and is marked as never allowable.
+_LIMITS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "shell_syntax_limits", default=None
+)
+
+
+def _note_limit(why: str) -> bool:
+    """Record a reached limit; False when no reading collects limits (the caller raises)."""
+    limits = _LIMITS.get()
+    if limits is None:
+        return False
+    if why not in limits:
+        limits.append(why)
+    return True
+
+
+def _note_unreadable(why: str) -> None:
+    reasons = _REASONS.get()
+    if reasons is not None and why not in reasons:
+        reasons.append(why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,12 +454,17 @@ def strip_leading_assignments(segment: str) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # Policy segmentation: a lexer that finds every simple command, at any depth
 
-# Past this depth of nested substitutions / `bash -c` scripts the text is treated as unreadable.
-_MAX_DEPTH = 12
-# bashlex costs ~20 µs per character on big scripts; above this size only the lexer reads them.
-_BASHLEX_MAX_CHARS = 16_384
-# A segment may unwrap into many variants (`sudo env A=1 timeout 5 nice rm …`); cap the work.
+# Limits of the reader. Reaching one makes the command unreadable (never allowed unread).
+# Past this depth of nested substitutions / `bash -c` scripts the text is not read further.
+_MAX_DEPTH = 16
+# tree-sitter reads ~5 MB/s; bigger commands are not read at all.
+_MAX_SCRIPT_CHARS = 1_000_000
+_MAX_COMMANDS = 20_000
+# Unwrapping makes one variant per wrapper layer (`sudo env A=1 timeout 5 nice rm …`): the
+# work per segment is capped at this many variants plus a few per word, and the text of all
+# variants of one command at `_MAX_VARIANT_CHARS`.
 _MAX_VARIANTS = 64
+_MAX_VARIANT_CHARS = 2_000_000
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
 _ANSI_C_ESCAPES = {
@@ -428,12 +490,43 @@ _ANSI_C_HEX = {
 _ANSI_C_OCTAL = re.compile(r"[0-7]{1,3}")
 
 
+class ShellWord(str):
+    """A word with quotes removed that remembers what bash would still do to it at run time."""
+
+    expanded: bool = False  # holds `$…`, `$(…)`, a backtick or `<(…)`: its value is dynamic
+    pattern: bool = False  # holds an unquoted glob or brace expansion: it may become any name
+    # Quoted text holds `$(`, a backtick, `<(` or `>(`: code if something runs it later.
+    literal_code: bool = False
+
+
+_EXPANSION = re.compile(r"\$[A-Za-z0-9_@*#?$!{(\[-]|`")
+_BRACE_EXPANSION = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
+
+
+def _holds_code(text: str) -> bool:
+    return any(marker in text for marker in ("$(", "`", "<(", ">("))
+
+
+def _has_expansion(text: str) -> bool:
+    return _EXPANSION.search(text) is not None
+
+
+def _is_pattern(unquoted: str) -> bool:
+    return any(ch in unquoted for ch in "*?[") or _BRACE_EXPANSION.search(unquoted) is not None
+
+
+def _is_dynamic(word: str) -> bool:
+    return isinstance(word, ShellWord) and (word.expanded or word.pattern)
+
+
 @dataclass(slots=True)
 class _SimpleCommand:
     words: list[str] = field(default_factory=list)
     redirects: list[str] = field(default_factory=list)
     # Here-strings and here-doc bodies: a script when the command is a bare shell (`bash <<EOF`).
     stdin_texts: list[str] = field(default_factory=list)
+    # Stdin comes from a file or process substitution whose name is built by expansion.
+    stdin_unknown: bool = False
 
 
 @dataclass(slots=True)
@@ -611,17 +704,25 @@ class _Lexer:
             else:
                 i += 1
 
-    def read_word(self, i: int) -> tuple[str, bool, int]:
-        """Read one word with quotes removed; return (word, was any part quoted, next index)."""
+    def read_word(self, i: int) -> tuple[ShellWord, bool, int]:
+        """Read one word with quotes removed; return (word, was any part quoted, next index).
+
+        The word records whether bash would expand something in it (`$x`, `$(…)`, a backtick,
+        `<(…)`) and whether it holds an unquoted glob or brace expansion.
+        """
         text = self.text
         n = self.n
         buf: list[str] = []
+        unquoted: list[str] = []
         quoted = False
+        expanded = False
+        literal_code = False
         while i < n:
             c = text[i]
             if c in "<>" and text.startswith("(", i + 1):
                 end = _Lexer(text, self.depth + 1, self.sink).lex_list(i + 2, closer=True)
                 buf.append(text[i:end])
+                expanded = True
                 i = end
             elif c in _WORD_BREAK:
                 break
@@ -631,31 +732,46 @@ class _Lexer:
                 if text[i + 1] != "\n":
                     buf.append(text[i + 1])
                     quoted = True
+                    literal_code = literal_code or _holds_code(text[i + 1 : i + 3])
                 i += 2
             elif c == "'":
                 close = text.find("'", i + 1)
                 if close < 0:
                     raise UnparseableCommandError("unterminated single quote")
                 buf.append(text[i + 1 : close])
+                literal_code = literal_code or _holds_code(buf[-1])
                 quoted = True
                 i = close + 1
             elif c == '"':
+                start = len(buf)
                 i = self._read_double_quoted(i + 1, buf)
+                expanded = expanded or _has_expansion("".join(buf[start:]))
                 quoted = True
             elif c == "`":
                 i = self._read_backtick(i, buf)
+                expanded = True
             elif c == "$" and text.startswith("$'", i):
+                start = len(buf)
                 i = self._read_ansi_c(i + 2, buf)
+                literal_code = literal_code or _holds_code("".join(buf[start:]))
                 quoted = True
             elif c == "$" and text.startswith('$"', i):
+                start = len(buf)
                 i = self._read_double_quoted(i + 2, buf)
+                expanded = expanded or _has_expansion("".join(buf[start:]))
                 quoted = True
             elif c == "$":
+                expanded = expanded or _has_expansion(text[i : i + 2])
                 i = self._read_dollar(i, buf, in_double_quotes=False)
             else:
                 buf.append(c)
+                unquoted.append(c)
                 i += 1
-        return "".join(buf), quoted, i
+        word = ShellWord("".join(buf))
+        word.expanded = expanded
+        word.pattern = _is_pattern("".join(unquoted))
+        word.literal_code = literal_code or (expanded and _holds_code(word) and "\\" in text)
+        return word, quoted, i
 
     def _read_double_quoted(self, i: int, buf: list[str]) -> int:
         text = self.text
@@ -844,76 +960,299 @@ def _lex(text: str, depth: int) -> list[_SimpleCommand]:
     return sink
 
 
-# --- bashlex -----------------------------------------------------------------------------------
+# --- tree-sitter-bash: the grammar that reads the structure ----------------------------------
+
+_BASH_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+_PARSERS = threading.local()  # a tree-sitter Parser is not meant to be shared between threads
+_REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_COMMAND_NODES = frozenset({"command", "declaration_command", "unset_command"})
+_ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "c_style_for_statement"})
+_PLAIN_VALUE = re.compile(r"[+-]?[0-9]+|[+-]?0[xX][0-9A-Fa-f]+|[A-Za-z_][A-Za-z0-9_]*|")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Commands that store run-time data (never a plain number) in the variables they name.
+_READERS = frozenset({"read", "mapfile", "readarray"})
 
 
-def _bashlex_commands(text: str, depth: int) -> list[_SimpleCommand]:
-    """Simple commands found by bashlex; words are re-read from the source by the lexer.
-
-    bashlex's own `word` strings mangle ANSI-C quoting (`$'rm'` becomes `$rm`), so each word's
-    source slice is dequoted here instead; its here-doc bodies are scanned for substitutions,
-    which bashlex leaves as plain text.
-    """
-    sink: list[_SimpleCommand] = []
-    stack: list[Any] = list(reversed(bashlex.parse(text)))
-    while stack:
-        node = stack.pop()
-        kind = getattr(node, "kind", None)
-        if kind == "command":
-            sink.append(_command_from_bashlex(node, text, depth, sink))
-        children: list[Any] = []
-        for attr in ("parts", "list"):
-            value = getattr(node, attr, None)
-            if isinstance(value, list):
-                children.extend(value)
-        for attr in ("command", "output"):
-            value = getattr(node, attr, None)
-            if isinstance(value, bashlex.ast.node):
-                children.append(value)
-        stack.extend(child for child in reversed(children) if isinstance(child, bashlex.ast.node))
-    return sink
+def _parser() -> tree_sitter.Parser:
+    parser: tree_sitter.Parser | None = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = tree_sitter.Parser(_BASH_LANGUAGE)
+        _PARSERS.parser = parser
+    return parser
 
 
-def _command_from_bashlex(
-    node: Any, text: str, depth: int, sink: list[_SimpleCommand]
-) -> _SimpleCommand:
-    command = _SimpleCommand()
-    for part in node.parts:
-        kind = getattr(part, "kind", None)
-        if kind in ("word", "assignment"):
-            command.words.append(_dequote_slice(text, part, depth))
-        elif kind == "redirect":
-            target = part.output
-            fd = "" if part.input is None else str(part.input)
-            if isinstance(target, bashlex.ast.node):
-                target_text = _dequote_slice(text, target, depth)
-                raw_target = text[target.pos[0] : target.pos[1]]
-            else:
-                target_text = raw_target = str(target)
-            op = str(part.type)
-            command.redirects.append(f"{fd}{op}{target_text}")
-            if op == "<<<":
-                command.stdin_texts.append(target_text)
-            heredoc = getattr(part, "heredoc", None)
-            if op in ("<<", "<<-") and heredoc is not None:
-                body = str(heredoc.value)
-                head, _, last = body.rpartition("\n")
-                if last.lstrip("\t") == target_text:
-                    body = head
-                command.stdin_texts.append(body)
-                if not any(ch in raw_target for ch in "'\"\\"):
-                    _Lexer(body, depth, sink).scan_expansions()
-    return command
-
-
-def _dequote_slice(text: str, node: Any, depth: int) -> str:
-    start, end = node.pos
-    raw = text[start:end]
+def _dequote(raw: str, depth: int) -> ShellWord:
+    """One word of source text with quotes removed, read by the lexer (which decodes `$'…'`)."""
     try:
         word, _quoted, stop = _Lexer(raw, depth, []).read_word(0)
     except UnparseableCommandError:
-        return str(node.word)
-    return word if stop == len(raw) else str(node.word)
+        stop = -1
+    if stop == len(raw):
+        return word
+    # Not a single lexer word (an array value `(a b)`, a `[[ ]]` operand): keep the source.
+    fallback = ShellWord(raw)
+    fallback.expanded = _has_expansion(raw)
+    fallback.pattern = _is_pattern(raw)
+    fallback.literal_code = _holds_code(raw) and any(ch in raw for ch in "'\\")
+    return fallback
+
+
+def _dequote_words(raw: str, depth: int) -> list[ShellWord]:
+    """Words of one grammar node: normally one, but the grammar reads `{ {` as one word where
+    bash sees two, so blanks that bash would split on are honoured."""
+    words: list[ShellWord] = []
+    i = 0
+    n = len(raw)
+    try:
+        while i < n:
+            if raw[i] in " \t":
+                i += 1
+                continue
+            word, _quoted, stop = _Lexer(raw, depth, []).read_word(i)
+            if stop == i:
+                return [_dequote(raw, depth)]
+            words.append(word)
+            i = stop
+    except UnparseableCommandError:
+        return [_dequote(raw, depth)]
+    return words or [_dequote(raw, depth)]
+
+
+class _TreeReader:
+    """Collects the simple commands of one tree-sitter parse, at any depth.
+
+    Backtick substitutions and unquoted here-doc bodies are read by the lexer instead: the
+    grammar does not undo the backslashes of nested backticks and leaves backticks inside
+    here-doc bodies as text.
+    """
+
+    def __init__(self, source: bytes, depth: int) -> None:
+        self.source = source
+        self.depth = depth
+        self.sink: list[_SimpleCommand] = []
+        self.dynamic_names: set[str] = set()
+        self.arithmetic_names: set[str] = set()
+        # The grammar sometimes drops text without reporting an error (`python3 - <<EOF` loses
+        # the `-`): every byte that is not blank must lie in a token, else the parse is refused.
+        self.cursor = 0
+        self.dropped_text = False
+
+    def cover(self, node: tree_sitter.Node) -> None:
+        if self.source[self.cursor : node.start_byte].strip(b" \t\r\n\\"):
+            self.dropped_text = True
+        self.cursor = max(self.cursor, node.end_byte)
+
+    def text(self, node: tree_sitter.Node) -> str:
+        return self.source[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+
+    def read(self, root: tree_sitter.Node) -> list[_SimpleCommand]:
+        stack: list[tuple[tree_sitter.Node, int, bool]] = [(root, self.depth, False)]
+        while stack:
+            node, depth, in_arithmetic = stack.pop()
+            if depth > _MAX_DEPTH:
+                raise _TooDeepError("command nesting is too deep")
+            kind = node.type
+            if len(self.sink) > _MAX_COMMANDS:
+                raise _LimitError(f"more than {_MAX_COMMANDS} commands")
+            if kind in _COMMAND_NODES:
+                self.sink.append(self.command(node, depth))
+            elif kind == "redirected_statement":
+                body = node.child_by_field_name("body")
+                if body is None or body.type not in _COMMAND_NODES:
+                    # Redirects of a compound command (`{ …; } > f`, `while …; done < f`).
+                    command = _SimpleCommand()
+                    for child in node.children:
+                        if child.type in _REDIRECT_NODES:
+                            self.redirect(child, command, depth)
+                    if command.redirects:
+                        self.sink.append(command)
+            elif kind == "variable_assignment" and (
+                node.parent is None or node.parent.type not in _COMMAND_NODES
+            ):
+                # A bare `NAME=value` statement.
+                self.assignment(node)
+                self.sink.append(_SimpleCommand(words=[_dequote(self.text(node), depth)]))
+            elif kind == "command_substitution" and self.text(node).startswith("`"):
+                self.cover(node)
+                self.sink.extend(_lex_backtick(self.text(node), depth + 1))
+                continue
+            elif kind == "heredoc_body":
+                self.cover(node)
+                continue  # read with its redirect
+            elif kind in ("raw_string", "string", "ansi_c_string") and _outside_command(node):
+                # Strings outside a simple command's words (a `for`/`case` word, an array
+                # element, a `[[ ]]` operand) may be evaluated later too (`$((x))`, `-v`).
+                word = _dequote(self.text(node), depth)
+                if word.literal_code:
+                    self.sink.append(_SimpleCommand(words=[ShellWord(":"), word]))
+            elif kind in ("for_statement", "select_statement"):
+                self.loop_variable(node, depth)
+            elif kind == "expansion" and self.text(node).endswith("@P}"):
+                _note_unreadable("prompt expansion ${…@P} runs code kept in a variable")
+            elif in_arithmetic and kind in ("variable_name", "word"):
+                name = self.text(node)
+                if _NAME.fullmatch(name):
+                    self.arithmetic_names.add(name)
+            nested = (
+                depth + 1 if kind in ("command_substitution", "process_substitution") else depth
+            )
+            arithmetic = (
+                in_arithmetic
+                or kind in _ARITHMETIC_NODES
+                or (kind == "compound_statement" and self.text(node).startswith("(("))
+            )
+            if node.child_count == 0:
+                self.cover(node)
+            stack.extend((child, nested, arithmetic) for child in reversed(node.children))
+        if self.source[self.cursor :].strip(b" \t\r\n\\"):
+            self.dropped_text = True
+        return self.sink
+
+    def command(self, node: tree_sitter.Node, depth: int) -> _SimpleCommand:
+        command = _SimpleCommand()
+        parent = node.parent
+        # Nodes that touch form one word to bash, even where the grammar ends a node early
+        # (`la'un'\\ch` is one word, the grammar gives two).
+        pieces: list[tuple[int, int, bool]] = []  # (start, end, is an assignment)
+        for child in node.children:
+            kind = child.type
+            if kind in _REDIRECT_NODES:
+                self.redirect(child, command, depth)
+            elif kind == "comment":
+                continue
+            else:
+                if kind == "variable_assignment":
+                    self.assignment(child)
+                gap = self.source[pieces[-1][1] : child.start_byte] if pieces else b" "
+                if not gap.replace(b"\\\n", b""):  # touching, or joined by line continuations
+                    start, _end, assignment = pieces[-1]
+                    pieces[-1] = (start, child.end_byte, assignment)
+                else:
+                    pieces.append((child.start_byte, child.end_byte, kind == "variable_assignment"))
+        for start, end, assignment in pieces:
+            raw = self.source[start:end].decode("utf-8", "surrogatepass")
+            if assignment:
+                command.words.append(_dequote(raw, depth))
+            else:
+                command.words.extend(_dequote_words(raw, depth))
+        if parent is not None and parent.type == "redirected_statement":
+            for child in parent.children:
+                if child.type in _REDIRECT_NODES:
+                    self.redirect(child, command, depth)
+        self.note_readers(command.words)
+        return command
+
+    def assignment(self, node: tree_sitter.Node) -> None:
+        name = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if name is None:
+            return
+        plain = value is None or (
+            value.type == "arithmetic_expansion"
+            or (value.type in ("number", "word") and _PLAIN_VALUE.fullmatch(self.text(value)))
+        )
+        if not plain:
+            self.dynamic_names.add(self.text(name).split("[", 1)[0])
+
+    def loop_variable(self, node: tree_sitter.Node, depth: int) -> None:
+        """`for x in …`: x takes run-time values when a word expands (`$(cmd)`, a glob)."""
+        variable = node.child_by_field_name("variable")
+        if variable is None:
+            return
+        for value in node.children_by_field_name("value"):
+            word = _dequote(self.text(value), depth)
+            if word.expanded or word.pattern or word.literal_code:
+                self.dynamic_names.add(self.text(variable))
+                return
+
+    def note_readers(self, words: list[str]) -> None:
+        """`read x`, `mapfile a`, `printf -v x …`, `let …`: variables and arithmetic."""
+        if not words:
+            return
+        name = words[0]
+        if name in _READERS:
+            self.dynamic_names.update(w for w in words[1:] if _NAME.fullmatch(w))
+        elif name == "printf":
+            value = _option_value(words[1:], "-v", "-v")
+            if value is not None:
+                self.dynamic_names.add(value.split("[", 1)[0])
+        elif name == "let":
+            for word in words[1:]:
+                if _is_dynamic(word):
+                    _note_unreadable("let evaluates an argument built by expansion")
+                self.arithmetic_names.update(_NAME.findall(word))
+
+    def redirect(self, node: tree_sitter.Node, command: _SimpleCommand, depth: int) -> None:
+        if node.type == "heredoc_redirect":
+            self.heredoc(node, command, depth)
+            return
+        fd = ""
+        op = ""
+        target: ShellWord | None = None
+        for child in node.children:
+            if child.type == "file_descriptor":
+                fd = self.text(child)
+            elif not child.is_named:
+                op = op or self.text(child)
+            elif target is None:
+                target = _dequote(self.text(child), depth)
+        if target is None:
+            return
+        command.redirects.append(f"{fd}{op}{target}")
+        if node.type == "herestring_redirect":
+            command.stdin_texts.append(target)
+        elif op == "<" and target.expanded:
+            command.stdin_unknown = True
+
+    def heredoc(self, node: tree_sitter.Node, command: _SimpleCommand, depth: int) -> None:
+        op = "<<"
+        delimiter = ""
+        body = ""
+        for child in node.children:
+            if child.type in ("<<", "<<-"):
+                op = child.type
+            elif child.type == "heredoc_start":
+                delimiter = self.text(child)
+            elif child.type == "heredoc_body":
+                body = self.text(child)
+        body = body.removesuffix("\n")
+        expands = not any(ch in delimiter for ch in "'\"\\")
+        command.redirects.append(f"{op}{_dequote(delimiter, depth)}")
+        command.stdin_texts.append(body)
+        if expands and body:
+            _Lexer(body, depth, self.sink).scan_expansions()
+
+
+def _outside_command(node: tree_sitter.Node) -> bool:
+    parent = node.parent
+    while parent is not None and parent.type != "program":
+        if parent.type in _COMMAND_NODES:
+            return False
+        parent = parent.parent
+    return True
+
+
+def _lex_backtick(text: str, depth: int) -> list[_SimpleCommand]:
+    sink: list[_SimpleCommand] = []
+    _Lexer(text, depth - 1, sink).read_word(0)
+    return sink
+
+
+def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
+    """The simple commands tree-sitter-bash finds, or None when the grammar reports an error."""
+    source = text.encode("utf-8", "surrogatepass")
+    tree = _parser().parse(source)
+    if tree.root_node.has_error:
+        return None
+    reader = _TreeReader(source, depth)
+    commands = reader.read(tree.root_node)
+    if reader.dropped_text:
+        return None
+    for name in sorted(reader.arithmetic_names & reader.dynamic_names):
+        _note_unreadable(
+            f"arithmetic evaluation of ${name}, whose value is not a plain number or name"
+        )
+    return commands
 
 
 # --- from simple commands to policy segments ---------------------------------------------------
@@ -986,10 +1325,102 @@ _WRAPPERS: dict[str, _Wrapper] = {
         short_with_arg="cnp", long_with_arg=frozenset({"--class", "--classdata", "--pid"})
     ),
     "busybox": _Wrapper(),
+    "chrt": _Wrapper(short_with_arg="TPD", positional=1),
+    "taskset": _Wrapper(short_with_arg="", positional=1),
+    "flock": _Wrapper(
+        short_with_arg="wEc",
+        long_with_arg=frozenset({"--timeout", "--conflict-exit-code", "--command"}),
+        positional=1,
+    ),
+    "unbuffer": _Wrapper(),
+    "runuser": _Wrapper(
+        short_with_arg="ugGcsw",
+        long_with_arg=frozenset({"--user", "--group", "--supp-group", "--command", "--shell"}),
+    ),
+    "pkexec": _Wrapper(long_with_arg=frozenset({"--user"}), short_with_arg="u"),
+    "chroot": _Wrapper(long_with_arg=frozenset({"--userspec", "--groups"}), positional=1),
+    "unshare": _Wrapper(long_with_arg=frozenset({"--setuid", "--setgid", "--wd", "--root"})),
+    "nsenter": _Wrapper(short_with_arg="tSGw", long_with_arg=frozenset({"--target"})),
+    "numactl": _Wrapper(short_with_arg="CNmpP"),
+    "faketime": _Wrapper(short_with_arg="p", positional=1),
+    "fakeroot": _Wrapper(short_with_arg="ls"),
+    "strace": _Wrapper(short_with_arg="abeEIoOpPsSuUX"),
+    "ltrace": _Wrapper(short_with_arg="aeEfFlnopsuwxAD"),
+    "torsocks": _Wrapper(),
+    "proxychains": _Wrapper(short_with_arg="f"),
+    "proxychains4": _Wrapper(short_with_arg="f"),
+    "catchsegv": _Wrapper(),
+    "dbus-run-session": _Wrapper(),
+    "xvfb-run": _Wrapper(short_with_arg="nslpefw"),
+    "cpulimit": _Wrapper(short_with_arg="lpe"),
+    "trickle": _Wrapper(short_with_arg="udwtlnL"),
+    "caffeinate": _Wrapper(short_with_arg="tw"),
+    "systemd-run": _Wrapper(
+        short_with_arg="pEM",
+        long_with_arg=frozenset(
+            {"--unit", "--property", "--description", "--slice", "--uid", "--gid", "--setenv"}
+        ),
+    ),
+    "parallel": _Wrapper(short_with_arg="jSI"),
+    "noglob": _Wrapper(),
+    "screen": _Wrapper(short_with_arg="SclpThtsXe"),
+    "nocorrect": _Wrapper(),
 }
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
+# Runners whose first word after the subcommand is the command they run.
+_SUBCOMMAND_RUNNERS = {
+    "uv": "run",
+    "poetry": "run",
+    "pipenv": "run",
+    "pdm": "run",
+    "hatch": "run",
+    "bundle": "exec",
+    "conda": "run",
+    "mamba": "run",
+}
+_SHELLS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash", "csh", "tcsh", "yash"}
+    | {"posh", "busybox-sh"}
+)
 _XARGS_INPUT = "{}"  # stands for the arguments xargs appends from its stdin
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+# Paths that name the shell's own stdin or another redirected fd (`bash /dev/stdin`,
+# `source /dev/fd/3 3<<<…`): the text fed to it is the script.
+_STDIN_PATHS = frozenset({"/dev/stdin", "-"})
+_FD_PATH_PREFIXES = ("/dev/fd/", "/proc/self/fd/")
+
+
+def _names_stdin(path: str | None) -> bool:
+    return path is not None and (path in _STDIN_PATHS or path.startswith(_FD_PATH_PREFIXES))
+
+
+# Variables whose value bash, or a program it starts, later runs as a command.
+_CODE_VARIABLE_NAMES = (
+    "PROMPT_COMMAND",
+    "GIT_SSH_COMMAND",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "BROWSER",
+)
+_CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+# `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
+_GIT_CODE_KEY = re.compile(
+    r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"
+    r"credential\..*helper|.*\.(?:textconv|command|cmd|process|clean|smudge)|pager\..*|"
+    r"alias\..*)="
+)
+# Programs that run their stdin as a script later or elsewhere (`echo cmd | at now`).
+_STDIN_RUNNERS = frozenset({"at", "batch", "crontab"})
 
 
 def _basename(word: str) -> str:
@@ -999,7 +1430,11 @@ def _basename(word: str) -> str:
 def _strip_reserved(words: list[str]) -> list[str]:
     i = 0
     while i < len(words):
-        if words[i] in _RESERVED_PREFIXES:
+        if words[i] == "coproc":
+            # `coproc NAME { …; }` / `coproc NAME ( … )`: the name is not a command either.
+            named = i + 2 < len(words) and words[i + 2] in ("{", "(")
+            i += 2 if named else 1
+        elif words[i] in _RESERVED_PREFIXES:
             i += 1
         elif words[i] == "function":
             i += 2  # `function name { …`: the name is not a command either
@@ -1071,11 +1506,25 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
             variants.append(words[i:])
     spec = _WRAPPERS.get(name)
     if spec is not None:
+        # A block of words repeated at the front (`nohup nohup …`, `timeout 5 timeout 5 …`) is
+        # skipped whole as well, so a tall stack reaches its command in one step.
+        for size in (1, 2, 3):
+            if words[:size] == words[size : 2 * size] and len(words) > 2 * size:
+                rest = size
+                while words[rest : rest + size] == words[:size]:
+                    rest += size
+                variants.append(words[rest:])
+                break
         inner = _skip_options(words, spec)
         if inner:
             variants.append(inner)
             if name == "xargs" and _XARGS_INPUT not in inner:
                 variants.append([*inner, _XARGS_INPUT])
+    subcommand = _SUBCOMMAND_RUNNERS.get(name)
+    if subcommand is not None and subcommand in words[1:]:
+        inner = _skip_options(words[words.index(subcommand, 1) :], _Wrapper())
+        if inner:
+            variants.append(inner)
     if name == "find":
         variants.extend(_find_exec_commands(words))
     if any("IFS" in word for word in words):
@@ -1097,8 +1546,18 @@ def _option_value(args: list[str], short: str, long: str) -> str | None:
     return None
 
 
-def _shell_script(args: list[str]) -> tuple[str | None, bool]:
-    """For `sh`-like argv tails: (the `-c` script if any, whether a script file is named)."""
+def _cluster_value(args: list[str], letter: str, long: str) -> str | None:
+    """Value of an option given alone or ending a cluster (`-c x`, `-qc x`, `--command=x`)."""
+    for i, arg in enumerate(args):
+        if arg == long or (arg.startswith("-") and not arg.startswith("--") and arg[-1:] == letter):
+            return args[i + 1] if i + 1 < len(args) else None
+        if arg.startswith(long + "="):
+            return arg[len(long) + 1 :]
+    return None
+
+
+def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
+    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any)."""
     has_c = False
     i = 0
     while i < len(args):
@@ -1107,7 +1566,7 @@ def _shell_script(args: list[str]) -> tuple[str | None, bool]:
             i += 1
             break
         if arg.startswith("--command="):
-            return arg[len("--command=") :], True
+            return arg[len("--command=") :], None
         if arg == "--command":
             has_c = True
             i += 1
@@ -1122,36 +1581,115 @@ def _shell_script(args: list[str]) -> tuple[str | None, bool]:
             break
     operand = args[i] if i < len(args) else None
     if has_c:
-        return operand, True
-    return None, operand is not None
+        return operand or "", None
+    return None, operand
+
+
+def _script_option(name: str, args: list[str]) -> str | None:
+    """The script a runner hands to a shell through an option (`su -c`, `script -qc`, …)."""
+    if name in ("su", "runuser", "flock", "script", "sg"):
+        return _cluster_value(args, "c", "--command")
+    if name == "env":
+        return _option_value(args, "-S", "--split-string")
+    if name == "tmux" and any(
+        arg in ("new", "new-session", "new-window", "neww", "split-window", "splitw", "run-shell")
+        for arg in args
+    ):
+        # The last word of these subcommands is a shell command tmux runs.
+        return args[-1] if args and not args[-1].startswith("-") else None
+    if name in ("mapfile", "readarray", "complete", "compgen"):
+        return _option_value(args, "-C", "-C")  # a callback bash evaluates
+    return None
 
 
 def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
-    """Shell text a command hands to another shell: `bash -c`, `eval`, `su -c`, `watch`, …"""
+    """Shell text a command hands to another shell: `bash -c`, `eval`, `su -c`, `watch`, …
+
+    Text that cannot be known statically is noted as unreadable instead.
+    """
     name = _basename(words[0])
     args = words[1:]
+    if name == "git":
+        for option, value in itertools.pairwise(args):
+            if option == "-c" and _GIT_CODE_KEY.match(value):
+                if _is_dynamic(value):
+                    _note_unreadable("git -c sets a command built by expansion")
+                yield value.split("=", 1)[1].removeprefix("!")
+    for word in words:
+        if word.startswith("BASH_CMDS["):
+            _note_unreadable("BASH_CMDS makes a command name run another program")
+        if word.startswith(_CODE_VARIABLES):
+            variable, value = word.split("=", 1)
+            if _is_dynamic(word):
+                _note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
+            yield value
     if name in _SHELLS:
-        script, names_file = _shell_script(args)
+        script, script_file = _shell_script(args)
+        if _names_stdin(script_file):
+            script_file = None
         if script is not None:
+            if _is_dynamic(script):
+                _note_unreadable(f"{name} -c runs a script built by expansion: {script}")
             yield script
-        elif not names_file:
+        elif script_file is None:
             yield from stdin_texts
+        elif _is_dynamic(script_file):
+            _note_unreadable(f"{name} reads a script from an expansion: {script_file}")
     elif name == "eval" and args:
+        if any(_is_dynamic(arg) for arg in args):
+            _note_unreadable("eval of a non-literal argument")
         yield " ".join(args)
-    elif name == "su":
-        script = _option_value(args, "-c", "--command")
-        if script is not None:
-            yield script
-    elif name == "env":
-        script = _option_value(args, "-S", "--split-string")
-        if script is not None:
-            yield script
+    elif name in ("source", "."):
+        path = next((arg for arg in args if arg != "--"), None)
+        if path is not None and _is_dynamic(path):
+            _note_unreadable(f"{name} reads a script from an expansion: {path}")
+        elif _names_stdin(path):
+            yield from stdin_texts
+    elif name == "alias":
+        # An alias's value is code bash runs where the alias is used.
+        for arg in args:
+            if "=" in arg and not arg.startswith("-"):
+                if _is_dynamic(arg):
+                    _note_unreadable("alias defined with a value built by expansion")
+                yield arg.split("=", 1)[1]
+    elif name == "hash" and any(arg.startswith("-") and "p" in arg for arg in args):
+        _note_unreadable("hash -p makes a command name run another program")
+    elif name == "trap":
+        handler = next((arg for arg in args if arg not in ("--",)), None)
+        if handler is not None and handler not in ("-", "-p", "-l", ""):
+            if _is_dynamic(handler):
+                _note_unreadable("trap with code built by expansion")
+            yield handler
     elif name == "watch":
         inner = _skip_options(
-            words, _Wrapper(short_with_arg="nqs", long_with_arg=frozenset({"--interval"}))
+            words,
+            _Wrapper(
+                short_with_arg="nqsd", long_with_arg=frozenset({"--interval", "--differences"})
+            ),
         )
         if inner:
+            if any(_is_dynamic(word) for word in inner):
+                _note_unreadable("watch runs a command built by expansion")
             yield " ".join(inner)
+    else:
+        script = _script_option(name, args)
+        if script is not None:
+            if _is_dynamic(script):
+                _note_unreadable(f"{name} runs a script built by expansion: {script}")
+            yield script
+
+
+def _check_command_name(words: list[str]) -> None:
+    """Note a command whose name bash only knows at run time (`$x`, `$(…)`, a glob, braces)."""
+    for word in words:
+        if _ASSIGNMENT_WORD.match(word):
+            continue
+        if isinstance(word, ShellWord):
+            if word.expanded:
+                _note_unreadable(f"command name built by expansion: {word}")
+            elif word.pattern and word not in ("[", "[["):
+                _note_unreadable(f"command name is a glob or brace expansion: {word}")
+        return
 
 
 _ScriptReader = Callable[[str, int], list[str]]
@@ -1166,27 +1704,61 @@ def _segments_of(command: _SimpleCommand, depth: int, read_script: _ScriptReader
         out.append(normalize_whitespace(" ".join(command.redirects)))
     if words:
         out.extend(_expand_words(words, command.stdin_texts, depth, read_script))
+        if command.stdin_unknown and read_script is _strict_segments and _shell_reads_stdin(words):
+            _note_unreadable("a shell reads its script from an expansion or process substitution")
+    if read_script is _strict_segments:
+        for word in command.words:
+            if isinstance(word, ShellWord) and word.literal_code:
+                out.extend(_literal_script_segments(word, depth + 1))
     return out
+
+
+def _literal_script_segments(text: str, depth: int) -> list[str]:
+    """A string holding `$(`, a backtick, `<(` or `>(` may be run later (`$((x))`, `printf -v`,
+    an env value, …): its commands are matched too. It is data until something runs it, so
+    what it makes unreadable is not noted."""
+    token = _REASONS.set(None)
+    limits_token = _LIMITS.set(None)
+    try:
+        return _strict_segments(text, depth)
+    except UnparseableCommandError:
+        return rough_segments(text)
+    finally:
+        _REASONS.reset(token)
+        _LIMITS.reset(limits_token)
 
 
 def _expand_words(
     words: list[str], stdin_texts: Sequence[str], depth: int, read_script: _ScriptReader
 ) -> list[str]:
-    """The command itself plus every unwrapped variant, and the segments of embedded scripts."""
+    """The command itself plus every unwrapped variant, and the segments of embedded scripts.
+
+    Each variant is one layer of wrapping less, so a stack of any height is unwrapped; only
+    the work budget bounds it, and a strict reader that exhausts it raises `_LimitError`.
+    """
+    strict = read_script is _strict_segments
     out: list[str] = []
     seen: set[tuple[str, ...]] = set()
-    queue = [words]
-    budget = _MAX_VARIANTS
-    while queue and budget:
+    queue: deque[list[str]] = deque([words])
+    budget = _MAX_VARIANTS + 4 * len(words)
+    chars = 0
+    while queue:
+        if budget == 0 or chars > _MAX_VARIANT_CHARS:
+            if strict and not _note_limit("too many wrapper layers to unwrap"):
+                raise _LimitError("too many wrapper layers to unwrap")
+            break
         budget -= 1
-        current = _strip_reserved(queue.pop(0))
+        current = _strip_reserved(queue.popleft())
         key = tuple(current)
         if not current or key in seen:
             continue
         seen.add(key)
         text = normalize_whitespace(" ".join(current))
+        chars += len(text)
         if text:
             out.append(text)
+        if strict:
+            _check_command_name(current)
         for script in _embedded_scripts(current, stdin_texts):
             out.extend(read_script(script, depth + 1))
         queue.extend(_unwrapped(current))
@@ -1209,28 +1781,13 @@ def _strict_segments(text: str, depth: int) -> list[str]:
     text = _unify_newlines(text)
     if not text.strip():
         return []
-    direct, _quoted = _scan_control(text)
-    if not direct:
-        # No operators, substitutions or redirects: one simple command the lexer reads exactly.
+    if len(text) > _MAX_SCRIPT_CHARS:
+        raise _LimitError(f"command longer than {_MAX_SCRIPT_CHARS} characters")
+    commands = _tree_commands(text, depth)
+    if commands is None:
+        # The grammar found an error; the lexer reads what bash itself accepts that the grammar
+        # does not (and raises on what bash would refuse too).
         commands = _lex(text, depth)
-    else:
-        lexed: list[_SimpleCommand] | None = None
-        error: Exception | None = None
-        try:
-            lexed = _lex(text, depth)
-        except _TooDeepError:
-            raise
-        except UnparseableCommandError as exc:
-            error = exc
-        parsed: list[_SimpleCommand] | None = None
-        if len(text) <= _BASHLEX_MAX_CHARS:
-            try:
-                parsed = _bashlex_commands(text, depth)
-            except Exception as exc:  # bashlex raises many types (NotImplementedError, …)
-                error = error or exc
-        if parsed is None and lexed is None:
-            raise UnparseableCommandError(f"cannot parse command: {error}")
-        commands = [*(parsed or ()), *(lexed or ())]
     segments: list[str] = []
     for command in commands:
         segments.extend(_segments_of(command, depth, _strict_segments))
@@ -1241,19 +1798,42 @@ def _strict_segments(text: str, depth: int) -> list[str]:
 
 def _shell_reads_stdin(words: list[str]) -> bool:
     """A bare shell (also under wrappers: `sudo bash`) that runs whatever its stdin holds."""
-    queue = [_strip_reserved(words)]
-    for _ in range(_MAX_VARIANTS):
-        if not queue:
+    queue: deque[list[str]] = deque([_strip_reserved(words)])
+    seen: set[tuple[str, ...]] = set()
+    budget = _MAX_VARIANTS + 4 * len(words)
+    chars = 0
+    while queue:
+        if budget == 0 or chars > _MAX_VARIANT_CHARS:
+            if not _note_limit("too many wrapper layers to unwrap"):
+                raise _LimitError("too many wrapper layers to unwrap")
             return False
-        current = queue.pop(0)
-        if not current:
+        budget -= 1
+        current = _strip_reserved(queue.popleft())
+        key = tuple(current)
+        if not current or key in seen:
             continue
-        if _basename(current[0]) in _SHELLS:
-            script, names_file = _shell_script(current[1:])
-            if script is None and not names_file:
+        seen.add(key)
+        chars += sum(len(word) + 1 for word in current)
+        name = _basename(current[0])
+        if name in _SHELLS:
+            script, script_file = _shell_script(current[1:])
+            if script is None and (script_file is None or _names_stdin(script_file)):
                 return True
+        elif _sources_stdin(name, current[1:]) or _stdin_runner(name, current[1:]):
+            return True
         queue.extend(_unwrapped(current))
     return False
+
+
+def _sources_stdin(name: str, args: list[str]) -> bool:
+    return name in ("source", ".") and any(_names_stdin(arg) for arg in args[:1])
+
+
+def _stdin_runner(name: str, args: list[str]) -> bool:
+    """`at now`, `batch`, `crontab -`: stdin is a script run later."""
+    if name not in _STDIN_RUNNERS or any(arg in ("-f", "-l", "-r", "-e") for arg in args):
+        return False
+    return name != "crontab" or not args or "-" in args
 
 
 def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:
@@ -1265,7 +1845,7 @@ def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[s
         for text in [*command.stdin_texts, *command.words[1:]]:
             try:
                 segments.extend(_strict_segments(text, depth + 1))
-            except _TooDeepError:
+            except _LimitError:
                 raise
             except UnparseableCommandError:
                 segments.extend(rough_segments(text))
@@ -1277,30 +1857,64 @@ def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[s
 _CACHED_COMMAND_MAX_CHARS = 2048
 
 
-@functools.lru_cache(maxsize=2048)
-def _cached_policy_segments(command: str) -> tuple[str, ...]:
-    return tuple(_strict_segments(command, 0))
+def _read(command: str) -> CommandReading:
+    reasons: list[str] = []
+    limits: list[str] = []
+    token = _REASONS.set(reasons)
+    limits_token = _LIMITS.set(limits)
+    try:
+        segments = _strict_segments(command, 0)
+    except _LimitError as exc:
+        why = f"{exc} (a limit of the reader)"
+        return CommandReading(tuple(rough_segments(command)), (why,), None, str(exc))
+    except UnparseableCommandError as exc:
+        why = f"cannot parse command: {exc}"
+        return CommandReading(tuple(rough_segments(command)), (why,), str(exc))
+    finally:
+        _REASONS.reset(token)
+        _LIMITS.reset(limits_token)
+    if limits:
+        noted = tuple(f"{why} (a limit of the reader)" for why in limits)
+        return CommandReading(tuple(segments), (*noted, *reasons), None, limits[0])
+    return CommandReading(tuple(segments), tuple(reasons))
+
+
+_cached_read = functools.lru_cache(maxsize=2048)(_read)
+
+
+def read_command(command: str) -> CommandReading:
+    """Read a command for the policy: its segments and why parts of it cannot be read.
+
+    Never raises. Segments come from `; && || | |& &` and newlines, `$(…)`, backticks,
+    `( … )`, `{ …; }`, named `coproc` bodies, process substitution, arithmetic, unquoted
+    here-doc bodies, string literals holding `$(`/backticks/`<(`/`>(`, and the scripts handed
+    to `bash -c`, `sh -c`, `eval`, `trap`, `su -c`, `script -c`, `flock -c`, `watch` or a bare
+    shell's stdin. Each segment also appears with wrappers removed, however many are stacked
+    (`sudo env X=1 timeout 5 rm -rf /x` → `rm -rf /x`).
+    """
+    if len(command) > _CACHED_COMMAND_MAX_CHARS:
+        return _read(command)
+    return _cached_read(command)
 
 
 def policy_segments(command: str) -> list[str]:
-    """Every simple command the shell would run, at any depth, for deny/prompt matching.
+    """Every simple command the shell would run, at any depth, for deny/prompt matching
+    (see `read_command`). Each segment is whitespace-normalised with quotes removed.
 
-    Each segment is whitespace-normalised with quotes removed (`"rm" -rf x` → `rm -rf x`).
-    Segments come from `; && || | |& &` and newlines, `$(…)`, backticks, `( … )`, `{ …; }`,
-    process substitution, arithmetic, unquoted here-doc bodies, and the scripts handed to
-    `bash -c`, `sh -c`, `eval`, `su -c`, `watch` or a bare shell's here-doc. Each segment also
-    appears with wrappers removed, repeatedly (`sudo env X=1 timeout 5 rm -rf /x` → `rm -rf /x`).
-
-    Raises `UnparseableCommandError` when the structure cannot be determined.
+    Raises `UnparseableCommandError` when the structure cannot be determined or a limit of
+    the reader is reached.
     """
-    if len(command) > _CACHED_COMMAND_MAX_CHARS:
-        return _strict_segments(command, 0)
-    return list(_cached_policy_segments(command))
+    reading = read_command(command)
+    if reading.parse_error is not None:
+        raise UnparseableCommandError(reading.parse_error)
+    if reading.limit_reached is not None:
+        raise _LimitError(reading.limit_reached)
+    return list(reading.segments)
 
 
 def clear_segment_cache() -> None:
-    """Forget cached `policy_segments` results (benchmarks measure first-time cost with it)."""
-    _cached_policy_segments.cache_clear()
+    """Forget cached readings (benchmarks measure first-time cost with it)."""
+    _cached_read.cache_clear()
 
 
 # --- best effort for unparseable text --------------------------------------------------------

@@ -8,6 +8,10 @@ results can be recorded as a ratio that is stable across machines.
 Two evaluate figures are reported: `uncached` clears the segment cache before every call (the
 cost of a command seen for the first time), `cached` re-runs the same commands (an approval
 flow re-evaluating a command it has already seen).
+
+`benign_corpus` is the acceptance figure: the real-world agent commands of
+tests/policy_corpus.py under its realistic policy (p99 under 1 ms, and how many are not
+allowed: the false-prompt rate). `interceptor` times the interceptor on growing commands.
 """
 
 from __future__ import annotations
@@ -21,8 +25,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from app.policy import PolicyDocument, evaluate
+from app.interceptor import DEFAULT_INTERCEPTOR_RULES
+from app.interceptor import check as intercept
+from app.policy import InterceptorRule, PolicyDocument, RuleAction, evaluate
 from app.shell_syntax import clear_segment_cache, normalize_whitespace
+from tests.policy_corpus import BENIGN_COMMANDS, REALISTIC_POLICY
+
+BENIGN_ROUNDS = 20
 
 COMMAND_COUNT = 10_000
 
@@ -206,6 +215,8 @@ def run() -> dict[str, object]:
     uncached_summary = _summary(uncached)
     yardstick_summary = _summary(yardstick)
     return {
+        "benign_corpus": _benign_corpus(),
+        "interceptor": _interceptor(),
         "benchmark": "policy.evaluate",
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -220,6 +231,52 @@ def run() -> dict[str, object]:
             uncached_summary["median_us"] / max(yardstick_summary["median_us"], 0.01), 1
         ),
     }
+
+
+def _benign_corpus() -> dict[str, object]:
+    """The acceptance figure: uncached `evaluate` over the benign agent corpus under the
+    realistic policy of tests/policy_corpus.py (p99 must stay under 1 ms), and how many of
+    those commands are not allowed (the false-prompt rate, target 0)."""
+    policy = PolicyDocument.model_validate(REALISTIC_POLICY)
+    wall: list[int] = []
+    # CPU time of this thread too: on a shared machine the wall-clock tail is mostly time the
+    # process spent preempted, not evaluating.
+    cpu: list[int] = []
+    not_allowed = sum(
+        evaluate(policy, command).approval is not RuleAction.allow for command in BENIGN_COMMANDS
+    )
+    for _ in range(BENIGN_ROUNDS):
+        for command in BENIGN_COMMANDS:
+            clear_segment_cache()
+            started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
+            evaluate(policy, command)
+            cpu.append(time.thread_time_ns() - started_cpu)
+            wall.append(time.perf_counter_ns() - started)
+    return {
+        "commands": len(BENIGN_COMMANDS),
+        "rounds": BENIGN_ROUNDS,
+        "false_prompts": not_allowed,
+        "false_prompt_rate": round(not_allowed / len(BENIGN_COMMANDS), 4),
+        "evaluate_uncached_wall": _summary(wall),
+        "evaluate_uncached_cpu": _summary(cpu),
+    }
+
+
+def _interceptor() -> dict[str, object]:
+    """Cost of the interceptor (built-in rules plus a pathological admin rule on RE2) on one
+    command of growing size: what a call would block the event loop for if run inline."""
+    rules = [*DEFAULT_INTERCEPTOR_RULES, InterceptorRule(pattern=r"^(a+)+$", tool="bash")]
+    tools = ["read", "grep", "glob", "edit", "write", "bash"]
+    result: dict[str, object] = {}
+    for size in (2048, 65_536):
+        command = "echo " + "a" * (size - 5)
+        started = time.perf_counter_ns()
+        intercept(command, tools, rules, command)
+        result[f"ms_at_{size}_chars"] = round((time.perf_counter_ns() - started) / 1e6, 2)
+    started = time.perf_counter_ns()
+    intercept("a" * 25, tools, rules, "a" * 25)
+    result["pathological_regex_25_a_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
+    return result
 
 
 def main() -> None:

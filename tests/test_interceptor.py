@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -355,14 +356,36 @@ def test_invalid_rule_built_without_validation_is_skipped() -> None:
     assert "good" in result.message
 
 
-def test_compile_rule_returns_a_python_pattern_with_flags() -> None:
-    regex = compile_rule(InterceptorRule(pattern="^a.b$", flags="ims", tool="bash"))
-    assert regex is not None
-    assert regex.flags & re.IGNORECASE
-    assert regex.flags & re.MULTILINE
-    assert regex.flags & re.DOTALL
+def test_compile_rule_applies_the_i_m_s_flags() -> None:
+    text = "x\nA\nb\ny"
+    with_flags = compile_rule(InterceptorRule(pattern="^a.b$", flags="ims", tool="bash"))
+    without = compile_rule(InterceptorRule(pattern="^a.b$", tool="bash"))
+    assert with_flags is not None and without is not None
+    assert with_flags.search(text)
+    assert not without.search(text)
 
 
 def test_full_command_candidate_is_trimmed() -> None:
     rule = InterceptorRule(pattern=r"^cat f$", tool="read")
     assert blocked("   cat f \n", [rule])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo " + "a" * 65_536,
+        "echo '" + "> x " * 16_000 + "'",
+        'echo "' + '\\" ' * 20_000 + '"',
+        "npm run " + "x -w " * 13_000,
+        "perl " + "-i " * 20_000,
+        "find " + "-name " * 10_000,
+        "echo x " + "& " * 30_000,
+        "cat f; " * 9_000,
+    ],
+)
+def test_built_in_rules_stay_linear_on_hostile_input(command: str) -> None:
+    # The built-in rules run on Python `re` (they use lookaround): each must stay linear.
+    tools = ["read", "grep", "glob", "edit", "write", "bash"]
+    started = time.perf_counter()
+    check(command, tools, DEFAULT_INTERCEPTOR_RULES, command)
+    assert time.perf_counter() - started < 2.0

@@ -27,11 +27,11 @@ from pydantic import ValidationError
 from app.policy import (
     CRITICAL_PATTERNS,
     RUNNER_CRITICAL_PATTERNS,
-    Approval,
     InterceptorRule,
     InterceptorSettings,
     PolicyDocument,
     PolicyRule,
+    RuleAction,
     compile_interceptor_pattern,
     evaluate,
     find_critical_hits,
@@ -57,6 +57,7 @@ def policy(
 SPEC_EXAMPLE = {
     "default": "allow",
     "critical": "prompt",
+    "unreadable": "prompt",
     "rules": [
         {"match": "git *", "approval": "allow"},
         {"match": "rm -rf *", "approval": "deny"},
@@ -84,6 +85,7 @@ def test_policy_document_defaults() -> None:
     assert PolicyDocument().model_dump(mode="json") == {
         "default": "allow",
         "critical": "prompt",
+        "unreadable": "prompt",
         "rules": [],
         "interceptor": {"enabled": False, "rules": None},
     }
@@ -112,18 +114,18 @@ def test_invalid_approval_values_are_rejected(approval: object) -> None:
 def test_approval_values_are_trimmed_and_case_insensitive() -> None:
     rule = PolicyRule.model_validate({"match": "x", "approval": " Deny "})
     document = PolicyDocument.model_validate({"default": "PROMPT", "critical": "Deny"})
-    assert rule.approval is Approval.deny
-    assert (document.default, document.critical) == (Approval.prompt, Approval.deny)
+    assert rule.approval is RuleAction.deny
+    assert (document.default, document.critical) == (RuleAction.prompt, RuleAction.deny)
 
 
 @pytest.mark.parametrize("match", ["", "   ", "\t\n"])
 def test_blank_match_is_rejected(match: str) -> None:
     with pytest.raises(ValidationError, match="match must not be blank"):
-        PolicyRule(match=match, approval=Approval.deny)
+        PolicyRule(match=match, approval=RuleAction.deny)
 
 
 def test_match_is_stored_whitespace_normalised() -> None:
-    assert PolicyRule(match="  rm \t -rf  * ", approval=Approval.deny).match == "rm -rf *"
+    assert PolicyRule(match="  rm \t -rf  * ", approval=RuleAction.deny).match == "rm -rf *"
 
 
 def test_interceptor_rule_defaults() -> None:
@@ -162,9 +164,26 @@ def test_interceptor_flags_translate_to_python_regex_flags() -> None:
 
 
 def test_javascript_named_groups_are_translated() -> None:
-    regex = compile_interceptor_pattern(r"^(?<tool>cat|less)\s+\k<tool>", "")
-    assert regex.search("cat cat")
-    assert not regex.search("cat less")
+    regex = compile_interceptor_pattern(r"^(?<tool>cat|less)\s+", "")
+    assert regex.search("cat x")
+    assert not regex.search("more x")
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^(?<tool>cat|less)\s+\k<tool>", r"(a)\1", r"(?<=a)b", r"a(?!b)", r"(?=a)"]
+)
+def test_patterns_re2_cannot_run_in_linear_time_are_refused(pattern: str) -> None:
+    # Backreferences and lookaround need a backtracking engine: refused when saved (422).
+    with pytest.raises(ValidationError, match="RE2"):
+        InterceptorRule(pattern=pattern, tool="read")
+
+
+def test_pathological_admin_regex_runs_in_linear_time() -> None:
+    regex = compile_interceptor_pattern(r"^(a+)+$", "")
+    started = time.perf_counter()
+    assert regex.search("a" * 25 + "!") is None
+    assert regex.search("a" * 100_000 + "!") is None
+    assert time.perf_counter() - started < 0.5
 
 
 def test_interceptor_settings_distinguish_defaults_from_no_rules() -> None:
@@ -212,21 +231,24 @@ def test_glob_star_is_the_only_wildcard_and_matching_is_anchored(
 
 def test_mixed_rule_set_matches_reference_item_47() -> None:
     rules = policy(("git *", "allow"), ("rm -rf *", "deny"), ("*", "prompt"))
-    assert evaluate(rules, "git diff x").approval is Approval.allow
+    assert evaluate(rules, "git diff x").approval is RuleAction.allow
     denied = evaluate(rules, "rm -rf build")
-    assert (denied.approval, denied.reason) == (Approval.deny, "Blocked by bash pattern: rm -rf *")
+    assert (denied.approval, denied.reason) == (
+        RuleAction.deny,
+        "Blocked by bash pattern: rm -rf *",
+    )
     compound = evaluate(rules, "git diff x && rm file.txt")
     assert (compound.approval, compound.reason) == (
-        Approval.prompt,
+        RuleAction.prompt,
         "Prompt required by bash pattern: *",
     )
-    assert evaluate(rules, "echo hello").approval is Approval.prompt
+    assert evaluate(rules, "echo hello").approval is RuleAction.prompt
 
 
 def test_allow_all_still_escalates_critical_commands_item_48() -> None:
     rules = policy(("*", "allow"))
     critical = evaluate(rules, "rm -rf /")
-    assert (critical.approval, critical.reason) == (Approval.prompt, "Critical pattern detected")
+    assert (critical.approval, critical.reason) == (RuleAction.prompt, "Critical pattern detected")
     assert evaluate(rules, "echo hello").reason == "Allowed by bash pattern: *"
     compound = evaluate(rules, "echo hello && rm file.txt")
     assert compound.matched_rule is None
@@ -235,16 +257,16 @@ def test_allow_all_still_escalates_critical_commands_item_48() -> None:
 
 def test_first_applicable_rule_wins_item_49() -> None:
     rules = policy(("*", "allow"), ("git *", "deny"))
-    assert evaluate(rules, "git status").approval is Approval.allow
+    assert evaluate(rules, "git status").approval is RuleAction.allow
 
 
 def test_specific_deny_beats_critical_item_50() -> None:
     verdict = evaluate(policy(("rm -rf *", "deny")), "rm -rf /")
     assert (verdict.approval, verdict.reason) == (
-        Approval.deny,
+        RuleAction.deny,
         "Blocked by bash pattern: rm -rf *",
     )
-    assert verdict.critical_hits == ["rm-recursive-absolute"]
+    assert verdict.critical_hits == ["rm-recursive-absolute", "rm-recursive-root-or-home"]
 
 
 @pytest.mark.parametrize(
@@ -260,19 +282,19 @@ def test_specific_deny_beats_critical_item_50() -> None:
 )
 def test_deny_buried_in_compound_command_item_51(command: str) -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), command)
-    assert verdict.approval is Approval.deny
+    assert verdict.approval is RuleAction.deny
 
 
 def test_deny_for_absolute_targets_ignores_relative_ones_item_51() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "cd /tmp && rm -rf relative-dir")
-    assert verdict.approval is Approval.allow
+    assert verdict.approval is RuleAction.allow
     assert verdict.matched_rule is None
 
 
 def test_prompt_rule_fires_on_a_segment_item_51() -> None:
     verdict = evaluate(policy(("curl *", "prompt")), "cd /tmp && curl https://example.com")
     assert (verdict.approval, verdict.reason) == (
-        Approval.prompt,
+        RuleAction.prompt,
         "Prompt required by bash pattern: curl *",
     )
 
@@ -303,7 +325,7 @@ ALLOW_PREFIX_BYPASSES = [
 @pytest.mark.parametrize("command", ALLOW_PREFIX_BYPASSES)
 def test_allow_prefix_bypasses_are_never_allowed_item_52(command: str) -> None:
     verdict = evaluate(policy(("git *", "allow"), default="prompt"), command)
-    assert verdict.approval is not Approval.allow
+    assert verdict.approval is not RuleAction.allow
 
 
 @pytest.mark.parametrize(
@@ -318,17 +340,17 @@ def test_allow_prefix_bypasses_are_never_allowed_item_52(command: str) -> None:
 )
 def test_whitespace_variants_and_quoted_metacharacters_are_allowed_item_52(command: str) -> None:
     verdict = evaluate(policy(("git *", "allow"), default="prompt"), command)
-    assert verdict.approval is Approval.allow
+    assert verdict.approval is RuleAction.allow
 
 
 def test_quoted_metacharacters_in_cargo_bench_are_allowed() -> None:
     rules = policy(("cargo bench *", "allow"), default="prompt")
     verdict = evaluate(rules, "cargo bench --bench layers '^layer3/(10|1000)$'")
-    assert verdict.approval is Approval.allow
+    assert verdict.approval is RuleAction.allow
 
 
 def test_no_rule_falls_back_to_the_default() -> None:
-    for default in Approval:
+    for default in RuleAction:
         verdict = evaluate(policy(("git *", "allow"), default=default), "make test")
         assert (verdict.approval, verdict.reason) == (
             default,
@@ -338,13 +360,13 @@ def test_no_rule_falls_back_to_the_default() -> None:
 
 def test_empty_command_never_matches_a_rule() -> None:
     verdict = evaluate(policy(("*", "deny"), default="prompt"), "")
-    assert (verdict.approval, verdict.matched_rule) == (Approval.prompt, None)
+    assert (verdict.approval, verdict.matched_rule) == (RuleAction.prompt, None)
 
 
 def test_verdict_reports_rule_segments_and_hits() -> None:
     rules = policy(("sudo *", "prompt"))
     verdict = evaluate(rules, "echo a && sudo rm -rf /x")
-    assert verdict.matched_rule == PolicyRule(match="sudo *", approval=Approval.prompt)
+    assert verdict.matched_rule == PolicyRule(match="sudo *", approval=RuleAction.prompt)
     assert verdict.segments == ["echo a", "sudo rm -rf /x", "rm -rf /x"]
     assert verdict.critical_hits == ["rm-recursive-absolute", "sudo-rm"]
     assert verdict.parse_error is None
@@ -392,7 +414,7 @@ BYPASS_TABLE = [
 def test_bypass_table_is_caught_by_a_deny_rule(command: str) -> None:
     verdict = evaluate(policy(("rm -rf *", "deny"), ("*", "allow")), command)
     assert (verdict.approval, verdict.reason) == (
-        Approval.deny,
+        RuleAction.deny,
         "Blocked by bash pattern: rm -rf *",
     )
 
@@ -461,7 +483,7 @@ CRITICAL_COMMANDS = [
 @pytest.mark.parametrize("command", CRITICAL_COMMANDS)
 def test_critical_commands_need_approval_item_46(command: str) -> None:
     verdict = evaluate(policy(("*", "allow")), command)
-    assert (verdict.approval, verdict.reason) == (Approval.prompt, "Critical pattern detected")
+    assert (verdict.approval, verdict.reason) == (RuleAction.prompt, "Critical pattern detected")
     assert verdict.critical_hits
 
 
@@ -492,7 +514,7 @@ BENIGN_COMMANDS = [
 @pytest.mark.parametrize("command", BENIGN_COMMANDS)
 def test_benign_commands_hit_no_critical_pattern_item_46(command: str) -> None:
     assert find_critical_hits(command, evaluate(PolicyDocument(), command).segments) == []
-    assert evaluate(policy(("*", "allow")), command).approval is Approval.allow
+    assert evaluate(policy(("*", "allow")), command).approval is RuleAction.allow
 
 
 @pytest.mark.parametrize(
@@ -510,39 +532,39 @@ def test_benign_commands_hit_no_critical_pattern_item_46(command: str) -> None:
 )
 def test_critical_patterns_are_checked_on_every_segment(command: str) -> None:
     verdict = evaluate(policy(("echo *", "allow")), command)
-    assert (verdict.approval, verdict.reason) == (Approval.prompt, "Critical pattern detected")
+    assert (verdict.approval, verdict.reason) == (RuleAction.prompt, "Critical pattern detected")
 
 
 def test_printf_into_bash_cmds_chain_is_not_allowed() -> None:
     rules = policy(("printf *", "allow"), ("whoami", "allow"), ("*", "prompt"))
     verdict = evaluate(rules, "printf -v 'BASH_CMDS[whoami]' '%s' /bin/sh && whoami")
-    assert verdict.approval is Approval.prompt
+    assert verdict.approval is RuleAction.prompt
 
 
 def test_critical_deny_setting_denies_with_critical_reason() -> None:
     verdict = evaluate(policy(("*", "allow"), critical="deny"), "mkfs.ext4 /dev/sdb1")
-    assert (verdict.approval, verdict.reason) == (Approval.deny, "Critical pattern detected")
+    assert (verdict.approval, verdict.reason) == (RuleAction.deny, "Critical pattern detected")
 
 
 def test_critical_allow_setting_turns_the_escalation_off() -> None:
     verdict = evaluate(policy(("*", "allow"), critical="allow"), "mkfs.ext4 /dev/sdb1")
-    assert verdict.approval is Approval.allow
+    assert verdict.approval is RuleAction.allow
     assert verdict.critical_hits == ["mkfs"]
 
 
 def test_critical_pattern_never_lowers_a_stricter_default() -> None:
     verdict = evaluate(policy(default="deny"), "rm -rf /")
-    assert (verdict.approval, verdict.reason) == (Approval.deny, "No rule matched; default deny")
+    assert (verdict.approval, verdict.reason) == (RuleAction.deny, "No rule matched; default deny")
 
 
 def test_critical_pattern_overrides_reason_of_a_prompt_rule() -> None:
     verdict = evaluate(policy(("rm *", "prompt")), "rm -rf /")
-    assert (verdict.approval, verdict.reason) == (Approval.prompt, "Critical pattern detected")
+    assert (verdict.approval, verdict.reason) == (RuleAction.prompt, "Critical pattern detected")
 
 
 def test_critical_patterns_have_unique_names() -> None:
     names = [pattern.name for pattern in CRITICAL_PATTERNS]
-    assert len(names) == len(set(names)) == 21
+    assert len(names) == len(set(names))
 
 
 def test_critical_patterns_stay_linear_on_adversarial_input() -> None:
@@ -633,22 +655,26 @@ def test_runner_list_keeps_documented_false_positives(command: str) -> None:
 
 def test_unparseable_command_is_prompted_instead_of_allowed() -> None:
     verdict = evaluate(policy(("*", "allow")), 'echo "unterminated')
-    assert (verdict.approval, verdict.reason) == (
-        Approval.prompt,
-        "Command could not be parsed; approval required",
-    )
+    assert verdict.approval is RuleAction.prompt
+    assert verdict.reason.startswith("Unreadable command: cannot parse command: ")
     assert verdict.parse_error is not None
+    assert verdict.unreadable_reasons == [verdict.reason.removeprefix("Unreadable command: ")]
+
+
+def test_unparseable_command_is_prompted_even_when_unreadable_is_allow() -> None:
+    document = PolicyDocument(unreadable=RuleAction.allow)
+    assert evaluate(document, 'echo "unterminated').approval is RuleAction.prompt
 
 
 def test_unparseable_command_under_default_allow_is_prompted() -> None:
     verdict = evaluate(PolicyDocument(), "echo $(unterminated")
-    assert verdict.approval is Approval.prompt
+    assert verdict.approval is RuleAction.prompt
 
 
 def test_deny_rule_still_applies_to_unparseable_command() -> None:
     verdict = evaluate(policy(("rm -rf *", "deny")), "echo 'x' && rm -rf y && echo \"open")
     assert (verdict.approval, verdict.reason) == (
-        Approval.deny,
+        RuleAction.deny,
         "Blocked by bash pattern: rm -rf *",
     )
     assert verdict.parse_error is not None
@@ -656,7 +682,7 @@ def test_deny_rule_still_applies_to_unparseable_command() -> None:
 
 def test_deny_rule_applies_to_unparseable_command_through_wrappers() -> None:
     verdict = evaluate(policy(("rm -rf *", "deny")), "sudo timeout 5 rm -rf y; echo 'open")
-    assert verdict.approval is Approval.deny
+    assert verdict.approval is RuleAction.deny
 
 
 def test_prompt_rule_keeps_its_reason_on_unparseable_command() -> None:
@@ -666,7 +692,7 @@ def test_prompt_rule_keeps_its_reason_on_unparseable_command() -> None:
 
 def test_unparseable_command_under_default_deny_stays_denied() -> None:
     verdict = evaluate(policy(default="deny"), "echo 'open")
-    assert verdict.approval is Approval.deny
+    assert verdict.approval is RuleAction.deny
 
 
 # --- properties ------------------------------------------------------------------------------
@@ -724,7 +750,7 @@ def _wrapped_rm(draw: st.DrawFn) -> str:
 def test_wrapping_a_denied_command_never_allows_it(command: str) -> None:
     rules = policy(("rm -rf *", "deny"), ("*", "allow"))
     verdict = evaluate(rules, command)
-    assert verdict.approval is Approval.deny, (command, verdict)
+    assert verdict.approval is RuleAction.deny, (command, verdict)
 
 
 _CRITICAL_CORES = ["rm -rf /", "mkfs.ext4 /dev/sdb", "shutdown -h now", "dd if=x of=/dev/sda"]
@@ -739,7 +765,7 @@ def _wrapped_critical(draw: st.DrawFn) -> str:
 @given(_wrapped_critical())
 def test_wrapping_a_critical_command_never_allows_it(command: str) -> None:
     verdict = evaluate(policy(("*", "allow")), command)
-    assert verdict.approval is not Approval.allow, (command, verdict)
+    assert verdict.approval is not RuleAction.allow, (command, verdict)
     assert verdict.critical_hits, command
 
 
@@ -754,9 +780,14 @@ def test_wrapping_a_critical_command_never_allows_it(command: str) -> None:
 )
 def test_deny_rule_catches_a_script_piped_into_a_shell(command: str) -> None:
     policy = PolicyDocument.model_validate({"rules": [{"match": "rm -rf *", "approval": "deny"}]})
-    assert evaluate(policy, command).approval is Approval.deny
+    assert evaluate(policy, command).approval is RuleAction.deny
 
 
 def test_words_are_not_read_as_scripts_when_no_shell_reads_stdin() -> None:
     policy = PolicyDocument.model_validate({"rules": [{"match": "rm -rf *", "approval": "deny"}]})
-    assert evaluate(policy, "echo 'rm -rf nonexistent-x' | cat").approval is Approval.allow
+    assert evaluate(policy, "echo 'rm -rf nonexistent-x' | cat").approval is RuleAction.allow
+
+
+def test_javascript_unicode_escapes_are_translated_for_re2() -> None:
+    assert compile_interceptor_pattern(r"^\u0041b", "").search("Ab")
+    assert compile_interceptor_pattern(r"^\u0041b", "i").search("ab")

@@ -14,6 +14,7 @@ from app.shell_syntax import (
     has_control_syntax,
     normalize_whitespace,
     policy_segments,
+    read_command,
     rough_segments,
     strip_leading_assignments,
 )
@@ -348,7 +349,7 @@ def test_excessive_nesting_raises_unparseable() -> None:
         policy_segments(command)
 
 
-def test_large_script_is_segmented_without_bashlex() -> None:
+def test_large_script_is_segmented() -> None:
     command = "\n".join(f"echo {i} && touch f{i}" for i in range(2000)) + "\nrm -rf x"
     segments = policy_segments(command)
     assert "rm -rf x" in segments
@@ -463,3 +464,39 @@ def test_comment_without_newline_ends_the_split() -> None:
 )
 def test_strip_leading_assignments(segment: str, expected: str | None) -> None:
     assert strip_leading_assignments(segment) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("case $v in a) rm -rf x;; b|c) echo c;; esac", ["rm -rf x", "echo c"]),
+        ("arr=(a b c); echo ${arr[@]}", ["arr=(a b c)", "echo ${arr[@]}"]),
+        ("select x in a b; do echo $x; done", ["echo $x"]),
+        ("coproc NAME { rm -rf x; }", ["rm -rf x"]),
+        ("[[ $a == b ]] && echo y", ["echo y"]),
+        ("time make test", ["time make test", "make test"]),
+        ("echo $(( 1 + 2 ))", ["echo $(( 1 + 2 ))"]),
+    ],
+)
+def test_the_grammar_leaves_no_stray_segments(command: str, expected: list[str]) -> None:
+    assert policy_segments(command) == expected
+
+
+def test_stacked_wrappers_unwrap_at_any_height() -> None:
+    segments = policy_segments("nohup " * 100 + "rm -rf x")
+    assert "rm -rf x" in segments
+
+
+def test_a_reader_limit_is_reported_as_unreadable_not_ignored() -> None:
+    reading = read_command("env nice timeout 5 " * 1000 + "rm -rf x")
+    assert reading.limit_reached == "too many wrapper layers to unwrap"
+    assert reading.unreadable[0].startswith("too many wrapper layers to unwrap")
+
+
+def test_a_tall_stack_of_one_wrapper_reaches_its_command_despite_the_limit() -> None:
+    assert "rm -rf x" in read_command("nohup " * 5000 + "rm -rf x").segments
+
+
+def test_text_the_grammar_drops_is_read_by_the_lexer() -> None:
+    # tree-sitter-bash loses the `-` before a here-doc without reporting an error.
+    assert "python3 -" in policy_segments("python3 - <<'EOF'\nprint(1)\nEOF")

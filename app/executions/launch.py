@@ -123,7 +123,7 @@ class Launcher:
     # --- before the spawn ---------------------------------------------------------------------
 
     async def _plan(self, owner: Principal, draft: Draft, caller_waiting: bool) -> _Plan:
-        self._intercept(draft)
+        await self._intercept(draft)
         expanded = expand_artifacts(draft, await self._artifact_paths(owner, draft))
         session = None
         if draft.session is not None:
@@ -134,8 +134,10 @@ class Launcher:
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait)
 
-    def _intercept(self, draft: Draft) -> None:
-        hit = self.policy.intercept(draft.original_command, draft.tools, rewritten=draft.command)
+    async def _intercept(self, draft: Draft) -> None:
+        hit = await self.policy.intercept(
+            draft.original_command, draft.tools, rewritten=draft.command
+        )
         if hit is not None:
             self.ctx.metrics.interceptions.inc()
             raise InterceptedError(hit.message, details={"tool": hit.tool})

@@ -35,8 +35,7 @@ from app.metrics import Metrics
 from app.models import Execution, ExecutionState
 from app.observability.events import execution_event
 from app.observability.tracing import TRACING_OFF, Tracing
-from app.policy import Approval as PolicyApproval
-from app.policy import Verdict
+from app.policy import RuleAction, Verdict
 from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
 from app.schemas import ExecutionCreate, ExecutionPublic
@@ -85,7 +84,7 @@ class ExecutionService:
         draft = drafts.draft_from_request(request, session_pty=session_pty)
         execution_id = self._submitted(principal, draft)
         verdict = await self._judge(principal, request.command, execution_id)
-        if verdict.approval == PolicyApproval.prompt:
+        if verdict.approval == RuleAction.prompt:
             return await self._approval_flow.hold(
                 principal, draft, verdict.reason, request.approval_wait, execution_id
             )
@@ -110,7 +109,7 @@ class ExecutionService:
         )
         execution_id = self._submitted(principal, draft)
         verdict = await self._judge(principal, command, execution_id)
-        if verdict.approval == PolicyApproval.prompt:
+        if verdict.approval == RuleAction.prompt:
             return await self._approval_flow.follow_streamed(
                 principal, draft, verdict.reason, execution_id
             )
@@ -164,7 +163,7 @@ class ExecutionService:
             verdict=verdict.approval.value,
             reason=verdict.reason,
         )
-        if verdict.approval == PolicyApproval.deny:
+        if verdict.approval == RuleAction.deny:
             # Denied calls leave no record: this line is what an audit has of them.
             logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
             raise PolicyDeniedError(

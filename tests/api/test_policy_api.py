@@ -31,6 +31,7 @@ from tests.conftest import (
 DEFAULT_POLICY = {
     "default": "allow",
     "critical": "prompt",
+    "unreadable": "prompt",
     "rules": [],
     "interceptor": {"enabled": False, "rules": None},
 }
@@ -307,6 +308,7 @@ def test_a_deny_rule_cannot_be_bypassed_by_shell_syntax(
 FILE_POLICY = {
     "default": "prompt",
     "critical": "deny",
+    "unreadable": "deny",
     "rules": [{"match": "git *", "approval": "allow"}, {"match": "rm -rf *", "approval": "deny"}],
     "interceptor": {
         "enabled": True,

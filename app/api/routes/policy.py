@@ -12,7 +12,7 @@ from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.errors import InvalidRequestError
 from app.models import PolicyVersion
-from app.policy import Approval, PolicyDocument, PolicyRule
+from app.policy import PolicyDocument, PolicyRule, RuleAction
 from app.schemas import StrictModel
 from app.shell_syntax import extract_leading_cd
 from app.timestamps import aware_utc
@@ -50,7 +50,7 @@ class CdRewrite(BaseModel):
 
 
 class PolicyEvaluation(BaseModel):
-    verdict: Approval = Field(description="allow | prompt | deny")
+    verdict: RuleAction = Field(description="allow | prompt | deny")
     reason: str
     matched_rule: PolicyRule | None
     segments: list[str]
@@ -145,8 +145,8 @@ async def evaluate(
     verdict = await services.policy.evaluate(body.command)
     leading = None if body.cwd else extract_leading_cd(body.command)
     interception = None
-    if verdict.approval is not Approval.deny:
-        hit = services.policy.intercept(
+    if verdict.approval is not RuleAction.deny:
+        hit = await services.policy.intercept(
             body.command, body.tools, rewritten=leading.rest if leading else None
         )
         if hit is not None:
