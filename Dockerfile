@@ -28,6 +28,10 @@ ENV SHELLGATE_HOST=0.0.0.0 \
     SHELLGATE_WORKSPACE=/home/shellgate
 VOLUME ["/data"]
 EXPOSE 8000
+# Confinement: run with a cgroup namespace of its own (`docker run --cgroupns=private`, compose
+# `cgroup: private`). With a writable delegated cgroup v2 each command gets a cgroup; otherwise
+# the server uses per-process rlimits and says so in its log and in GET /v1/info (README).
+ENV SHELLGATE_CONFINEMENT=auto
 # tini reaps the orphans of finished commands (PID 1 must, or they stay zombies).
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["shellgate", "serve"]

@@ -246,7 +246,9 @@ class ArtifactLog:
                 "tail_bytes": self._ring_size,
             }
             done_tmp = self._done_path.with_name(self._done_path.name + ".tmp")
-            done_tmp.write_text(json.dumps(done))
+            fd = os.open(done_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as handle:  # private: the totals name the command's output
+                handle.write(json.dumps(done))
             os.replace(done_tmp, self._done_path)
             self._complete = True
 

@@ -28,6 +28,7 @@ from rich.table import Table
 from app.auth import GENERATED_TOKEN_FILE
 from app.client import DEFAULT_URL, ClientError, ServerUnreachableError, ShellgateClient
 from app.config import Settings, describe_settings_error
+from app.confinement import choose_backend
 from app.observability.logs import configure_logging
 from app.policy_service import PolicyFileError, read_policy_file
 from app.schemas import ExecutionPublic
@@ -53,10 +54,13 @@ def serve(
         if settings.policy_file is not None:
             # Fail before uvicorn starts, with the file's problem and no traceback.
             read_policy_file(settings.policy_file)
+        if settings.confinement != "auto":
+            # A backend asked for by name must exist here: say why not, with no traceback.
+            choose_backend(settings.data_dir, settings.confinement)
     except ValidationError as error:
         # Never str(error): pydantic's text echoes the input, a token secret included.
         _fail(describe_settings_error(error), 2)
-    except PolicyFileError as error:
+    except (PolicyFileError, OSError) as error:
         _fail(str(error), 2)
     configure_logging(settings.log_level, settings.log_format)
     from app.http_server import SWITCH_INTERVAL_SECONDS, server_options

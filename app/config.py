@@ -101,6 +101,14 @@ class Settings(BaseSettings):
     # permessage-deflate costs about a third of live stream throughput (bench/README.md);
     # worth turning on only for viewers on slow links.
     ws_compression: bool = False
+    # Confinement (app/confinement.py): the backend (`auto` = the strongest the host gives) and
+    # the server's per-execution limits, which requests may only lower; 0 = no limit.
+    confinement: Literal["auto", "cgroup2", "cgroup1", "rlimit"] = "auto"
+    limit_memory_mb: int | None = Field(default=None, ge=0)  # None: half the host (cgroups)
+    limit_processes: int = Field(default=512, ge=0)
+    limit_cpu_seconds: int = Field(default=0, ge=0)
+    limit_file_size_mb: int = Field(default=0, ge=0)
+    limit_open_files: int = Field(default=65536, ge=0)
     root_path: str = ""
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"

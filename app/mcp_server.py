@@ -28,7 +28,7 @@ from app.api.errors import app_error_response
 from app.auth import Principal
 from app.errors import AppError, UnauthenticatedError, UnavailableError
 from app.models import ExecutionState
-from app.schemas import ExecutionCreate, ExecutionPublic
+from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
 from app.services import Services
 from app.tool_description import execution_tool
 
@@ -106,9 +106,18 @@ def build_mcp_server(services: Services) -> MCPServer:
             list[str] | None,
             Field(max_length=64, description="The dedicated tools the caller has (interceptor)."),
         ] = None,
+        limits: Annotated[
+            ExecutionLimits | None, Field(description=_rest_description("limits"))
+        ] = None,
     ) -> Annotated[CallToolResult, ExecutionResult]:
         request = ExecutionCreate(
-            command=command, timeout=timeout, cwd=cwd, env=env, async_=async_, tools=tools
+            command=command,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+            async_=async_,
+            tools=tools,
+            limits=limits,
         )
         try:
             outcome = await executions.submit(_principal(ctx), request)

@@ -75,6 +75,9 @@ class Execution(SQLModel, table=True):
     requested_timeout_seconds: float | None = None
     timeout_disabled: bool = False
     notices: str = Field(default="[]", sa_column=Column(Text, nullable=False))
+    # The resource limits the run had (JSON object) and the backend that enforced them.
+    limits: str | None = Field(default=None, sa_column=Column(Text))
+    confinement: str | None = Field(default=None, max_length=16)
     total_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     total_lines: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     output_bytes: int = 0
@@ -135,6 +138,7 @@ class ShellSession(SQLModel, table=True):
     env: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     timeout_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     pty: bool = False
+    limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     deleted_at: datetime | None = Field(default=None, sa_column=_ts())

@@ -200,6 +200,8 @@ class PolicyDocument(BaseModel):
     unreadable: RuleActionValue = RuleAction.prompt
     rules: list[PolicyRule] = Field(default_factory=list)
     interceptor: InterceptorSettings = Field(default_factory=InterceptorSettings)
+    # False: whatever a run started (daemons included) is killed when the run ends.
+    keep_daemons: bool = False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import resource
 import selectors
 import signal
 import struct
@@ -29,7 +30,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -79,6 +80,16 @@ class ExitStatus:
 
 
 @dataclass(frozen=True)
+class ChildConfinement:
+    """What the child does to itself between fork and exec (app/confinement.py decides it):
+    join its cgroups (before it can fork anything that would stay outside) and lower its
+    resource limits."""
+
+    cgroup_procs: tuple[str, ...] = ()
+    rlimits: tuple[tuple[int, int, int], ...] = ()  # (resource, soft, hard)
+
+
+@dataclass(frozen=True)
 class SpawnSpec:
     argv: list[str]
     cwd: str
@@ -86,6 +97,7 @@ class SpawnSpec:
     pty: bool = False
     rows: int = 40
     cols: int = 120
+    confinement: ChildConfinement | None = None
 
 
 def _restore_default_signals() -> None:
@@ -94,6 +106,75 @@ def _restore_default_signals() -> None:
     would complain of a broken pipe instead of ending quietly."""
     for number in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(number, signal.SIG_DFL)
+
+
+def _enter_confinement(confinement: ChildConfinement) -> None:
+    """Runs in the child before exec, so only async-signal-tolerant calls: raw writes of `0`
+    (\"the writing process\") to each cgroup's `cgroup.procs`, then setrlimit. Any failure
+    aborts the spawn: a command never runs unconfined by accident."""
+    for path in confinement.cgroup_procs:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+    for number, soft, hard in confinement.rlimits:
+        resource.setrlimit(number, (soft, hard))
+
+
+# Bash runs this file (BASH_ENV) before the command: the confinement without a preexec
+# function, which would force a full fork of the server (about 20 ms more per spawn than vfork).
+BASH_CONFINE_SCRIPT = Path(__file__).with_name("confine.sh")
+# setrlimit resource → bash `ulimit` flag and the unit of its value in bytes (or 1).
+_ULIMIT_FLAGS = {
+    resource.RLIMIT_FSIZE: ("-f", 1024),
+    resource.RLIMIT_CPU: ("-t", 1),
+    resource.RLIMIT_NOFILE: ("-n", 1),
+    resource.RLIMIT_AS: ("-v", 1024),
+    resource.RLIMIT_NPROC: ("-u", 1),
+}
+
+
+def _bash_confinement_env(spec: SpawnSpec) -> dict[str, str] | None:
+    """The environment that makes bash confine itself before the command (see
+    confine.sh), or None when this spawn cannot use it (another shell, a PTY, a limit bash
+    cannot set)."""
+    confinement = spec.confinement
+    if confinement is None or spec.pty or os.path.basename(spec.argv[0]) != "bash":
+        return None
+    if not BASH_CONFINE_SCRIPT.is_file():
+        return None
+    steps = []
+    for number, soft, hard in confinement.rlimits:
+        if number not in _ULIMIT_FLAGS:
+            return None
+        flag, unit = _ULIMIT_FLAGS[number]
+
+        def value(limit: int, unit: int = unit) -> str:
+            return "unlimited" if limit == resource.RLIM_INFINITY else str(limit // unit)
+
+        # Soft first: a hard limit below the current soft one would be refused.
+        steps.append(f"builtin ulimit -S {flag} {value(soft)}")
+        steps.append(f"builtin ulimit -H {flag} {value(hard)}")
+    return {
+        "BASH_ENV": str(BASH_CONFINE_SCRIPT),
+        "__SHELLGATE_CGROUPS": "\n".join(confinement.cgroup_procs),
+        "__SHELLGATE_ULIMITS": " && ".join(steps) or ":",
+    }
+
+
+def _child_setup(spec: SpawnSpec, pty: bool) -> Callable[[], None] | None:
+    confinement = spec.confinement
+    if confinement is None or not (confinement.cgroup_procs or confinement.rlimits):
+        # Without a preexec function subprocess can vfork: much cheaper in a large process.
+        return _restore_default_signals if pty else None
+
+    def setup() -> None:
+        if pty:
+            _restore_default_signals()
+        _enter_confinement(confinement)
+
+    return setup
 
 
 def boot_id() -> str:
@@ -169,6 +250,46 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def marked_processes(marker: bytes) -> list[int]:
+    """Pids whose environment carries `marker` (`NAME=value`), never this process."""
+    own = os.getpid()
+    found = []
+    for entry in os.scandir("/proc"):
+        pid = int(entry.name) if entry.name.isdigit() else own
+        if pid != own and process_environ_has(pid, marker):
+            found.append(pid)
+    return found
+
+
+def kill_processes(pids: Iterable[int], sig: int = signal.SIGKILL) -> int:
+    """Signal each pid (never init, never this process or its group); how many were hit."""
+    own_pid, own_group = os.getpid(), os.getpgrp()
+    hit = 0
+    for pid in pids:
+        if pid <= 1 or pid in (own_pid, own_group):
+            continue
+        try:
+            os.kill(pid, sig)
+            hit += 1
+        except (ProcessLookupError, PermissionError):
+            continue
+    return hit
+
+
+def kill_marked_processes(marker: bytes, rounds: int = 20) -> int:
+    """Kill every process carrying `marker`, fork races included: stop what each sweep finds
+    (a stopped process forks no more) until a sweep finds nothing new, then SIGKILL them all
+    (a stopped process still dies of SIGKILL)."""
+    stopped: set[int] = set()
+    for _ in range(rounds):
+        fresh = [pid for pid in marked_processes(marker) if pid not in stopped]
+        if not fresh:
+            break
+        kill_processes(fresh, signal.SIGSTOP)
+        stopped.update(fresh)
+    return kill_processes(stopped, signal.SIGKILL)
+
+
 class RunningProcess:
     """A spawned command: its ids, its input side, and the thread that pumps its output."""
 
@@ -193,20 +314,26 @@ class RunningProcess:
                 cwd=spec.cwd,
                 env=spec.env,
                 dimensions=(spec.rows, spec.cols),
-                preexec_fn=_restore_default_signals,
+                preexec_fn=_child_setup(spec, pty=True),
             )
             self.pid: int = self._pty.pid
         else:
-            self._popen = subprocess.Popen(
-                spec.argv,
-                cwd=spec.cwd,
-                env=spec.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
+            bash_env = _bash_confinement_env(spec)
+            try:
+                self._popen = subprocess.Popen(
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=spec.env if bash_env is None else {**spec.env, **bash_env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=None if bash_env is not None else _child_setup(spec, pty=False),
+                )
+            except subprocess.SubprocessError as error:
+                # The child could not confine itself (and exited without running anything).
+                raise OSError(errno.EPERM, "could not confine the command") from error
             self.pid = self._popen.pid
         # start_new_session / pty.fork make the child a session (and group) leader.
         self.pgid = self.pid

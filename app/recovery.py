@@ -24,6 +24,7 @@ from app.output import OutputSink
 from app.process import (
     boot_id,
     group_members,
+    kill_marked_processes,
     process_environ_has,
     process_start_ticks,
     signal_group,
@@ -39,6 +40,9 @@ async def recover_lost_executions(db: Database, settings: Settings) -> list[str]
     this_boot = boot_id()
     for record in orphans:
         await anyio.to_thread.run_sync(kill_orphan_group, record, this_boot)
+        # Daemons that left the group: their cgroup went with the sweep at start (cgroup
+        # backends); what carries the execution's marker goes here (every backend).
+        await anyio.to_thread.run_sync(kill_orphan_tree, record, this_boot)
         summary = await anyio.to_thread.run_sync(summarise_log, settings.artifacts_dir, record.id)
         notices = [*json.loads(record.notices), LOST_NOTICE]
         text = final_text(
@@ -82,6 +86,13 @@ def kill_orphan_group(record: Execution, this_boot: str) -> bool:
     with contextlib.suppress(ValueError):
         return signal_group(pgid, signal.SIGKILL)
     return False
+
+
+def kill_orphan_tree(record: Execution, this_boot: str) -> int:
+    """SIGKILL every process carrying the execution's marker (same boot only)."""
+    if record.boot_id != this_boot:
+        return 0
+    return kill_marked_processes(f"{EXECUTION_MARKER}={record.id}".encode())
 
 
 def summarise_log(artifacts_dir: Path, execution_id: str) -> dict[str, Any]:

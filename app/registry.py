@@ -13,6 +13,7 @@ import threading
 import time
 
 from app.artifact_log import ArtifactLog
+from app.confinement import Unit
 from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
@@ -38,6 +39,8 @@ class LiveExecution:
         self.sink = sink
         self.mode = ExecutionMode.foreground
         self.process: RunningProcess | None = None
+        # Its confinement: the limits, the evidence of a hit, the whole-tree kill.
+        self.unit: Unit | None = None
         self.started_monotonic = time.monotonic()
         self.wall_time_ms: float | None = None
         self.timed_out = False

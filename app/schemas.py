@@ -15,6 +15,18 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ExecutionLimits(StrictModel):
+    """Per-execution resource limits; each may only lower the server's (`GET /v1/info`)."""
+
+    memory_mb: int | None = Field(default=None, ge=1, description="Memory of the whole tree, MB.")
+    processes: int | None = Field(
+        default=None, ge=1, description="Processes (and threads) alive at once in the tree."
+    )
+    cpu_seconds: int | None = Field(default=None, ge=1, description="CPU time, seconds.")
+    file_size_mb: int | None = Field(default=None, ge=1, description="Largest file written, MB.")
+    open_files: int | None = Field(default=None, ge=1, description="Open files per process.")
+
+
 class ExecutionCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -48,6 +60,9 @@ class ExecutionCreate(StrictModel):
         ge=0,
         le=3600,
         description="Seconds a foreground call waits for an approval before answering 202.",
+    )
+    limits: ExecutionLimits | None = Field(
+        default=None, description="Resource limits of this run (only lower than the server's)."
     )
 
 
@@ -119,6 +134,12 @@ class ExecutionPublic(BaseModel):
     requested_timeout_seconds: float | None = None
     timeout_disabled: bool | None = None
     notices: list[str]
+    limits: dict[str, int | None] | None = Field(
+        default=None, description="The limits this run had (null: none recorded)."
+    )
+    confinement: str | None = Field(
+        default=None, description="How they were enforced: cgroup2, cgroup1 or rlimit."
+    )
     is_error: bool
     text: str
     approval: ApprovalSummary | None = None
@@ -264,6 +285,10 @@ class Info(BaseModel):
     max_jobs: int
     running_jobs: int
     limits: dict[str, Any]
+    confinement: Literal["cgroup2", "cgroup1", "rlimit"]
+    execution_limits: dict[str, int | None] = Field(
+        description="The server's per-execution limits (null: none); requests may only lower them."
+    )
 
 
 class WsTicket(BaseModel):
@@ -299,6 +324,9 @@ class SessionCreate(StrictModel):
         description="Deadline of each `/run` call; a call may only raise it.",
     )
     pty: bool = Field(default=False, description="Run the calls in a pseudo-terminal.")
+    limits: ExecutionLimits | None = Field(
+        default=None, description="Resource limits of every call (only lower than the server's)."
+    )
 
 
 class SessionPatch(StrictModel):
@@ -308,6 +336,9 @@ class SessionPatch(StrictModel):
     env: dict[str, str] | None = None
     timeout_ms: int | None = Field(default=None, ge=1, le=SESSION_MAX_TIMEOUT_MS)
     pty: bool | None = None
+    limits: ExecutionLimits | None = Field(
+        default=None, description="Replaces the session's limits (`{}` clears them)."
+    )
 
 
 class SessionPublic(BaseModel):
@@ -317,6 +348,7 @@ class SessionPublic(BaseModel):
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    limits: dict[str, int] = Field(default_factory=dict, description="Limits of every call.")
     busy: bool = Field(description="A call holds the session's shell state right now.")
     created_at: datetime
     updated_at: datetime

@@ -6,11 +6,14 @@ runner, which needs both, comes last."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 
 from app.approvals import ApprovalService
 from app.auth import TokenBook
 from app.config import Settings
+from app.confinement import Confinement, build_confinement
 from app.db import Database, make_engine
 from app.executions import ExecutionService
 from app.metrics import Metrics
@@ -19,6 +22,18 @@ from app.policy_service import PolicyService
 from app.registry import Registry
 from app.session_runs import SessionRuns
 from app.sessions import SessionService
+
+
+def make_private(settings: Settings) -> None:
+    """The data dir 0700 and the SQLite files 0600: they hold commands, their output and
+    their env. SQLite gives its WAL and shared-memory files the database file's mode."""
+    settings.data_dir.chmod(0o700)
+    if settings.database_url is None:
+        database = settings.data_dir / "shellgate.db"
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                database.with_name(database.name + suffix).chmod(0o600)
 
 
 @dataclass
@@ -33,19 +48,32 @@ class Services:
     executions: ExecutionService
     sessions: SessionService
     session_runs: SessionRuns
+    confinement: Confinement
 
     @classmethod
     def build(
         cls, settings: Settings, metrics: Metrics, tracing: Tracing = TRACING_OFF
     ) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(settings)
+        confinement = build_confinement(
+            settings.data_dir,
+            settings.confinement,
+            memory_mb=settings.limit_memory_mb,
+            processes=settings.limit_processes,
+            cpu_seconds=settings.limit_cpu_seconds,
+            file_size_mb=settings.limit_file_size_mb,
+            open_files=settings.limit_open_files,
+        )
         db = Database(make_engine(settings.resolved_database_url))
         registry = Registry(settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds)
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
-        sessions = SessionService(settings, db, registry)
-        executions = ExecutionService(settings, db, registry, policy, metrics, sessions, tracing)
+        sessions = SessionService(settings, db, registry, confinement)
+        executions = ExecutionService(
+            settings, db, registry, policy, metrics, sessions, confinement, tracing
+        )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
             settings=settings,
@@ -58,4 +86,5 @@ class Services:
             executions=executions,
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),
+            confinement=confinement,
         )

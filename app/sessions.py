@@ -44,6 +44,7 @@ import anyio.to_thread
 from app import crud
 from app.auth import Principal
 from app.config import Settings
+from app.confinement import Confinement
 from app.db import Database
 from app.environment import build_environment
 from app.errors import ForbiddenError, NotFoundError
@@ -159,10 +160,13 @@ class _Call:
 class SessionService:
     """The sessions' use-cases, and the `SessionBinding` through which executions run in them."""
 
-    def __init__(self, settings: Settings, db: Database, registry: Registry) -> None:
+    def __init__(
+        self, settings: Settings, db: Database, registry: Registry, confinement: Confinement
+    ) -> None:
         self.settings = settings
         self.db = db
         self.registry = registry
+        self._confinement = confinement  # session limits are checked against the server's
         self._directory = settings.data_dir / "sessions"
         # Sessions loaded since start; every change goes through this service, so it stays true.
         self._known: dict[str, ShellSession] = {}
@@ -176,6 +180,8 @@ class SessionService:
     async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
         principal.require("agent", "admin")
         validate_env(body.env)
+        limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
+        self._confinement.resolve(limits)  # above the server's → 422
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         now = datetime.now(UTC)
         record = ShellSession(
@@ -185,6 +191,7 @@ class SessionService:
             env=json.dumps(body.env or {}),
             timeout_ms=body.timeout_ms,
             pty=body.pty,
+            limits=json.dumps(limits),
             created_at=now,
             updated_at=now,
         )
@@ -225,6 +232,10 @@ class SessionService:
             values["timeout_ms"] = body.timeout_ms
         if body.pty is not None:
             values["pty"] = body.pty
+        if body.limits is not None:
+            limits = body.limits.model_dump(exclude_none=True)
+            self._confinement.resolve(limits)  # above the server's → 422
+            values["limits"] = json.dumps(limits)
         values["updated_at"] = datetime.now(UTC)
         updated = await self.db.call(crud.update_session, session_id=session_id, values=values)
         if updated is None:
@@ -272,6 +283,7 @@ class SessionService:
             env=json.loads(record.env),
             timeout_ms=record.timeout_ms,
             pty=record.pty,
+            limits=json.loads(record.limits or "{}"),
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
             updated_at=aware_utc(record.updated_at),
@@ -289,7 +301,11 @@ class SessionService:
             await anyio.to_thread.run_sync(self._make_directory, session_id)
             self._directory_checked.add(session_id)
         return SessionContext(
-            id=record.id, cwd=record.cwd, env=json.loads(record.env), pty=record.pty
+            id=record.id,
+            cwd=record.cwd,
+            env=json.loads(record.env),
+            pty=record.pty,
+            limits=json.loads(record.limits or "{}"),
         )
 
     def known_cwd(self, session_id: str, principal: Principal) -> str:

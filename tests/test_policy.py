@@ -78,7 +78,8 @@ SPEC_EXAMPLE = {
 
 def test_policy_document_round_trips_the_spec_example_exactly() -> None:
     document = PolicyDocument.model_validate(SPEC_EXAMPLE)
-    assert document.model_dump(mode="json") == SPEC_EXAMPLE
+    # The one field the example leaves out comes back with its default.
+    assert document.model_dump(mode="json") == {**SPEC_EXAMPLE, "keep_daemons": False}
 
 
 def test_policy_document_defaults() -> None:
@@ -88,6 +89,7 @@ def test_policy_document_defaults() -> None:
         "unreadable": "prompt",
         "rules": [],
         "interceptor": {"enabled": False, "rules": None},
+        "keep_daemons": False,
     }
 
 

@@ -11,7 +11,7 @@ import pytest
 from app.environment import EXECUTION_MARKER
 from app.models import Execution
 from app.process import boot_id, process_start_ticks
-from app.recovery import kill_orphan_group
+from app.recovery import kill_orphan_group, kill_orphan_tree
 
 
 @pytest.fixture
@@ -65,3 +65,20 @@ def test_a_record_from_another_boot_is_never_signalled(group: subprocess.Popen[b
     record = record_for(group, "ex_marked000000000000", process_start_ticks(group.pid))
     assert kill_orphan_group(record, "another-boot") is False
     assert group.poll() is None
+
+
+def test_recovery_kills_what_carries_the_marker_outside_the_group() -> None:
+    env = {**os.environ, EXECUTION_MARKER: "ex_daemon0000000000000"}
+    # Its own session: out of any recorded group, found only by its marker.
+    daemon = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record = record_for(daemon, "ex_daemon0000000000000", ticks=1)
+        record.pgid = bystander.pid  # a recorded group that is not its own
+        assert kill_orphan_tree(record, boot_id()) == 1
+        assert daemon.wait(5) == -9
+        assert bystander.poll() is None
+    finally:
+        for process in (daemon, bystander):
+            process.kill()
+            process.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config import Settings
+from app.confinement import Confinement
 from app.db import Database
 from app.executions.changes import StateChanges
 from app.metrics import Metrics
@@ -19,4 +20,5 @@ class Context:
     registry: Registry  # the live executions, the job cap, deadlines and kills
     metrics: Metrics
     changes: StateChanges  # record state changes: notify and wait
+    confinement: Confinement  # per-execution units: limits, evidence, whole-tree kill
     tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run

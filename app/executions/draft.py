@@ -56,6 +56,8 @@ class Draft:
     # A streaming-runner call (`POST /v1/sessions/{id}/run`): `timeout` is not clamped to the
     # executions' 1..3600 s range and the call never auto-backgrounds while its caller streams.
     streamed: bool = False
+    # Resource limits the request asked for (only lower than the server's; see confinement).
+    limits: dict[str, int | None] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})
@@ -140,6 +142,7 @@ def draft_from_request(request: ExecutionCreate, *, session_pty: bool | None) ->
         tools=request.tools,
         rows=clamp(request.rows, PTY_ROWS),
         cols=clamp(request.cols, PTY_COLS),
+        limits=request.limits.model_dump(exclude_none=True) if request.limits else None,
     )
 
 

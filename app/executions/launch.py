@@ -16,6 +16,7 @@ import anyio.to_thread
 from app import crud
 from app.artifact_log import ArtifactLog
 from app.auth import Principal
+from app.confinement import Limits, Unit
 from app.environment import build_environment
 from app.errors import (
     ForbiddenError,
@@ -64,6 +65,7 @@ class _Plan:
     timeout: ResolvedTimeout
     mode: ExecutionMode
     foreground_wait: float | None
+    limits: Limits
 
 
 @dataclass
@@ -131,8 +133,11 @@ class Launcher:
         base = session.cwd if session is not None else str(self.ctx.settings.workspace)
         cwd = resolve_cwd(expanded.cwd_request, base)
         timeout = resolve_draft_timeout(draft, max_timeout=self.ctx.settings.max_timeout)
+        limits = self.ctx.confinement.resolve(
+            session.limits if session is not None else None, draft.limits
+        )
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
-        return _Plan(expanded, session, cwd, timeout, mode, foreground_wait)
+        return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -219,13 +224,30 @@ class Launcher:
             env = build_environment(
                 execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
             )
-        spec = SpawnSpec(
-            argv=argv, cwd=plan.cwd, env=env, pty=draft.pty, rows=draft.rows, cols=draft.cols
-        )
-        try:
-            process = await anyio.to_thread.run_sync(
-                lambda: RunningProcess(spec, live.accept_output, live.accept_exit)
+        confinement = self.ctx.confinement
+        opened: list[Unit] = []
+
+        def spawn() -> RunningProcess:
+            # The unit and the spawn in one worker-thread hop (each costs on a loaded machine).
+            unit = confinement.open_unit(live.id, plan.limits)
+            opened.append(unit)
+            spec = SpawnSpec(
+                argv=argv,
+                cwd=plan.cwd,
+                env=env,
+                pty=draft.pty,
+                rows=draft.rows,
+                cols=draft.cols,
+                confinement=unit.child,
             )
+            try:
+                return RunningProcess(spec, live.accept_output, live.accept_exit)
+            except OSError:
+                confinement.close_unit(unit, kill=True)
+                raise
+
+        try:
+            process = await anyio.to_thread.run_sync(spawn)
         except OSError as error:
             self.ctx.registry.release_job_slot(live)
             live.log.finish()
@@ -233,6 +255,7 @@ class Launcher:
                 session_call.abandon()
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
+        live.unit = opened[0]
         self.ctx.registry.add(live)
         if session_call is not None:
             session_call.started(live)
@@ -265,6 +288,8 @@ class Launcher:
             "requested_timeout_seconds": timeout.requested if timeout.clamped else None,
             "timeout_disabled": timeout.disabled,
             "notices": json.dumps(timeout.notices),
+            "limits": json.dumps(plan.limits.as_dict()),
+            "confinement": self.ctx.confinement.name,
             "artifact_path": str(live.log.path),
             "started_at": now,
             "pending_request": None,

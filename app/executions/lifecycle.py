@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio.to_thread
+
 from app import crud
+from app.confinement import Unit
 from app.executions.context import Context
 from app.executions.ports import SessionCall
 from app.models import Execution, ExecutionState
 from app.observability.events import execution_event
 from app.observability.tracing import RunSpan
 from app.output import truncation_footer
+from app.process import ExitStatus
 from app.registry import LiveExecution
 from app.result_text import CANCELLED_NOTICE, LOST_NOTICE, final_text, timeout_notice
 from app.timeouts import ResolvedTimeout
@@ -30,11 +35,17 @@ SHUTDOWN_WAIT_SECONDS = 5.0
 
 
 class Lifecycle:
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, keeps_daemons: Callable[[], bool]) -> None:
         self._db = context.db
         self._registry = context.registry
         self._metrics = context.metrics
         self._changes = context.changes
+        self._confinement = context.confinement
+        # The policy's `keep_daemons`, read when each run ends (the policy may change).
+        self._policy_keeps_daemons = keeps_daemons
+        # Units whose run ended while `keep_daemons` let its processes go on: removed once
+        # empty, killed when the server stops.
+        self._kept_units: list[Unit] = []
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def watch(
@@ -56,6 +67,7 @@ class Lifecycle:
         run_span: RunSpan | None,
     ) -> None:
         status = await live.exited
+        limit_notice = await self._end_unit(live, status)
         if session_call is not None:
             # Before the record turns terminal: whoever sees the end and calls again in the
             # session must find the state this call saved.
@@ -66,6 +78,8 @@ class Lifecycle:
         if live.lost:
             state = ExecutionState.lost
             notice: str | None = None
+        elif limit_notice is not None:
+            state, notice = ExecutionState.failed, None
         elif live.timed_out:
             state, notice = ExecutionState.timed_out, timeout_notice(limit.seconds)
         elif live.cancelled:
@@ -84,7 +98,9 @@ class Lifecycle:
             "wall_time_ms": live.wall_time_ms,
             "finished_at": datetime.now(UTC),
         }
-        notices = [*live.notices, LOST_NOTICE] if live.lost else live.notices
+        notices = [*live.notices, LOST_NOTICE] if live.lost else list(live.notices)
+        if limit_notice is not None and not live.lost:
+            notices.append(limit_notice)
         values["notices"] = json.dumps(notices)
         values["text"] = final_text(
             body=summary.output,
@@ -134,6 +150,42 @@ class Lifecycle:
             output_bytes=output_bytes,
         )
 
+    async def _end_unit(self, live: LiveExecution, status: ExitStatus) -> str | None:
+        """After the leader's exit: the notice of a limit that ended the run (from the backend's
+        evidence), then the end of everything the run started unless the policy keeps daemons
+        (a timeout, a cancel or a server stop always ends them)."""
+        unit = live.unit
+        if unit is None:
+            return None
+        tail = live.summary().output[-4096:]
+        ended_by_us = live.timed_out or live.cancelled or live.lost
+        keep_daemons = self._policy_keeps_daemons() and not ended_by_us
+        # Units that kept daemons of earlier runs: dropped here once they are empty.
+        kept, self._kept_units = self._kept_units, []
+
+        def close() -> tuple[str | None, bool, list[Unit]]:
+            notice = unit.evidence(status, tail)
+            confinement = self._confinement
+            still_kept = [old for old in kept if not confinement.close_unit(old, kill=False)]
+            # A run that ended by itself: its cgroup (if any) holds whatever it left behind.
+            closed = confinement.close_unit(
+                unit,
+                kill=not (keep_daemons and notice is None),
+                sweep=ended_by_us or notice is not None,
+            )
+            return notice, closed, still_kept
+
+        try:
+            notice, closed, still_kept = await anyio.to_thread.run_sync(close)
+        except Exception:
+            logger.exception("could not end the processes of %s", live.id)
+            self._kept_units.extend(kept)
+            return None
+        self._kept_units.extend(still_kept)
+        if not closed:
+            self._kept_units.append(unit)
+        return notice
+
     async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
         # The record is the only way anyone learns the result: retry a busy database.
         for attempt in range(FINAL_WRITE_ATTEMPTS):
@@ -181,6 +233,14 @@ class Lifecycle:
                 await asyncio.wait_for(live.finished.wait(), SHUTDOWN_WAIT_SECONDS)
         for task in list(self._tasks):
             task.cancel()
+        # Kept daemons, and the tree of any run whose end was not settled in time, go too.
+        units = [live.unit for live in lives if live.unit is not None]
+        kept, self._kept_units = self._kept_units, []
+        for unit in [*kept, *units]:
+            await anyio.to_thread.run_sync(
+                functools.partial(self._confinement.close_unit, unit, kill=True)
+            )
+        await anyio.to_thread.run_sync(self._confinement.close)
 
     def _track(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)

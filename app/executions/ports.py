@@ -3,7 +3,7 @@ module only names the shape, so that neither side imports the other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.auth import Principal
@@ -16,6 +16,7 @@ class SessionContext:
     cwd: str
     env: dict[str, str]
     pty: bool
+    limits: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

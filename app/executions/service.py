@@ -19,6 +19,7 @@ from app.approvals import ApprovalService
 from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.config import Settings
+from app.confinement import Confinement
 from app.db import Database
 from app.errors import ConflictError, PolicyDeniedError
 from app.executions import draft as drafts
@@ -52,17 +53,19 @@ class ExecutionService:
         policy: PolicyService,
         metrics: Metrics,
         sessions: SessionBinding,
+        confinement: Confinement,
         tracing: Tracing = TRACING_OFF,
     ) -> None:
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
         self._sessions = sessions
+        self._confinement = confinement
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
         self._tracing = tracing
-        context = Context(settings, db, registry, metrics, StateChanges(), tracing)
+        context = Context(settings, db, registry, metrics, StateChanges(), confinement, tracing)
         self._reader = ExecutionReader(context)
-        self._lifecycle = Lifecycle(context)
+        self._lifecycle = Lifecycle(context, keeps_daemons=lambda: policy.document.keep_daemons)
         self._launcher = Launcher(context, policy, sessions, self._lifecycle)
         self._answers = Answers(context, self._reader)
         self._approval_flow = ApprovalFlow(
@@ -82,6 +85,9 @@ class ExecutionService:
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
+        # Above the server's limits → 422 before the policy (a session's own limits are merged
+        # under these at launch).
+        self._confinement.resolve(draft.limits)
         execution_id = self._submitted(principal, draft)
         verdict = await self._judge(principal, request.command, execution_id)
         if verdict.approval == RuleAction.prompt:

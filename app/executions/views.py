@@ -110,6 +110,8 @@ def to_public(
         requested_timeout_seconds=record.requested_timeout_seconds,
         timeout_disabled=True if record.timeout_disabled else None,
         notices=notices,
+        limits=json.loads(record.limits) if record.limits else None,
+        confinement=record.confinement,
         is_error=state in ERROR_STATES,
         text=text,
         approval=approval_summary,

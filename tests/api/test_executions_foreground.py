@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
 from tests.waiting import eventually
 
 
@@ -258,9 +258,16 @@ def test_completion_is_process_exit_not_pipe_eof(fg: httpx.Client) -> None:
     assert elapsed < 1.5  # the background child sleeps 2 s; we must not wait for it
 
 
-# 60
-def test_background_child_pid_is_real_and_alive(fg: httpx.Client) -> None:
-    result = run(fg, "sleep 30 >/dev/null 2>&1 & echo $!")
+# 60 (the reference leaves the child running: here that takes the policy's `keep_daemons`)
+def test_background_child_pid_is_real_and_alive(fg: httpx.Client, fg_server: LiveServer) -> None:
+    with fg_server.client(ADMIN) as admin:
+        policy = admin.get("/v1/policy").json()
+        document = {key: policy[key] for key in ("default", "critical", "rules", "interceptor")}
+        assert admin.put("/v1/policy", json={**document, "keep_daemons": True}).status_code == 200
+        try:
+            result = run(fg, "sleep 30 >/dev/null 2>&1 & echo $!")
+        finally:
+            assert admin.put("/v1/policy", json=document).status_code == 200
     pid = int(str(result["output"]).strip())
     try:
         assert Path(f"/proc/{pid}").exists()
@@ -272,6 +279,20 @@ def test_background_child_pid_is_real_and_alive(fg: httpx.Client) -> None:
         )
     finally:
         os.kill(pid, 9)
+
+
+def test_background_child_ends_with_the_run_by_default(fg: httpx.Client) -> None:
+    result = run(fg, "sleep 30 >/dev/null 2>&1 & echo $!")
+    pid = int(str(result["output"]).strip())
+
+    # Killed when the run ended (it may linger as init's zombie for a moment: no cmdline).
+    def gone() -> bool:
+        try:
+            return not Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return True
+
+    eventually(gone, what="the end of the background child", within=5)
 
 
 def test_signal_death_reports_signal_and_bash_exit_code(fg: httpx.Client) -> None:

@@ -34,6 +34,7 @@ DEFAULT_POLICY = {
     "unreadable": "prompt",
     "rules": [],
     "interceptor": {"enabled": False, "rules": None},
+    "keep_daemons": False,
 }
 DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
@@ -322,7 +323,7 @@ def test_the_policy_file_seeds_an_empty_registry(tmp_path: Path, suffix: str) ->
     path = tmp_path / f"policy.{suffix}"
     path.write_text(yaml.safe_dump(FILE_POLICY) if suffix == "yaml" else json.dumps(FILE_POLICY))
     with serve(make_settings(tmp_path, policy_file=path)) as live, live.client(ADMIN) as root:
-        assert root.get("/v1/policy").json() == FILE_POLICY
+        assert root.get("/v1/policy").json() == {**FILE_POLICY, "keep_daemons": False}
         versions = root.get("/v1/policy/versions").json()["data"]
         assert [version["author"] for version in versions] == [f"file:policy.{suffix}"]
         denied = root.post("/v1/executions", json={"command": "rm -rf nonexistent-x"})
@@ -331,7 +332,7 @@ def test_the_policy_file_seeds_an_empty_registry(tmp_path: Path, suffix: str) ->
         assert root.put("/v1/policy", json=changed).status_code == 200
     # Restarted with the same file: the stored newest version wins over the file.
     with serve(make_settings(tmp_path, policy_file=path)) as live, live.client(ADMIN) as root:
-        assert root.get("/v1/policy").json() == changed
+        assert root.get("/v1/policy").json() == {**changed, "keep_daemons": False}
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,9 @@ def group_alive(pgid: int) -> bool:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, workspace: Path) -> None:
+    def __init__(
+        self, data_dir: Path, workspace: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -37,6 +39,7 @@ class ServerProcess:
             "SHELLGATE_TOKENS": TOKENS,
             "SHELLGATE_PORT": str(self.port),
             "SHELLGATE_LOG_LEVEL": "warning",
+            **(extra_env or {}),
         }
         # Its own session: SIGKILLing it must not touch the test runner's group.
         self.process = subprocess.Popen(

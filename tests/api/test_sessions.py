@@ -24,6 +24,7 @@ SESSION_FIELDS = {
     "cwd",
     "env",
     "timeout_ms",
+    "limits",
     "pty",
     "busy",
     "created_at",

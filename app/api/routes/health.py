@@ -86,6 +86,8 @@ async def info(_: PrincipalDep, services: ServicesDep) -> Info:
             "ws_ping_seconds": settings.ws_ping_seconds,
             "kill_grace_seconds": settings.kill_grace_seconds,
         },
+        confinement=services.confinement.name,
+        execution_limits=services.confinement.ceiling.as_dict(),
     )
 
 
