@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from app.environment import EXECUTION_MARKER
 from app.models import Execution
 from app.process import boot_id, process_start_ticks
 from app.recovery import kill_orphan_group, kill_orphan_tree
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -73,6 +75,11 @@ def test_recovery_kills_what_carries_the_marker_outside_the_group() -> None:
     daemon = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
     bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
+        # Until its exec the child still has this process's environment (no marker).
+        eventually(
+            lambda: Path(f"/proc/{daemon.pid}/cmdline").read_bytes().startswith(b"sleep"),
+            what="the daemon's exec of sleep",
+        )
         record = record_for(daemon, "ex_daemon0000000000000", ticks=1)
         record.pgid = bystander.pid  # a recorded group that is not its own
         assert kill_orphan_tree(record, boot_id()) == 1
