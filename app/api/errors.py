@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -124,6 +127,25 @@ async def _on_http_error(_: Request, error: Exception) -> JSONResponse:
     )
 
 
+async def _on_validation_error(_: Request, error: Exception) -> JSONResponse:
+    # FastAPI's own shape, with each rejected `input` made encodable: a lone surrogate or an
+    # infinite number echoed back as-is would fail the encoding and turn the 422 into a 500.
+    assert isinstance(error, RequestValidationError)
+    return JSONResponse({"detail": _encodable(jsonable_encoder(error.errors()))}, status_code=422)
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(child) for child in value]
+    return value
+
+
 async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
     # Answered outside the request middleware: it names the request id itself.
@@ -138,4 +160,5 @@ async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(errors.AppError, _on_app_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
     EXECUTION_EXAMPLE,
     ExecutionCreate,
@@ -18,7 +19,7 @@ from app.schemas import (
     ExecutionsPublic,
 )
 
-router = APIRouter(prefix="/v1/executions", tags=["executions"])
+router = APIRouter(prefix="/v1/executions", tags=["executions"], route_class=StrictJsonRoute)
 
 MAX_OUTPUT_READ = 16 * 1024 * 1024
 _DIGITS = {"type": "string", "pattern": "^[0-9]+$"}

@@ -11,10 +11,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app import __version__, crud
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_body, error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.schemas import Health, Info, ToolObject
 from app.tool_description import execution_tool
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=StrictJsonRoute)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")

@@ -22,6 +22,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses, status_for
+from app.api.strict_route import StrictJsonRoute
 from app.auth import Principal
 from app.errors import AppError
 from app.schemas import WsTicket
@@ -38,7 +39,7 @@ from app.streaming import (
 
 logger = logging.getLogger("shellgate.stream")
 
-router = APIRouter(tags=["stream"])
+router = APIRouter(tags=["stream"], route_class=StrictJsonRoute)
 
 CLOSE_NORMAL: Final = 1000
 CLOSE_INTERNAL_ERROR: Final = 1011
