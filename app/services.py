@@ -19,6 +19,7 @@ from app.policy_service import PolicyService
 from app.registry import Registry
 from app.session_runs import SessionRuns
 from app.sessions import SessionService
+from app.storage import StorageGuard
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Services:
     executions: ExecutionService
     sessions: SessionService
     session_runs: SessionRuns
+    storage: StorageGuard
 
     @classmethod
     def build(
@@ -45,7 +47,10 @@ class Services:
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry)
-        executions = ExecutionService(settings, db, registry, policy, metrics, sessions, tracing)
+        storage = StorageGuard(settings.data_dir)
+        executions = ExecutionService(
+            settings, db, registry, policy, metrics, sessions, storage, tracing
+        )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
             settings=settings,
@@ -58,4 +63,5 @@ class Services:
             executions=executions,
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),
+            storage=storage,
         )

@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ConflictError: 409,
     errors.JobLimitReachedError: 429,
     errors.UnavailableError: 503,
+    errors.StorageFullError: 507,
 }
 
 _CODE_BY_STATUS = {
@@ -53,7 +54,15 @@ _STATUS_DESCRIPTIONS = {
     422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
-    503: "A dependency (the database) does not answer (`unavailable`).",
+    503: "Temporarily unavailable: the server is stopping (`shutting_down`) or the database "
+    "does not answer (`database_unavailable`); retry after the `Retry-After` seconds.",
+    507: "The server's data storage is full (`storage_full`): nothing was started.",
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    }
 }
 
 
@@ -61,19 +70,15 @@ def error_responses(
     *codes: int, described: dict[int, str] | None = None
 ) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for these error statuses: the error envelope (422 also FastAPI's
-    validation shape), with what the status means for this operation."""
+    validation shape), with what the status means for this operation; and the 503 any route
+    may answer (stopping, database unreachable)."""
     responses: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
+    for code in sorted({*codes, 503}):
         description = (described or {}).get(code, _STATUS_DESCRIPTIONS[code])
         model = UnprocessableResponse if code == 422 else ErrorResponse
         responses[code] = {"model": model, "description": description}
-        if code == 429:
-            responses[code]["headers"] = {
-                "Retry-After": {
-                    "description": "Seconds to wait before trying again.",
-                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
-                }
-            }
+        if code in (429, 503):
+            responses[code]["headers"] = _RETRY_AFTER
     return responses
 
 
@@ -101,7 +106,7 @@ def error_body(
 
 def app_error_response(error: errors.AppError) -> JSONResponse:
     headers: dict[str, str] = {}
-    if isinstance(error, errors.JobLimitReachedError):
+    if isinstance(error, errors.JobLimitReachedError | errors.UnavailableError):
         headers["Retry-After"] = str(error.retry_after_seconds)
     if isinstance(error, errors.UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"

@@ -96,7 +96,8 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
         202: {
             "model": ExecutionPublic,
             "description": "Still running as a background job (`async`, or auto-backgrounded "
-            "after `SHELLGATE_AUTO_BACKGROUND_MS`), or `awaiting_approval` with `approval` set.",
+            "after `SHELLGATE_AUTO_BACKGROUND_MS`, or answered early because the server is "
+            "stopping), or `awaiting_approval` with `approval` set.",
             "content": {"application/json": {"examples": ACCEPTED_EXAMPLES}},
         },
         **error_responses(
@@ -106,6 +107,7 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
             404,
             422,
             429,
+            507,
             described={
                 403: "Not an agent or admin token (`forbidden`); a deny rule matched "
                 "(`policy_denied`); an approver denied it or it expired (`approval_rejected`).",
