@@ -67,9 +67,11 @@ def serve(
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     from app.main import create_app
+    from app.serving import GracefulServer, graceful_shutdown_timeout
 
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -79,7 +81,9 @@ def serve(
         log_config=None,
         access_log=False,
         **server_options(settings),
+        timeout_graceful_shutdown=graceful_shutdown_timeout(settings.shutdown_grace),
     )
+    GracefulServer(config, on_stop=app.state.stop_signal.fire, grace=settings.shutdown_grace).run()
 
 
 @cli.command()

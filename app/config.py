@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     max_command_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
     max_timeout: float = Field(default=0, ge=0)  # 0 = only the 1..3600 s range applies
     kill_grace_seconds: float = Field(default=2.0, ge=0, le=60)
+    # SIGTERM/SIGINT to exit, whatever is still open: running commands are killed and recorded,
+    # waiting calls answered, sockets closed within this bound.
+    shutdown_grace: float = Field(default=10.0, ge=1, le=600)
     artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     retention_days: float = Field(default=7, gt=0)
     prune_interval_seconds: float = Field(default=3600, gt=0)

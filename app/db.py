@@ -7,10 +7,25 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlmodel import Session, create_engine
 
+from app.errors import DatabaseUnavailableError, StorageFullError
+
 T = TypeVar("T")
+SQLITE_FULL = 13  # "database or disk is full"
+POSTGRES_DISK_FULL = "53100"
+CONNECT_TIMEOUT_SECONDS = 5
+
+
+def is_disk_full(error: Exception) -> bool:
+    original = getattr(error, "orig", None)
+    return (
+        getattr(original, "sqlite_errorcode", None) == SQLITE_FULL
+        or getattr(original, "sqlstate", None) == POSTGRES_DISK_FULL
+    )
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
@@ -35,7 +50,13 @@ def make_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _configure_sqlite)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in make_url(url).query:
+        # An unreachable server (no answer at all) fails the call after this, not never.
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args
+    )
 
 
 class Database:
@@ -49,7 +70,14 @@ class Database:
             return fn(session, **kwargs)
 
     async def call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
-        return await anyio.to_thread.run_sync(functools.partial(self.run_sync, fn, **kwargs))
+        """Run `fn(session, **kwargs)` in a worker thread. A database that cannot be reached
+        raises DatabaseUnavailableError (503, retry), one out of space StorageFullError (507)."""
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(self.run_sync, fn, **kwargs))
+        except (OperationalError, InterfaceError, SQLAlchemyTimeoutError) as error:
+            if is_disk_full(error):
+                raise StorageFullError() from error
+            raise DatabaseUnavailableError() from error
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -59,4 +59,30 @@ class InterceptedError(AppError):
 
 
 class UnavailableError(AppError):
+    """A temporary condition: the client should retry after `retry_after_seconds`."""
+
     code = "unavailable"
+    retry_after_seconds = 5
+
+
+class ShuttingDownError(UnavailableError):
+    code = "shutting_down"
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; retry in a moment (on the next instance).")
+
+
+class DatabaseUnavailableError(UnavailableError):
+    code = "database_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__("The database is unreachable; retry in a moment.")
+
+
+class StorageFullError(AppError):
+    code = "storage_full"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The server's data storage is full: nothing was started. Retry once space is freed."
+        )

@@ -20,6 +20,7 @@ from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
 from app.api.router import api_router
 from app.api.routes.web import XTERM_DIR
+from app.api.stopping import RefuseNewWorkWhileStopping
 from app.config import Settings
 from app.mcp_server import MCP_PATH, McpEndpoint
 from app.metrics import Metrics
@@ -27,6 +28,7 @@ from app.migrate import upgrade_to_head
 from app.observability.tracing import Tracing
 from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
+from app.stop_signal import StopSignal
 
 logger = logging.getLogger("shellgate")
 
@@ -46,6 +48,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     mcp = McpEndpoint()
     metrics = Metrics()
     tracing = tracing if tracing is not None else Tracing.from_environment()
+    stop_signal = StopSignal()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,13 +60,15 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
         app.state.services = services
+        stop_signal.bind(asyncio.get_running_loop(), services.executions.begin_shutdown)
         pruner = asyncio.create_task(_prune_forever(services))
         try:
             async with mcp.serve(services):
                 yield
         finally:
             pruner.cancel()
-            await services.executions.shutdown()
+            # uvicorn gave open requests half the grace already (app/serving.py).
+            await services.executions.shutdown(within=settings.shutdown_grace * 0.3)
             await services.approvals.close()
             services.db.dispose()
             tracing.shutdown()
@@ -77,6 +82,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         # The root path (SHELLGATE_ROOT_PATH) is the server's business: `shellgate serve`
         # hands it to uvicorn, FastAPI's own `root_path` argument being deprecated.
     )
+    app.state.stop_signal = stop_signal
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -101,6 +107,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             ],
         )
     install_error_handlers(app)
+    # Inside the request middleware: a refusal while stopping gets its request id and log line.
+    app.add_middleware(RefuseNewWorkWhileStopping)
     # Outermost but for the tracing middleware: the request id is set before anything logs.
     app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
     tracing.instrument(app)

@@ -96,7 +96,9 @@ def build_mcp_server(services: Services) -> MCPServer:
         ctx: Context,
         command: Annotated[str, Field(description=_rest_description("command"))],
         # The command's deadline (a tool input), not a deadline of this coroutine.
-        timeout: Annotated[float, Field(description=_rest_description("timeout"))] = 300,  # noqa: ASYNC109
+        timeout: Annotated[  # noqa: ASYNC109
+            float, Field(allow_inf_nan=False, description=_rest_description("timeout"))
+        ] = 300,
         cwd: Annotated[str | None, Field(description=_rest_description("cwd"))] = None,
         env: Annotated[dict[str, str] | None, Field(description=_rest_description("env"))] = None,
         async_: Annotated[

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 from app.artifact_log import ArtifactLog
 from app.confinement import Unit
@@ -18,6 +19,7 @@ from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
 from app.result_text import OUTPUT_CUT_NOTICES
+from app.storage import OUTPUT_STORAGE_FULL_NOTICE, is_storage_full
 
 # The most bytes the inline window takes in one call (see accept_output).
 SINK_SLICE_BYTES = 32 * 1024
@@ -32,6 +34,7 @@ class LiveExecution:
         log: ArtifactLog,
         sink: OutputSink,
         loop: asyncio.AbstractEventLoop,
+        on_storage_full: Callable[[], None] | None = None,
     ) -> None:
         self.id = execution_id
         self.owner = owner
@@ -53,6 +56,10 @@ class LiveExecution:
         self.record: Execution | None = None
         self._loop = loop
         self._lock = threading.Lock()
+        self._on_storage_full = on_storage_full
+        # Set when a write to the log failed for lack of space: later output is dropped (the
+        # log keeps an exact prefix, never a stream with a hole) and the record says so.
+        self.storage_full = False
         self._wake_pending = False
         self._changed = asyncio.Event()
         self.exited: asyncio.Future[ExitStatus] = loop.create_future()
@@ -63,7 +70,15 @@ class LiveExecution:
 
     def accept_output(self, data: bytes, stream: OutputStream) -> None:
         with self._lock:
-            self.log.append(data, stream)
+            if self.storage_full:
+                return  # keep draining the pipe so the command is not blocked
+            try:
+                self.log.append(data, stream)
+            except OSError as error:
+                if not is_storage_full(error):
+                    raise
+                self._storage_ran_out()
+                return
             # The inline window's work (decoding, sanitising) holds the interpreter for as
             # long as each call runs: in slices, the event loop gets it back between them.
             for start in range(0, len(data), SINK_SLICE_BYTES):
@@ -81,8 +96,23 @@ class LiveExecution:
         with self._lock:
             # Settle bytes the sink held back (a trailing \r, half a character, an open escape).
             self.sink.flush()
-        self.log.finish()
+        try:
+            self.log.finish()
+        except OSError as error:
+            if not is_storage_full(error):
+                raise
+            with self._lock:
+                self._storage_ran_out()
         self._loop.call_soon_threadsafe(self._settle_exit, status)
+
+    def _storage_ran_out(self) -> None:
+        """Under the lock, from the pump thread."""
+        if self.storage_full:
+            return
+        self.storage_full = True
+        self.notices.append(OUTPUT_STORAGE_FULL_NOTICE)
+        if self._on_storage_full is not None:
+            self._on_storage_full()
 
     # --- event loop side ----------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ OUTPUT_CUT_NOTICES = {
     "group (setsid, a daemon) still holds its output open; what it writes later is not recorded.",
 }
 
+STOPPING_NOTICE = "The server is shutting down: this command is being stopped and recorded."
+
 
 def final_text(
     *,

@@ -12,7 +12,8 @@ from app.models import ApprovalState, ExecutionMode, ExecutionState
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No NaN or ±Infinity in any number a client sends (a timeout of Infinity used to run).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ExecutionLimits(StrictModel):
@@ -31,6 +32,7 @@ class ExecutionCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
+        allow_inf_nan=False,
         json_schema_extra={
             "examples": [
                 {"command": "echo hello; uname -s"},

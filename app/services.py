@@ -22,6 +22,7 @@ from app.policy_service import PolicyService
 from app.registry import Registry
 from app.session_runs import SessionRuns
 from app.sessions import SessionService
+from app.storage import StorageGuard
 
 
 def make_private(settings: Settings) -> None:
@@ -49,6 +50,7 @@ class Services:
     sessions: SessionService
     session_runs: SessionRuns
     confinement: Confinement
+    storage: StorageGuard
 
     @classmethod
     def build(
@@ -71,8 +73,9 @@ class Services:
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry, confinement)
+        storage = StorageGuard(settings.data_dir)
         executions = ExecutionService(
-            settings, db, registry, policy, metrics, sessions, confinement, tracing
+            settings, db, registry, policy, metrics, sessions, confinement, storage, tracing
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
@@ -87,4 +90,5 @@ class Services:
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),
             confinement=confinement,
+            storage=storage,
         )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -26,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ConflictError: 409,
     errors.JobLimitReachedError: 429,
     errors.UnavailableError: 503,
+    errors.StorageFullError: 507,
 }
 
 _CODE_BY_STATUS = {
@@ -50,7 +54,15 @@ _STATUS_DESCRIPTIONS = {
     422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
-    503: "A dependency (the database) does not answer (`unavailable`).",
+    503: "Temporarily unavailable: the server is stopping (`shutting_down`) or the database "
+    "does not answer (`database_unavailable`); retry after the `Retry-After` seconds.",
+    507: "The server's data storage is full (`storage_full`): nothing was started.",
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    }
 }
 
 
@@ -58,19 +70,15 @@ def error_responses(
     *codes: int, described: dict[int, str] | None = None
 ) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for these error statuses: the error envelope (422 also FastAPI's
-    validation shape), with what the status means for this operation."""
+    validation shape), with what the status means for this operation; and the 503 any route
+    may answer (stopping, database unreachable)."""
     responses: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
+    for code in sorted({*codes, 503}):
         description = (described or {}).get(code, _STATUS_DESCRIPTIONS[code])
         model = UnprocessableResponse if code == 422 else ErrorResponse
         responses[code] = {"model": model, "description": description}
-        if code == 429:
-            responses[code]["headers"] = {
-                "Retry-After": {
-                    "description": "Seconds to wait before trying again.",
-                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
-                }
-            }
+        if code in (429, 503):
+            responses[code]["headers"] = _RETRY_AFTER
     return responses
 
 
@@ -98,7 +106,7 @@ def error_body(
 
 def app_error_response(error: errors.AppError) -> JSONResponse:
     headers: dict[str, str] = {}
-    if isinstance(error, errors.JobLimitReachedError):
+    if isinstance(error, errors.JobLimitReachedError | errors.UnavailableError):
         headers["Retry-After"] = str(error.retry_after_seconds)
     if isinstance(error, errors.UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"
@@ -124,6 +132,25 @@ async def _on_http_error(_: Request, error: Exception) -> JSONResponse:
     )
 
 
+async def _on_validation_error(_: Request, error: Exception) -> JSONResponse:
+    # FastAPI's own shape, with each rejected `input` made encodable: a lone surrogate or an
+    # infinite number echoed back as-is would fail the encoding and turn the 422 into a 500.
+    assert isinstance(error, RequestValidationError)
+    return JSONResponse({"detail": _encodable(jsonable_encoder(error.errors()))}, status_code=422)
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(child) for child in value]
+    return value
+
+
 async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
     # Answered outside the request middleware: it names the request id itself.
@@ -138,4 +165,5 @@ async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(errors.AppError, _on_app_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -1,10 +1,10 @@
 """What a started call answers its caller: the finished record (200), or, when it runs longer
 than the auto-background threshold (or is a job from the start), a 202 with its output so far
-while it carries on as a background job."""
+while it carries on as a background job. When the server starts stopping meanwhile, the caller
+is answered at once, as if backgrounded: it reads the recorded end later."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from app import crud
@@ -13,7 +13,7 @@ from app.executions.launch import Launch
 from app.executions.views import ExecutionReader, to_public
 from app.models import ExecutionMode
 from app.registry import LiveExecution
-from app.result_text import backgrounded_text
+from app.result_text import STOPPING_NOTICE, backgrounded_text
 from app.schemas import ExecutionPublic
 
 # The output a backgrounded answer previews.
@@ -33,15 +33,17 @@ class Answers:
         self._db = context.db
         self._registry = context.registry
         self._metrics = context.metrics
+        self._changes = context.changes
         self._reader = reader
 
     async def answer(self, launch: Launch) -> Outcome:
         live = launch.live
         if launch.foreground_wait == 0:
             return Outcome(202, await self._backgrounded(live, launch.notices))
-        try:
-            await asyncio.wait_for(live.finished.wait(), launch.foreground_wait)
-        except TimeoutError:
+        waits = self._changes.wait_unless_stopping
+        if not await waits(live.finished.wait(), launch.foreground_wait):
+            if self._changes.stopping:
+                return Outcome(202, await self._stopping(live, launch.notices))
             if not live.has_exited and self._registry.reserve_job_slot(live):
                 live.mode = ExecutionMode.job
                 await self._db.call(
@@ -52,9 +54,13 @@ class Answers:
                 self._metrics.auto_backgrounded.inc()
                 return Outcome(202, await self._backgrounded(live, launch.notices))
             # No room under the cap: keep the caller waiting rather than exceed it.
-            await live.finished.wait()
+            if not await waits(live.finished.wait(), None):
+                return Outcome(202, await self._stopping(live, launch.notices))
         record = live.record or await self._reader.record(live.id)
         return Outcome(200, to_public(record))
+
+    async def _stopping(self, live: LiveExecution, notices: list[str]) -> ExecutionPublic:
+        return await self._backgrounded(live, [*notices, STOPPING_NOTICE])
 
     async def _backgrounded(self, live: LiveExecution, notices: list[str]) -> ExecutionPublic:
         public = to_public(await self._reader.record(live.id), live)

@@ -18,6 +18,7 @@ from app.errors import (
     ConflictError,
     InterceptedError,
     InvalidRequestError,
+    ShuttingDownError,
 )
 from app.executions.answer import Answers, Outcome
 from app.executions.context import Context
@@ -55,6 +56,7 @@ class ApprovalFlow:
         self._settings = context.settings
         self._db = context.db
         self._registry = context.registry
+        self._changes = context.changes
         self._launcher = launcher
         self._lifecycle = lifecycle
         self._answers = answers
@@ -95,15 +97,16 @@ class ApprovalFlow:
             await self._request(owner, draft, reason, execution_id)
             if waiter is None:
                 return Outcome(202, await self._reader.get(owner, execution_id))
-            try:
-                with self._tracing.span("approval_wait"):
-                    launch = await asyncio.wait_for(asyncio.shield(waiter), approval_wait)
-            except TimeoutError:
-                if self._waiters.pop(execution_id, None) is not None:
-                    return Outcome(202, await self._reader.get(owner, execution_id))
-                # The decision arrived as we gave up; `settled` always resolves the waiter it
-                # took, so this wait ends.
-                launch = await waiter
+            with self._tracing.span("approval_wait"):
+                decided = await self._changes.wait_unless_stopping(
+                    asyncio.shield(waiter), approval_wait
+                )
+            # Out of time, or the server is stopping: the approval stays pending (it survives
+            # a restart) and the caller polls the execution. A decision that arrived as we gave
+            # up took the waiter: `settled` always resolves the waiter it took, so this ends.
+            if not decided and self._waiters.pop(execution_id, None) is not None:
+                return Outcome(202, await self._reader.get(owner, execution_id))
+            launch = await waiter
         finally:
             # A caller that went away (disconnect, shutdown) leaves; the approved command then
             # runs as a job.
@@ -130,6 +133,8 @@ class ApprovalFlow:
             if approval is not None and approval.state != ApprovalState.approved:
                 raise rejection(approval)
         if state is ExecutionState.awaiting_approval:
+            if self._changes.stopping:
+                raise ShuttingDownError()  # the approval stays pending for the next instance
             raise ApprovalRejectedError(
                 "Approval still pending", details={"approval_id": record.approval_id}
             )

@@ -11,6 +11,7 @@ from app.executions.changes import StateChanges
 from app.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.registry import Registry
+from app.storage import StorageGuard
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Context:
     db: Database
     registry: Registry  # the live executions, the job cap, deadlines and kills
     metrics: Metrics
-    changes: StateChanges  # record state changes: notify and wait
+    changes: StateChanges  # record state changes: notify and wait; the server stopping
     confinement: Confinement  # per-execution units: limits, evidence, whole-tree kill
+    storage: StorageGuard  # whether the data directory has room for new work
     tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run

@@ -24,6 +24,8 @@ from app.errors import (
     InvalidRequestError,
     JobLimitReachedError,
     NotFoundError,
+    ShuttingDownError,
+    StorageFullError,
 )
 from app.executions.context import Context
 from app.executions.draft import (
@@ -43,6 +45,7 @@ from app.output import OutputSink
 from app.policy_service import PolicyService
 from app.process import RunningProcess, SpawnSpec, boot_id
 from app.registry import LiveExecution
+from app.storage import is_storage_full
 from app.timeouts import ResolvedTimeout
 
 logger = logging.getLogger("shellgate.executions")
@@ -87,7 +90,9 @@ class Launcher:
         existing: bool = False,
     ) -> Launch:
         """Start the command; `existing`: its record was written while it awaited approval."""
-        plan = await self._plan(owner, draft, caller_waiting)
+        if self.ctx.changes.stopping:
+            raise ShuttingDownError()
+        plan = await self._plan(execution_id, owner, draft, caller_waiting, existing)
         live = self._new_live(execution_id, owner.name, plan)
         # _plan checked the cap on this same loop turn; reserving cannot fail here.
         if plan.mode is ExecutionMode.job and not self.ctx.registry.reserve_job_slot(live):
@@ -124,7 +129,14 @@ class Launcher:
 
     # --- before the spawn ---------------------------------------------------------------------
 
-    async def _plan(self, owner: Principal, draft: Draft, caller_waiting: bool) -> _Plan:
+    async def _plan(
+        self,
+        execution_id: str,
+        owner: Principal,
+        draft: Draft,
+        caller_waiting: bool,
+        existing: bool,
+    ) -> _Plan:
         await self._intercept(draft)
         expanded = expand_artifacts(draft, await self._artifact_paths(owner, draft))
         session = None
@@ -136,8 +148,20 @@ class Launcher:
         limits = self.ctx.confinement.resolve(
             session.limits if session is not None else None, draft.limits
         )
+        await self._check_room(execution_id, existing)
+        # No await from here to the job slot's reservation: the cap checked below still holds.
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
+
+    async def _check_room(self, execution_id: str, existing: bool) -> None:
+        """Refuse before anything runs when the data directory is full or the database does
+        not answer (`storage_full`, `database_unavailable`)."""
+        if not await anyio.to_thread.run_sync(self.ctx.storage.has_room):
+            raise StorageFullError()
+        if not existing:
+            # The record is written after the spawn (it holds the pid): make sure the database
+            # answers first, so that an unreachable one refuses the call before anything runs.
+            await self.ctx.db.call(crud.get_execution, execution_id=execution_id)
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -182,17 +206,24 @@ class Launcher:
         return ExecutionMode.foreground, wait
 
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
-        log = ArtifactLog.create(
-            self.ctx.settings.artifacts_dir,
-            execution_id,
-            max_bytes=self.ctx.settings.artifact_max_bytes,
-        )
+        try:
+            log = ArtifactLog.create(
+                self.ctx.settings.artifacts_dir,
+                execution_id,
+                max_bytes=self.ctx.settings.artifact_max_bytes,
+            )
+        except OSError as error:
+            if not is_storage_full(error):
+                raise
+            self.ctx.storage.release_reserve()
+            raise StorageFullError() from error
         live = LiveExecution(
             execution_id,
             owner=owner,
             log=log,
             sink=OutputSink(),
             loop=asyncio.get_running_loop(),
+            on_storage_full=self.ctx.storage.release_reserve,
         )
         live.mode = plan.mode
         live.notices = list(plan.timeout.notices)

@@ -1,11 +1,11 @@
 """A started execution's life after the spawn: wait for its exit, let its session settle, write
-the terminal record and free its place; and the terminal record of one that never ran.
-Deadlines and the kill escalation are the registry's (`Registry.arm_deadline`, `terminate`)."""
+the terminal record and free its place; the terminal record of one that never ran; and the
+server's stop, which ends every running command. Deadlines and the kill escalation are the
+registry's (`Registry.arm_deadline`, `terminate`)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
@@ -17,6 +17,7 @@ import anyio.to_thread
 
 from app import crud
 from app.confinement import Unit
+from app.errors import DatabaseUnavailableError
 from app.executions.context import Context
 from app.executions.ports import SessionCall
 from app.models import Execution, ExecutionState
@@ -30,12 +31,13 @@ from app.timeouts import ResolvedTimeout
 
 logger = logging.getLogger("shellgate.executions")
 
-FINAL_WRITE_ATTEMPTS = 5
-SHUTDOWN_WAIT_SECONDS = 5.0
+FINAL_WRITE_ATTEMPTS = 5  # for errors other than an unreachable database
+FINAL_WRITE_PATIENCE = 600.0  # seconds a finished command's record waits for the database
 
 
 class Lifecycle:
     def __init__(self, context: Context, keeps_daemons: Callable[[], bool]) -> None:
+        self._settings = context.settings
         self._db = context.db
         self._registry = context.registry
         self._metrics = context.metrics
@@ -187,16 +189,29 @@ class Lifecycle:
         return notice
 
     async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
-        # The record is the only way anyone learns the result: retry a busy database.
-        for attempt in range(FINAL_WRITE_ATTEMPTS):
+        # The record is the only way anyone learns the result: retry a busy database a few
+        # times, and an unreachable one until it is back (within FINAL_WRITE_PATIENCE), so that
+        # a database outage does not leave a finished command `running` until the next restart.
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + FINAL_WRITE_PATIENCE
+        attempt = 0
+        while True:
             try:
                 return await self._db.call(
                     crud.finish_execution, execution_id=execution_id, values=values
                 )
+            except DatabaseUnavailableError:
+                if attempt == 0:
+                    logger.error("database unreachable: the end of %s waits for it", execution_id)
+                if loop.time() >= give_up_at:
+                    logger.error("gave up recording the end of %s", execution_id)
+                    return False
             except Exception:
                 logger.exception("could not record the end of %s (try %d)", execution_id, attempt)
-                await asyncio.sleep(0.2 * (attempt + 1))
-        return False
+                if attempt >= FINAL_WRITE_ATTEMPTS - 1:
+                    return False
+            attempt += 1
+            await asyncio.sleep(min(5.0, 0.2 * attempt))
 
     async def finish_without_process(
         self, record: Execution, state: ExecutionState, *, notice: str | None = None
@@ -221,16 +236,41 @@ class Lifecycle:
         self._changes.notify(record.id)
         self._finished(record.id, record.owner, state, values, 0)
 
-    async def shutdown(self) -> None:
-        """Stopping the server ends its commands: their groups are killed and they read `lost`."""
+    # --- the server's stop --------------------------------------------------------------------
+
+    def begin_shutdown(self) -> None:
+        """The server got SIGTERM/SIGINT: answer every waiting caller now with the current
+        state, and stop every running command (group TERM, then KILL after a grace bounded by
+        the shutdown grace). Their records end `lost` with a notice once the pump has read all
+        their output, so the logs are complete. Pending approvals stay pending in the database
+        and are restored by the next start."""
+        if not self._changes.stopping:
+            self._changes.stop()
+            logger.info("shutting down: stopping %d running commands", len(self._registry.live))
+        # Again from `shutdown`: a command whose spawn was in flight at the signal is caught.
+        for live in list(self._registry.live.values()):
+            if not live.lost:
+                live.lost = True
+                self._registry.terminate(live, grace=self._stop_grace)
+
+    @property
+    def _stop_grace(self) -> float:
+        # TERM → KILL within the first quarter of the shutdown grace: the rest is for the pumps
+        # to drain and the records to be written.
+        return min(self._settings.kill_grace_seconds, self._settings.shutdown_grace / 4)
+
+    async def shutdown(self, within: float | None = None) -> None:
+        """Stopping the server ends its commands: their groups are killed and they read `lost`.
+        Waits up to `within` seconds (default: the shutdown grace) for their records."""
+        self.begin_shutdown()
         lives = list(self._registry.live.values())
-        grace = min(1.0, self._registry.kill_grace_seconds)
-        for live in lives:
-            live.lost = True
-            self._registry.terminate(live, grace=grace)
-        for live in lives:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(live.finished.wait(), SHUTDOWN_WAIT_SECONDS)
+        waits = [asyncio.ensure_future(live.finished.wait()) for live in lives]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=within or self._settings.shutdown_grace)
+            for wait in pending:
+                wait.cancel()
+            if pending:
+                logger.error("%d commands were not recorded before the shutdown", len(pending))
         for task in list(self._tasks):
             task.cancel()
         # Kept daemons, and the tree of any run whose end was not settled in time, go too.

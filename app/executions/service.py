@@ -6,7 +6,7 @@ Each one reads as its phases; the phases live in the modules named after them:
     approval_flow.py  hold a `prompt`ed call for a human decision, then start or reject it
     launch.py         interceptor, cwd, timeout, mode; spawn and record
     answer.py         the caller's answer: the result, or 202 once auto-backgrounded
-    lifecycle.py      exit, session bookkeeping, terminal record
+    lifecycle.py      exit, session bookkeeping, terminal record; the server's stop
     views.py          reads: record → wire, long-poll, list, output log
     control.py        keystrokes, resize, signals, cancel
 """
@@ -40,6 +40,7 @@ from app.policy import RuleAction, Verdict
 from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
 from app.schemas import ExecutionCreate, ExecutionPublic
+from app.storage import StorageGuard
 
 logger = logging.getLogger("shellgate.executions")
 
@@ -54,6 +55,7 @@ class ExecutionService:
         metrics: Metrics,
         sessions: SessionBinding,
         confinement: Confinement,
+        storage: StorageGuard,
         tracing: Tracing = TRACING_OFF,
     ) -> None:
         self._settings = settings
@@ -63,7 +65,10 @@ class ExecutionService:
         self._confinement = confinement
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
         self._tracing = tracing
-        context = Context(settings, db, registry, metrics, StateChanges(), confinement, tracing)
+        self._changes = StateChanges()
+        context = Context(
+            settings, db, registry, metrics, self._changes, confinement, storage, tracing
+        )
         self._reader = ExecutionReader(context)
         self._lifecycle = Lifecycle(context, keeps_daemons=lambda: policy.document.keep_daemons)
         self._launcher = Launcher(context, policy, sessions, self._lifecycle)
@@ -241,6 +246,19 @@ class ExecutionService:
 
     # --- the server's life --------------------------------------------------------------------
 
-    async def shutdown(self) -> None:
-        """Stopping the server ends its commands: their groups are killed and they read `lost`."""
-        await self._lifecycle.shutdown()
+    @property
+    def stopping(self) -> bool:
+        return self._changes.stopping
+
+    async def until_stopping(self) -> None:
+        """Returns once the server starts stopping (a stream then closes with 1012)."""
+        await self._changes.until_stopping()
+
+    def begin_shutdown(self) -> None:
+        """SIGTERM/SIGINT: answer every waiting caller now and stop every running command."""
+        self._lifecycle.begin_shutdown()
+
+    async def shutdown(self, within: float | None = None) -> None:
+        """Stopping the server ends its commands: their groups are killed and they read `lost`.
+        Waits up to `within` seconds (default: the shutdown grace) for their records."""
+        await self._lifecycle.shutdown(within)

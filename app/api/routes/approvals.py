@@ -11,13 +11,14 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.approvals import approval_public
 from app.auth import Principal
 from app.errors import UnauthenticatedError
 from app.models import ApprovalState
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 
-router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"], route_class=StrictJsonRoute)
 _NOT_FOUND = "No such approval, or one of another agent's executions (`not_found`)."
 DECIDE_ERRORS = error_responses(
     400,

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
     EXECUTION_EXAMPLE,
     ExecutionCreate,
@@ -18,7 +19,7 @@ from app.schemas import (
     ExecutionsPublic,
 )
 
-router = APIRouter(prefix="/v1/executions", tags=["executions"])
+router = APIRouter(prefix="/v1/executions", tags=["executions"], route_class=StrictJsonRoute)
 
 MAX_OUTPUT_READ = 16 * 1024 * 1024
 _DIGITS = {"type": "string", "pattern": "^[0-9]+$"}
@@ -95,7 +96,8 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
         202: {
             "model": ExecutionPublic,
             "description": "Still running as a background job (`async`, or auto-backgrounded "
-            "after `SHELLGATE_AUTO_BACKGROUND_MS`), or `awaiting_approval` with `approval` set.",
+            "after `SHELLGATE_AUTO_BACKGROUND_MS`, or answered early because the server is "
+            "stopping), or `awaiting_approval` with `approval` set.",
             "content": {"application/json": {"examples": ACCEPTED_EXAMPLES}},
         },
         **error_responses(
@@ -105,6 +107,7 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
             404,
             422,
             429,
+            507,
             described={
                 403: "Not an agent or admin token (`forbidden`); a deny rule matched "
                 "(`policy_denied`); an approver denied it or it expired (`approval_rejected`).",

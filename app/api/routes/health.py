@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import __version__, crud
 from app.api.deps import PrincipalDep, ServicesDep
-from app.api.errors import error_body, error_responses
+from app.api.errors import app_error_response, error_responses
+from app.api.strict_route import StrictJsonRoute
+from app.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
 from app.schemas import Health, Info, ToolObject
+from app.services import Services
 from app.tool_description import execution_tool
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=StrictJsonRoute)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")
@@ -26,19 +29,39 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    responses=error_responses(503, described={503: "The database does not answer."}),
-    summary="The database answers",
+    responses=error_responses(
+        503,
+        described={
+            503: "Not ready for new work: the server is stopping (`shutting_down`), the "
+            "database does not answer (`database_unavailable`) or the data directory is full "
+            "(`storage_full`)."
+        },
+    ),
+    summary="Ready for new work: not stopping, the database answers, the data directory has room",
 )
 async def readyz(services: ServicesDep) -> Any:
-    """Readiness: 200 once a `SELECT 1` reaches the database. Open (no token)."""
+    """Readiness: 200 while the server is not stopping, a `SELECT 1` reaches the database and
+    the data directory has room. Open (no token)."""
+    problem = await _readiness_problem(services)
+    if problem is not None:
+        # Always 503 here (a full disk included): readiness is about routing traffic away.
+        response = app_error_response(problem)
+        response.status_code = 503
+        response.headers["Retry-After"] = "5"
+        return response
+    return Health(status="ok")
+
+
+async def _readiness_problem(services: Services) -> AppError | None:
+    if services.executions.stopping:
+        return ShuttingDownError()
+    if not await anyio.to_thread.run_sync(services.storage.has_room):
+        return StorageFullError()
     try:
         await services.db.call(crud.ping)
     except Exception:
-        return JSONResponse(
-            error_body("unavailable", "database unavailable"),
-            status_code=503,
-        )
-    return Health(status="ok")
+        return DatabaseUnavailableError()
+    return None
 
 
 @router.get(

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.errors import InvalidRequestError
 from app.models import PolicyVersion
 from app.policy import PolicyDocument, PolicyRule, RuleAction
@@ -17,7 +18,7 @@ from app.schemas import StrictModel
 from app.shell_syntax import extract_leading_cd
 from app.timestamps import aware_utc
 
-router = APIRouter(prefix="/v1/policy", tags=["policy"])
+router = APIRouter(prefix="/v1/policy", tags=["policy"], route_class=StrictJsonRoute)
 
 
 class PolicyEvaluate(StrictModel):

@@ -7,6 +7,7 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
     RunRequest,
     SessionCreate,
@@ -16,7 +17,7 @@ from app.schemas import (
     ToolObject,
 )
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=StrictJsonRoute)
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."

@@ -4,9 +4,9 @@ socket plumbing: handshake, close codes, one sender, one reader, keepalive.
 
 Close codes: 1000 after the exit frame; 4000 + the HTTP status the same error would have on
 REST (4401 unauthenticated, 4403 forbidden, 4404 not found or another agent's, 4422 a bad
-offset); 1011 when the stream fails on the server's side. The socket is accepted before
-authenticating so that the client sees these codes and their reasons; a refusal before the
-handshake would reach it as a bare HTTP 403.
+offset); 1011 when the stream fails on the server's side; 1012 when the server stops. The
+socket is accepted before authenticating so that the client sees these codes and their
+reasons; a refusal before the handshake would reach it as a bare HTTP 403.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses, status_for
+from app.api.strict_route import StrictJsonRoute
 from app.auth import Principal
 from app.errors import AppError
 from app.schemas import WsTicket
@@ -38,10 +39,11 @@ from app.streaming import (
 
 logger = logging.getLogger("shellgate.stream")
 
-router = APIRouter(tags=["stream"])
+router = APIRouter(tags=["stream"], route_class=StrictJsonRoute)
 
 CLOSE_NORMAL: Final = 1000
 CLOSE_INTERNAL_ERROR: Final = 1011
+CLOSE_SERVICE_RESTART: Final = 1012
 _MAX_REASON_BYTES: Final = 123  # RFC 6455: the close payload is 125 bytes, 2 of them the code
 
 
@@ -97,13 +99,17 @@ class _Conversation:
         sender = asyncio.create_task(self._send_all(frames))
         reader = asyncio.create_task(self._read_all())
         keepalive = asyncio.create_task(self._keep_alive())
+        stopping = asyncio.create_task(self._services.executions.until_stopping())
         try:
-            await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({sender, reader, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (sender, reader, keepalive):
+            for task in (sender, reader, keepalive, stopping):
                 task.cancel()
-            await asyncio.gather(sender, reader, keepalive, return_exceptions=True)
-        if not sender.cancelled() and sender.done():
+            await asyncio.gather(sender, reader, keepalive, stopping, return_exceptions=True)
+        if stopping.done() and not stopping.cancelled():
+            # Before the command's own end frame: the viewer reconnects to the next instance.
+            await _close(self._websocket, CLOSE_SERVICE_RESTART, "server restarting")
+        elif not sender.cancelled() and sender.done():
             error = sender.exception()
             if error is None:
                 await _close(self._websocket, CLOSE_NORMAL, "exit")

@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
+from app.api.strict_route import StrictJsonRoute
 from app.errors import NotFoundError
 
 WEB_DIR = Path(__file__).resolve().parent.parent.parent / "web"
@@ -35,7 +36,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
-router = APIRouter(tags=["console"], include_in_schema=False)
+router = APIRouter(tags=["console"], include_in_schema=False, route_class=StrictJsonRoute)
 
 
 def _asset(relative: str) -> FileResponse:

@@ -1,0 +1,50 @@
+"""uvicorn with a bounded graceful stop (`SHELLGATE_SHUTDOWN_GRACE`).
+
+On the first SIGTERM/SIGINT the app is told at once (it answers waiting calls, refuses new
+work with 503 and stops running commands); uvicorn then closes its listeners, closes
+WebSockets with 1012 and waits for open requests up to half the grace before cancelling
+them; the app's own shutdown gets the rest. A watchdog ends the process when the grace is
+over whatever is still open (a hung database call, a thread that does not return).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+
+logger = logging.getLogger("shellgate.serving")
+
+EXIT_GRACE_EXCEEDED = 70  # EX_SOFTWARE: the graceful stop did not finish in time
+
+
+class GracefulServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None], grace: float):
+        super().__init__(config)
+        self._on_stop = on_stop
+        self._grace = grace
+        self._watchdog: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        first = not self.should_exit
+        super().handle_exit(sig, frame)
+        if first:
+            self._watchdog = threading.Timer(self._grace, _grace_exceeded, args=(self._grace,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
+            self._on_stop()
+
+
+def _grace_exceeded(grace: float) -> None:
+    logger.error("shutdown took longer than the %.1f s grace: exiting now", grace)
+    logging.shutdown()
+    os._exit(EXIT_GRACE_EXCEEDED)
+
+
+def graceful_shutdown_timeout(grace: float) -> int:
+    """How long uvicorn waits for open requests before cancelling them (whole seconds)."""
+    return max(1, int(grace / 2))

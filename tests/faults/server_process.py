@@ -1,0 +1,81 @@
+"""A real `python -m app serve` in a child process, for faults a thread cannot take (signals)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import AGENT, TOKENS, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log_path: Path
+
+    def client(self, token: str = AGENT, timeout: float = 30) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def server_env(tmp: Path, **settings: Any) -> dict[str, str]:
+    workspace = tmp / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
+    env.update(
+        SHELLGATE_DATA_DIR=str(tmp / "data"),
+        SHELLGATE_WORKSPACE=str(workspace),
+        SHELLGATE_TOKENS=TOKENS,
+        SHELLGATE_LOG_LEVEL="info",
+    )
+    for key, value in settings.items():
+        env[f"SHELLGATE_{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    return env
+
+
+@contextlib.contextmanager
+def server_process(env: dict[str, str], log_path: Path) -> Iterator[ServerProcess]:
+    port = free_port()
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    live = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited at start:\n{live.log()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{live.base_url}/healthz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start:\n{live.log()}")
+            time.sleep(0.05)
+        yield live
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)  # only this test's own server, by its pid
+        process.wait(30)

@@ -1,0 +1,116 @@
+"""The database unreachable (a proxy in front of PostgreSQL, cut): readiness fails and calls
+get 503 `database_unavailable` with Retry-After, never a 500; once the database is back the
+same server works again, without a restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+from app.db import CONNECT_TIMEOUT_SECONDS
+from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.faults.cuttable_proxy import CuttableProxy
+from tests.test_migrations import POSTGRES_URL, _postgres_reachable
+
+
+@pytest.fixture
+def behind_proxy(tmp_path: Path) -> Iterator[tuple[LiveServer, CuttableProxy]]:
+    if not _postgres_reachable():
+        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
+    url = make_url(POSTGRES_URL)
+    proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    schema = f"down_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    proxied = url.set(host="127.0.0.1", port=proxy.port)
+    try:
+        database_url = proxied.render_as_string(hide_password=False)
+        settings = make_settings(
+            tmp_path, database_url=f"{database_url}?options=-csearch_path%3D{schema}"
+        )
+        with serve(settings) as live:
+            yield live, proxy
+    finally:
+        proxy.cut()
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_an_unreachable_database_is_a_503_and_recovers_without_a_restart(
+    behind_proxy: tuple[LiveServer, CuttableProxy], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, proxy = behind_proxy
+    with server.client(AGENT) as client:
+        first = client.post("/v1/executions", json={"command": "echo before"})
+        assert first.status_code == 200, first.text
+        # A job whose end falls in the outage: its record must still be written, once the
+        # database is back, without a restart.
+        job = client.post(
+            "/v1/executions",
+            json={"command": "while [ ! -e go ]; do sleep 0.05; done; echo ended", "async": True},
+        ).json()
+
+        proxy.cut()
+        (server.settings.workspace / "go").touch()
+        deadline = time.monotonic() + 15
+        waiting = f"database unreachable: the end of {job['id']} waits for it"
+        while not any(record.getMessage() == waiting for record in caplog.records):
+            assert time.monotonic() < deadline, "the job's end was not attempted"
+            time.sleep(0.05)
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["error"]["code"] == "database_unavailable"
+        for method, path, body in (
+            ("POST", "/v1/executions", {"command": "echo during > during-ran"}),
+            ("GET", f"/v1/executions/{first.json()['id']}", None),
+            ("GET", "/v1/executions", None),
+        ):
+            refused = client.request(method, path, json=body)
+            assert refused.status_code == 503, (path, refused.text)
+            assert refused.json()["error"]["code"] == "database_unavailable"
+            assert int(refused.headers["Retry-After"]) > 0
+        assert not (server.settings.workspace / "during-ran").exists()
+
+        proxy.start()
+        deadline = time.monotonic() + 15
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "not ready after the database returned"
+            time.sleep(0.1)
+        ended = client.get(f"/v1/executions/{job['id']}?wait=30").json()
+        assert ended["state"] == "completed", ended
+        assert ended["output"] == "ended\n"
+        after = client.post("/v1/executions", json={"command": "echo after"})
+        assert after.status_code == 200, after.text
+        assert after.json()["output"] == "after\n"
+
+
+@pytest.mark.postgres
+def test_a_database_that_never_answers_is_a_503_within_the_connect_timeout(
+    behind_proxy: tuple[LiveServer, CuttableProxy],
+) -> None:
+    server, proxy = behind_proxy
+    with server.client(AGENT) as client:
+        assert client.post("/v1/executions", json={"command": "echo before"}).status_code == 200
+        proxy.blackhole()
+        started = time.monotonic()
+        refused = client.post("/v1/executions", json={"command": "echo during > during-ran"})
+        elapsed = time.monotonic() - started
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "database_unavailable"
+        assert elapsed < CONNECT_TIMEOUT_SECONDS + 5
+        assert not (server.settings.workspace / "during-ran").exists()
+        proxy.cut()
+        proxy.start()
+        deadline = time.monotonic() + 15
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "not ready after the database answered again"
+            time.sleep(0.1)

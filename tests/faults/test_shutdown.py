@@ -1,0 +1,247 @@
+"""Graceful stop: SIGTERM answers every open wait, records every running command, keeps
+pending approvals, closes viewers with 1012, and exits within SHELLGATE_SHUTDOWN_GRACE."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from app.main import create_app
+from app.result_text import LOST_NOTICE
+from tests.conftest import AGENT, APPROVER, free_port, make_settings
+from tests.faults.server_process import server_env, server_process
+
+GRACE = 10.0
+POLICY = {"default": "allow", "rules": [{"match": "echo needs-approval*", "approval": "prompt"}]}
+
+
+def _until(condition: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _in_thread(results: dict[str, Any], name: str, call: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            results[name] = call()
+        except Exception as error:
+            results[name] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _viewer(base_url: str, execution_id: str, first_frame: threading.Event) -> int | None:
+    url = base_url.replace("http://", "ws://") + f"/v1/executions/{execution_id}/stream"
+    with connect(url, additional_headers={"Authorization": f"Bearer {AGENT}"}) as ws:
+        try:
+            while True:
+                ws.recv(timeout=60)
+                first_frame.set()
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+
+
+def test_sigterm_answers_waits_records_commands_and_exits_within_the_grace(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    env = server_env(tmp_path, policy_file=str(policy))
+    results: dict[str, Any] = {}
+    with server_process(env, tmp_path / "server.log") as server:
+        with server.client() as client:
+            job = client.post(
+                "/v1/executions", json={"command": "echo started; sleep 600", "async": True}
+            ).json()["id"]
+        long_client = server.client(timeout=700)
+        threads = [
+            _in_thread(results, "wait", lambda: long_client.get(f"/v1/executions/{job}?wait=600")),
+            _in_thread(
+                results,
+                "approval",
+                lambda: server.client(timeout=700).post(
+                    "/v1/executions",
+                    json={"command": "echo needs-approval-1", "approval_wait": 3600},
+                ),
+            ),
+            _in_thread(
+                results,
+                "foreground",
+                lambda: server.client(timeout=700).post(
+                    "/v1/executions", json={"command": "echo fg; sleep 20"}
+                ),
+            ),
+        ]
+        first_frame = threading.Event()
+        threads.append(
+            _in_thread(results, "viewer", lambda: _viewer(server.base_url, job, first_frame))
+        )
+        with server.client(APPROVER) as approver:
+
+            def all_in_flight() -> bool:
+                pending = approver.get("/v1/approvals", params={"state": "pending"}).json()
+                running = approver.get("/v1/executions", params={"state": "running"}).json()
+                commands = {item["command"] for item in running["data"]}
+                return (
+                    len(pending["data"]) == 1
+                    and "echo fg; sleep 20" in commands
+                    and first_frame.is_set()
+                )
+
+            _until(all_in_flight, 30, "the approval, the foreground call and the viewer")
+
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(GRACE + 10)
+        elapsed = time.monotonic() - started
+        for thread in threads:
+            thread.join(10)
+        log = server.log()
+    print(f"SIGTERM to exit: {elapsed:.2f}s")
+    assert elapsed < GRACE, f"stopped after {elapsed:.1f}s\n{log}"
+
+    waited = results["wait"]
+    assert isinstance(waited, httpx.Response), waited
+    assert waited.status_code == 200 and waited.json()["state"] == "running"
+    approval = results["approval"]
+    assert isinstance(approval, httpx.Response), approval
+    assert approval.status_code == 202 and approval.json()["state"] == "awaiting_approval"
+    foreground = results["foreground"]
+    assert isinstance(foreground, httpx.Response), foreground
+    assert foreground.status_code == 202, foreground.text
+    assert foreground.json()["state"] == "running"
+    assert results["viewer"] == 1012
+
+    # The next instance finds every command recorded and the approval still pending.
+    with server_process(env, tmp_path / "server2.log") as again, again.client() as client:
+        for execution_id, output in ((job, "started\n"), (foreground.json()["id"], "fg\n")):
+            record = client.get(f"/v1/executions/{execution_id}").json()
+            assert record["state"] == "lost", record
+            assert LOST_NOTICE in record["notices"]
+            assert record["finished_at"] is not None
+            log_bytes = client.get(f"/v1/executions/{execution_id}/output").content
+            assert log_bytes == output.encode()
+        held = client.get(f"/v1/executions/{approval.json()['id']}").json()
+        assert held["state"] == "awaiting_approval"
+        assert held["approval"]["state"] == "pending"
+
+
+# --- what the app does the moment the stop is requested (in process: the listener stays open)
+
+
+@contextlib.contextmanager
+def _serve_app(app: Any) -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    _until(lambda: server.started, 30, "the server")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture
+def stoppable(tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    app = create_app(make_settings(tmp_path))
+    with _serve_app(app) as base_url:
+        yield app, base_url
+
+
+def test_once_stopping_readiness_fails_and_new_work_gets_503_with_retry_after(
+    stoppable: tuple[Any, str],
+) -> None:
+    app, base_url = stoppable
+    headers = {"Authorization": f"Bearer {AGENT}"}
+    with httpx.Client(base_url=base_url, headers=headers, timeout=30) as client:
+        assert client.get("/readyz").status_code == 200
+        job = client.post("/v1/executions", json={"command": "sleep 600", "async": True}).json()
+        results: dict[str, Any] = {}
+        waiting = _in_thread(
+            results, "wait", lambda: client.get(f"/v1/executions/{job['id']}?wait=600")
+        )
+        _until(lambda: app.state.services.executions._changes._events, 10, "the long-poll")
+
+        app.state.stop_signal.fire()
+        waiting.join(5)
+        assert results["wait"].status_code == 200
+
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["error"]["code"] == "shutting_down"
+        assert ready.headers["Retry-After"] == "5"
+        for path, body in (
+            ("/v1/executions", {"command": "echo never"}),
+            ("/v1/sessions", {}),
+            ("/v1/ws-tickets", None),
+        ):
+            refused = client.post(path, json=body)
+            assert refused.status_code == 503, (path, refused.text)
+            assert refused.json()["error"]["code"] == "shutting_down"
+            assert int(refused.headers["Retry-After"]) > 0
+        ended = client.get(f"/v1/executions/{job['id']}").json()
+        assert ended["state"] in ("running", "lost")
+        # The running command was stopped (TERM, then KILL) and recorded.
+        _until(
+            lambda: client.get(f"/v1/executions/{job['id']}").json()["state"] == "lost",
+            10,
+            "the job to be recorded lost",
+        )
+
+
+def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proof_command(
+    tmp_path: Path,
+) -> None:
+    env = server_env(tmp_path)
+    with server_process(env, tmp_path / "server.log") as server:
+        with server.client() as client:
+            stubborn = client.post(
+                "/v1/executions",
+                json={"command": "trap '' TERM; echo stubborn; sleep 600", "async": True},
+            ).json()["id"]
+            _until(
+                lambda: client.get(f"/v1/executions/{stubborn}").json()["output"] == "stubborn\n",
+                30,
+                "the stubborn command to start",
+            )
+        port = int(server.base_url.rsplit(":", 1)[1])
+        # A request whose body never finishes arriving: only uvicorn's cancel ends it.
+        with socket.create_connection(("127.0.0.1", port)) as stalled:
+            stalled.sendall(
+                b"POST /v1/executions HTTP/1.1\r\nHost: x\r\n"
+                + f"Authorization: Bearer {AGENT}\r\n".encode()
+                + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                + b'{"command": "echo'
+            )
+            started = time.monotonic()
+            server.process.send_signal(signal.SIGINT)
+            server.process.wait(GRACE + 10)
+            elapsed = time.monotonic() - started
+        log = server.log()
+    print(f"SIGINT to exit with a stalled request: {elapsed:.2f}s")
+    assert elapsed < GRACE, f"stopped after {elapsed:.1f}s\n{log}"
+    with server_process(env, tmp_path / "server2.log") as again, again.client() as client:
+        record = client.get(f"/v1/executions/{stubborn}").json()
+        assert record["state"] == "lost"
+        assert record["signal"] == signal.SIGKILL  # TERM was ignored: the grace ended in KILL
+        assert client.get(f"/v1/executions/{stubborn}/output").content == b"stubborn\n"
