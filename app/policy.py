@@ -21,6 +21,7 @@ from typing import Annotated, Any, Protocol
 import re2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from app.env_policy import EnvRules
 from app.shell_syntax import has_control_syntax, normalize_whitespace, read_command
 
 __all__ = [
@@ -200,6 +201,7 @@ class PolicyDocument(BaseModel):
     unreadable: RuleActionValue = RuleAction.prompt
     rules: list[PolicyRule] = Field(default_factory=list)
     interceptor: InterceptorSettings = Field(default_factory=InterceptorSettings)
+    env: EnvRules = Field(default_factory=EnvRules)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ class Services:
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
-        sessions = SessionService(settings, db, registry)
+        sessions = SessionService(settings, db, registry, policy)
         executions = ExecutionService(settings, db, registry, policy, metrics, sessions, tracing)
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(

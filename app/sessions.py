@@ -45,11 +45,13 @@ from app import crud
 from app.auth import Principal
 from app.config import Settings
 from app.db import Database
+from app.env_policy import validate_env
 from app.environment import build_environment
 from app.errors import ForbiddenError, NotFoundError
-from app.executions.draft import resolve_cwd, validate_env
+from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.models import ShellSession
+from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
 from app.runner import runner_tool
 from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
@@ -159,10 +161,13 @@ class _Call:
 class SessionService:
     """The sessions' use-cases, and the `SessionBinding` through which executions run in them."""
 
-    def __init__(self, settings: Settings, db: Database, registry: Registry) -> None:
+    def __init__(
+        self, settings: Settings, db: Database, registry: Registry, policy: PolicyService
+    ) -> None:
         self.settings = settings
         self.db = db
         self.registry = registry
+        self._policy = policy
         self._directory = settings.data_dir / "sessions"
         # Sessions loaded since start; every change goes through this service, so it stays true.
         self._known: dict[str, ShellSession] = {}
@@ -176,6 +181,9 @@ class SessionService:
     async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
         principal.require("agent", "admin")
         validate_env(body.env)
+        # Judged now (a denied name → 403, nothing stored) and again at every call, under the
+        # policy in force then: a prompted name is accepted here and prompts on each call.
+        self._policy.refuse_denied_env(body.env)
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         now = datetime.now(UTC)
         record = ShellSession(
@@ -219,6 +227,7 @@ class SessionService:
         env_changed = False
         if body.env is not None:
             validate_env(body.env)
+            self._policy.refuse_denied_env(body.env)
             env_changed = body.env != json.loads(record.env)
             values["env"] = json.dumps(body.env)
         if body.timeout_ms is not None:

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from app.env_policy import DEFAULT_ENV_DENY, EnvRules
 from app.policy import (
     CRITICAL_PATTERNS,
     RUNNER_CRITICAL_PATTERNS,
@@ -78,7 +79,7 @@ SPEC_EXAMPLE = {
 
 def test_policy_document_round_trips_the_spec_example_exactly() -> None:
     document = PolicyDocument.model_validate(SPEC_EXAMPLE)
-    assert document.model_dump(mode="json") == SPEC_EXAMPLE
+    assert document.model_dump(mode="json") == {**SPEC_EXAMPLE, "env": EnvRules().model_dump()}
 
 
 def test_policy_document_defaults() -> None:
@@ -88,6 +89,7 @@ def test_policy_document_defaults() -> None:
         "unreadable": "prompt",
         "rules": [],
         "interceptor": {"enabled": False, "rules": None},
+        "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
     }
 
 
