@@ -18,7 +18,14 @@ from app.errors import InvalidRequestError, PolicyDeniedError
 from app.interceptor import Interception, effective_rules
 from app.interceptor import check as check_interception
 from app.models import PolicyVersion
-from app.policy import InterceptorSettings, PolicyDocument, RuleAction, Verdict, evaluate
+from app.policy import (
+    InterceptorSettings,
+    PolicyDocument,
+    RuleAction,
+    Verdict,
+    evaluate,
+    glob_matches,
+)
 from app.schemas import (
     CdRewrite,
     EnvVerdictPublic,
@@ -168,6 +175,7 @@ class PolicyService:
             reason=judgement.reason,
             command_verdict=verdict.approval,
             matched_rule=verdict.matched_rule,
+            matched_segment=_matched_text(verdict, request.command),
             segments=verdict.segments,
             critical_hits=verdict.critical_hits,
             unreadable_reasons=verdict.unreadable_reasons,
@@ -225,6 +233,18 @@ class PolicyService:
 
     async def versions(self, limit: int) -> list[PolicyVersion]:
         return await self._db.call(crud.list_policy_versions, limit=limit)
+
+
+def _matched_text(verdict: Verdict, command: str) -> str | None:
+    """The text the deciding rule matched: the whole command first (as the engine tries it),
+    else the first segment it matches."""
+    rule = verdict.matched_rule
+    if rule is None:
+        return None
+    for text in (command, *verdict.segments):
+        if glob_matches(rule.match, text):
+            return text
+    return None
 
 
 def version_public(version: PolicyVersion) -> PolicyVersionPublic:

@@ -450,6 +450,9 @@ class PolicyEvaluation(BaseModel):
     reason: str
     command_verdict: RuleAction = Field(description="The command's verdict alone.")
     matched_rule: PolicyRule | None
+    matched_segment: str | None = Field(
+        description="What the matched rule applied to: the whole command or one of `segments`."
+    )
     segments: list[str]
     critical_hits: list[str] = Field(description="Names of the critical patterns found.")
     unreadable_reasons: list[str] = Field(

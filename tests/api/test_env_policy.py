@@ -606,6 +606,7 @@ def test_evaluate_reports_env_verdicts_cwd_and_the_combined_verdict(
         assert body["reason"] == "Blocked environment variable: BASH_ENV"
         assert body["command_verdict"] == "allow"
         assert body["matched_rule"] == {"match": "git *", "approval": "allow"}
+        assert body["matched_segment"] == "git status"
         assert body["env_verdict"] == "deny"
         assert body["env"] == [
             {"name": "A", "verdict": "allow", "rule": None},
@@ -623,6 +624,9 @@ def test_evaluate_reports_env_verdicts_cwd_and_the_combined_verdict(
         assert prompted["reason"] == "Prompt required for environment variables: AWS_X (AWS_*)"
         assert prompted["cwd"] == "/var"
         assert prompted["cd_rewrite"] == {"cwd": "/var", "command": "git log"}
+        # Compound text: the `git *` allow cannot vouch for it; the default (allow) decides.
+        assert prompted["command_verdict"] == "allow"
+        assert prompted["matched_rule"] is None and prompted["matched_segment"] is None
 
         relative = agent.post("/v1/policy/evaluate", json={"command": "ls", "cwd": "sub"}).json()
         assert relative["cwd"] == str(env_server.settings.workspace / "sub")
