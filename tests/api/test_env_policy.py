@@ -19,7 +19,13 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from app.env_policy import DEFAULT_ENV_DENY
-from tests.api.test_approvals import in_background, pending_approval_for, post_as
+from tests.api.test_approvals import (
+    in_background,
+    next_event,
+    open_stream,
+    pending_approval_for,
+    post_as,
+)
 from tests.api.test_mcp import mcp_client, text_of
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.test_migrations import POSTGRES_URL, _postgres_reachable
@@ -392,6 +398,31 @@ def test_approval_shows_the_env_and_what_runs_is_exactly_what_was_shown(
     assert result.status_code == 200, result.text
     assert result.json()["output"] == f"hello\nX={payload}\n"
     assert markers.fired() == []
+
+
+def test_the_approvals_stream_carries_env_session_and_pty(prompt_server: LiveServer) -> None:
+    with (
+        open_stream(prompt_server, APPROVER) as socket,
+        prompt_server.client(AGENT) as agent,
+    ):
+        assert next_event(socket)["type"] == "snapshot"
+        body = agent.post(
+            "/v1/executions",
+            json={"command": "echo streamed", "env": {"Y": "$(y)"}, "pty": True, "async": True},
+        ).json()
+        event = next_event(socket)
+        while (
+            event["type"] != "approval.requested"
+            or event["approval"]["id"] != (body["approval"]["id"])
+        ):
+            event = next_event(socket)
+        approval = event["approval"]
+        assert (approval["env"], approval["session"], approval["pty"]) == (
+            {"Y": "$(y)"},
+            None,
+            True,
+        )
+        agent.post(f"/v1/executions/{body['id']}/cancel")
 
 
 def test_a_prompted_env_name_needs_an_approval_even_for_an_allowed_command(
