@@ -31,7 +31,9 @@ class ExecutionCreate(StrictModel):
 
     command: str = Field(description="Shell text, run as `bash -c <command>`.")
     env: dict[str, str] | None = Field(
-        default=None, description="Extra environment values (never parsed as shell text)."
+        default=None,
+        description="Extra environment values (never parsed as shell text); every name is "
+        "judged by the policy's env rules (BASH_ENV, PATH, LD_* and the like are denied).",
     )
     timeout: float = Field(
         default=300,
@@ -297,7 +299,9 @@ class SessionCreate(StrictModel):
         "the workspace root; default the workspace root).",
     )
     env: dict[str, str] | None = Field(
-        default=None, description="Environment values of every call (never parsed as shell text)."
+        default=None,
+        description="Environment values of every call (never parsed as shell text); judged by "
+        "the policy's env rules now and again at every call.",
     )
     timeout_ms: int = Field(
         default=SESSION_DEFAULT_TIMEOUT_MS,
