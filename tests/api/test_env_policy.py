@@ -554,6 +554,11 @@ def test_pending_approvals_are_capped_per_owner(tmp_path: Path) -> None:
         assert approver.post(f"/v1/approvals/{first}/deny", json={}).status_code == 200
         assert ask(alice, 4).status_code == 202
         assert ask(alice, 5).status_code == 429
+        # The runner's prompted calls count too, and are refused before the stream starts.
+        session = alice.post("/v1/sessions", json={}).json()
+        run = alice.post(f"/v1/sessions/{session['id']}/run", json={"command": "echo ask-run"})
+        assert run.status_code == 429, run.text
+        assert run.json()["error"]["message"] == "Too many pending approvals (3)."
         # An allowed command is never counted.
         assert alice.post("/v1/executions", json={"command": "echo free"}).status_code == 200
 

@@ -128,10 +128,13 @@ async def session_tool(
             404,
             409,
             422,
+            429,
             described={
                 403: "Approvers may not run in sessions (`forbidden`); the policy or a guard "
-                "pattern denied the command (`policy_denied`), or an approver did "
-                "(`approval_rejected`).",
+                "pattern denied the command, or the env rules deny a name of the session's "
+                "env (`policy_denied`), or an approver did (`approval_rejected`).",
+                429: "The caller already has `SHELLGATE_MAX_PENDING_APPROVALS` approvals "
+                "pending (`pending_approval_limit`, header `Retry-After`).",
                 404: _NOT_FOUND,
                 409: "The call was cancelled while it awaited approval (`conflict`).",
                 422: 'Malformed body (`{"detail"}`), or refused (`invalid_request`): '
