@@ -59,7 +59,7 @@ DEFAULT_ENV_DENY: tuple[str, ...] = (
 
 # A glob is a variable name in which `*` stands for any run of characters (the only wildcard,
 # as in the command rules); matching is case-sensitive, as environment names are.
-_GLOB_SHAPE = re.compile(r"^[A-Za-z0-9_*]+$")
+_GLOB_SHAPE = re.compile(r"[A-Za-z0-9_*]+")
 _SEVERITY: dict[EnvAction, int] = {"allow": 0, "prompt": 1, "deny": 2}
 
 
@@ -67,7 +67,7 @@ def _check_globs(globs: list[str]) -> list[str]:
     cleaned = []
     for glob in globs:
         text = glob.strip()
-        if not _GLOB_SHAPE.match(text):
+        if not _GLOB_SHAPE.fullmatch(text):
             raise ValueError(
                 f"invalid env glob {glob!r}: use letters, digits, `_` and `*` (any run)"
             )
