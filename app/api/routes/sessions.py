@@ -20,13 +20,18 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."
+_FORBIDDEN_OR_ENV = (
+    "Approvers may read sessions but not use or change them (`forbidden`); the policy's env "
+    "rules deny a name of `env` (`policy_denied`, `Blocked environment variable: <NAME>`; "
+    "nothing is stored)."
+)
 
 
 @router.post(
     "",
     status_code=201,
     response_model=SessionPublic,
-    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN}),
+    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN_OR_ENV}),
     summary="Open a session",
 )
 async def create_session(
@@ -63,7 +68,7 @@ async def get_session(
     "/{session_id}",
     response_model=SessionPublic,
     responses=error_responses(
-        400, 401, 403, 404, 422, described={403: _FORBIDDEN, 404: _NOT_FOUND}
+        400, 401, 403, 404, 422, described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND}
     ),
     summary="Change cwd, env, timeout_ms or pty (a new env also resets the shell state)",
 )
