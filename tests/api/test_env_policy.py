@@ -673,3 +673,26 @@ def test_evaluate_reports_env_verdicts_cwd_and_the_combined_verdict(
         assert bad.json()["error"]["message"] == "Invalid bash env name: 1X"
     assert execution_ids(env_server) == before
     assert markers.fired() == []
+
+
+def test_the_command_is_judged_in_its_effective_working_directory(
+    env_server: LiveServer,
+) -> None:
+    """The request's cwd (or a leading `cd` target) reaches the critical patterns: `rm -rf .`
+    is harmless in a scratch directory and critical in `/`. `false &&` keeps the submitted one
+    from ever running, whatever the verdict."""
+    command = "false && rm -rf ."
+    with env_server.client(AGENT) as agent:
+        in_root = agent.post("/v1/policy/evaluate", json={"command": command, "cwd": "/"}).json()
+        assert in_root["verdict"] == "prompt" and in_root["critical_hits"], in_root
+        by_cd = agent.post("/v1/policy/evaluate", json={"command": f"cd / && {command}"}).json()
+        assert by_cd["verdict"] == "prompt" and by_cd["cwd"] == "/"
+        scratch = agent.post(
+            "/v1/policy/evaluate", json={"command": command, "cwd": "/tmp/scratch-x"}
+        ).json()
+        assert scratch["verdict"] == "allow" and scratch["critical_hits"] == []
+        held = agent.post(
+            "/v1/executions", json={"command": command, "cwd": "/", "async": True}
+        ).json()
+        assert held["state"] == "awaiting_approval"
+        assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
