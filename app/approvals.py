@@ -7,7 +7,9 @@ execution once an approval leaves `pending`. This module knows nothing about pro
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -16,7 +18,12 @@ from typing import Any
 from app import crud
 from app.auth import Principal
 from app.db import Database
-from app.errors import ConflictError, ForbiddenError, NotFoundError
+from app.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PendingApprovalLimitError,
+)
 from app.metrics import Metrics
 from app.models import Approval, ApprovalState, Execution, ExecutionState
 from app.observability.events import execution_event
@@ -43,6 +50,9 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         execution_id=approval.execution_id,
         command=approval.command,
         cwd=approval.cwd,
+        env=json.loads(approval.env),
+        session=approval.session_id,
+        pty=approval.pty,
         reason=approval.reason,
         state=ApprovalState(approval.state),
         requested_by=approval.requested_by,
@@ -66,10 +76,12 @@ class ApprovalService:
         timeout_seconds: float,
         on_settled: SettledHandler | None = None,
         metrics: Metrics | None = None,
+        max_pending_per_owner: int = 50,
     ) -> None:
         self._db = db
         self._metrics = metrics
         self._timeout = timeout_seconds
+        self._max_pending = max_pending_per_owner
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         # Unbounded queues with the bound enforced in `_publish`, so that the `overflow` marker
         # always fits behind the events a slow listener left unread.
@@ -79,10 +91,19 @@ class ApprovalService:
 
     # --- requests ---------------------------------------------------------------------------
 
-    async def request(self, execution: Execution, *, reason: str) -> Approval:
+    async def request(
+        self, execution: Execution, *, reason: str, env: dict[str, str] | None = None
+    ) -> Approval:
         """Record a pending approval (id `execution.approval_id`) for `execution`, which is
         written in the same transaction: no execution ever waits on an approval that does not
-        exist."""
+        exist. The approval shows everything that will run: the command, the cwd, `env` (all
+        the variables the request sets), the session and whether it runs in a PTY.
+
+        One owner holds at most `max_pending_per_owner` pending approvals: the count and the
+        insert are one database transaction (see `crud.insert_execution_awaiting`), so requests
+        racing each other cannot pass the cap together. Beyond it: PendingApprovalLimitError,
+        and nothing is written.
+        """
         if execution.approval_id is None:
             raise ValueError(f"execution {execution.id} names no approval")
         now = datetime.now(UTC)
@@ -91,14 +112,25 @@ class ApprovalService:
             execution_id=execution.id,
             command=execution.original_command,
             cwd=execution.cwd,
+            env=json.dumps(env or {}),
+            session_id=execution.session_id,
+            pty=execution.pty,
             reason=reason,
             requested_by=execution.owner,
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )
-        approval = await self._db.call(
-            crud.insert_execution_awaiting, execution=execution, approval=approval
+        inserted = await self._db.call(
+            crud.insert_execution_awaiting,
+            execution=execution,
+            approval=approval,
+            max_pending=self._max_pending,
         )
+        if inserted is None:
+            raise PendingApprovalLimitError(
+                self._max_pending, retry_after_seconds=await self._retry_after(execution.owner)
+            )
+        approval = inserted
         self._arm_expiry(approval)
         self._publish(approval_event("approval.requested", approval))
         logger.info(
@@ -110,6 +142,15 @@ class ApprovalService:
             approval.command,
         )
         return approval
+
+    async def _retry_after(self, owner: str) -> int:
+        """Seconds until the owner's oldest pending approval expires (a decision may free a
+        place sooner), within 1..60."""
+        earliest = await self._db.call(crud.earliest_pending_expiry, requested_by=owner)
+        if earliest is None:
+            return 1
+        seconds = (aware_utc(earliest) - datetime.now(UTC)).total_seconds()
+        return max(1, min(60, math.ceil(seconds)))
 
     async def restore(self) -> int:
         """After a restart: pending approvals stay pending, with their expiry timers re-armed;

@@ -427,16 +427,21 @@ def policy_set(
 def policy_check(
     ctx: typer.Context,
     command: str = typer.Argument(..., help="The command as an agent would send it."),
+    env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable: judged too."),
+    cwd: str | None = typer.Option(None, "--cwd", help="The working directory it would run in."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
 ) -> None:
-    """Dry run: what the policy would decide for COMMAND (runs nothing)."""
+    """Dry run: what the policy would decide for COMMAND with its env (runs nothing)."""
     with _server(ctx) as client:
-        evaluation = client.evaluate(command)
+        evaluation = client.evaluate(command, env=_parse_env(env) or None, cwd=cwd)
     if as_json:
         typer.echo(json.dumps(evaluation, indent=2))
         return
     typer.echo(f"verdict: {evaluation.get('verdict')}")
     typer.echo(f"reason: {evaluation.get('reason')}")
+    for item in evaluation.get("env") or []:
+        if item.get("verdict") != "allow":
+            typer.echo(f"env {item.get('name')}: {item.get('verdict')} ({item.get('rule')})")
 
 
 @cli.command()

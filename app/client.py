@@ -294,7 +294,15 @@ class ShellgateClient:
         )
         return body
 
-    def evaluate(self, command: str) -> dict[str, Any]:
-        """The dry run: `verdict`, `reason`, `matched_rule`, `segments`, … (runs nothing)."""
-        body: dict[str, Any] = self._json("POST", "/v1/policy/evaluate", json={"command": command})
+    def evaluate(
+        self, command: str, *, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> dict[str, Any]:
+        """The dry run: `verdict`, `reason`, `matched_rule`, `segments`, `env`, … (runs
+        nothing)."""
+        request: dict[str, Any] = {"command": command}
+        if env:
+            request["env"] = env
+        if cwd is not None:
+            request["cwd"] = cwd
+        body: dict[str, Any] = self._json("POST", "/v1/policy/evaluate", json=request)
         return body

@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     max_jobs: int = Field(default=32, ge=1, le=10_000)
     auto_background_ms: int = Field(default=30_000, ge=0)
     approval_timeout: float = Field(default=600, gt=0)
+    # Per owner: one agent filing approvals in a loop must not bury everyone else's.
+    max_pending_approvals: int = Field(default=50, ge=1, le=100_000)
 
     shell: str = "/bin/bash"
     max_command_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)

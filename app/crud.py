@@ -128,22 +128,49 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
 
 
 def insert_execution_awaiting(
-    session: Session, *, execution: Execution, approval: Approval
-) -> Approval:
-    """An execution and its approval in one transaction: neither exists without the other."""
+    session: Session, *, execution: Execution, approval: Approval, max_pending: int
+) -> Approval | None:
+    """An execution and its approval in one transaction (neither exists without the other),
+    unless the requester already has `max_pending` pending approvals: None then, and nothing is
+    written.
+
+    The count runs inside the writing transaction, after its first write: SQLite holds its
+    single write lock from that write to the commit, so concurrent requests count one after
+    another. PostgreSQL takes a transaction-scoped advisory lock on the requester first, which
+    serialises the requests of one owner across every replica.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+            {"key": f"shellgate.pending-approvals:{approval.requested_by}"},
+        )
     session.add(execution)
-    session.flush()  # the approval's foreign key needs the execution row first
+    session.flush()  # takes the write lock; the approval's foreign key needs the execution
+    pending = session.exec(
+        select(func.count())
+        .select_from(Approval)
+        .where(
+            col(Approval.requested_by) == approval.requested_by,
+            col(Approval.state) == ApprovalState.pending.value,
+            col(Approval.id) != approval.id,
+        )
+    ).one()
+    if int(pending) >= max_pending:
+        session.rollback()
+        return None
     session.add(approval)
     session.commit()
     session.refresh(approval)
     return approval
 
 
-def insert_approval(session: Session, *, approval: Approval) -> Approval:
-    session.add(approval)
-    session.commit()
-    session.refresh(approval)
-    return approval
+def earliest_pending_expiry(session: Session, *, requested_by: str) -> datetime | None:
+    query = select(func.min(Approval.expires_at)).where(
+        col(Approval.requested_by) == requested_by,
+        col(Approval.state) == ApprovalState.pending.value,
+    )
+    value = session.exec(query).one()
+    return value if isinstance(value, datetime) else None
 
 
 def get_approval(session: Session, *, approval_id: str) -> Approval | None:

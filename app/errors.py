@@ -34,16 +34,43 @@ class ConflictError(AppError):
     code = "conflict"
 
 
-class JobLimitReachedError(AppError):
+class TooManyRequestsError(AppError):
+    """A limit that frees up with time: the answer says when to try again (`Retry-After`)."""
+
+    code = "too_many_requests"
+
+    def __init__(
+        self, message: str, *, retry_after_seconds: int, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class StaleApprovalError(ConflictError):
+    """What an approved command would run with is no longer what its approver was shown."""
+
+
+class JobLimitReachedError(TooManyRequestsError):
     code = "job_limit_reached"
 
     def __init__(self, limit: int, retry_after_seconds: int = 5) -> None:
         super().__init__(
             f"Background job limit reached ({limit}). "
             "Wait for running jobs to finish or cancel one.",
+            retry_after_seconds=retry_after_seconds,
             details={"max_jobs": limit},
         )
-        self.retry_after_seconds = retry_after_seconds
+
+
+class PendingApprovalLimitError(TooManyRequestsError):
+    code = "pending_approval_limit"
+
+    def __init__(self, limit: int, retry_after_seconds: int) -> None:
+        super().__init__(
+            f"Too many pending approvals ({limit}).",
+            retry_after_seconds=retry_after_seconds,
+            details={"max_pending_approvals": limit},
+        )
 
 
 class PolicyDeniedError(AppError):

@@ -100,12 +100,20 @@ class Execution(SQLModel, table=True):
 
 class Approval(SQLModel, table=True):
     __tablename__ = "approvals"
-    __table_args__ = (Index("ix_approvals_state", "state"),)
+    __table_args__ = (
+        Index("ix_approvals_state", "state"),
+        Index("ix_approvals_requested_by_state", "requested_by", "state"),
+    )
 
     id: str = Field(primary_key=True, max_length=64)
     execution_id: str = Field(foreign_key="executions.id", max_length=64)
     command: str = Field(sa_column=Column(Text, nullable=False))
     cwd: str = Field(sa_column=Column(Text, nullable=False))
+    # What else decides what runs, shown to the approver beside the command: the environment
+    # values (JSON object: the session's overlaid by the call's), the session, the terminal.
+    env: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    session_id: str | None = Field(default=None, max_length=64)
+    pty: bool = False
     reason: str = Field(sa_column=Column(Text, nullable=False))
     state: str = Field(default=ApprovalState.pending, max_length=16)
     requested_by: str = Field(max_length=64)

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Protocol
 import re2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from app.env_policy import EnvRules
 from app.shell_syntax import has_control_syntax, normalize_whitespace, read_command
 
 __all__ = [
@@ -202,6 +203,7 @@ class PolicyDocument(BaseModel):
     interceptor: InterceptorSettings = Field(default_factory=InterceptorSettings)
     # False: whatever a run started (daemons included) is killed when the run ends.
     keep_daemons: bool = False
+    env: EnvRules = Field(default_factory=EnvRules)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
@@ -12,10 +13,30 @@ from pydantic import ValidationError
 
 from app import crud
 from app.db import Database
+from app.env_policy import EnvJudgement, judge_env, validate_env
+from app.errors import InvalidRequestError, PolicyDeniedError
 from app.interceptor import Interception, effective_rules
 from app.interceptor import check as check_interception
 from app.models import PolicyVersion
-from app.policy import InterceptorSettings, PolicyDocument, Verdict, evaluate
+from app.policy import (
+    InterceptorSettings,
+    PolicyDocument,
+    RuleAction,
+    Verdict,
+    evaluate,
+    glob_matches,
+)
+from app.schemas import (
+    CdRewrite,
+    EnvVerdictPublic,
+    InterceptionPublic,
+    PolicyEvaluate,
+    PolicyEvaluation,
+    PolicyVersionPublic,
+)
+from app.shell_syntax import extract_leading_cd
+from app.timestamps import aware_utc
+from app.working_directory import working_directory
 
 logger = logging.getLogger("shellgate.policy")
 
@@ -50,6 +71,37 @@ def read_policy_file(path: Path) -> PolicyDocument:
 INLINE_EVALUATION_MAX_CHARS = 2048
 # The interceptor costs ~1.5 ms per 2 KiB (the flat splitter and the built-in rules).
 INLINE_INTERCEPT_MAX_CHARS = 512
+_SEVERITY = {RuleAction.allow: 0, RuleAction.prompt: 1, RuleAction.deny: 2}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The policy's word on one request: the command's verdict and the env's, combined so that
+    the stricter wins (a prompt on either side needs an approval; a deny on either refuses)."""
+
+    command: Verdict
+    env: EnvJudgement
+
+    @property
+    def env_action(self) -> RuleAction:
+        return RuleAction(self.env.action)
+
+    @property
+    def approval(self) -> RuleAction:
+        return max(self.command.approval, self.env_action, key=_SEVERITY.__getitem__)
+
+    @property
+    def reason(self) -> str:
+        command, env = self.command.approval, self.env_action
+        if command is RuleAction.deny or env is RuleAction.allow:
+            return self.command.reason
+        if env is RuleAction.deny or command is RuleAction.allow:
+            return self.env.reason
+        return f"{self.command.reason}; {self.env.reason}"
+
+    @property
+    def denied_by_env(self) -> bool:
+        return self.command.approval is not RuleAction.deny and self.env_action is RuleAction.deny
 
 
 class PolicyService:
@@ -71,12 +123,72 @@ class PolicyService:
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
-    async def evaluate(self, command: str) -> Verdict:
+    async def evaluate(self, command: str, *, cwd: str | None = None) -> Verdict:
         # Parsing is CPU work that grows with the command (~10 ms at 64 KiB): long commands
         # are judged on a worker thread so that the event loop never stalls.
+        document = self.document  # one version for the whole judgement
         if len(command) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(self.document, command)
-        return await anyio.to_thread.run_sync(evaluate, self.document, command)
+            return evaluate(document, command, cwd=cwd)
+        return await anyio.to_thread.run_sync(lambda: evaluate(document, command, cwd=cwd))
+
+    def judge_env(self, names: Iterable[str]) -> EnvJudgement:
+        return judge_env(self.document.env, names)
+
+    def refuse_denied_env(self, env: dict[str, str] | None) -> None:
+        """403 `Blocked environment variable: <NAME>` if the env rules deny any name of `env`
+        (a prompted name passes: it is judged again on every call that runs with it)."""
+        judgement = self.judge_env(env or {})
+        if judgement.action == "deny":
+            raise PolicyDeniedError(
+                judgement.reason, details={"env": [item.name for item in judgement.named("deny")]}
+            )
+
+    async def judge(
+        self, command: str, *, env_names: Iterable[str], cwd: str | None = None
+    ) -> Judgement:
+        """The command and every env name of a request, under the policy in force now."""
+        env = self.judge_env(env_names)
+        return Judgement(await self.evaluate(command, cwd=cwd), env)
+
+    async def dry_run(
+        self, request: PolicyEvaluate, *, max_command_bytes: int, workspace: Path
+    ) -> PolicyEvaluation:
+        """What `POST /v1/executions` would decide for this request; runs nothing."""
+        size = len(request.command.encode("utf-8", "surrogatepass"))
+        if size > max_command_bytes:
+            raise InvalidRequestError(f"command is longer than {max_command_bytes} bytes")
+        validate_env(request.env)
+        leading = None if request.cwd else extract_leading_cd(request.command)
+        cwd_request = request.cwd or (leading.target if leading else None)
+        cwd = working_directory(cwd_request, str(workspace))
+        judgement = await self.judge(request.command, env_names=request.env or {}, cwd=cwd)
+        verdict = judgement.command
+        interception = None
+        if judgement.approval is not RuleAction.deny:
+            hit = await self.intercept(
+                request.command, request.tools, rewritten=leading.rest if leading else None
+            )
+            if hit is not None:
+                interception = InterceptionPublic(tool=hit.tool, message=hit.message)
+        return PolicyEvaluation(
+            verdict=judgement.approval,
+            reason=judgement.reason,
+            command_verdict=verdict.approval,
+            matched_rule=verdict.matched_rule,
+            matched_segment=_matched_text(verdict, request.command),
+            segments=verdict.segments,
+            critical_hits=verdict.critical_hits,
+            unreadable_reasons=verdict.unreadable_reasons,
+            parse_error=verdict.parse_error,
+            env_verdict=judgement.env_action,
+            env=[
+                EnvVerdictPublic(name=item.name, verdict=RuleAction(item.action), rule=item.glob)
+                for item in judgement.env.names
+            ],
+            cwd=cwd,
+            cd_rewrite=CdRewrite(cwd=leading.target, command=leading.rest) if leading else None,
+            interception=interception,
+        )
 
     async def intercept(
         self, command: str, tools: Collection[str] | None, *, rewritten: str | None = None
@@ -121,3 +233,24 @@ class PolicyService:
 
     async def versions(self, limit: int) -> list[PolicyVersion]:
         return await self._db.call(crud.list_policy_versions, limit=limit)
+
+
+def _matched_text(verdict: Verdict, command: str) -> str | None:
+    """The text the deciding rule matched: the whole command first (as the engine tries it),
+    else the first segment it matches."""
+    rule = verdict.matched_rule
+    if rule is None:
+        return None
+    for text in (command, *verdict.segments):
+        if glob_matches(rule.match, text):
+            return text
+    return None
+
+
+def version_public(version: PolicyVersion) -> PolicyVersionPublic:
+    return PolicyVersionPublic(
+        id=version.id or 0,
+        author=version.author,
+        created_at=aware_utc(version.created_at),
+        document=PolicyDocument.model_validate_json(version.document),
+    )

@@ -72,7 +72,7 @@ class Services:
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
-        sessions = SessionService(settings, db, registry, confinement)
+        sessions = SessionService(settings, db, registry, policy, confinement)
         storage = StorageGuard(settings.data_dir)
         executions = ExecutionService(
             settings, db, registry, policy, metrics, sessions, confinement, storage, tracing

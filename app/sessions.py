@@ -46,11 +46,13 @@ from app.auth import Principal
 from app.config import Settings
 from app.confinement import Confinement
 from app.db import Database
+from app.env_policy import validate_env
 from app.environment import build_environment
 from app.errors import ForbiddenError, NotFoundError
-from app.executions.draft import resolve_cwd, validate_env
+from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.models import ShellSession
+from app.policy_service import PolicyService
 from app.registry import LiveExecution, Registry
 from app.runner import runner_tool
 from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
@@ -161,11 +163,17 @@ class SessionService:
     """The sessions' use-cases, and the `SessionBinding` through which executions run in them."""
 
     def __init__(
-        self, settings: Settings, db: Database, registry: Registry, confinement: Confinement
+        self,
+        settings: Settings,
+        db: Database,
+        registry: Registry,
+        policy: PolicyService,
+        confinement: Confinement,
     ) -> None:
         self.settings = settings
         self.db = db
         self.registry = registry
+        self._policy = policy
         self._confinement = confinement  # session limits are checked against the server's
         self._directory = settings.data_dir / "sessions"
         # Sessions loaded since start; every change goes through this service, so it stays true.
@@ -180,6 +188,9 @@ class SessionService:
     async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
         principal.require("agent", "admin")
         validate_env(body.env)
+        # Judged now (a denied name → 403, nothing stored) and again at every call, under the
+        # policy in force then: a prompted name is accepted here and prompts on each call.
+        self._policy.refuse_denied_env(body.env)
         limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
         self._confinement.resolve(limits)  # above the server's → 422
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
@@ -226,6 +237,7 @@ class SessionService:
         env_changed = False
         if body.env is not None:
             validate_env(body.env)
+            self._policy.refuse_denied_env(body.env)
             env_changed = body.env != json.loads(record.env)
             values["env"] = json.dumps(body.env)
         if body.timeout_ms is not None:

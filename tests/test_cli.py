@@ -215,6 +215,17 @@ def test_policy_check_shows_deny_for_a_denied_command(policed: LiveServer) -> No
     assert "rm -rf *" in lines[1]
 
 
+def test_policy_check_judges_env_names_too(policed: LiveServer) -> None:
+    options = ["--env", "GREETING=hi", "--env", "BASH_ENV=/nonexistent-x", "--cwd", "/tmp"]
+    result = shellgate(policed.base_url, AGENT, "policy", "check", "true", *options)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "verdict: deny",
+        "reason: Blocked environment variable: BASH_ENV",
+        "env BASH_ENV: deny (BASH_ENV)",
+    ]
+
+
 def test_prompted_async_run_waits_for_approval_and_runs_once_approved(
     policed: LiveServer,
 ) -> None:

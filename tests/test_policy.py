@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from app.env_policy import DEFAULT_ENV_DENY, EnvRules
 from app.policy import (
     CRITICAL_PATTERNS,
     RUNNER_CRITICAL_PATTERNS,
@@ -78,8 +79,12 @@ SPEC_EXAMPLE = {
 
 def test_policy_document_round_trips_the_spec_example_exactly() -> None:
     document = PolicyDocument.model_validate(SPEC_EXAMPLE)
-    # The one field the example leaves out comes back with its default.
-    assert document.model_dump(mode="json") == {**SPEC_EXAMPLE, "keep_daemons": False}
+    # The fields the example leaves out come back with their defaults.
+    assert document.model_dump(mode="json") == {
+        **SPEC_EXAMPLE,
+        "keep_daemons": False,
+        "env": EnvRules().model_dump(),
+    }
 
 
 def test_policy_document_defaults() -> None:
@@ -90,6 +95,7 @@ def test_policy_document_defaults() -> None:
         "rules": [],
         "interceptor": {"enabled": False, "rules": None},
         "keep_daemons": False,
+        "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
     }
 
 

@@ -27,7 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ApprovalRejectedError: 403,
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
-    errors.JobLimitReachedError: 429,
+    errors.TooManyRequestsError: 429,
     errors.UnavailableError: 503,
     errors.StorageFullError: 507,
 }
@@ -106,7 +106,7 @@ def error_body(
 
 def app_error_response(error: errors.AppError) -> JSONResponse:
     headers: dict[str, str] = {}
-    if isinstance(error, errors.JobLimitReachedError | errors.UnavailableError):
+    if isinstance(error, errors.TooManyRequestsError | errors.UnavailableError):
         headers["Retry-After"] = str(error.retry_after_seconds)
     if isinstance(error, errors.UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"

@@ -19,6 +19,7 @@ from app.errors import (
     InterceptedError,
     InvalidRequestError,
     ShuttingDownError,
+    StaleApprovalError,
 )
 from app.executions.answer import Answers, Outcome
 from app.executions.context import Context
@@ -68,6 +69,7 @@ class ApprovalFlow:
             timeout_seconds=context.settings.approval_timeout,
             on_settled=self.settled,
             metrics=context.metrics,
+            max_pending_per_owner=context.settings.max_pending_approvals,
         )
         self._tracing = context.tracing
         # Callers holding their request open for a decision; the result None means "it ended
@@ -169,7 +171,8 @@ class ApprovalFlow:
             pending_request=pending_request_json(owner.role, draft),
             created_at=datetime.now(UTC),
         )
-        await self.approvals.request(record, reason=reason)
+        env = draft.shown_env if draft.shown_env is not None else draft.env
+        await self.approvals.request(record, reason=reason, env=env)
 
     # --- the decision -------------------------------------------------------------------------
 
@@ -225,7 +228,7 @@ class ApprovalFlow:
                 notice = "The approved command could not start."
             state = (
                 ExecutionState.rejected
-                if isinstance(error, InterceptedError)
+                if isinstance(error, InterceptedError | StaleApprovalError)
                 else ExecutionState.failed
             )
             await self._lifecycle.finish_without_process(record, state, notice=notice)

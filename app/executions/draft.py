@@ -10,16 +10,15 @@ import re
 import secrets
 import shlex
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any, get_args
 
 from app.config import Role
-from app.errors import InvalidRequestError
+from app.errors import InvalidRequestError, StaleApprovalError
 from app.schemas import ExecutionCreate
 from app.shell_syntax import extract_leading_cd
 from app.timeouts import ResolvedTimeout, resolve_timeout
+from app.working_directory import working_directory
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
 PTY_ROWS = (5, 200)
 PTY_COLS = (20, 400)
@@ -58,6 +57,11 @@ class Draft:
     streamed: bool = False
     # Resource limits the request asked for (only lower than the server's; see confinement).
     limits: dict[str, int | None] | None = None
+    # What the approver was shown besides the command (set when the draft waits for an
+    # approval): the working directory and the whole env (the session's overlaid by the
+    # call's). An approved draft runs only if these are still what it would run with.
+    shown_cwd: str | None = None
+    shown_env: dict[str, str] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})
@@ -107,13 +111,29 @@ def validate_command(command: str, *, max_bytes: int) -> None:
         raise InvalidRequestError("command must not contain a NUL byte")
 
 
-def validate_env(env: dict[str, str] | None) -> None:
-    """Names a shell can export, values without NUL (sessions configure an env too)."""
-    for key, value in (env or {}).items():
-        if not ENV_NAME.match(key):
-            raise InvalidRequestError(f"Invalid bash env name: {key}")
-        if "\0" in value:
-            raise InvalidRequestError(f"env value of {key} must not contain a NUL byte")
+def effective_env(
+    session_env: dict[str, str] | None, call_env: dict[str, str] | None
+) -> dict[str, str]:
+    """The env a request lays over the host's: the session's, then the call's own."""
+    return {**(session_env or {}), **(call_env or {})}
+
+
+def check_as_shown(draft: Draft, *, session_env: dict[str, str] | None, base: str) -> None:
+    """An approved draft runs only with the cwd and env its approver saw: a session changed
+    (PATCH) in between makes it stale, and it does not run (StaleApprovalError)."""
+    if draft.shown_env is not None and effective_env(session_env, draft.env) != draft.shown_env:
+        raise StaleApprovalError(
+            "The session's environment changed after the approval was requested; "
+            "nothing ran. Ask again."
+        )
+    if (
+        draft.shown_cwd is not None
+        and working_directory(draft.cwd_request, base) != draft.shown_cwd
+    ):
+        raise StaleApprovalError(
+            "The session's working directory changed after the approval was requested; "
+            "nothing ran. Ask again."
+        )
 
 
 # --- drafts -----------------------------------------------------------------------------------
@@ -209,14 +229,7 @@ def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:
 
 def resolve_cwd(cwd_request: str | None, base: str) -> str:
     """The validated working directory (does a stat: call it from a thread)."""
-    if not cwd_request:
-        path = Path(base)
-    else:
-        text = cwd_request.replace("\u00a0", " ").replace("\u202f", " ")
-        path = Path(os.path.expanduser(text))
-        if not path.is_absolute():
-            path = Path(base) / path
-    resolved = os.path.normpath(str(path))
+    resolved = working_directory(cwd_request, base)
     try:
         is_dir = os.path.isdir(resolved)
         exists = is_dir or os.path.exists(resolved)
@@ -230,8 +243,7 @@ def resolve_cwd(cwd_request: str | None, base: str) -> str:
 
 
 def shown_cwd(cwd_request: str | None, base: str) -> str:
-    """Where the command would run, as shown to an approver: not checked yet, since the
-    working directory is resolved only once the command is approved (after the policy)."""
-    if not cwd_request:
-        return base
-    return os.path.normpath(os.path.join(base, os.path.expanduser(cwd_request)))
+    """Where the command would run, as shown to an approver (and judged by the policy): not
+    checked yet, since the working directory is resolved only once the command is approved
+    (after the policy). The same spelling as `resolve_cwd`'s, so what is shown is what runs."""
+    return working_directory(cwd_request, base)

@@ -31,6 +31,7 @@ from app.executions.context import Context
 from app.executions.draft import (
     Draft,
     Expanded,
+    check_as_shown,
     expand_artifacts,
     referenced_artifacts,
     resolve_cwd,
@@ -144,6 +145,7 @@ class Launcher:
             session = await self.sessions.context(draft.session, owner)
         base = session.cwd if session is not None else str(self.ctx.settings.workspace)
         cwd = resolve_cwd(expanded.cwd_request, base)
+        check_as_shown(draft, session_env=session.env if session else None, base=base)
         timeout = resolve_draft_timeout(draft, max_timeout=self.ctx.settings.max_timeout)
         limits = self.ctx.confinement.resolve(
             session.limits if session is not None else None, draft.limits

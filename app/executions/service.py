@@ -2,7 +2,7 @@
 Each one reads as its phases; the phases live in the modules named after them:
 
     draft.py          checks and rewrites of a request (pure)
-    (the policy)      `PolicyService.evaluate`: allow, prompt or deny
+    (the policy)      `PolicyService.judge`: allow, prompt or deny, for the command and its env
     approval_flow.py  hold a `prompt`ed call for a human decision, then start or reject it
     launch.py         interceptor, cwd, timeout, mode; spawn and record
     answer.py         the caller's answer: the result, or 202 once auto-backgrounded
@@ -21,6 +21,7 @@ from app.auth import Principal
 from app.config import Settings
 from app.confinement import Confinement
 from app.db import Database
+from app.env_policy import validate_env
 from app.errors import ConflictError, PolicyDeniedError
 from app.executions import draft as drafts
 from app.executions.answer import Answers, Outcome
@@ -36,8 +37,8 @@ from app.metrics import Metrics
 from app.models import Execution, ExecutionState
 from app.observability.events import execution_event
 from app.observability.tracing import TRACING_OFF, Tracing
-from app.policy import RuleAction, Verdict
-from app.policy_service import PolicyService
+from app.policy import RuleAction
+from app.policy_service import Judgement, PolicyService
 from app.registry import LiveExecution, Registry
 from app.schemas import ExecutionCreate, ExecutionPublic
 from app.storage import StorageGuard
@@ -94,10 +95,13 @@ class ExecutionService:
         # under these at launch).
         self._confinement.resolve(draft.limits)
         execution_id = self._submitted(principal, draft)
-        verdict = await self._judge(principal, request.command, execution_id)
-        if verdict.approval == RuleAction.prompt:
+        cwd = self._launcher.approval_cwd(draft, principal)
+        env = drafts.effective_env(session.env if session else None, draft.env)
+        judgement = await self._judge(principal, request.command, execution_id, env=env, cwd=cwd)
+        if judgement.approval == RuleAction.prompt:
+            draft.shown_cwd, draft.shown_env = cwd, env
             return await self._approval_flow.hold(
-                principal, draft, verdict.reason, request.approval_wait, execution_id
+                principal, draft, judgement.reason, request.approval_wait, execution_id
             )
         launch = await self._launcher.launch(
             execution_id=execution_id,
@@ -119,10 +123,14 @@ class ExecutionService:
             command, session_id=session_id, timeout_seconds=timeout_seconds, pty=session.pty
         )
         execution_id = self._submitted(principal, draft)
-        verdict = await self._judge(principal, command, execution_id)
-        if verdict.approval == RuleAction.prompt:
+        # The session's env is judged on every call under the policy in force now: a name the
+        # policy came to deny after the session was made blocks its calls (fail closed).
+        env = drafts.effective_env(session.env, None)
+        judgement = await self._judge(principal, command, execution_id, env=env, cwd=session.cwd)
+        if judgement.approval == RuleAction.prompt:
+            draft.shown_cwd, draft.shown_env = session.cwd, env
             return await self._approval_flow.follow_streamed(
-                principal, draft, verdict.reason, execution_id
+                principal, draft, judgement.reason, execution_id
             )
         launch = await self._launcher.launch(
             execution_id=execution_id,
@@ -143,7 +151,7 @@ class ExecutionService:
         owner's session is a 404 before the policy says anything)."""
         principal.require("agent", "admin")
         drafts.validate_command(command, max_bytes=self._settings.max_command_bytes)
-        drafts.validate_env(env)
+        validate_env(env)
         if session_id is None:
             return None
         return await self._sessions.context(session_id, principal)
@@ -162,26 +170,38 @@ class ExecutionService:
         )
         return execution_id
 
-    async def _judge(self, principal: Principal, command: str, execution_id: str) -> Verdict:
-        """The policy's verdict on a command; a deny ends the call here (403)."""
+    async def _judge(
+        self,
+        principal: Principal,
+        command: str,
+        execution_id: str,
+        *,
+        env: dict[str, str],
+        cwd: str,
+    ) -> Judgement:
+        """The policy's verdict on a command and every env name it runs with, the stricter of
+        the two; a deny ends the call here (403) and nothing is stored."""
         with self._tracing.span("policy"):
-            verdict = await self._policy.evaluate(command)
-        self._metrics.policy_verdicts.labels(verdict.approval.value).inc()
+            judgement = await self._policy.judge(command, env_names=env, cwd=cwd)
+        self._metrics.policy_verdicts.labels(judgement.approval.value).inc()
         execution_event(
             "verdict",
             execution_id=execution_id,
             owner=principal.name,
-            verdict=verdict.approval.value,
-            reason=verdict.reason,
+            verdict=judgement.approval.value,
+            reason=judgement.reason,
         )
-        if verdict.approval == RuleAction.deny:
+        if judgement.approval == RuleAction.deny:
             # Denied calls leave no record: this line is what an audit has of them.
-            logger.info("denied for %s: %s (%s)", principal.name, command, verdict.reason)
+            logger.info("denied for %s: %s (%s)", principal.name, command, judgement.reason)
+            if judgement.denied_by_env:
+                denied = [item.name for item in judgement.env.named("deny")]
+                raise PolicyDeniedError(judgement.reason, details={"env": denied})
+            rule = judgement.command.matched_rule
             raise PolicyDeniedError(
-                verdict.reason,
-                details={"rule": verdict.matched_rule.match if verdict.matched_rule else None},
+                judgement.reason, details={"rule": rule.match if rule else None}
             )
-        return verdict
+        return judgement
 
     # --- reading ------------------------------------------------------------------------------
 

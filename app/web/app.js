@@ -1,10 +1,11 @@
-// Entry point: sign-in, and the three panels wired together.
+// Entry point: sign-in, and the panels wired together.
 
 import { api, forgetToken, session, storeToken, storedToken } from "./js/api.js";
 import { ApprovalsPanel } from "./js/approvals.js";
 import { byId, showError } from "./js/dom.js";
 import { ExecutionView } from "./js/execution-view.js";
 import { ExecutionsPanel } from "./js/executions.js";
+import { PolicyPanel } from "./js/policy.js";
 
 const signInSection = byId("sign-in");
 const signInForm = byId("sign-in-form");
@@ -19,6 +20,7 @@ const executions = new ExecutionsPanel({
   onOpenExecution: (id) => view.open(id),
   selectedId: () => view.executionId,
 });
+const policy = new PolicyPanel();
 const approvals = new ApprovalsPanel({
   onOpenExecution: (id) => view.open(id),
   onDecided: () => executions.refresh(),
@@ -35,6 +37,7 @@ async function enter() {
   signOutButton.hidden = false;
   approvals.start();
   executions.start();
+  policy.start();
 }
 
 function leave(message) {
@@ -42,6 +45,7 @@ function leave(message) {
   if (signedIn) {
     approvals.stop();
     executions.stop();
+    policy.stop();
     view.close();
   }
   signedIn = false;

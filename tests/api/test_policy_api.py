@@ -16,6 +16,7 @@ import httpx
 import pytest
 import yaml
 
+from app.env_policy import DEFAULT_ENV_DENY
 from app.policy_service import PolicyFileError, read_policy_file
 from tests.conftest import (
     ADMIN,
@@ -35,6 +36,7 @@ DEFAULT_POLICY = {
     "rules": [],
     "interceptor": {"enabled": False, "rules": None},
     "keep_daemons": False,
+    "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
 }
 DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
@@ -315,6 +317,7 @@ FILE_POLICY = {
         "enabled": True,
         "rules": [{"pattern": r"^\s*cat\s+", "flags": "", "tool": "read", "message": "Use read."}],
     },
+    "env": {"deny": ["BASH_ENV", "LD_*"], "prompt": ["AWS_*"]},
 }
 
 

@@ -354,3 +354,98 @@ def test_ctrl_c_interrupts_and_cancel_cancels_a_running_job(
     cancelled_id = page.locator("#view-id").text_content()
     assert agent.get(f"/v1/executions/{cancelled_id}").json()["state"] == "cancelled"
     expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
+
+
+def test_approval_card_shows_env_session_and_pty_and_approving_runs_exactly_that(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    session = agent.post("/v1/sessions", json={"env": {"FROM_SESSION": "s"}, "pty": True}).json()
+    payload = "$(launchmissiles)"
+    command = f'{PROMPT_PREFIX} card; printf "%s|%s\\n" "$X" "$FROM_SESSION"'
+    execution = agent.post(
+        "/v1/executions",
+        json={"command": command, "env": {"X": payload}, "session": session["id"], "async": True},
+    ).json()
+    assert execution["state"] == "awaiting_approval"
+
+    sign_in(page, console_server, APPROVER)
+
+    card = pending_card(page, execution["approval"]["id"])
+    expect(card.locator("pre.command")).to_have_text(command)
+    expect(card.locator("pre.env")).to_have_text(f"FROM_SESSION=s\nX={payload}")
+    expect(card.locator("dd[data-field='session']")).to_have_text(session["id"])
+    expect(card.locator("dd[data-field='pty']")).to_contain_text("yes")
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_count(0)
+    final = agent.get(f"/v1/executions/{execution['id']}", params={"wait": 15}).json()
+    assert final["state"] == "completed"
+    assert f"{payload}|s" in final["output"]  # the env ran as shown, as data
+    agent.delete(f"/v1/sessions/{session['id']}")
+
+
+def test_approval_card_without_env_or_session_says_so(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    execution = request_approval(agent, f"{PROMPT_PREFIX} plain-card")
+    sign_in(page, console_server, APPROVER)
+    card = pending_card(page, execution["approval"]["id"])
+    expect(card.locator("dd[data-field='env']")).to_have_text("none")
+    expect(card.locator("dd[data-field='session']")).to_have_text("none")
+    expect(card.locator("dd[data-field='pty']")).to_have_text("no")
+    approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_policy_page_lists_the_rules_and_the_env_rules(
+    page: Page, console_server: LiveServer
+) -> None:
+    sign_in(page, console_server, AGENT)
+    rows = page.locator("#policy-rules tr")
+    expect(rows).to_have_count(1)
+    expect(rows.nth(0)).to_contain_text(f"{PROMPT_PREFIX}*")
+    expect(rows.nth(0)).to_have_attribute("data-approval", "prompt")
+    expect(page.locator("#policy-summary [data-fact='default']")).to_have_text("default: allow")
+    deny = page.locator("#policy-env dd[data-field='env deny'] li")
+    expect(deny).to_have_count(18)
+    expect(deny.first).to_have_text("BASH_ENV")
+
+
+def test_policy_dry_run_shows_the_verdict_and_what_decided_it(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    before = {
+        item["id"] for item in agent.get("/v1/executions", params={"limit": 500}).json()["data"]
+    }
+    sign_in(page, console_server, AGENT)
+    form = page.locator("#dry-run-form")
+
+    form.get_by_label("Shell text to judge").fill(f"ls && {PROMPT_PREFIX} dry")
+    form.get_by_label("Working directory").fill("/tmp")
+    form.get_by_role("button", name="Evaluate").click()
+    result = page.locator("#dry-run-result")
+    expect(page.locator("#dry-run-verdict")).to_have_attribute("data-verdict", "prompt")
+    expect(page.locator("#dry-run-reason")).to_contain_text(f"{PROMPT_PREFIX}*")
+    expect(result.locator("dd[data-field='matched']")).to_have_text(f"{PROMPT_PREFIX} dry")
+    expect(result.locator("dd[data-field='cwd']")).to_have_text("/tmp")
+    expect(result.locator("dd[data-field='segments'] li")).to_have_count(2)
+
+    form.get_by_label("Shell text to judge").fill("ls")
+    form.get_by_label("Environment (NAME=value per line)").fill(
+        f"GREETING={XSS}\nLD_PRELOAD=/nonexistent-x.so"
+    )
+    form.get_by_role("button", name="Evaluate").click()
+    expect(page.locator("#dry-run-verdict")).to_have_attribute("data-verdict", "deny")
+    expect(page.locator("#dry-run-reason")).to_have_text("Blocked environment variable: LD_PRELOAD")
+    env_rows = result.locator("table.env-verdicts tr")
+    expect(env_rows).to_have_count(2)
+    expect(env_rows.nth(0)).to_have_attribute("data-verdict", "allow")
+    expect(env_rows.nth(1)).to_have_attribute("data-verdict", "deny")
+    expect(env_rows.nth(1)).to_contain_text("LD_*")
+
+    form.get_by_label("Environment (NAME=value per line)").fill("no equals sign")
+    form.get_by_role("button", name="Evaluate").click()
+    expect(page.locator("#dry-run-error")).to_contain_text('without "="')
+    after = {
+        item["id"] for item in agent.get("/v1/executions", params={"limit": 500}).json()["data"]
+    }
+    assert after == before  # a dry run runs nothing
+    assert page.locator("img").count() == 0

@@ -109,8 +109,12 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
             429,
             507,
             described={
-                403: "Not an agent or admin token (`forbidden`); a deny rule matched "
-                "(`policy_denied`); an approver denied it or it expired (`approval_rejected`).",
+                403: "Not an agent or admin token (`forbidden`); a deny rule matched, or the env "
+                "rules deny a name of `env` or of the session's env (`policy_denied`); an "
+                "approver denied it or it expired (`approval_rejected`).",
+                429: "The background job cap is reached (`job_limit_reached`), or the caller "
+                "already has `SHELLGATE_MAX_PENDING_APPROVALS` approvals pending "
+                "(`pending_approval_limit`); header `Retry-After`.",
                 404: "The `session`, or an `artifact://` id in the command, does not exist.",
                 422: 'Malformed body (`{"detail"}`), or a value refused (`invalid_request`: '
                 "empty command, bad env name, missing cwd, …; `intercepted`: the interceptor "

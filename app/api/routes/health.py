@@ -101,6 +101,7 @@ async def info(_: PrincipalDep, services: ServicesDep) -> Info:
             "max_timeout_seconds": settings.max_timeout or 3600,
             "auto_background_ms": settings.auto_background_ms,
             "approval_timeout_seconds": settings.approval_timeout,
+            "max_pending_approvals": settings.max_pending_approvals,
             "artifact_max_bytes": settings.artifact_max_bytes,
             "inline_head_bytes": 20 * 1024,
             "inline_tail_bytes": 50 * 1024,

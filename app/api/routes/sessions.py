@@ -21,13 +21,18 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=StrictJ
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."
+_FORBIDDEN_OR_ENV = (
+    "Approvers may read sessions but not use or change them (`forbidden`); the policy's env "
+    "rules deny a name of `env` (`policy_denied`, `Blocked environment variable: <NAME>`; "
+    "nothing is stored)."
+)
 
 
 @router.post(
     "",
     status_code=201,
     response_model=SessionPublic,
-    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN}),
+    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN_OR_ENV}),
     summary="Open a session",
 )
 async def create_session(
@@ -64,7 +69,7 @@ async def get_session(
     "/{session_id}",
     response_model=SessionPublic,
     responses=error_responses(
-        400, 401, 403, 404, 422, described={403: _FORBIDDEN, 404: _NOT_FOUND}
+        400, 401, 403, 404, 422, described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND}
     ),
     summary="Change cwd, env, timeout_ms or pty (a new env also resets the shell state)",
 )
@@ -129,10 +134,13 @@ async def session_tool(
             404,
             409,
             422,
+            429,
             described={
                 403: "Approvers may not run in sessions (`forbidden`); the policy or a guard "
-                "pattern denied the command (`policy_denied`), or an approver did "
-                "(`approval_rejected`).",
+                "pattern denied the command, or the env rules deny a name of the session's "
+                "env (`policy_denied`), or an approver did (`approval_rejected`).",
+                429: "The caller already has `SHELLGATE_MAX_PENDING_APPROVALS` approvals "
+                "pending (`pending_approval_limit`, header `Retry-After`).",
                 404: _NOT_FOUND,
                 409: "The call was cancelled while it awaited approval (`conflict`).",
                 422: 'Malformed body (`{"detail"}`), or refused (`invalid_request`): '

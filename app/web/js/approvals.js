@@ -8,7 +8,19 @@ const HISTORY_LIMIT = 50;
 const FIRST_RETRY_MS = 500;
 
 function field(label, value) {
-  return [el("dt", {}, label), el("dd", {}, value)];
+  return [el("dt", {}, label), el("dd", { dataset: { field: label } }, value)];
+}
+
+// Everything besides the command that decides what runs: each variable on a line of its own,
+// values verbatim (a `$(…)` in a value is data, and the approver must see it as such).
+function envBlock(env) {
+  const entries = Object.entries(env ?? {});
+  if (entries.length === 0) return el("span", { class: "muted env-none" }, "none");
+  return el(
+    "pre",
+    { class: "env" },
+    entries.map(([name, value]) => `${name}=${value}`).join("\n"),
+  );
 }
 
 export class ApprovalsPanel {
@@ -217,6 +229,9 @@ export class ApprovalsPanel {
         "dl",
         {},
         field("cwd", approval.cwd),
+        field("env", envBlock(approval.env)),
+        field("session", approval.session ?? el("span", { class: "muted" }, "none")),
+        field("pty", approval.pty ? "yes (it may read typed input)" : "no"),
         field("reason", approval.reason),
         field("requested by", approval.requested_by),
         field("expires", timeEl(approval.expires_at)),

@@ -1,0 +1,195 @@
+"""Pure environment rules: which `env` names a request may set (no I/O here).
+
+A command's text is only half of what runs: bash executes `BASH_ENV` as a script, `PATH`
+decides what `ls` means, `LD_PRELOAD` loads code into every program. So every name in a
+request's `env` (and a session's) is judged here before anything runs. A name matching a
+`deny` glob blocks the request; one matching a `prompt` glob needs a human approval that shows
+the variables; any other name is allowed. Values are never judged: they are data, and the
+approver sees them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.errors import InvalidRequestError
+
+__all__ = [
+    "DEFAULT_ENV_DENY",
+    "EnvAction",
+    "EnvJudgement",
+    "EnvNameVerdict",
+    "EnvRules",
+    "blocked_message",
+    "glob_matches_name",
+    "judge_env",
+    "validate_env",
+]
+
+EnvAction = Literal["allow", "prompt", "deny"]
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Names that make the shell, the dynamic loader or an interpreter run code of the caller's
+# choosing, or change what a command name resolves to.
+DEFAULT_ENV_DENY: tuple[str, ...] = (
+    "BASH_ENV",
+    "ENV",
+    "BASH_FUNC_*",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "PROMPT_COMMAND",
+    "IFS",
+    "PATH",
+    "LD_*",
+    "GCONV_PATH",
+    "PYTHONSTARTUP",
+    "PERL5OPT",
+    "NODE_OPTIONS",
+    "RUBYOPT",
+)
+
+# A glob is a variable name in which `*` stands for any run of characters (the only wildcard,
+# as in the command rules); matching is case-sensitive, as environment names are.
+_GLOB_SHAPE = re.compile(r"[A-Za-z0-9_*]+")
+_SEVERITY: dict[EnvAction, int] = {"allow": 0, "prompt": 1, "deny": 2}
+
+
+def _check_globs(globs: list[str]) -> list[str]:
+    cleaned = []
+    for glob in globs:
+        text = glob.strip()
+        if not _GLOB_SHAPE.fullmatch(text):
+            raise ValueError(
+                f"invalid env glob {glob!r}: use letters, digits, `_` and `*` (any run)"
+            )
+        cleaned.append(text)
+    return cleaned
+
+
+class EnvRules(BaseModel):
+    """`{"deny": [globs], "prompt": [globs]}`; `deny` left out is the built-in list above,
+    `"deny": []` lifts it (an explicit admin choice)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    deny: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ENV_DENY),
+        max_length=1000,
+        description="Env names refused outright (403); `*` matches any run of characters.",
+    )
+    prompt: list[str] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Env names that need a human approval showing the variables.",
+    )
+
+    @field_validator("deny", "prompt")
+    @classmethod
+    def _globs_are_names(cls, value: list[str]) -> list[str]:
+        return _check_globs(value)
+
+
+def glob_matches_name(glob: str, name: str) -> bool:
+    """Whole-name match where `*` is any run: prefix, suffix and the middles found left to
+    right, so an admin's glob costs linear time whatever its shape (no regex backtracking)."""
+    parts = glob.split("*")
+    if len(parts) == 1:
+        return glob == name
+    prefix, middles, suffix = parts[0], parts[1:-1], parts[-1]
+    if len(name) < len(prefix) + len(suffix) + sum(map(len, middles)):
+        return False
+    if not name.startswith(prefix) or not name.endswith(suffix):
+        return False
+    position, end = len(prefix), len(name) - len(suffix)
+    for middle in middles:
+        found = name.find(middle, position, end)
+        if found < 0:
+            return False
+        position = found + len(middle)
+    return True
+
+
+def _first_match(globs: Iterable[str], name: str) -> str | None:
+    for glob in globs:
+        if glob_matches_name(glob, name):
+            return glob
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvNameVerdict:
+    name: str
+    action: EnvAction
+    glob: str | None  # the deny or prompt glob that decided; None for allow
+
+
+@dataclass(frozen=True, slots=True)
+class EnvJudgement:
+    """Every name's verdict, in the order given, and the strictest of them."""
+
+    names: tuple[EnvNameVerdict, ...]
+
+    @property
+    def action(self) -> EnvAction:
+        strictest: EnvAction = "allow"
+        for verdict in self.names:
+            if _SEVERITY[verdict.action] > _SEVERITY[strictest]:
+                strictest = verdict.action
+        return strictest
+
+    def named(self, action: EnvAction) -> list[EnvNameVerdict]:
+        return [verdict for verdict in self.names if verdict.action == action]
+
+    @property
+    def reason(self) -> str:
+        """Why this judgement is not `allow` (empty when it is)."""
+        denied = self.named("deny")
+        if denied:
+            return blocked_message(denied[0].name)
+        prompted = self.named("prompt")
+        if prompted:
+            listed = ", ".join(f"{verdict.name} ({verdict.glob})" for verdict in prompted)
+            return f"Prompt required for environment variables: {listed}"
+        return ""
+
+
+def blocked_message(name: str) -> str:
+    return f"Blocked environment variable: {name}"
+
+
+def judge_env(rules: EnvRules, names: Iterable[str]) -> EnvJudgement:
+    """Deny beats prompt beats allow for each name; each name is judged once."""
+    verdicts: list[EnvNameVerdict] = []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        denied = _first_match(rules.deny, name)
+        if denied is not None:
+            verdicts.append(EnvNameVerdict(name, "deny", denied))
+            continue
+        prompted = _first_match(rules.prompt, name)
+        if prompted is not None:
+            verdicts.append(EnvNameVerdict(name, "prompt", prompted))
+        else:
+            verdicts.append(EnvNameVerdict(name, "allow", None))
+    return EnvJudgement(tuple(verdicts))
+
+
+def validate_env(env: dict[str, str] | None) -> None:
+    """The shape every request's `env` must have (before any rule looks at it)."""
+    for key, value in (env or {}).items():
+        if not ENV_NAME.match(key):
+            raise InvalidRequestError(f"Invalid bash env name: {key}")
+        if "\0" in value:
+            raise InvalidRequestError(f"env value of {key} must not contain a NUL byte")
