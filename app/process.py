@@ -138,11 +138,15 @@ _ULIMIT_FLAGS = {
 def _bash_confinement_env(spec: SpawnSpec) -> dict[str, str] | None:
     """The environment that makes bash confine itself before the command (see
     confine.sh), or None when this spawn cannot use it (another shell, a PTY, a limit bash
-    cannot set)."""
+    cannot set, a BASH_ENV of the caller's)."""
     confinement = spec.confinement
     if confinement is None or spec.pty or os.path.basename(spec.argv[0]) != "bash":
         return None
     if not BASH_CONFINE_SCRIPT.is_file():
+        return None
+    if "BASH_ENV" in spec.env:
+        # The caller's own BASH_ENV (the policy's env rules let it through): bash must read
+        # exactly that, so this spawn confines itself between fork and exec instead.
         return None
     steps = []
     for number, soft, hard in confinement.rlimits:

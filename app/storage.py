@@ -76,7 +76,9 @@ class StorageGuard:
     def _write_reserve(self) -> None:
         partial = self._reserve.with_name(RESERVE_FILE + ".tmp")
         try:
-            with partial.open("wb") as file:
+            # Private like every file of the data dir (0600), whatever the umask.
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as file:
                 # Real blocks (not a sparse file): the space is taken now and given back later.
                 os.posix_fallocate(file.fileno(), 0, RESERVE_BYTES)
             os.replace(partial, self._reserve)
