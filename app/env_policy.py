@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.errors import InvalidRequestError
+from app.globs import compile_glob
 
 __all__ = [
     "DEFAULT_ENV_DENY",
@@ -99,23 +100,8 @@ class EnvRules(BaseModel):
 
 
 def glob_matches_name(glob: str, name: str) -> bool:
-    """Whole-name match where `*` is any run: prefix, suffix and the middles found left to
-    right, so an admin's glob costs linear time whatever its shape (no regex backtracking)."""
-    parts = glob.split("*")
-    if len(parts) == 1:
-        return glob == name
-    prefix, middles, suffix = parts[0], parts[1:-1], parts[-1]
-    if len(name) < len(prefix) + len(suffix) + sum(map(len, middles)):
-        return False
-    if not name.startswith(prefix) or not name.endswith(suffix):
-        return False
-    position, end = len(prefix), len(name) - len(suffix)
-    for middle in middles:
-        found = name.find(middle, position, end)
-        if found < 0:
-            return False
-        position = found + len(middle)
-    return True
+    """Whole-name match where `*` is any run, in linear time whatever the glob's shape."""
+    return compile_glob(glob)(name)
 
 
 def _first_match(globs: Iterable[str], name: str) -> str | None:

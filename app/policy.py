@@ -13,7 +13,7 @@ import functools
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Protocol
@@ -22,6 +22,7 @@ import re2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from app.env_policy import EnvRules
+from app.globs import Matcher, compile_glob
 from app.shell_syntax import has_control_syntax, normalize_whitespace, read_command
 
 __all__ = [
@@ -210,37 +211,10 @@ class PolicyDocument(BaseModel):
 # Globs
 
 
-_Matcher = Callable[[str], bool]
-
-
 @functools.lru_cache(maxsize=1024)
-def _compile_glob(pattern: str) -> _Matcher:
-    """A `*`-only glob as a substring-search predicate: linear time, no regex backtracking.
-
-    The common shapes (`git status`, `git *`, `*.sh`) become a single `str` method call.
-    """
-    parts = normalize_whitespace(pattern).split("*")
-    if len(parts) == 1:
-        return parts[0].__eq__
-    prefix, middles, suffix = parts[0], tuple(parts[1:-1]), parts[-1]
-    if not middles and not suffix:
-        return lambda text: text.startswith(prefix)
-    if not middles and not prefix:
-        return lambda text: text.endswith(suffix)
-    minimum = len(prefix) + len(suffix) + sum(len(middle) for middle in middles)
-
-    def matches(text: str) -> bool:
-        if len(text) < minimum or not text.startswith(prefix) or not text.endswith(suffix):
-            return False
-        position, end = len(prefix), len(text) - len(suffix)
-        for middle in middles:
-            found = text.find(middle, position, end)
-            if found < 0:
-                return False
-            position = found + len(middle)
-        return True
-
-    return matches
+def _compile_glob(pattern: str) -> Matcher:
+    """A rule's glob over whitespace-normalised text (see app/globs.py)."""
+    return compile_glob(normalize_whitespace(pattern))
 
 
 def glob_matches(pattern: str, command: str) -> bool:

@@ -91,6 +91,29 @@ def serve(settings: Settings, *, tracing: Tracing | None = None) -> Iterator[Liv
         thread.join(30)
 
 
+def run_foreground(client: httpx.Client, command: str, **fields: object) -> dict[str, object]:
+    """POST a command and return its record, asserting the call answered 200."""
+    response = client.post("/v1/executions", json={"command": command, **fields})
+    assert response.status_code == 200, response.text
+    body: dict[str, object] = response.json()
+    return body
+
+
+@pytest.fixture(scope="module")
+def fg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server per test module with auto-background off, so short timeouts expire in the
+    foreground call itself."""
+    settings = make_settings(tmp_path_factory.mktemp("fg"), auto_background_ms=0)
+    with serve(settings) as live:
+        yield live
+
+
+@pytest.fixture
+def fg(fg_server: LiveServer) -> Iterator[httpx.Client]:
+    with fg_server.client(AGENT) as client:
+        yield client
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One shared server for tests that do not depend on special settings."""

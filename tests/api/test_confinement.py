@@ -25,6 +25,7 @@ from app.confinement import choose_backend
 from app.environment import EXECUTION_MARKER
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.conftest import run_foreground as run
 
 BACKENDS = ["cgroup2", "cgroup1", "rlimit"]
 ESCAPES = 5  # daemons started by `escapes()`
@@ -143,13 +144,6 @@ def escapes(token: str) -> str:
         f"({sleep} &); "
         f"bash -c '(({sleep} &) &)'; "
     )
-
-
-def run(client: httpx.Client, command: str, **fields: object) -> dict[str, object]:
-    response = client.post("/v1/executions", json={"command": command, **fields})
-    assert response.status_code == 200, response.text
-    body: dict[str, object] = response.json()
-    return body
 
 
 def assert_limit_notice(result: dict[str, object], notice: str) -> None:

@@ -21,7 +21,8 @@ from websockets.asyncio.client import connect
 from app.result_text import OUTPUT_CUT_NOTICES
 from tests.api.test_stream import auth as ws_auth
 from tests.api.test_stream import output_of, read_frames, stream_url
-from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.conftest import LiveServer, make_settings, serve
+from tests.conftest import run_foreground as run
 from tests.waiting import eventually
 
 BACKGROUND_NOTICE = OUTPUT_CUT_NOTICES["background"]
@@ -31,26 +32,6 @@ ESCAPED_NOTICE = OUTPUT_CUT_NOTICES["escaped"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def fg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    settings = make_settings(tmp_path_factory.mktemp("drain"), auto_background_ms=0)
-    with serve(settings) as live:
-        yield live
-
-
-@pytest.fixture
-def fg(fg_server: LiveServer) -> Iterator[httpx.Client]:
-    with fg_server.client(AGENT) as client:
-        yield client
-
-
-def run(client: httpx.Client, command: str, **fields: object) -> dict[str, object]:
-    response = client.post("/v1/executions", json={"command": command, **fields})
-    assert response.status_code == 200, response.text
-    body: dict[str, object] = response.json()
-    return body
 
 
 def end_sleep(pid: int, seconds: str) -> None:

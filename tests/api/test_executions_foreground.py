@@ -7,35 +7,14 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.conftest import ADMIN, LiveServer
+from tests.conftest import run_foreground as run
 from tests.waiting import eventually
-
-
-@pytest.fixture(scope="module")
-def fg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """Auto-background off, so short timeouts expire in the foreground call itself."""
-    settings = make_settings(tmp_path_factory.mktemp("fg"), auto_background_ms=0)
-    with serve(settings) as live:
-        yield live
-
-
-@pytest.fixture
-def fg(fg_server: LiveServer) -> Iterator[httpx.Client]:
-    with fg_server.client(AGENT) as client:
-        yield client
-
-
-def run(client: httpx.Client, command: str, **fields: object) -> dict[str, object]:
-    response = client.post("/v1/executions", json={"command": command, **fields})
-    assert response.status_code == 200, response.text
-    body: dict[str, object] = response.json()
-    return body
 
 
 def body_without_wall_time(text: str) -> str:
