@@ -1,4 +1,5 @@
-"""Human approvals (SPEC §5.2): request, decide, expire, and tell whoever is listening.
+"""Human approvals (docs/policy.md#approvals): request, decide, expire, and tell whoever is
+listening.
 
 The execution side, which asks for approvals, passes `on_settled`: it starts or rejects the
 execution once an approval leaves `pending`. This module knows nothing about processes.
@@ -44,7 +45,7 @@ def new_approval_id() -> str:
 
 
 def approval_public(approval: Approval) -> ApprovalPublic:
-    """The wire form (SPEC §5.5 fields exactly), with timezone-aware timestamps."""
+    """The wire form (the fields of docs/policy.md#approvals), with timezone-aware timestamps."""
     return ApprovalPublic(
         id=approval.id,
         execution_id=approval.execution_id,

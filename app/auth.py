@@ -1,4 +1,4 @@
-"""Bearer tokens and roles (SPEC §7). Pure: no FastAPI here."""
+"""Bearer tokens and roles (docs/api.md#access-and-roles). Pure: no FastAPI here."""
 
 from __future__ import annotations
 

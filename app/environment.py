@@ -1,5 +1,5 @@
-"""The environment a command runs with: host env minus noise, the reference's non-interactive
-defaults, the caller's variables, then guard keys the caller cannot override."""
+"""The environment a command runs with: host env minus noise, non-interactive defaults, the
+caller's variables, then guard keys the caller cannot override (docs/api.md#the-process)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ GUARD_KEYS = (
     "VISUAL",
     "CI",
 )
-# A PTY is interactive on purpose: like the reference it skips the non-interactive hardening
+# A PTY is interactive on purpose: it skips the non-interactive hardening
 # and drops these host keys.
 PTY_DROPPED_KEYS = ("GIT_EDITOR", "GPG_TTY", "CI", "NO_COLOR")
 

@@ -1,4 +1,5 @@
-"""Pure interceptor: route commands that have a dedicated tool to that tool (reference §5).
+"""Pure interceptor: route commands that have a dedicated tool to that tool
+(docs/policy.md#interceptor).
 
 Best-effort routing, not a security boundary: a rule only fires when the caller has the tool
 it names, and anything the flat splitter cannot read is checked as a whole command only.
@@ -145,8 +146,8 @@ class Interception:
 def compile_rule(rule: InterceptorRule) -> InterceptorRegex | None:
     """The rule's regex (flags `i`, `m`, `s`; `g`, `u`, `y` ignored), or None if invalid.
 
-    Validated models always compile; None covers rules built without validation, which the
-    reference skips silently.
+    Validated models always compile; None covers rules built without validation, which are
+    skipped silently.
     """
     try:
         return compile_interceptor_pattern(rule.pattern, rule.flags)

@@ -134,8 +134,9 @@ class PolicyVersion(SQLModel, table=True):
 
 
 class ShellSession(SQLModel, table=True):
-    """A session's configuration (SPEC §6). Its shell state is a snapshot file in the data dir;
-    a deleted session keeps its row (with `deleted_at`) so executions still name it."""
+    """A session's configuration (docs/streaming.md#sessions). Its shell state is a snapshot
+    file in the data dir; a deleted session keeps its row (with `deleted_at`) so executions
+    still name it."""
 
     __tablename__ = "sessions"
     __table_args__ = (Index("ix_sessions_owner_created", "owner", "created_at"),)

@@ -52,7 +52,7 @@ _CR_RE: Final = re.compile(rb"\r+\n?")
 
 
 def format_bytes(n: int) -> str:
-    """`formatBytes` of the reference: `512B`, `1.5KB`, `3.0MB`."""
+    """A short byte size for notices and footers: `512B`, `1.5KB`, `3.0MB`."""
     if n < 1024:
         return f"{n}B"
     if n < 1024 * 1024:

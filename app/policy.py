@@ -1,7 +1,7 @@
 """Pure command policy: ordered glob rules, critical patterns, `evaluate()` → `Verdict`.
 
-The models are also the wire shape of `GET/PUT /v1/policy` (SPEC §5.4). Matching follows the
-reference `bash.patterns` semantics (pi-bash-tool.md §4): `allow` vouches only for a whole
+The models are also the wire shape of `GET/PUT /v1/policy` (docs/policy.md#policy-api).
+Matching follows docs/policy.md#rules: `allow` vouches only for a whole
 command without shell-control syntax, while `deny`/`prompt` fire on the whole command or any
 segment found by `app.shell_syntax.read_command`, and what that reader cannot read statically
 gets the policy's `unreadable` verdict. No I/O happens here.
@@ -54,7 +54,7 @@ class RuleAction(StrEnum):
 
 
 def _normalize_approval(value: Any) -> Any:
-    # The reference accepts approval values trimmed and in any case (§4.2).
+    # Approval values are accepted trimmed and in any case (docs/policy.md#the-policy-document).
     return value.strip().lower() if isinstance(value, str) else value
 
 
@@ -79,7 +79,8 @@ class PolicyRule(BaseModel):
 
 
 # JavaScript flag letters: `i`, `m`, `s` change matching; `g`, `u`, `y` are accepted for
-# compatibility with reference configurations and change nothing (every test starts at 0).
+# compatibility with JavaScript-style configurations and change nothing (every test starts
+# at 0).
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "g": 0, "u": 0, "y": 0}
 _JS_NAMED_GROUP = re.compile(r"(?<!\\)((?:\\\\)*)\(\?<(?=[A-Za-z_])")
 _JS_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
@@ -152,7 +153,7 @@ def compile_interceptor_pattern(pattern: str, flags: str = "") -> InterceptorReg
 
 
 class InterceptorRule(BaseModel):
-    """Route a command matching `pattern` to the dedicated `tool` (reference §5)."""
+    """Route a command matching `pattern` to the dedicated `tool` (docs/policy.md#interceptor)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -529,8 +530,9 @@ def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
     return list(dict.fromkeys(hits))
 
 
-# The streaming runner's list (streaming-runner-and-policies.md §1.5), verbatim sources in
-# evaluation order; every one is valid Python `re` as written. Raw string only, as the runner.
+# The streaming runner's list (docs/streaming.md#the-ndjson-runner): the exact sources runner
+# clients see in `Pattern match found: …`, in evaluation order; every one is valid Python
+# `re` as written. Raw string only, as the runner.
 _RUNNER_SOURCES: tuple[str, ...] = (
     r"(?i)\brm\s+-[a-z]*[rRfF][a-z]*\s+\/",
     r"(?i)\bsudo\s+rm\b",

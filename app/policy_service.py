@@ -1,4 +1,5 @@
-"""The policy in force: loaded at start, replaced by admins, every version kept (SPEC §5.4)."""
+"""The policy in force: loaded at start, replaced by admins, every version kept
+(docs/policy.md#policy-api)."""
 
 from __future__ import annotations
 
@@ -195,7 +196,8 @@ class PolicyService:
     ) -> Interception | None:
         """The interceptor exactly as `POST /v1/executions` applies it, for submit and the dry
         run alike: the command as sent, then the command the leading-`cd` rewrite left (if it
-        changed anything); the message always quotes the command as sent (reference §5.1).
+        changed anything); the message always quotes the command as sent
+        (docs/policy.md#interceptor).
 
         Linear in the command's length, but that adds up: longer commands are checked on a
         worker thread, as `evaluate` does."""

@@ -1,4 +1,4 @@
-"""The model-facing `text` block of an execution (SPEC §2, reference §3.5 and §6.2)."""
+"""The model-facing `text` block of an execution (docs/api.md#the-text-block)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The streaming runner of `POST /v1/sessions/{id}/run` (SPEC §6; the reference is the cosh-tools
-`Bash`, streaming-runner-and-policies.md §1): the checks a call passes before anything runs, its
-MCP tool object, and the NDJSON items of its output. No FastAPI here.
+"""The streaming runner of `POST /v1/sessions/{id}/run` (docs/streaming.md#the-ndjson-runner):
+the checks a call passes before anything runs, its MCP tool object, and the NDJSON items of
+its output. No FastAPI here.
 
 Items are `{stdout, stderr, exit_code, signal, truncated}`. A data item carries one non-empty
 chunk of one stream (at most `ITEM_BYTES` bytes) and no status; the last item carries the status
@@ -29,9 +29,9 @@ from app.schemas import SESSION_MAX_TIMEOUT_MS
 from app.utf8 import incomplete_tail
 
 TOOL_NAME: Final = "bash_run"
-# The reference reads each pipe 4096 bytes at a time; an item never carries more.
+# Runner clients expect chunks of at most 4096 bytes (one pipe read); an item never carries more.
 ITEM_BYTES: Final = 4096
-# The reference's sentinel for "the deadline fired" (not a real signal number).
+# The runner's sentinel for "the deadline fired" (not a real signal number).
 TIMEOUT_SIGNAL: Final = -1
 READ_BLOCK: Final = 256 * 1024
 FINISH_WAIT_SECONDS: Final = 30.0
@@ -43,7 +43,8 @@ ABSOLUTE_COMMAND_MESSAGE: Final = "absolute command not allowed, use relative pa
 
 
 def check_run(command: str, timeout_ms: int | None, configured_ms: int) -> int:
-    """The reference's checks, in its order; returns the call's deadline in milliseconds."""
+    """The runner's checks, in their documented order (docs/streaming.md#the-ndjson-runner);
+    returns the call's deadline in milliseconds."""
     if timeout_ms is not None:
         if timeout_ms <= configured_ms:
             raise InvalidRequestError(
@@ -112,7 +113,7 @@ def runner_tool(timeout_ms: int) -> dict[str, Any]:
 
 
 def data_item(stream: str, chunk: bytes, truncated: bool) -> dict[str, Any]:
-    """`truncated` is the reference's "the read filled the buffer": more may follow."""
+    """`truncated` means "the read filled the buffer": more may follow."""
     encoding = None
     try:
         text = chunk.decode("utf-8")

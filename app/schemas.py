@@ -307,7 +307,7 @@ class WsTicket(BaseModel):
     expires_at: datetime
 
 
-# --- sessions and the streaming runner (SPEC §6) ----------------------------------------------
+# --- sessions and the streaming runner (docs/streaming.md#sessions) ---------------------------
 
 SESSION_DEFAULT_TIMEOUT_MS = 600_000
 # The runner has no upper bound of its own; a day keeps a forgotten call from running forever.
@@ -398,7 +398,7 @@ class RunItem(BaseModel):
     )
 
 
-# --- WebSocket client → server frames (`/v1/executions/{id}/stream`, SPEC §4) -----------------
+# --- WebSocket client → server frames (docs/streaming.md#client-frames) ------------------------
 
 
 class WsInputFrame(StrictModel):
@@ -433,7 +433,7 @@ WsClientFrame = Annotated[
 ]
 
 
-# --- the policy (SPEC §5.4) -------------------------------------------------------------------
+# --- the policy (docs/policy.md#policy-api) -----------------------------------------------------
 
 
 class PolicyEvaluate(StrictModel):

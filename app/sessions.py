@@ -1,11 +1,12 @@
-"""Sessions (SPEC §1, §6): a configuration (cwd, env, timeout, pty) plus a persistent shell state.
+"""Sessions (docs/streaming.md#sessions): a configuration (cwd, env, timeout, pty) plus a
+persistent shell state.
 
 A session is not a long-lived bash process. Each call is a fresh `bash -c` in its own process
 group, so timeouts, group kills, the output log, streaming and PTYs work exactly as for any
 execution. What persists is the shell *state*: the exported variables, functions and aliases
-that the calls define, kept in `<data_dir>/sessions/<id>/state.sh` (the emulation that the
-reference allows, pi-bash-tool.md §2.10). The command spawned for a call is `WRAPPER`
-(`app/session_wrapper.sh`), which
+that the calls define, kept in `<data_dir>/sessions/<id>/state.sh` (an emulation of a
+long-lived shell; docs/streaming.md#sessions says where it differs). The command spawned for
+a call is `WRAPPER` (`app/session_wrapper.sh`), which
 
 1. restores the snapshot (sourced with stdio on /dev/null, `expand_aliases` on);
 2. lays the call's own `env` over it, then runs the user's command with `eval`, the command text
@@ -17,11 +18,11 @@ reference allows, pi-bash-tool.md §2.10). The command spawned for a call is `WR
    temporary file, which the server renames over the snapshot once the process has ended, only
    when this call holds the session's lease and ended by itself.
 
-Rules around the lease, as in the reference (§2.2.2): one call at a time owns the state. A call
+Rules around the lease (docs/streaming.md#sessions): one call at a time owns the state. A call
 that arrives while another runs becomes a one-shot shell: it restores the snapshot but does not
 save. Background jobs (`async`) never save. A timeout or a cancel of the owning call resets the
-state (the snapshot is deleted), as does changing the session's `env` (the reference keys its
-shells by their env). Per-call env values are not saved unless the command itself changed them.
+state (the snapshot is deleted), as does changing the session's `env` (another env makes
+another shell). Per-call env values are not saved unless the command itself changed them.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class _Call:
 
     async def settle(self, live: LiveExecution) -> None:
         decides = self._owns_state and not live.lost  # a server stop leaves the state alone
-        # As the reference drops a shell after an abort: the next call starts clean.
+        # A shell cut off mid-command may hold half-made state: the next call starts clean.
         reset = decides and (live.timed_out or live.cancelled)
         commit = decides and not reset and self._generation == self._runtime.generation
         if reset:
@@ -255,7 +256,7 @@ class SessionService:
         record = updated
         self._known[session_id] = record
         if env_changed:
-            # The reference keys its shells by their env: another env is another shell.
+            # Another env is another shell: the state saved under the old one does not carry over.
             await self.reset_state(session_id, self._runtime(session_id))
         return self.to_public(record)
 

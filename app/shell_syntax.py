@@ -2,11 +2,11 @@
 
 Pure functions only: nothing here runs, expands or resolves anything.
 
-Three readers live here because three consumers need three different, reference-defined views:
+Three readers live here because three consumers need three different views:
 
-* `extract_leading_cd` and `flat_segments` reproduce the reference bash tool's small scanners
-  exactly (pi-bash-tool.md §1.5 and §5.2); they are routing helpers, not security checks, and
-  give up rather than guess.
+* `extract_leading_cd` and `flat_segments` are small scanners with exactly the behaviour agents
+  rely on (docs/api.md#processing-order, docs/policy.md#interceptor); they are routing
+  helpers, not security checks, and give up rather than guess.
 * `read_command` (and `policy_segments`) is the security-relevant reader: it must find every
   simple command the shell would run, at any depth, so that `deny`/`prompt` rules and critical
   patterns cannot be dodged by wrapping, and say what it cannot read statically (a command
@@ -14,7 +14,7 @@ Three readers live here because three consumers need three different, reference-
   policy can fail closed. The structure comes from tree-sitter-bash; a small local lexer
   dequotes words (it decodes `$'…'`), reads backtick substitutions and unquoted here-doc bodies
   (which the grammar leaves as text), and reads the text when the grammar reports an error.
-* `rough_segments` is the reference's own flat tokenizer, kept as a never-failing best effort
+* `rough_segments` is a plain flat tokenizer, kept as a never-failing best effort
   so deny rules still apply to text that could not be parsed.
 """
 
@@ -126,12 +126,12 @@ class FlatSegment:
 
 
 def normalize_whitespace(text: str) -> str:
-    """Trim and collapse every whitespace run to one space (reference §4.2)."""
+    """Trim and collapse every whitespace run to one space (docs/policy.md#rules)."""
     return " ".join(text.split())
 
 
 # ---------------------------------------------------------------------------------------------
-# Leading `cd` rewrite (reference §1.5)
+# Leading `cd` rewrite (docs/api.md#processing-order)
 
 _CD_TOKEN_END = frozenset(" \t\n\r&|;<>()")
 _DOUBLE_QUOTE_ESCAPABLE = frozenset('"\\$`')
@@ -204,7 +204,7 @@ def extract_leading_cd(command: str) -> LeadingCd | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Shell-control detection for `allow` rules (reference §4.3)
+# Shell-control detection for `allow` rules (docs/policy.md#how-allow-matches)
 
 _CONTROL_CHARS = frozenset("\n\r;&|<>$()`")
 # `-c`/`-e` style clusters make a quoted string executable (`sh -c "a; b"`, `git -c alias.x=…`).
@@ -264,7 +264,7 @@ def _scan_control(command: str) -> tuple[bool, bool]:
 
 
 def has_control_syntax(command: str) -> bool:
-    """True when an `allow` rule must not vouch for the command (reference §4.3).
+    """True when an `allow` rule must not vouch for the command (docs/policy.md#how-allow-matches).
 
     That is an unquoted one of `\\n \\r ; & | < > $ ( )` or a backtick; `$` or a backtick inside
     double quotes; or a quoted/escaped control char while a `-c`/`-e` cluster, `--command` or
@@ -277,7 +277,7 @@ def has_control_syntax(command: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Interceptor flat splitter (reference §5.2)
+# Interceptor flat splitter (docs/policy.md#interceptor)
 
 
 def flat_segments(command: str) -> list[FlatSegment] | None:
@@ -408,7 +408,8 @@ _ASSIGNMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def strip_leading_assignments(segment: str) -> str | None:
-    """Drop leading `NAME=value` words (reference §5.2), or None if nothing useful remains.
+    """Drop leading `NAME=value` words (docs/policy.md#interceptor), or None if nothing useful
+    remains.
 
     None when there was no assignment, when the segment is only assignments, or when a value
     is malformed (unterminated quote, trailing backslash).
@@ -1923,7 +1924,7 @@ _ROUGH_SPLIT = frozenset("\n\r;&|()`")
 
 
 def _rough_tokenize(text: str) -> list[list[str]]:
-    """The reference's flat tokenizer (§4.3), which never fails: quotes removed, split on
+    """A flat tokenizer that never fails: quotes removed, split on
     every unquoted `\\n ; & | ( )` (and backticks, so their contents become segments too)."""
     commands: list[list[str]] = []
     words: list[str] = []

@@ -1,4 +1,5 @@
-"""What one viewer of an execution sees (SPEC §4 stream): the log replayed from an offset, then
+"""What one viewer of an execution sees (docs/streaming.md#the-execution-stream): the log
+replayed from an offset, then
 followed live, then the exit. No FastAPI here: `api/routes/stream.py` carries these frames over
 a WebSocket and feeds the client's frames to `handle_client_frame`.
 

@@ -1,4 +1,4 @@
-"""Timeout resolution and clamping (reference §1.3)."""
+"""Timeout resolution and clamping (docs/api.md#request-fields)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def resolve_timeout(requested: float, *, global_max: float = 0) -> ResolvedTimeo
     effective = max(MIN_TIMEOUT, min(MAX_TIMEOUT, capped))
     notices = []
     if effective != requested:
-        # SPEC §2 uses the range wording for every clamp, the server ceiling included.
+        # The range wording is used for every clamp, the server ceiling included
+        # (docs/api.md#request-fields).
         shown, asked = format_seconds(effective), format_seconds(requested)
         notices.append(f"Timeout clamped to {shown}s (requested {asked}s; allowed range 1-3600s).")
     return ResolvedTimeout(seconds=effective, requested=requested, notices=notices)

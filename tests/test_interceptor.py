@@ -1,4 +1,4 @@
-"""Unit tests for app.interceptor (pure; nothing is executed). pi-bash-tool.md §7 items 31-43."""
+"""Unit tests for app.interceptor (pure; nothing is executed); docs/policy.md#interceptor."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def check_like_the_tool(command: str, rules: list[InterceptorRule]) -> Intercept
     return result
 
 
-# --- items 31-34 -----------------------------------------------------------------------------
+# --- the original and the rewritten command, tools, messages ---------------------------------
 
 
 def test_original_command_is_checked_before_the_cd_rewrite_item_31() -> None:
@@ -77,7 +77,7 @@ def test_custom_rule_blocks_with_its_own_message_item_34() -> None:
     )
 
 
-# --- items 35-41: flat segments ----------------------------------------------------------------
+# --- flat segments -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_rule_for_an_unavailable_tool_is_skipped_item_41() -> None:
     assert blocked("cat test.txt", list(DEFAULT_INTERCEPTOR_RULES), frozenset({"read"}))
 
 
-# --- items 42-43: default rules ----------------------------------------------------------------
+# --- default rules -----------------------------------------------------------------------------
 
 DEFAULTS = list(DEFAULT_INTERCEPTOR_RULES)
 

@@ -19,7 +19,7 @@ def numbered_lines(count: int, template: bytes = b"L%03d\n") -> bytes:
     return b"".join(template % i for i in range(count))
 
 
-# -- windows and counters (pi-bash-tool §7 items 64, 68, 69, 70) ------------------------------
+# -- windows and counters (docs/api.md#output-windows) ----------------------------------------
 
 
 def test_hundred_thousand_bytes_are_all_counted_but_only_the_windows_are_shown() -> None:

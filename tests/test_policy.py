@@ -1,17 +1,14 @@
 """Unit tests for app.policy (pure; nothing is executed).
 
-Coverage of pi-bash-tool.md §7, approval items 44-55, for a pure engine:
-- 46-52 are covered below, plus the §4.3 bypass lists and the §4.5 critical/benign lists.
-- 54: covered where it has meaning without the compound opt-in (critical segment after an
-  unmatched one, quoted '/' and escaped r\\m still critical, the `printf -v BASH_CMDS` chain).
-Skipped, with the reason:
-- 44 (mode matrix always-ask/write/yolo × read/write/exec): shellgate has no approval modes
-  or tool tiers; a verdict is allow/prompt/deny and the service acts on it.
-- 45 and 55 (yolo behaviour): there is no yolo mode; a critical hit simply yields
-  `policy.critical`.
-- 53 and the opt-in parts of 54 (`bash.allowCompoundCommands`, per-shell opt-in, per-segment
-  allow): shellgate does not offer the compound opt-in; an allow rule never covers a compound
-  command, which is the reference's default behaviour.
+What docs/policy.md promises, for a pure engine: rule parsing and glob matching, first
+applicable rule, allow only for whole commands without shell-control syntax (and the
+bypasses that must never be allowed), deny/prompt on any segment, critical and benign
+commands, a critical segment after an unmatched one, quoted '/' and escaped r\\m still
+critical, the `printf -v BASH_CMDS` chain.
+Not here, because shellgate has none of them: approval modes and tool tiers (a verdict is
+allow/prompt/deny and the service acts on it), a "yolo" mode (a critical hit simply yields
+`policy.critical`), and an opt-in to allow compound commands segment by segment (an allow
+rule never covers a compound command).
 """
 
 from __future__ import annotations
@@ -234,7 +231,7 @@ def test_glob_star_is_the_only_wildcard_and_matching_is_anchored(
     assert glob_matches(pattern, command) is expected
 
 
-# --- rule semantics (§4.3, items 47-52) ----------------------------------------------------
+# --- rule semantics (docs/policy.md#rules) -------------------------------------------------
 
 
 def test_mixed_rule_set_matches_reference_item_47() -> None:
@@ -382,7 +379,7 @@ def test_verdict_reports_rule_segments_and_hits() -> None:
 
 # --- the bypass table: every form meets a `rm -rf *` deny ------------------------------------
 # The deny comes first: with `* allow` first, first-match order lets the allow win for any
-# simple command (`timeout 5 rm -rf x`), exactly as the reference does.
+# simple command (`timeout 5 rm -rf x`): first-match order is the contract.
 
 BYPASS_TABLE = [
     "echo a; rm -rf x",
@@ -427,7 +424,7 @@ def test_bypass_table_is_caught_by_a_deny_rule(command: str) -> None:
     )
 
 
-# --- critical patterns (§4.5, item 46) ------------------------------------------------------
+# --- critical patterns (docs/policy.md#critical-patterns) -----------------------------------
 
 CRITICAL_COMMANDS = [
     "rm -rf /",
@@ -589,7 +586,7 @@ def test_critical_patterns_stay_linear_on_adversarial_input() -> None:
     assert time.perf_counter() - started < 2.0
 
 
-# --- the runner's list (streaming-runner-and-policies.md §1.5) -------------------------------
+# --- the runner's list (docs/streaming.md#the-ndjson-runner) ---------------------------------
 
 # One command per pattern, each caught first by the pattern at `index` (the runner reports the
 # first pattern that matches, in the list's order).

@@ -1,4 +1,5 @@
-"""The model-facing text block (SPEC §2): body, blank line, wall time, notices, exit code."""
+"""The model-facing text block (docs/api.md#the-text-block): body, blank line, wall time,
+notices, exit code."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The pure parts of the streaming runner (app/runner.py): the checks and their order, the tool
-object, and how output becomes NDJSON items (streaming-runner-and-policies.md §1.2-§1.6)."""
+object, and how output becomes NDJSON items (docs/streaming.md#the-ndjson-runner)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from app.shell_syntax import (
     strip_leading_assignments,
 )
 
-# --- leading cd rewrite (pi-bash-tool.md §1.5) ----------------------------------------------
+# --- leading cd rewrite (docs/api.md#processing-order) --------------------------------------
 
 
 def test_cd_with_redirect_is_not_rewritten() -> None:
@@ -100,7 +100,7 @@ def test_normalize_whitespace_trims_and_collapses_runs() -> None:
     assert normalize_whitespace(" \t\n") == ""
 
 
-# --- control syntax for allow rules (§4.3) -------------------------------------------------
+# --- control syntax for allow rules (docs/policy.md#how-allow-matches) ---------------------
 
 
 @pytest.mark.parametrize(
@@ -362,7 +362,7 @@ def test_rough_segments_split_unparseable_text_without_raising() -> None:
     assert "rm -rf x" in rough_segments("echo `rm -rf x")
 
 
-# --- interceptor flat splitter (§5.2) ------------------------------------------------------
+# --- interceptor flat splitter (docs/policy.md#interceptor) --------------------------------
 
 
 def _texts(command: str) -> list[str] | None:

@@ -1,4 +1,5 @@
-"""Tokens, roles and owners (SPEC §7), error envelopes, and bad input that never yields a 500."""
+"""Tokens, roles and owners (docs/api.md#access-and-roles), error envelopes, and bad input that
+never yields a 500."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Approvals end to end over real HTTP and WebSocket (SPEC §5.2, §5.5, §7): an agent's call
+"""Approvals end to end over real HTTP and WebSocket (docs/policy.md#approvals): an agent's call
 waits, an approver decides, the command runs or is rejected; expiry, restart, the stream."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Foreground runs through HTTP: reference cases 1-16, 56-64 (pi-bash-tool.md §7)."""
+"""Foreground runs through HTTP: results, exit codes, timeouts, cwd, env, output windows
+(docs/api.md#running-a-command)."""
 
 from __future__ import annotations
 
@@ -237,7 +238,8 @@ def test_completion_is_process_exit_not_pipe_eof(fg: httpx.Client) -> None:
     assert elapsed < 1.5  # the background child sleeps 2 s; we must not wait for it
 
 
-# 60 (the reference leaves the child running: here that takes the policy's `keep_daemons`)
+# A child left running after a normal end survives only under the policy's `keep_daemons`
+# (docs/operations.md#confinement).
 def test_background_child_pid_is_real_and_alive(fg: httpx.Client, fg_server: LiveServer) -> None:
     with fg_server.client(ADMIN) as admin:
         policy = admin.get("/v1/policy").json()

@@ -1,5 +1,5 @@
-"""The interceptor through `POST /v1/executions` (SPEC §5.3, reference §5 and §7 items 31-34,
-41): enabled with `PUT /v1/policy`, applied only for the tools the caller lists."""
+"""The interceptor through `POST /v1/executions` (docs/policy.md#interceptor): enabled with
+`PUT /v1/policy`, applied only for the tools the caller lists."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Background jobs through HTTP: async, auto-background, cancel, wait, the cap (reference 9-10,
-20-25, and the foundation issue's cap acceptance)."""
+"""Background jobs through HTTP: async, auto-background, cancel, wait, the cap
+(docs/api.md#modes-foreground-job-auto-background)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The policy over HTTP (SPEC §5.1, §5.4, §5.5): read, replace with validation and history,
+"""The policy over HTTP (docs/policy.md): read, replace with validation and history,
 dry-run evaluation, the policy file, and the verdicts as agents meet them."""
 
 from __future__ import annotations

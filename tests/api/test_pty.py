@@ -1,4 +1,4 @@
-"""PTY runs driven live over the WebSocket (SPEC §2 `pty`, §4 stream; reference §2.3): prompts
+"""PTY runs driven live over the WebSocket (docs/streaming.md#pty-runs): prompts
 answered from input frames, resize, Ctrl-C, a real terminal, and a PTY nobody reads."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The streaming runner `POST /v1/sessions/{id}/run` over real HTTP: the cosh-tools `Bash` test
-list (streaming-runner-and-policies.md §1.7) mapped to NDJSON, plus its guards and the policy."""
+"""The streaming runner `POST /v1/sessions/{id}/run` over real HTTP: items, status, timeouts,
+PTY, env, plus its guards and the policy (docs/streaming.md#the-ndjson-runner)."""
 
 from __future__ import annotations
 
@@ -396,7 +396,7 @@ def test_unknown_fields_are_refused(agent: httpx.Client, session: str) -> None:
     assert response.status_code == 422
 
 
-# --- the policy (§5) applies after the runner's checks ----------------------------------------
+# --- the policy (docs/policy.md) applies after the runner's checks ----------------------------
 
 POLICY = {
     "default": "allow",

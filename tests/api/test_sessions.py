@@ -1,4 +1,4 @@
-"""Sessions over real HTTP (SPEC §1, §6; pi-bash-tool.md §2.2.2): the CRUD, who may use them,
+"""Sessions over real HTTP (docs/streaming.md#sessions): the CRUD, who may use them,
 and the persistent shell state (exported variables, functions, aliases) between calls."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The execution stream over a real WebSocket (SPEC §4 stream, §7 WebSocket auth): replay from an
+"""The execution stream over a real WebSocket (docs/streaming.md#the-execution-stream): replay
+from an
 offset, live frames, exact resume, several viewers, a stalled viewer, UTF-8 framing, auth."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`/v1/approvals`: list, read and decide approvals, and their live stream (SPEC §5.2)."""
+"""`/v1/approvals`: list, read and decide approvals, and their live stream
+(docs/policy.md#approvals)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`/v1/executions`: run, list, read, wait, cancel, output, input, resize (SPEC §2-§4)."""
+"""`/v1/executions`: run, list, read, wait, cancel, output, input, resize (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`/v1/policy`: read, replace (admin) and dry-run the policy (SPEC §5.4)."""
+"""`/v1/policy`: read, replace (admin) and dry-run the policy (docs/policy.md#policy-api)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`/v1/sessions`: persistent shells and the streaming runner (SPEC §6)."""
+"""`/v1/sessions`: persistent shells and the streaming runner (docs/streaming.md#sessions)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The live stream of one execution over a WebSocket, and the tickets browsers use to open it
-(SPEC §4, §7). The frames and what they mean live in `app/streaming.py`; this module is the
+(docs/streaming.md#the-execution-stream). The frames and what they mean live in
+`app/streaming.py`; this module is the
 socket plumbing: handshake, close codes, one sender, one reader, keepalive.
 
 Close codes: 1000 after the exit frame; 4000 + the HTTP status the same error would have on
