@@ -20,6 +20,11 @@ from tests.waiting import eventually
 def group() -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, EXECUTION_MARKER: "ex_marked000000000000"}
     process = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    # Until its exec the child still has this process's environment (no marker).
+    eventually(
+        lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes().startswith(b"sleep"),
+        what="the group leader's exec of sleep",
+    )
     yield process
     process.kill()
     process.wait()
