@@ -28,7 +28,7 @@ import string
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -439,6 +439,11 @@ class Collected:
         self.add_round(measure, subject, statistics.median(values))
 
 
+def bounded(stream: Coroutine[Any, Any, float], seconds: float = 120) -> float:
+    """A stream measure with a deadline, so a stream that never ends cannot hang the run."""
+    return asyncio.run(asyncio.wait_for(stream, seconds))
+
+
 def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected) -> None:
     with all_servers(peers_bin) as subjects:
         for name, server in (
@@ -474,12 +479,12 @@ def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected) -> None
             out.add_round("session_failed", name, failures[name])
 
         out.add_round("pipe_mb_s", "pipe floor", pipe_floor(sizes.pipe_bytes))
-        rate = asyncio.run(shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False))
+        rate = bounded(shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False))
         out.add_round("pipe_mb_s", "shellgate", rate)
         out.add_round("pty_mb_s", "PTY floor", pty_floor(sizes.pty_bytes))
-        rate = asyncio.run(shellgate_stream(subjects.shellgate, sizes.pty_bytes, pty=True))
+        rate = bounded(shellgate_stream(subjects.shellgate, sizes.pty_bytes, pty=True))
         out.add_round("pty_mb_s", "shellgate", rate)
-        rate = asyncio.run(terminado_stream(subjects.terminado, sizes.pty_bytes))
+        rate = bounded(terminado_stream(subjects.terminado, sizes.pty_bytes))
         out.add_round("pty_mb_s", "terminado", rate)
 
         for name, values in asyncio.run(keystroke_echo(subjects, sizes.keystrokes)).items():
