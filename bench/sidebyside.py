@@ -21,6 +21,7 @@ import contextlib
 import datetime
 import fcntl
 import json
+import math
 import os
 import select
 import statistics
@@ -232,7 +233,11 @@ def session_commands(
 
         def in_swerex() -> bool:
             body = {"command": "true", "session": "bench", "action_type": "bash"}
-            return succeeded(swerex.post("/run_in_session", json=body))
+            try:
+                return succeeded(swerex.post("/run_in_session", json=body))
+            except httpx.TransportError as error:  # its server drops the connection after a
+                print(f"failed call: SWE-ReX {error!r}", file=sys.stderr)  # session timeout
+                return False
 
         def in_floor() -> bool:
             floor.run("true")
@@ -436,7 +441,8 @@ class Collected:
 
     def add_samples(self, measure: str, subject: str, values: list[float]) -> None:
         self.samples.setdefault(measure, {}).setdefault(subject, []).extend(values)
-        self.add_round(measure, subject, statistics.median(values))
+        # NaN: every call failed this round; the table leaves the round out of the ratios.
+        self.add_round(measure, subject, statistics.median(values) if values else math.nan)
 
 
 def bounded(stream: Coroutine[Any, Any, float], seconds: float = 120) -> float:
@@ -492,7 +498,8 @@ def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected) -> None
 
 
 def p99_note(out: Collected, measure: str, subject: str) -> str:
-    return f"p99 {percentile(out.samples[measure][subject], 0.99):.2f}"
+    samples = out.samples[measure][subject]
+    return f"p99 {percentile(samples, 0.99):.2f}" if samples else "no successful call"
 
 
 def rows(out: Collected) -> list[Row]:

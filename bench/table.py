@@ -23,7 +23,11 @@ def median_of_round_ratios(ours: Sequence[float], peer: Sequence[float]) -> floa
     a noisy round moves one ratio rather than both medians."""
     if len(ours) != len(peer) or not ours:
         raise ValueError("one value per round on each side")
-    return statistics.median(a / b for a, b in zip(ours, peer, strict=True) if b > 0)
+    # A round where a side has no figure (NaN: every call of it failed) gives no ratio.
+    ratios = [a / b for a, b in zip(ours, peer, strict=True) if b > 0 and not math.isnan(a + b)]
+    if not ratios:
+        raise ValueError("no round has a figure on both sides")
+    return statistics.median(ratios)
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,18 @@ class Row:
     def ratio(self) -> float | None:
         if self.against is None or not self.peers.get(self.against):
             return None
-        return median_of_round_ratios(self.ours, self.peers[self.against])
+        try:
+            return median_of_round_ratios(self.ours, self.peers[self.against])
+        except ValueError:
+            return None
 
     def holds(self) -> bool | None:
         if self.target is None:
             return None
-        return self.target.holds(statistics.median(self.ours), self.ratio())
+        ours = [value for value in self.ours if not math.isnan(value)]
+        if not ours:
+            return False  # fail closed: no figure, no claim
+        return self.target.holds(statistics.median(ours), self.ratio())
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -91,7 +101,10 @@ class Row:
 
 
 def figure(values: Sequence[float], unit: str) -> str:
-    value = statistics.median(values)
+    known = [value for value in values if not math.isnan(value)]
+    if not known:
+        return "— (no figure)"
+    value = statistics.median(known)
     digits = 3 if abs(value) < 1 else 2 if abs(value) < 10 else 1 if abs(value) < 1000 else 0
     return f"{value:,.{digits}f} {unit}"
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -29,6 +30,18 @@ def test_ratio_is_the_median_of_per_round_ratios_not_the_ratio_of_medians() -> N
     assert median_of_round_ratios(ours, peer) == 2.0
     # The ratio of the medians (20 / 15) would let one noisy peer round move the figure.
     assert statistics.median(ours) / statistics.median(peer) != 2.0
+
+
+def test_a_round_without_a_figure_is_left_out_of_the_ratio() -> None:
+    assert median_of_round_ratios([10.0, 30.0, 8.0], [5.0, math.nan, 4.0]) == 2.0
+    with pytest.raises(ValueError):
+        median_of_round_ratios([1.0], [math.nan])
+
+
+def test_a_row_with_no_figure_never_holds() -> None:
+    row = Row("session", "ms", ours=[math.nan], target=Target("abs_le", 3))
+    assert row.holds() is False
+    assert "no figure" in render([row])
 
 
 def test_ratio_needs_one_value_per_round_on_each_side() -> None:
