@@ -26,8 +26,8 @@ import httpx
 from app.confinement import Backend, Limits, choose_backend
 from app.environment import build_environment
 from app.process import ExitStatus, RunningProcess, SpawnSpec
-from bench.bench_foreground import percentile
 from bench.servers import TOKEN, shellgate
+from bench.table import percentile
 
 LIMITS = Limits(memory_mb=1024, processes=512, open_files=65536)
 

@@ -1,5 +1,6 @@
 """Start servers for benchmarks as separate processes on loopback, so the client's own CPU use
-does not share a GIL with the server it measures."""
+does not share a GIL with the server it measures: shellgate and its peers (SWE-ReX, terminado,
+the minimal app). Each is stopped by its pid when its block ends."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from pathlib import Path
 import httpx
 
 TOKEN = "bench-agent-secret-0123456789"
+BENCH_DIR = Path(__file__).resolve().parent
+PEERS_VENV = BENCH_DIR / ".peers-venv"
+PEERS_REQUIREMENTS = BENCH_DIR / "peers-requirements.txt"
 
 
 def free_port() -> int:
@@ -29,27 +33,56 @@ def free_port() -> int:
 class Server:
     base_url: str
     pid: int
+    # From spawning the process to the first 200 of its health URL.
+    startup_s: float
+    headers: dict[str, str]
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
+def ensure_peers_venv() -> Path:
+    """The peers' own virtualenv, (re)installed when the pinned requirements change. Returns
+    its bin directory."""
+    stamp = PEERS_VENV / ".installed"
+    wanted = PEERS_REQUIREMENTS.read_text()
+    if not (stamp.exists() and stamp.read_text() == wanted):
+        if not (PEERS_VENV / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        pip = [str(PEERS_VENV / "bin" / "pip"), "install", "-q"]
+        subprocess.run([*pip, "-r", str(PEERS_REQUIREMENTS)], check=True, timeout=600)
+        stamp.write_text(wanted)
+    return PEERS_VENV / "bin"
+
+
+def _wait_ready(url: str, headers: dict[str, str], process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}")
         try:
-            httpx.get(url, timeout=1)
-            return
+            if httpx.get(url, headers=headers, timeout=1).status_code == 200:
+                return
         except httpx.TransportError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.01)
     raise RuntimeError(f"{url} did not answer")
 
 
 @contextlib.contextmanager
-def _running(argv: list[str], env: dict[str, str], ready_url: str) -> Iterator[int]:
-    process = subprocess.Popen(argv, env=env, start_new_session=True)
+def running(
+    argv: list[str],
+    env: dict[str, str],
+    base_url: str,
+    health: str,
+    headers: dict[str, str],
+    quiet: bool = False,
+) -> Iterator[Server]:
+    started = time.perf_counter()
+    output = subprocess.DEVNULL if quiet else None
+    process = subprocess.Popen(
+        argv, env=env, start_new_session=True, cwd=BENCH_DIR.parent, stdout=output, stderr=output
+    )
     try:
-        _wait_ready(ready_url, process)
-        yield process.pid
+        _wait_ready(base_url + health, headers, process)
+        yield Server(base_url, process.pid, time.perf_counter() - started, headers)
     finally:
         process.terminate()
         try:
@@ -65,6 +98,7 @@ def shellgate(**settings: str) -> Iterator[Server]:
     with tempfile.TemporaryDirectory() as scratch:
         env = {
             **os.environ,
+            "SHELLGATE_HOST": "127.0.0.1",
             "SHELLGATE_PORT": str(port),
             "SHELLGATE_DATA_DIR": str(Path(scratch) / "data"),
             "SHELLGATE_WORKSPACE": scratch,
@@ -72,27 +106,48 @@ def shellgate(**settings: str) -> Iterator[Server]:
             "SHELLGATE_LOG_LEVEL": "warning",
             **{f"SHELLGATE_{key.upper()}": value for key, value in settings.items()},
         }
+        headers = {"Authorization": f"Bearer {TOKEN}"}
         url = f"http://127.0.0.1:{port}"
-        with _running([sys.executable, "-m", "app", "serve"], env, f"{url}/healthz") as pid:
-            yield Server(url, pid)
+        with running([sys.executable, "-m", "app", "serve"], env, url, "/healthz", headers) as s:
+            yield s
 
 
 @contextlib.contextmanager
 def yardstick() -> Iterator[Server]:
+    """The minimal app on stdlib asyncio and h11 (not uvloop/httptools)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "bench.yardstick:app",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
+        *(sys.executable, "-m", "uvicorn", "bench.yardstick:app"),
+        *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+        *("--loop", "asyncio", "--http", "h11"),
     ]
-    with _running(argv, dict(os.environ), f"{url}/docs") as pid:
-        yield Server(url, pid)
+    with running(argv, dict(os.environ), url, "/healthz", {}) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def swerex(peers_bin: Path) -> Iterator[Server]:
+    """SWE-ReX's `swerex-remote` (FastAPI on uvicorn; its venv has neither uvloop nor
+    httptools, so stdlib asyncio and h11). Every request carries the X-API-Key token. It logs
+    an access line per request (it has no option against that); the lines go to /dev/null."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [str(peers_bin / "swerex-remote"), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--auth-token", TOKEN]
+    headers = {"X-API-Key": TOKEN}
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    with running(argv, env, url, "/is_alive", headers, quiet=True) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def terminado(peers_bin: Path) -> Iterator[Server]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [str(peers_bin / "python"), "-m", "bench.terminado_app", str(port)]
+    with running(argv, dict(os.environ), url, "/healthz", {}) as server:
+        yield server
 
 
 def rss_kib(pid: int, field: str = "VmRSS") -> int:
@@ -100,3 +155,11 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(f"no {field} for {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of the process itself (not its reaped children), from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # After the command name: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

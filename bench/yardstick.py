@@ -1,4 +1,6 @@
-"""The yardstick for bench_foreground: the least a FastAPI endpoint can do to run a command."""
+"""The minimal app peer: the least a FastAPI endpoint can do to run a command (no auth, no
+policy, no registry). The harness serves it with `uvicorn --loop asyncio --http h11`, stdlib
+asyncio and the pure-Python HTTP parser, like the other peers."""
 
 from __future__ import annotations
 
@@ -12,6 +14,11 @@ app = FastAPI()
 
 class Run(BaseModel):
     command: str
+
+
+@app.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
 
 
 @app.post("/run")

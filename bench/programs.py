@@ -1,0 +1,11 @@
+"""The programs both sides of a comparison run, in one place so that they cannot drift."""
+
+from __future__ import annotations
+
+# Raw mode, no terminal echo: each typed byte comes back only once `cat` has read and written it.
+ECHO_PROGRAM = "stty raw -echo; echo READY; exec cat"
+
+
+def stream_program(size: int) -> str:
+    """`size` bytes of 'a' in 100-byte lines (plus the newlines fold adds)."""
+    return f"head -c {size} /dev/zero | tr '\\0' 'a' | fold -w 100"
