@@ -21,8 +21,8 @@ from typing import Any, Final, Protocol
 import anyio.to_thread
 
 from app.artifact_log import ArtifactLog
+from app.critical_patterns import first_runner_critical_match
 from app.errors import InvalidRequestError, PolicyDeniedError
-from app.policy import first_runner_critical_match
 from app.process import OutputStream
 from app.registry import LiveExecution
 from app.schemas import SESSION_MAX_TIMEOUT_MS

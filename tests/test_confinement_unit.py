@@ -1,4 +1,4 @@
-"""The parts of app/confinement.py that need no server: limits within the server's, the
+"""The parts of app/confinement/ that need no server: limits within the server's, the
 server's own cgroups, the instance name, and the evidence of rlimit hits."""
 
 from __future__ import annotations

@@ -21,10 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.env_policy import DEFAULT_ENV_DENY, EnvRules
-from app.policy import (
+from app.critical_patterns import (
     CRITICAL_PATTERNS,
     RUNNER_CRITICAL_PATTERNS,
+    find_critical_hits,
+    first_runner_critical_match,
+)
+from app.env_policy import DEFAULT_ENV_DENY, EnvRules
+from app.policy import (
     InterceptorRule,
     InterceptorSettings,
     PolicyDocument,
@@ -32,8 +36,6 @@ from app.policy import (
     RuleAction,
     compile_interceptor_pattern,
     evaluate,
-    find_critical_hits,
-    first_runner_critical_match,
     glob_matches,
 )
 

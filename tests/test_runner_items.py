@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.artifact_log import OutputStream
+from app.critical_patterns import RUNNER_CRITICAL_PATTERNS
 from app.errors import InvalidRequestError, PolicyDeniedError
-from app.policy import RUNNER_CRITICAL_PATTERNS
 from app.runner import (
     ITEM_BYTES,
     ItemEncoder,

@@ -1,0 +1,130 @@
+"""Confinement: per-execution resource limits, and one unit per execution that nothing escapes.
+
+Three backends, the strongest the host gives chosen at start:
+
+- `cgroup2`: a cgroup per execution below the server's own (unified hierarchy) with
+  `memory.max`, `pids.max`; evidence from `memory.events` (oom_kill) and `pids.events` (max),
+  CPU time from `cpu.stat`; the tree is killed with `cgroup.kill`.
+- `cgroup1`: the same with the v1 `memory`, `pids` and `freezer` hierarchies (and `cpuacct`
+  when mounted); evidence from `memory.oom_control` (oom_kill) and `pids.events`; the tree is
+  frozen, killed and thawed.
+- `rlimit`: `setrlimit` in the child only, and a sweep of `/proc` for processes carrying the
+  execution's marker variable to kill the tree. It cannot cap the processes of root.
+
+Every backend also sets `RLIMIT_FSIZE`, `RLIMIT_CPU` and `RLIMIT_NOFILE` in the child (cgroups
+have no file-size or descriptor limit; SIGXFSZ and SIGXCPU are the evidence), and every kill
+also sweeps for the marker, which catches a process that left its cgroup.
+
+Cgroups are created only below the server's own cgroup of each hierarchy (read from
+`/proc/self/cgroup`), under `shellgate-<instance>/` where the instance names the data
+directory, so a restarted server finds (and removes) what its predecessor left, and never
+touches a cgroup it did not create.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from app.confinement.cgroups import CgroupBackend, instance_name, own_cgroups
+from app.confinement.choice import Choice, choose_backend
+from app.confinement.limits import Limits, host_memory_mb, resolve_limits
+from app.confinement.monitor import Monitor
+from app.confinement.units import Backend, Unit
+
+__all__ = [
+    "Backend",
+    "Choice",
+    "Confinement",
+    "Limits",
+    "Unit",
+    "build_confinement",
+    "choose_backend",
+    "instance_name",
+    "own_cgroups",
+    "resolve_limits",
+]
+
+logger = logging.getLogger("shellgate.confinement")
+
+
+# --- what the server holds ---------------------------------------------------------------------
+
+
+class Confinement:
+    """The chosen backend, the server's limits (the ceiling of every request) and the monitor."""
+
+    def __init__(self, backend: Backend, ceiling: Limits) -> None:
+        self.backend = backend
+        self.ceiling = ceiling
+        self.monitor = Monitor()
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def resolve(self, *layers: dict[str, int | None] | None) -> Limits:
+        """Limits from the request layers (later ones win per field: session, then call)."""
+        merged: dict[str, int | None] = {}
+        for layer in layers:
+            for key, value in (layer or {}).items():
+                if value is not None:
+                    merged[key] = value
+        return resolve_limits(merged, self.ceiling)
+
+    def open_unit(self, execution_id: str, limits: Limits) -> Unit:
+        unit = self.backend.open_unit(execution_id, limits)
+        self.monitor.watch(unit)
+        return unit
+
+    def close_unit(self, unit: Unit, *, kill: bool, sweep: bool = True) -> bool:
+        """End the unit (killing what is left unless `kill` is false); False when kept
+        processes still run in it."""
+        self.monitor.forget(unit)
+        return unit.release(kill=kill, sweep=sweep)
+
+    def close(self) -> None:
+        """At server stop: the monitor ends and this server's (empty) cgroup folders go."""
+        self.monitor.stop()
+        self.backend.close()
+
+
+def build_confinement(
+    data_dir: Path,
+    wanted: str,
+    *,
+    memory_mb: int | None,
+    processes: int,
+    cpu_seconds: int,
+    file_size_mb: int,
+    open_files: int,
+) -> Confinement:
+    """Choose the backend (logging why stronger ones were unavailable), remove what an earlier
+    server of this data directory left, and fix the server's limits (0 = none)."""
+    choice = choose_backend(data_dir, wanted)
+    for reason in choice.reasons:
+        logger.warning("confinement backend unavailable: %s", reason)
+    backend = choice.backend
+    if memory_mb is None:
+        # Half the host by default where a cgroup enforces it; under rlimit, whose address-space
+        # limit breaks runtimes that reserve large ranges (V8, the JVM), only when asked for.
+        memory_mb = host_memory_mb() // 2 if isinstance(backend, CgroupBackend) else 0
+    ceiling = Limits(
+        memory_mb=memory_mb or None,
+        processes=processes or None,
+        cpu_seconds=cpu_seconds or None,
+        file_size_mb=file_size_mb or None,
+        open_files=open_files or None,
+    )
+    removed = backend.sweep_leftovers()
+    if removed:
+        logger.warning(
+            "removed %d cgroups an earlier server left (their processes killed)", removed
+        )
+    logger.info("confinement: %s, limits %s", backend.name, ceiling.as_dict())
+    if ceiling.processes is not None and not backend.enforces_processes():
+        logger.warning(
+            "the process limit is not enforced: the rlimit backend of a root server has none "
+            "(root ignores RLIMIT_NPROC); give the server a delegated cgroup"
+        )
+    return Confinement(backend, ceiling)

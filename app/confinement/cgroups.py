@@ -1,0 +1,387 @@
+"""The cgroup backends (`cgroup2`, and `cgroup1` with its memory, pids, freezer and cpuacct
+hierarchies): where the server may create cgroups, one cgroup per execution, its limits, its
+evidence and how its tree is killed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from app.confinement.limits import Limits, MiB, cpu_notice, memory_notice, process_notice
+from app.confinement.units import Backend, Unit, child_rlimits, signal_evidence
+from app.process import ChildConfinement, ExitStatus, kill_marked_processes, kill_processes
+
+logger = logging.getLogger("shellgate.confinement")
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def instance_name(data_dir: Path) -> str:
+    """`shellgate-<12 hex>` naming this data directory: the same after a restart, another for
+    another server on the same host."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return f"shellgate-{digest}"
+
+
+def own_cgroups(text: str | None = None) -> dict[str, str]:
+    """The server's cgroup per hierarchy from /proc/self/cgroup: controller → path; the unified
+    hierarchy is under the key ``""``."""
+    if text is None:
+        text = Path("/proc/self/cgroup").read_text()
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if not controllers:
+            found[""] = path
+        for controller in controllers.split(","):
+            if controller:
+                found[controller] = path
+    return found
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _keyed(text: str) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            values[parts[0]] = int(parts[1])
+    return values
+
+
+def _pids_in(directory: Path) -> list[int]:
+    return [int(word) for word in _read(directory / "cgroup.procs").split() if word.isdigit()]
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _wait_until(predicate: Callable[[], bool], within: float) -> bool:
+    """Bounded wait on a kernel state with no notification (freezer, an emptying cgroup)."""
+    deadline = time.monotonic() + within
+    pause = 0.001
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return True
+
+
+def _remove_directory(directory: Path) -> bool:
+    """rmdir a cgroup (retrying while its last members are still exiting)."""
+    for attempt in range(50):
+        try:
+            directory.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.002 * (attempt + 1))
+    logger.warning("could not remove cgroup %s", directory)
+    return False
+
+
+class CgroupUnit(Unit):
+    """A cgroup per hierarchy (v1) or one cgroup (v2)."""
+
+    def __init__(
+        self,
+        execution_id: str,
+        limits: Limits,
+        child: ChildConfinement,
+        directories: dict[str, Path],
+        version: int,
+    ) -> None:
+        super().__init__(execution_id, limits, child)
+        self.directories = directories  # controller (or "" for v2) → cgroup directory
+        self.version = version
+        self.backend = "cgroup2" if version == 2 else "cgroup1"
+
+    @property
+    def watched(self) -> bool:
+        return True
+
+    def _dir(self, controller: str) -> Path | None:
+        if self.version == 2:
+            return self.directories.get("")
+        return self.directories.get(controller)
+
+    def _memory_killed(self) -> bool:
+        directory = self._dir("memory")
+        if directory is None:
+            return False
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        return _keyed(_read(directory / name)).get("oom_kill", 0) > 0
+
+    def _process_limit_hit(self) -> bool:
+        directory = self._dir("pids")
+        if directory is None:
+            return False
+        return _keyed(_read(directory / "pids.events")).get("max", 0) > 0
+
+    def _cpu_seconds_used(self) -> float | None:
+        if self.version == 2:
+            directory = self._dir("")
+            if directory is None:
+                return None
+            usage = _keyed(_read(directory / "cpu.stat")).get("usage_usec")
+            return None if usage is None else usage / 1e6
+        directory = self.directories.get("cpuacct")
+        if directory is None:
+            return None
+        text = _read(directory / "cpuacct.usage").strip()
+        return int(text) / 1e9 if text.isdigit() else None
+
+    def check_running(self) -> str | None:
+        limits = self.limits
+        if limits.memory_mb is not None and self._memory_killed():
+            return memory_notice(limits.memory_mb)
+        if limits.processes is not None and self._process_limit_hit():
+            return process_notice(limits.processes)
+        if limits.cpu_seconds is not None:
+            used = self._cpu_seconds_used()
+            if used is not None and used >= limits.cpu_seconds:
+                return cpu_notice(limits.cpu_seconds)
+        return None
+
+    def evidence(self, status: ExitStatus, output_tail: str) -> str | None:
+        if self.hit:
+            return self.hit
+        return self.check_running() or signal_evidence(self.limits, status)
+
+    def members(self) -> set[int]:
+        found: set[int] = set()
+        for directory in self.directories.values():
+            found.update(_pids_in(directory))
+        return found
+
+    def kill_all(self, *, sweep: bool = True) -> int:
+        killed = 0
+        if self.members():
+            killed = self._kill_tree()
+        if sweep:
+            # A process that moved itself out of its cgroup (root can) still has the marker.
+            killed += kill_marked_processes(self.marker)
+        return killed
+
+    def _freezer(self) -> tuple[Path, str, str, Callable[[], bool]] | None:
+        """The freeze file, its frozen and thawed values, and a check that it is frozen."""
+        if self.version == 2:
+            directory = self.directories[""]
+
+            def frozen2() -> bool:
+                return "frozen 1" in _read(directory / "cgroup.events")
+
+            return directory / "cgroup.freeze", "1", "0", frozen2
+        freezer = self.directories.get("freezer")
+        if freezer is None:
+            return None
+
+        def frozen1() -> bool:
+            return _read(freezer / "freezer.state").strip() == "FROZEN"
+
+        return freezer / "freezer.state", "FROZEN", "THAWED", frozen1
+
+    def _kill_tree(self) -> int:
+        if self.version == 2:
+            directory = self.directories[""]
+            if (directory / "cgroup.kill").exists():
+                with contextlib.suppress(OSError):
+                    _write(directory / "cgroup.kill", "1")
+                    _wait_until(lambda: not _pids_in(directory), 2.0)
+                    return 1
+        freezer = self._freezer()
+        if freezer is None:
+            return kill_processes(self.members())
+        path, frozen, thawed, is_frozen = freezer
+        # Frozen, nothing forks: the member list is complete when we kill it. Killed processes
+        # die once thawed.
+        with contextlib.suppress(OSError):
+            _write(path, frozen)
+        _wait_until(is_frozen, 1.0)
+        killed = 0
+        for _ in range(5):
+            members = self.members()
+            if not members:
+                break
+            killed += kill_processes(members)
+            with contextlib.suppress(OSError):
+                _write(path, thawed)
+            if _wait_until(lambda: not self.members(), 1.0):
+                break
+        with contextlib.suppress(OSError):
+            _write(path, thawed)
+        return killed
+
+    def release(self, *, kill: bool = True, sweep: bool = True) -> bool:
+        if kill:
+            self.kill_all(sweep=sweep)
+        elif self.members():
+            return False
+        done = True
+        for directory in self.directories.values():
+            done = _remove_directory(directory) and done
+        return done
+
+
+class CgroupBackend(Backend):
+    def __init__(self, *, root: bool, bases: dict[str, Path], version: int) -> None:
+        super().__init__(root=root)
+        self.bases = bases  # controller (or "") → shellgate-<instance> directory
+        self.version = version
+        self.name = "cgroup2" if version == 2 else "cgroup1"
+
+    def enforces_processes(self) -> bool:
+        return True
+
+    def open_unit(self, execution_id: str, limits: Limits) -> Unit:
+        directories: dict[str, Path] = {}
+        try:
+            for controller, base in self.bases.items():
+                directory = base / execution_id
+                directory.mkdir()
+                directories[controller] = directory
+            self._apply(directories, limits)
+        except OSError:
+            for directory in directories.values():
+                _remove_directory(directory)
+            raise
+        rlimits = child_rlimits(limits, address_space=False, processes=False)
+        child = ChildConfinement(
+            cgroup_procs=tuple(str(path / "cgroup.procs") for path in directories.values()),
+            rlimits=tuple(rlimits),
+        )
+        return CgroupUnit(execution_id, limits, child, directories, self.version)
+
+    def _apply(self, directories: dict[str, Path], limits: Limits) -> None:
+        if self.version == 2:
+            directory = directories[""]
+            if limits.memory_mb is not None:
+                _write(directory / "memory.max", str(limits.memory_mb * MiB))
+                with contextlib.suppress(OSError):
+                    _write(directory / "memory.swap.max", "0")
+            if limits.processes is not None:
+                _write(directory / "pids.max", str(limits.processes))
+            return
+        if limits.memory_mb is not None:
+            memory = directories["memory"]
+            _write(memory / "memory.limit_in_bytes", str(limits.memory_mb * MiB))
+            # With swap accounting, swap counts too (absent without it).
+            with contextlib.suppress(OSError):
+                _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory_mb * MiB))
+        if limits.processes is not None:
+            _write(directories["pids"] / "pids.max", str(limits.processes))
+
+    def close(self) -> None:
+        for base in self.bases.values():
+            with contextlib.suppress(OSError):
+                base.rmdir()  # refused while a unit (kept daemons) is still in it
+
+    def sweep_leftovers(self) -> int:
+        removed = 0
+        names: set[str] = set()
+        for base in self.bases.values():
+            with contextlib.suppress(OSError):
+                names.update(entry.name for entry in os.scandir(base) if entry.is_dir())
+        for name in sorted(names):
+            if not name.startswith("ex_"):
+                continue  # only what this server names
+            directories = {
+                controller: base / name
+                for controller, base in self.bases.items()
+                if (base / name).is_dir()
+            }
+            unit = CgroupUnit(name, Limits(), ChildConfinement(), directories, self.version)
+            unit.release(kill=True)
+            removed += 1
+        return removed
+
+
+def cgroup2_base(instance: str, own: dict[str, str]) -> Path:
+    """Where a cgroup-v2 unit directory goes, or OSError saying why not."""
+    if "" not in own:
+        raise OSError("the server is in no cgroup-v2 hierarchy")
+    mount = (
+        CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else CGROUP_ROOT / "unified"
+    )
+    if not (mount / "cgroup.controllers").exists():
+        raise OSError("no cgroup2 filesystem at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+    own_dir = mount / own[""].lstrip("/")
+    if own_dir.name == "server" and own[""] != "/":
+        own_dir = own_dir.parent  # an earlier server of this process moved it into the leaf
+    available = set(_read(own_dir / "cgroup.controllers").split())
+    missing = {"memory", "pids"} - available
+    if missing:
+        raise OSError(
+            f"controllers {', '.join(sorted(missing))} are not delegated to the server's cgroup "
+            f"{own[''] or '/'}"
+        )
+    # Controllers can be enabled only for a cgroup's children, and (below the real root, which
+    # alone has no cgroup.type) a cgroup with enabled controllers holds no processes: in a
+    # delegated cgroup (systemd Delegate=yes, a container's private cgroup namespace) the
+    # server moves the processes of its own cgroup (itself, and e.g. the container's init)
+    # into a leaf `server` inside it: never out of its own subtree.
+    if (own_dir / "cgroup.type").exists():
+        leaf = own_dir / "server"
+        leaf.mkdir(exist_ok=True)
+        _write(leaf / "cgroup.procs", "0")
+        for pid in _pids_in(own_dir):
+            with contextlib.suppress(OSError):  # it may have exited meanwhile
+                _write(leaf / "cgroup.procs", str(pid))
+    _write(own_dir / "cgroup.subtree_control", "+memory +pids")
+    with contextlib.suppress(OSError):
+        _write(own_dir / "cgroup.subtree_control", "+cpu")
+    base = own_dir / instance
+    base.mkdir(exist_ok=True)
+    _write(base / "cgroup.subtree_control", "+memory +pids")
+    with contextlib.suppress(OSError):
+        _write(base / "cgroup.subtree_control", "+cpu")
+    probe = base / "probe"
+    probe.mkdir(exist_ok=True)
+    try:
+        if not (probe / "pids.max").exists() or not (probe / "memory.max").exists():
+            raise OSError("memory and pids controllers could not be enabled for child cgroups")
+    finally:
+        _remove_directory(probe)
+    return base
+
+
+def cgroup1_bases(instance: str, own: dict[str, str]) -> dict[str, Path]:
+    bases: dict[str, Path] = {}
+    for controller in ("pids", "memory", "freezer", "cpuacct"):
+        mount = CGROUP_ROOT / controller
+        if controller not in own or not (mount / "cgroup.procs").exists():
+            if controller == "cpuacct":
+                continue  # optional: RLIMIT_CPU still limits each process
+            raise OSError(f"no cgroup-v1 {controller} hierarchy mounted at {mount}")
+        base = mount / own[controller].lstrip("/") / instance
+        try:
+            base.mkdir(exist_ok=True)
+            probe = base / "probe"
+            probe.mkdir(exist_ok=True)
+            _remove_directory(probe)
+        except OSError as error:
+            if controller == "cpuacct":
+                continue
+            raise OSError(
+                f"cannot create a cgroup below the server's {controller} cgroup "
+                f"{own[controller]}: {error.strerror or error}"
+            ) from error
+        bases[controller] = base
+    return bases

@@ -1,0 +1,144 @@
+"""What every backend shares, which is also the `rlimit` backend: `setrlimit` in the child only,
+and a sweep of `/proc` for the execution's marker variable to kill its tree."""
+
+from __future__ import annotations
+
+import resource
+import signal
+
+from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
+from app.environment import EXECUTION_MARKER
+from app.process import ChildConfinement, ExitStatus, kill_marked_processes
+
+# RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
+CPU_HARD_MARGIN = 2
+# Output lines by which a program reports a failed allocation (the rlimit backend's evidence:
+# RLIMIT_AS makes allocations fail instead of killing).
+ALLOCATION_FAILURES = (
+    "MemoryError",
+    "Cannot allocate memory",
+    "out of memory",
+    "std::bad_alloc",
+    "memory exhausted",
+)
+
+
+def child_rlimits(
+    limits: Limits, *, address_space: bool, processes: bool
+) -> list[tuple[int, int, int]]:
+    """setrlimit triples for the child. Only ever lowers: a hard limit already below ours
+    stays."""
+    wanted: list[tuple[int, int, int]] = []
+
+    def lower(number: int, soft: int, hard: int | None = None) -> None:
+        current_soft, current_hard = resource.getrlimit(number)
+        hard = soft if hard is None else hard
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+        soft = min(soft, hard)
+        if current_soft != resource.RLIM_INFINITY:
+            # Keep a lower soft limit (e.g. 1024 descriptors, which select()-based programs need).
+            soft = min(soft, current_soft) if number == resource.RLIMIT_NOFILE else soft
+        wanted.append((number, soft, hard))
+
+    if limits.file_size_mb is not None:
+        lower(resource.RLIMIT_FSIZE, limits.file_size_mb * MiB)
+    if limits.cpu_seconds is not None:
+        lower(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + CPU_HARD_MARGIN)
+    if limits.open_files is not None:
+        lower(resource.RLIMIT_NOFILE, limits.open_files)
+    if address_space and limits.memory_mb is not None:
+        lower(resource.RLIMIT_AS, limits.memory_mb * MiB)
+    if processes and limits.processes is not None:
+        lower(resource.RLIMIT_NPROC, limits.processes)
+    return wanted
+
+
+def signal_evidence(limits: Limits, status: ExitStatus) -> str | None:
+    """SIGXCPU / SIGXFSZ killed the command (or, through bash's 128+N, its foreground child)."""
+
+    def died_of(sig: int) -> bool:
+        return status.signal == sig or status.exit_code == 128 + sig
+
+    if limits.cpu_seconds is not None and died_of(signal.SIGXCPU):
+        return cpu_notice(limits.cpu_seconds)
+    if limits.file_size_mb is not None and died_of(signal.SIGXFSZ):
+        return file_size_notice(limits.file_size_mb)
+    return None
+
+
+class Unit:
+    """One execution's confinement: what its child does before exec, how to tell that a limit
+    was hit, and how to kill everything it started."""
+
+    backend = "rlimit"
+
+    def __init__(self, execution_id: str, limits: Limits, child: ChildConfinement) -> None:
+        self.execution_id = execution_id
+        self.limits = limits
+        self.child = child
+        # The notice of a limit the monitor saw being hit while the command ran.
+        self.hit: str | None = None
+        self.marker = f"{EXECUTION_MARKER}={execution_id}".encode()
+
+    @property
+    def watched(self) -> bool:
+        """Whether the monitor has kernel counters to read for it."""
+        return False
+
+    def check_running(self) -> str | None:
+        """A limit hit now (monitor thread), else None."""
+        return None
+
+    def evidence(self, status: ExitStatus, output_tail: str) -> str | None:
+        """After the exit: the notice of the limit that ended it, from the backend's evidence."""
+        if self.hit:
+            return self.hit
+        notice = signal_evidence(self.limits, status)
+        if notice:
+            return notice
+        failed = status.exit_code != 0 or status.signal is not None
+        if (
+            failed
+            and self.limits.memory_mb is not None
+            and any(word in output_tail for word in ALLOCATION_FAILURES)
+        ):
+            return memory_notice(self.limits.memory_mb)
+        return None
+
+    def kill_all(self, *, sweep: bool = True) -> int:
+        """SIGKILL every process of the execution; how many were signalled. Without a cgroup the
+        sweep for the marker is the only way to find them, so `sweep` is always done here."""
+        return kill_marked_processes(self.marker)
+
+    def release(self, *, kill: bool = True, sweep: bool = True) -> bool:
+        """Kill what is left (unless `kill` is false) and drop the unit; False when processes
+        remain (kept daemons), so the unit must be released again later. `sweep` false skips
+        the /proc sweep where a cgroup holds the tree (a run that ended by itself)."""
+        if kill:
+            self.kill_all(sweep=sweep)
+        return True
+
+
+class Backend:
+    """Creates units; `rlimit` is the fallback that always works."""
+
+    name = "rlimit"
+
+    def __init__(self, *, root: bool) -> None:
+        self.root = root
+
+    def open_unit(self, execution_id: str, limits: Limits) -> Unit:
+        rlimits = child_rlimits(limits, address_space=True, processes=not self.root)
+        return Unit(execution_id, limits, ChildConfinement(rlimits=tuple(rlimits)))
+
+    def enforces_processes(self) -> bool:
+        return not self.root
+
+    def sweep_leftovers(self) -> int:
+        """Kill and remove units an earlier server left; the rlimit backend has none to find
+        (recovery sweeps by marker instead)."""
+        return 0
+
+    def close(self) -> None:
+        """Remove what the backend created at start (once its units are gone)."""
