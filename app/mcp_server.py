@@ -17,7 +17,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -30,7 +30,7 @@ from app.errors import AppError, UnauthenticatedError, UnavailableError
 from app.models import ExecutionState
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
 from app.services import Services
-from app.tool_description import execution_tool
+from app.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_description
 
 MCP_PATH = "/mcp"
 MAX_WAIT_SECONDS = 60
@@ -40,6 +40,49 @@ INSTRUCTIONS = (
     "shellgate runs bash commands on this host under a policy: some commands are denied, some "
     "wait for a human approval. Long commands become background jobs; follow them with "
     "job_wait, stop them with job_cancel, and page through their full log with read_output."
+)
+
+TOOLS_DESCRIPTION = (
+    "The names of the other tools you can call (for example `read`, `edit`, `grep`, `glob`, "
+    "`write`). With the server's interceptor on, a command that one of those tools does better "
+    "(`cat` of a file, `sed -i`, `grep`) is refused with a message naming the tool to use "
+    "instead; leave this out and no command is refused for that reason."
+)
+APPROVAL_WAIT_DESCRIPTION = (
+    "Seconds this call holds for a human decision when the policy asks for an approval "
+    "(0: answer at once with the ids). Ignored with `async: true`."
+)
+
+# Honest hints for a client deciding whether to confirm a call: bash can do anything the
+# server's user can, the network included; the job tools read or stop this server's executions.
+BASH_ANNOTATIONS = ToolAnnotations(
+    title="Run a bash command",
+    read_only_hint=False,
+    destructive_hint=True,
+    idempotent_hint=False,
+    open_world_hint=True,
+)
+JOB_WAIT_ANNOTATIONS = ToolAnnotations(
+    title="Wait for an execution's result",
+    read_only_hint=True,
+    destructive_hint=False,
+    idempotent_hint=True,
+    open_world_hint=False,
+)
+# Cancelling kills a process group (destructive); a second cancel changes nothing more.
+JOB_CANCEL_ANNOTATIONS = ToolAnnotations(
+    title="Cancel an execution",
+    read_only_hint=False,
+    destructive_hint=True,
+    idempotent_hint=True,
+    open_world_hint=False,
+)
+READ_OUTPUT_ANNOTATIONS = ToolAnnotations(
+    title="Read an execution's full log",
+    read_only_hint=True,
+    destructive_hint=False,
+    idempotent_hint=True,
+    open_world_hint=False,
 )
 
 # The endpoint requires a bearer token, which a DNS-rebinding page cannot present; behind a
@@ -91,7 +134,11 @@ def build_mcp_server(services: Services) -> MCPServer:
     )
     executions = services.executions
 
-    @server.tool(name="bash", description=execution_tool(services.settings)["description"])
+    @server.tool(
+        name="bash",
+        description=mcp_bash_description(services.settings),
+        annotations=BASH_ANNOTATIONS,
+    )
     async def bash(
         ctx: Context,
         command: Annotated[str, Field(description=_rest_description("command"))],
@@ -106,8 +153,11 @@ def build_mcp_server(services: Services) -> MCPServer:
         ] = False,
         tools: Annotated[
             list[str] | None,
-            Field(max_length=64, description="The dedicated tools the caller has (interceptor)."),
+            Field(max_length=64, description=TOOLS_DESCRIPTION),
         ] = None,
+        approval_wait: Annotated[
+            float, Field(ge=0, le=3600, allow_inf_nan=False, description=APPROVAL_WAIT_DESCRIPTION)
+        ] = APPROVAL_WAIT_DEFAULT,
         limits: Annotated[
             ExecutionLimits | None, Field(description=_rest_description("limits"))
         ] = None,
@@ -120,6 +170,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             async_=async_,
             tools=tools,
             limits=limits,
+            approval_wait=approval_wait,
         )
         try:
             outcome = await executions.submit(_principal(ctx), request)
@@ -132,6 +183,7 @@ def build_mcp_server(services: Services) -> MCPServer:
         description="Wait up to `seconds` for an execution (a background job, or a command "
         "awaiting approval) to finish, and return its result; while it still runs, the output "
         "so far.",
+        annotations=JOB_WAIT_ANNOTATIONS,
     )
     async def job_wait(
         ctx: Context,
@@ -151,6 +203,7 @@ def build_mcp_server(services: Services) -> MCPServer:
         name="job_cancel",
         description="Cancel a running execution (its whole process group is terminated) or one "
         "awaiting approval; returns its final result.",
+        annotations=JOB_CANCEL_ANNOTATIONS,
     )
     async def job_cancel(
         ctx: Context, id: Annotated[str, Field(description="The execution id (ex_…).")]
@@ -166,6 +219,7 @@ def build_mcp_server(services: Services) -> MCPServer:
         description="Read an execution's full raw log (artifact://<id>: stdout and stderr merged, "
         "nothing elided) from a byte offset, as UTF-8 text; continue at `next_offset` until "
         "`complete` is true and `next_offset` reaches `total_bytes`.",
+        annotations=READ_OUTPUT_ANNOTATIONS,
     )
     async def read_output(
         ctx: Context,

@@ -17,12 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.waiting import pending_approval_for
 
 TOOLS = {"bash", "job_wait", "job_cancel", "read_output"}
 POLICY = {
     "rules": [
         {"match": "rm -rf *", "approval": "deny"},
-        {"match": "echo needs-approval", "approval": "prompt"},
+        {"match": "echo needs-approval*", "approval": "prompt"},
     ]
 }
 MCP_HEADERS = {
@@ -88,9 +89,7 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 
 
 @pytest.mark.anyio
-async def test_lists_the_tools_with_the_bash_description_of_get_v1_tool(
-    server: LiveServer,
-) -> None:
+async def test_lists_the_tools_with_schemas_that_match_rest(server: LiveServer) -> None:
     with anyio.fail_after(20):
         async with mcp_client(server) as client:
             listed = await client.list_tools()
@@ -98,16 +97,76 @@ async def test_lists_the_tools_with_the_bash_description_of_get_v1_tool(
     assert set(tools) >= TOOLS
     with server.client(AGENT) as rest:
         rest_tool = rest.get("/v1/tool").json()
-    assert tools["bash"].description == rest_tool["description"]
     schema = tools["bash"].input_schema
     assert schema["required"] == ["command"]
-    assert {"command", "timeout", "cwd", "env", "async", "tools"} <= set(schema["properties"])
+    assert {"command", "timeout", "cwd", "env", "async", "tools", "approval_wait"} <= set(
+        schema["properties"]
+    )
     assert (
         schema["properties"]["timeout"]["description"]
         == (rest_tool["inputSchema"]["properties"]["timeout"]["description"])
     )
+    assert schema["properties"]["approval_wait"]["default"] == 30
+    assert schema["properties"]["approval_wait"]["maximum"] == 3600
     assert tools["job_wait"].input_schema["properties"]["seconds"]["maximum"] == 60
     assert tools["read_output"].input_schema["properties"]["limit"]["maximum"] == 64 * 1024
+
+
+@pytest.mark.anyio
+async def test_descriptions_name_mcp_tools_and_never_a_rest_path(server: LiveServer) -> None:
+    with anyio.fail_after(20):
+        async with mcp_client(server) as client:
+            listed = await client.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    texts = [tool.description or "" for tool in listed.tools] + [
+        str(parameter.get("description", ""))
+        for tool in listed.tools
+        for parameter in tool.input_schema["properties"].values()
+    ]
+    assert not [text for text in texts if "/v1/" in text or "GET " in text or "202" in text]
+    bash = tools["bash"].description or ""
+    assert "job_wait" in bash
+    assert "read_output" in bash
+    assert "`approval_wait` seconds (default 30)" in bash
+    with server.client(AGENT) as rest:
+        # The REST tool object keeps its REST wording: a different audience.
+        assert "GET /v1/executions/{id}?wait=N" in rest.get("/v1/tool").json()["description"]
+
+
+@pytest.mark.anyio
+async def test_the_tools_parameter_says_what_it_is_for(server: LiveServer) -> None:
+    with anyio.fail_after(20):
+        async with mcp_client(server) as client:
+            listed = await client.list_tools()
+    bash = next(tool for tool in listed.tools if tool.name == "bash")
+    description = bash.input_schema["properties"]["tools"]["description"]
+    assert "other tools you can call" in description
+    assert "naming the tool to use" in description
+    assert "interceptor)" not in description
+
+
+@pytest.mark.anyio
+async def test_every_tool_carries_honest_annotations(server: LiveServer) -> None:
+    with anyio.fail_after(20):
+        async with mcp_client(server) as client:
+            listed = await client.list_tools()
+    hints = {
+        tool.name: (
+            tool.annotations.read_only_hint,
+            tool.annotations.destructive_hint,
+            tool.annotations.idempotent_hint,
+            tool.annotations.open_world_hint,
+        )
+        for tool in listed.tools
+        if tool.annotations is not None
+    }
+    assert hints == {
+        "bash": (False, True, False, True),
+        "job_wait": (True, False, True, False),
+        "job_cancel": (False, True, True, False),
+        "read_output": (True, False, True, False),
+    }
+    assert all(tool.annotations and tool.annotations.title for tool in listed.tools)
 
 
 @pytest.mark.anyio
@@ -340,3 +399,42 @@ def test_an_mcp_session_belongs_to_the_token_that_opened_it(server: LiveServer) 
 def test_the_mcp_route_is_not_in_the_openapi_schema(server: LiveServer) -> None:
     paths = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()["paths"]
     assert not any(path.startswith("/mcp") for path in paths)
+
+
+@pytest.mark.anyio
+async def test_a_prompted_call_holds_for_the_decision_and_answers_the_run(
+    policy_server: LiveServer,
+) -> None:
+    command = "echo needs-approval-held"
+
+    def approve_when_asked() -> None:
+        with policy_server.client(APPROVER) as approver:
+            approval = pending_approval_for(approver, command, within=20)
+            response = approver.post(f"/v1/approvals/{approval['id']}/approve")
+            assert response.status_code == 200, response.text
+
+    with anyio.fail_after(30):
+        async with mcp_client(policy_server) as client, anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, approve_when_asked)
+            result = await client.call_tool("bash", {"command": command, "approval_wait": 25})
+    assert result.is_error is False
+    assert structured(result)["state"] == "completed"
+    assert text_of(result).startswith("needs-approval-held\n")
+
+
+@pytest.mark.anyio
+async def test_a_prompted_call_answers_its_ids_once_approval_wait_runs_out(
+    policy_server: LiveServer,
+) -> None:
+    with anyio.fail_after(25):
+        async with mcp_client(policy_server) as client:
+            held = await client.call_tool(
+                "bash", {"command": "echo needs-approval-late", "approval_wait": 0.3}
+            )
+            pending = structured(held)
+            withdrawn = await client.call_tool("job_cancel", {"id": pending["id"]})
+    assert held.is_error is False
+    assert pending["state"] == "awaiting_approval"
+    assert pending["approval_id"].startswith("ap_")
+    assert f"Call job_wait with id {pending['id']}" in text_of(held)
+    assert structured(withdrawn)["state"] == "cancelled"
