@@ -5,7 +5,10 @@ running server over its REST API.
 Exit statuses of the client commands: a finished command's own exit code; 1 when it did not
 finish normally (timed out, cancelled, rejected, lost, awaiting approval, still running); 2 for
 usage errors and the server refusing a request (4xx); 3 when the server cannot be reached or
-failed (5xx).
+failed (5xx). `policy check` exits with the verdict: 0 allow, 10 prompt, 11 deny.
+
+The token is taken from the first of: `--token`, `SHELLGATE_TOKEN`, the generated admin token
+file in the data directory.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ def openapi() -> None:
 EXIT_NOT_FINISHED = 1
 EXIT_REFUSED = 2
 EXIT_UNREACHABLE = 3
+# `policy check` exits with the verdict, so scripts can branch on it without parsing text.
+VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
 COMMAND_COLUMN_CHARS = 60
 FOREGROUND_POLL_SECONDS = 60.0
 UNFINISHED_STATES = {
@@ -118,6 +123,12 @@ class ConnectionOptions:
     verbose: bool
 
 
+@dataclass(frozen=True)
+class ResolvedToken:
+    value: str | None
+    file: Path | None  # set when the token was read from the generated token file
+
+
 @cli.callback()
 def connection_options(
     ctx: typer.Context,
@@ -129,7 +140,8 @@ def connection_options(
         "--token",
         envvar="SHELLGATE_TOKEN",
         show_default=False,
-        help="Bearer token (client commands); default: the generated data/admin.token if present.",
+        help="Bearer token (client commands). Order: --token, then SHELLGATE_TOKEN, then the "
+        "generated admin token file in the data directory (data/admin.token) if present.",
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Say which token source is used."),
 ) -> None:
@@ -155,11 +167,12 @@ def generated_token_path() -> Path:
     return data_dir / GENERATED_TOKEN_FILE
 
 
-def _resolve_token(options: ConnectionOptions) -> str | None:
+def _resolve_token(options: ConnectionOptions) -> ResolvedToken:
+    """The first of: --token, SHELLGATE_TOKEN, the generated admin token file."""
     if options.token is not None:
         if options.verbose:
             typer.echo(f"shellgate: token from {options.token_source}", err=True)
-        return options.token
+        return ResolvedToken(options.token, None)
     path = generated_token_path()
     try:
         token = path.read_text(encoding="utf-8").strip() or None
@@ -168,19 +181,28 @@ def _resolve_token(options: ConnectionOptions) -> str | None:
     if options.verbose:
         found = f"token from {path}" if token else f"no token (--token, SHELLGATE_TOKEN, {path})"
         typer.echo(f"shellgate: {found}", err=True)
-    return token
+    return ResolvedToken(token, path if token else None)
 
 
 @contextlib.contextmanager
 def _server(ctx: typer.Context) -> Iterator[ShellgateClient]:
     """A client for the command's server; turns every server or network error into one line."""
     options: ConnectionOptions = ctx.ensure_object(ConnectionOptions)
+    token = _resolve_token(options)
     try:
-        with ShellgateClient(options.url, _resolve_token(options)) as client:
+        with ShellgateClient(options.url, token.value) as client:
             yield client
     except ServerUnreachableError as error:
         _fail(str(error), EXIT_UNREACHABLE)
     except ClientError as error:
+        if error.status == 401 and token.file is not None:
+            # A file left by an earlier server (e.g. before SHELLGATE_TOKENS was set) is the
+            # usual cause: name it rather than print a bare 401.
+            _fail(
+                f"the token in {token.file} is not accepted by {options.url}: it is stale"
+                " — set SHELLGATE_TOKEN or --token",
+                EXIT_REFUSED,
+            )
         status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
         _fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
 
@@ -242,15 +264,36 @@ def run(
     ),
     run_async: bool = typer.Option(False, "--async", help="Start a background job; print its id."),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
+    session: str | None = typer.Option(
+        None, "--session", metavar="ID", help="Run in this session (its cwd and env carry over)."
+    ),
+    pty: bool = typer.Option(False, "--pty", help="Run in a pseudo-terminal."),
+    approval_wait: float | None = typer.Option(
+        None,
+        "--approval-wait",
+        metavar="SECONDS",
+        min=0,
+        max=3600,
+        help="Seconds the server waits for an approval before answering (server default 30).",
+    ),
 ) -> None:
     """Run a command; print its result text; exit with its exit code.
 
     A call the server auto-backgrounds is waited for here until it ends."""
     environment = _parse_env(env)
+    if session is not None and not session.strip():
+        raise typer.BadParameter("must not be empty", param_hint="--session")
     with _server(ctx) as client:
         try:
             execution = client.run(
-                command, cwd=cwd, timeout=timeout, run_async=run_async, env=environment
+                command,
+                cwd=cwd,
+                timeout=timeout,
+                run_async=run_async,
+                env=environment,
+                session=session,
+                pty=pty,
+                approval_wait=approval_wait,
             )
         except ClientError as error:
             if error.code != "approval_rejected":
@@ -300,6 +343,9 @@ def jobs(
         page = client.list_executions(states=state or None, limit=limit)
     if as_json:
         typer.echo(page.model_dump_json(indent=2))
+        return
+    if not page.data:
+        typer.echo("none")
         return
     table = Table("id", "state", "exit", "created", "command")
     for execution in page.data:
@@ -355,6 +401,9 @@ def approvals(
         listing = client.list_approvals(state=None if state == "all" else state, limit=limit)
     if as_json:
         typer.echo(listing.model_dump_json(indent=2))
+        return
+    if not listing.data:
+        typer.echo("none")
         return
     table = Table("id", "state", "execution", "requested by", "expires", "command")
     for approval in listing.data:
@@ -431,17 +480,22 @@ def policy_check(
     cwd: str | None = typer.Option(None, "--cwd", help="The working directory it would run in."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
 ) -> None:
-    """Dry run: what the policy would decide for COMMAND with its env (runs nothing)."""
+    """Dry run: what the policy would decide for COMMAND with its env (runs nothing).
+
+    Exits with the verdict: 0 allow, 10 prompt, 11 deny."""
     with _server(ctx) as client:
         evaluation = client.evaluate(command, env=_parse_env(env) or None, cwd=cwd)
+    verdict = evaluation.get("verdict")
     if as_json:
         typer.echo(json.dumps(evaluation, indent=2))
-        return
-    typer.echo(f"verdict: {evaluation.get('verdict')}")
-    typer.echo(f"reason: {evaluation.get('reason')}")
-    for item in evaluation.get("env") or []:
-        if item.get("verdict") != "allow":
-            typer.echo(f"env {item.get('name')}: {item.get('verdict')} ({item.get('rule')})")
+    else:
+        typer.echo(f"verdict: {verdict}")
+        typer.echo(f"reason: {evaluation.get('reason')}")
+        for item in evaluation.get("env") or []:
+            if item.get("verdict") != "allow":
+                typer.echo(f"env {item.get('name')}: {item.get('verdict')} ({item.get('rule')})")
+    # Fail closed: a verdict this client does not know is treated as deny.
+    raise typer.Exit(VERDICT_EXIT_CODES.get(str(verdict), VERDICT_EXIT_CODES["deny"]))
 
 
 @cli.command()

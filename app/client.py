@@ -169,6 +169,9 @@ class ShellgateClient:
         timeout: float | None = None,
         run_async: bool = False,
         env: Mapping[str, str] | None = None,
+        session: str | None = None,
+        pty: bool = False,
+        approval_wait: float | None = None,
     ) -> ExecutionPublic:
         body: dict[str, object] = {"command": command, "async": run_async}
         if cwd is not None:
@@ -177,12 +180,19 @@ class ShellgateClient:
             body["timeout"] = timeout
         if env:
             body["env"] = dict(env)
+        if session is not None:
+            body["session"] = session
+        if pty:
+            body["pty"] = True
+        if approval_wait is not None:
+            body["approval_wait"] = approval_wait
         deadline = SERVER_DEFAULT_TIMEOUT if timeout is None else timeout
+        waits_for_approval = (
+            SERVER_DEFAULT_APPROVAL_WAIT if approval_wait is None else approval_wait
+        )
         # timeout 0 disables the server's deadline, so the answer may take as long as the command.
         read_seconds = (
-            None
-            if deadline == 0
-            else deadline + SERVER_DEFAULT_APPROVAL_WAIT + ANSWER_MARGIN_SECONDS
+            None if deadline == 0 else deadline + waits_for_approval + ANSWER_MARGIN_SECONDS
         )
         return self._model(
             ExecutionPublic, "POST", "/v1/executions", json=body, read_seconds=read_seconds

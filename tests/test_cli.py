@@ -208,7 +208,7 @@ def test_policy_set_refuses_an_invalid_file_before_sending(
 
 def test_policy_check_shows_deny_for_a_denied_command(policed: LiveServer) -> None:
     result = shellgate(policed.base_url, AGENT, "policy", "check", "rm -rf /nonexistent-x")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 11, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "verdict: deny"
     assert lines[1].startswith("reason: ")
@@ -218,7 +218,7 @@ def test_policy_check_shows_deny_for_a_denied_command(policed: LiveServer) -> No
 def test_policy_check_judges_env_names_too(policed: LiveServer) -> None:
     options = ["--env", "GREETING=hi", "--env", "BASH_ENV=/nonexistent-x", "--cwd", "/tmp"]
     result = shellgate(policed.base_url, AGENT, "policy", "check", "true", *options)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 11, result.output
     assert result.stdout.splitlines() == [
         "verdict: deny",
         "reason: Blocked environment variable: BASH_ENV",
@@ -264,3 +264,110 @@ def test_denied_approval_ends_the_run_rejected(policed: LiveServer) -> None:
     result = shellgate(policed.base_url, AGENT, "wait", execution_id)
     assert result.exit_code == 1
     assert f"execution {execution_id} was rejected" in result.stderr
+
+
+def test_policy_check_exits_0_allow_10_prompt_11_deny(policed: LiveServer) -> None:
+    cases = [("echo fine", 0, "allow"), ("echo needs-approval x", 10, "prompt")]
+    cases.append(("rm -rf /nonexistent-x", 11, "deny"))
+    for command, exit_code, verdict in cases:
+        result = shellgate(policed.base_url, AGENT, "policy", "check", command)
+        assert result.exit_code == exit_code, result.output
+        assert result.stdout.splitlines()[0] == f"verdict: {verdict}"
+        as_json = shellgate(policed.base_url, AGENT, "policy", "check", "--json", command)
+        assert as_json.exit_code == exit_code
+        assert json.loads(as_json.stdout)["verdict"] == verdict
+    shown = runner.invoke(cli, ["policy", "check", "--help"])
+    assert "0 allow, 10 prompt, 11 deny" in shown.stdout
+
+
+def test_run_with_approval_wait_zero_answers_at_once_awaiting_approval(
+    policed: LiveServer,
+) -> None:
+    url = policed.base_url
+    result = shellgate(url, AGENT, "run", "--approval-wait", "0", "echo needs-approval later")
+    assert result.exit_code == 1, result.output
+    assert "is awaiting approval (approval " in result.stderr
+    listing = json.loads(shellgate(url, APPROVER, "approvals", "--json").stdout)
+    (approval,) = [
+        item for item in listing["data"] if item["command"] == "echo needs-approval later"
+    ]
+    denied = shellgate(url, APPROVER, "deny", approval["id"])
+    assert denied.exit_code == 0, denied.output
+
+
+def test_run_refuses_a_negative_approval_wait_before_sending() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: a request would exit 3
+    result = shellgate(url, AGENT, "run", "--approval-wait", "-1", "true")
+    assert result.exit_code == 2
+    assert "--approval-wait" in result.output
+
+
+def test_run_in_a_session_uses_its_env_and_keeps_exports(server: LiveServer) -> None:
+    with server.client(AGENT) as client:
+        created = client.post("/v1/sessions", json={"env": {"GREETING": "from-session"}})
+        session_id = created.json()["id"]
+    first = shellgate(server.base_url, AGENT, "run", "--session", session_id, "export MARK=kept")
+    assert first.exit_code == 0, first.output
+    second = shellgate(
+        server.base_url, AGENT, "run", "--session", session_id, 'echo "$GREETING $MARK"'
+    )
+    assert second.exit_code == 0, second.output
+    assert second.stdout.startswith("from-session kept\n")
+    outside = shellgate(server.base_url, AGENT, "run", 'echo "[$GREETING$MARK]"')
+    assert outside.stdout.startswith("[]\n")
+
+    unknown = shellgate(server.base_url, AGENT, "run", "--session", "se_doesnotexist00", "true")
+    assert unknown.exit_code == 2
+    assert "HTTP 404" in unknown.stderr
+
+
+def test_run_with_pty_has_a_terminal(server: LiveServer) -> None:
+    command = "test -t 1 && echo on-a-tty || echo no-tty"
+    with_pty = shellgate(server.base_url, AGENT, "run", "--pty", command)
+    assert with_pty.exit_code == 0, with_pty.output
+    assert with_pty.stdout.startswith("on-a-tty")
+    without = shellgate(server.base_url, AGENT, "run", command)
+    assert without.stdout.startswith("no-tty")
+
+
+def test_empty_jobs_and_approvals_lists_say_none(fresh_server: LiveServer) -> None:
+    for command in ("jobs", "approvals"):
+        result = shellgate(fresh_server.base_url, ADMIN, command)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "none\n"
+
+
+def test_token_order_is_flag_then_environment_then_file(server: LiveServer, tmp_path: Path) -> None:
+    (tmp_path / "admin.token").write_text("sg_not-a-token-of-this-server\n")
+    data = {"SHELLGATE_DATA_DIR": str(tmp_path)}
+    flag = runner.invoke(
+        cli,
+        ["--url", server.base_url, "--token", AGENT, "-v", "run", "echo by-flag"],
+        env={**data, "SHELLGATE_TOKEN": "sg_wrong"},
+    )
+    assert flag.exit_code == 0, flag.output
+    assert "token from --token" in flag.stderr
+    environment = runner.invoke(
+        cli,
+        ["--url", server.base_url, "-v", "run", "echo by-env"],
+        env={**data, "SHELLGATE_TOKEN": AGENT},
+    )
+    assert environment.exit_code == 0, environment.output
+    assert "token from SHELLGATE_TOKEN" in environment.stderr
+
+
+def test_a_stale_token_file_is_named_instead_of_a_bare_401(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "admin.token"
+    token_file.write_text("sg_left-by-an-earlier-server\n")
+    result = shellgate(server.base_url, None, "jobs", SHELLGATE_DATA_DIR=str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"shellgate: the token in {token_file} is not accepted by {server.base_url}: "
+        "it is stale — set SHELLGATE_TOKEN or --token"
+    )
+    # The same wrong token given explicitly is the server's plain refusal, not a stale file.
+    explicit = shellgate(server.base_url, "sg_left-by-an-earlier-server", "jobs")
+    assert explicit.exit_code == 2
+    assert "HTTP 401" in explicit.stderr
