@@ -13,11 +13,8 @@ file in the data directory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
@@ -28,8 +25,15 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from app.auth import GENERATED_TOKEN_FILE
-from app.client import DEFAULT_URL, ClientError, ServerUnreachableError, ShellgateClient
+from app.cli_connection import (
+    EXIT_NOT_FINISHED,
+    EXIT_REFUSED,
+    ConnectionOptions,
+    generated_token_path,
+)
+from app.cli_connection import fail as _fail
+from app.cli_connection import server as _server
+from app.client import DEFAULT_URL, ClientError
 from app.config import Settings, describe_settings_error
 from app.confinement import choose_backend
 from app.observability.logs import configure_logging
@@ -100,9 +104,6 @@ def openapi() -> None:
 # ---------------------------------------------------------------------------------------------
 # Client commands
 
-EXIT_NOT_FINISHED = 1
-EXIT_REFUSED = 2
-EXIT_UNREACHABLE = 3
 # `policy check` exits with the verdict, so scripts can branch on it without parsing text.
 VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
 COMMAND_COLUMN_CHARS = 60
@@ -113,20 +114,6 @@ UNFINISHED_STATES = {
     "rejected": "was rejected",
     "lost": "was lost (the server stopped while it ran)",
 }
-
-
-@dataclass(frozen=True)
-class ConnectionOptions:
-    url: str
-    token: str | None
-    token_source: str | None  # "--token" or "SHELLGATE_TOKEN"; None: look for the token file
-    verbose: bool
-
-
-@dataclass(frozen=True)
-class ResolvedToken:
-    value: str | None
-    file: Path | None  # set when the token was read from the generated token file
 
 
 @cli.callback()
@@ -152,59 +139,6 @@ def connection_options(
         from_env = parameter_source is not None and parameter_source.name == "ENVIRONMENT"
         source = "SHELLGATE_TOKEN" if from_env else "--token"
     ctx.obj = ConnectionOptions(url=url, token=token or None, token_source=source, verbose=verbose)
-
-
-def _fail(message: str, status: int) -> NoReturn:
-    typer.echo(f"shellgate: {message}", err=True)
-    raise typer.Exit(status)
-
-
-def generated_token_path() -> Path:
-    try:
-        data_dir = Settings().data_dir
-    except ValidationError:
-        data_dir = Path("./data")
-    return data_dir / GENERATED_TOKEN_FILE
-
-
-def _resolve_token(options: ConnectionOptions) -> ResolvedToken:
-    """The first of: --token, SHELLGATE_TOKEN, the generated admin token file."""
-    if options.token is not None:
-        if options.verbose:
-            typer.echo(f"shellgate: token from {options.token_source}", err=True)
-        return ResolvedToken(options.token, None)
-    path = generated_token_path()
-    try:
-        token = path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        token = None
-    if options.verbose:
-        found = f"token from {path}" if token else f"no token (--token, SHELLGATE_TOKEN, {path})"
-        typer.echo(f"shellgate: {found}", err=True)
-    return ResolvedToken(token, path if token else None)
-
-
-@contextlib.contextmanager
-def _server(ctx: typer.Context) -> Iterator[ShellgateClient]:
-    """A client for the command's server; turns every server or network error into one line."""
-    options: ConnectionOptions = ctx.ensure_object(ConnectionOptions)
-    token = _resolve_token(options)
-    try:
-        with ShellgateClient(options.url, token.value) as client:
-            yield client
-    except ServerUnreachableError as error:
-        _fail(str(error), EXIT_UNREACHABLE)
-    except ClientError as error:
-        if error.status == 401 and token.file is not None:
-            # A file left by an earlier server (e.g. before SHELLGATE_TOKENS was set) is the
-            # usual cause: name it rather than print a bare 401.
-            _fail(
-                f"the token in {token.file} is not accepted by {options.url}: it is stale"
-                " — set SHELLGATE_TOKEN or --token",
-                EXIT_REFUSED,
-            )
-        status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
-        _fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
 
 
 def _exit_with_outcome(execution: ExecutionPublic) -> NoReturn:
