@@ -1,7 +1,4 @@
-"""Spawning commands and signalling their process groups: the only module that touches file
-descriptors, ptyprocess and signals.
-
-Each execution runs in its own session (so its own process group). A pump thread per process
+"""Each execution runs in its own session (so its own process group). A pump thread per process
 reads the pipes (or the PTY master) and hands chunks to a callback; the process is finished when
 it *exits* (seen through a pidfd), not when its pipes reach EOF, so `sleep 5 & echo now`
 returns at once.
@@ -22,7 +19,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import resource
 import selectors
 import signal
 import struct
@@ -30,12 +26,19 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path
+from collections.abc import Callable
 
 from ptyprocess import PtyProcess
+
+from app.process.confine_hooks import _bash_confinement_env, _child_setup
+from app.process.groups import group_exists, process_start_ticks, signal_group
+from app.process.spec import (
+    ExitStatus,
+    OutputCallback,
+    OutputCut,
+    OutputStream,
+    SpawnSpec,
+)
 
 READ_SIZE = 256 * 1024
 # A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets one read
@@ -54,244 +57,11 @@ LATE_WRITER_GRACE_SECONDS = 0.25
 PTY_DRAIN_MAX_BYTES = 1024 * 1024
 
 
-class OutputStream(StrEnum):
-    """Where a chunk of output came from: a pipe, or the terminal that merges both."""
-
-    stdout = "stdout"
-    stderr = "stderr"
-    pty = "pty"
-
-
-OutputCallback = Callable[[bytes, OutputStream], None]
-
-
-class OutputCut(StrEnum):
-    """Why reading stopped before EOF after the command exited (see the module docstring)."""
-
-    background = "background"  # processes of its group, left running, hold the output open
-    escaped = "escaped"  # no process of its group is left; one outside it holds the output
-
-
-@dataclass(frozen=True)
-class ExitStatus:
-    exit_code: int | None
-    signal: int | None
-    output_cut: OutputCut | None = None
-
-
-@dataclass(frozen=True)
-class ChildConfinement:
-    """What the child does to itself between fork and exec (app/confinement.py decides it):
-    join its cgroups (before it can fork anything that would stay outside) and lower its
-    resource limits."""
-
-    cgroup_procs: tuple[str, ...] = ()
-    rlimits: tuple[tuple[int, int, int], ...] = ()  # (resource, soft, hard)
-
-
-@dataclass(frozen=True)
-class SpawnSpec:
-    argv: list[str]
-    cwd: str
-    env: dict[str, str]
-    pty: bool = False
-    rows: int = 40
-    cols: int = 120
-    confinement: ChildConfinement | None = None
-
-
-def _restore_default_signals() -> None:
-    """Runs in the PTY child before exec: Python ignores SIGPIPE and SIGXFSZ, ignored signals
-    survive exec, and ptyprocess (unlike subprocess) does not restore them, so `yes | head`
-    would complain of a broken pipe instead of ending quietly."""
-    for number in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(number, signal.SIG_DFL)
-
-
-def _enter_confinement(confinement: ChildConfinement) -> None:
-    """Runs in the child before exec, so only async-signal-tolerant calls: raw writes of `0`
-    (\"the writing process\") to each cgroup's `cgroup.procs`, then setrlimit. Any failure
-    aborts the spawn: a command never runs unconfined by accident."""
-    for path in confinement.cgroup_procs:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, b"0")
-        finally:
-            os.close(fd)
-    for number, soft, hard in confinement.rlimits:
-        resource.setrlimit(number, (soft, hard))
-
-
-# Bash runs this file (BASH_ENV) before the command: the confinement without a preexec
-# function, which would force a full fork of the server (about 20 ms more per spawn than vfork).
-BASH_CONFINE_SCRIPT = Path(__file__).with_name("confine.sh")
-# setrlimit resource → bash `ulimit` flag and the unit of its value in bytes (or 1).
-_ULIMIT_FLAGS = {
-    resource.RLIMIT_FSIZE: ("-f", 1024),
-    resource.RLIMIT_CPU: ("-t", 1),
-    resource.RLIMIT_NOFILE: ("-n", 1),
-    resource.RLIMIT_AS: ("-v", 1024),
-    resource.RLIMIT_NPROC: ("-u", 1),
-}
-
-
-def _bash_confinement_env(spec: SpawnSpec) -> dict[str, str] | None:
-    """The environment that makes bash confine itself before the command (see
-    confine.sh), or None when this spawn cannot use it (another shell, a PTY, a limit bash
-    cannot set, a BASH_ENV of the caller's)."""
-    confinement = spec.confinement
-    if confinement is None or spec.pty or os.path.basename(spec.argv[0]) != "bash":
-        return None
-    if not BASH_CONFINE_SCRIPT.is_file():
-        return None
-    if "BASH_ENV" in spec.env:
-        # The caller's own BASH_ENV (the policy's env rules let it through): bash must read
-        # exactly that, so this spawn confines itself between fork and exec instead.
-        return None
-    steps = []
-    for number, soft, hard in confinement.rlimits:
-        if number not in _ULIMIT_FLAGS:
-            return None
-        flag, unit = _ULIMIT_FLAGS[number]
-
-        def value(limit: int, unit: int = unit) -> str:
-            return "unlimited" if limit == resource.RLIM_INFINITY else str(limit // unit)
-
-        # Soft first: a hard limit below the current soft one would be refused.
-        steps.append(f"builtin ulimit -S {flag} {value(soft)}")
-        steps.append(f"builtin ulimit -H {flag} {value(hard)}")
-    return {
-        "BASH_ENV": str(BASH_CONFINE_SCRIPT),
-        "__SHELLGATE_CGROUPS": "\n".join(confinement.cgroup_procs),
-        "__SHELLGATE_ULIMITS": " && ".join(steps) or ":",
-    }
-
-
-def _child_setup(spec: SpawnSpec, pty: bool) -> Callable[[], None] | None:
-    confinement = spec.confinement
-    if confinement is None or not (confinement.cgroup_procs or confinement.rlimits):
-        # Without a preexec function subprocess can vfork: much cheaper in a large process.
-        return _restore_default_signals if pty else None
-
-    def setup() -> None:
-        if pty:
-            _restore_default_signals()
-        _enter_confinement(confinement)
-
-    return setup
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return int(fields[19])
-
-
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
-def process_environ_has(pid: int, marker: bytes) -> bool:
-    try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-
-
-def group_exists(pgid: int) -> bool:
-    """Whether any process is left in the group (signal 0 checks without sending anything)."""
-    if pgid <= 1 or pgid == os.getpgrp():
-        raise ValueError(f"refusing to probe process group {pgid}")
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a member runs as another user (e.g. under sudo): it exists
-    return True
-
-
 def bytes_buffered(fd: int) -> int:
     """How many bytes a pipe holds, ready to read (FIONREAD)."""
     count = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, count)
     return count[0]
-
-
-def signal_group(pgid: int, sig: int) -> bool:
-    """Signal a whole process group; never our own group, never init's. False if it is gone."""
-    if pgid <= 1 or pgid == os.getpgrp():
-        raise ValueError(f"refusing to signal process group {pgid}")
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    return True
-
-
-def marked_processes(marker: bytes) -> list[int]:
-    """Pids whose environment carries `marker` (`NAME=value`), never this process."""
-    own = os.getpid()
-    found = []
-    for entry in os.scandir("/proc"):
-        pid = int(entry.name) if entry.name.isdigit() else own
-        if pid != own and process_environ_has(pid, marker):
-            found.append(pid)
-    return found
-
-
-def kill_processes(pids: Iterable[int], sig: int = signal.SIGKILL) -> int:
-    """Signal each pid (never init, never this process or its group); how many were hit."""
-    own_pid, own_group = os.getpid(), os.getpgrp()
-    hit = 0
-    for pid in pids:
-        if pid <= 1 or pid in (own_pid, own_group):
-            continue
-        try:
-            os.kill(pid, sig)
-            hit += 1
-        except (ProcessLookupError, PermissionError):
-            continue
-    return hit
-
-
-def kill_marked_processes(marker: bytes, rounds: int = 20) -> int:
-    """Kill every process carrying `marker`, fork races included: stop what each sweep finds
-    (a stopped process forks no more) until a sweep finds nothing new, then SIGKILL them all
-    (a stopped process still dies of SIGKILL)."""
-    stopped: set[int] = set()
-    for _ in range(rounds):
-        fresh = [pid for pid in marked_processes(marker) if pid not in stopped]
-        if not fresh:
-            break
-        kill_processes(fresh, signal.SIGSTOP)
-        stopped.update(fresh)
-    return kill_processes(stopped, signal.SIGKILL)
 
 
 class RunningProcess:

@@ -1,0 +1,54 @@
+"""What a spawn is given and what it reports: the spec, the child's confinement, the output
+streams and the exit status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OutputStream(StrEnum):
+    """Where a chunk of output came from: a pipe, or the terminal that merges both."""
+
+    stdout = "stdout"
+    stderr = "stderr"
+    pty = "pty"
+
+
+OutputCallback = Callable[[bytes, OutputStream], None]
+
+
+class OutputCut(StrEnum):
+    """Why reading stopped before EOF after the command exited (see the module docstring)."""
+
+    background = "background"  # processes of its group, left running, hold the output open
+    escaped = "escaped"  # no process of its group is left; one outside it holds the output
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    exit_code: int | None
+    signal: int | None
+    output_cut: OutputCut | None = None
+
+
+@dataclass(frozen=True)
+class ChildConfinement:
+    """What the child does to itself between fork and exec (app/confinement.py decides it):
+    join its cgroups (before it can fork anything that would stay outside) and lower its
+    resource limits."""
+
+    cgroup_procs: tuple[str, ...] = ()
+    rlimits: tuple[tuple[int, int, int], ...] = ()  # (resource, soft, hard)
+
+
+@dataclass(frozen=True)
+class SpawnSpec:
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    pty: bool = False
+    rows: int = 40
+    cols: int = 120
+    confinement: ChildConfinement | None = None

@@ -1,0 +1,106 @@
+"""Wire models: what clients send and receive, one module per idea. Persistence models live in
+`models.py`."""
+
+from __future__ import annotations
+
+from app.schemas.approvals import (
+    ApprovalDecision,
+    ApprovalPublic,
+    ApprovalsPublic,
+)
+from app.schemas.common import (
+    StrictModel,
+)
+from app.schemas.errors import (
+    ErrorBody,
+    ErrorResponse,
+    RequestValidationErrorResponse,
+    UnprocessableResponse,
+    ValidationIssue,
+)
+from app.schemas.executions import (
+    EXECUTION_EXAMPLE,
+    ApprovalSummary,
+    ExecutionCreate,
+    ExecutionInput,
+    ExecutionLimits,
+    ExecutionPublic,
+    ExecutionResize,
+    ExecutionsPublic,
+)
+from app.schemas.policy import (
+    CdRewrite,
+    EnvVerdictPublic,
+    InterceptionPublic,
+    PolicyEvaluate,
+    PolicyEvaluation,
+    PolicyVersionPublic,
+    PolicyVersionsPublic,
+)
+from app.schemas.service import (
+    Health,
+    Info,
+    ToolObject,
+)
+from app.schemas.sessions import (
+    SESSION_DEFAULT_TIMEOUT_MS,
+    SESSION_MAX_TIMEOUT_MS,
+    RunItem,
+    RunRequest,
+    SessionCreate,
+    SessionPatch,
+    SessionPublic,
+    SessionsPublic,
+)
+from app.schemas.streaming import (
+    WsClientFrame,
+    WsInputFrame,
+    WsPingFrame,
+    WsResizeFrame,
+    WsSignalFrame,
+    WsTicket,
+)
+
+__all__ = [
+    "EXECUTION_EXAMPLE",
+    "SESSION_DEFAULT_TIMEOUT_MS",
+    "SESSION_MAX_TIMEOUT_MS",
+    "ApprovalDecision",
+    "ApprovalPublic",
+    "ApprovalSummary",
+    "ApprovalsPublic",
+    "CdRewrite",
+    "EnvVerdictPublic",
+    "ErrorBody",
+    "ErrorResponse",
+    "ExecutionCreate",
+    "ExecutionInput",
+    "ExecutionLimits",
+    "ExecutionPublic",
+    "ExecutionResize",
+    "ExecutionsPublic",
+    "Health",
+    "Info",
+    "InterceptionPublic",
+    "PolicyEvaluate",
+    "PolicyEvaluation",
+    "PolicyVersionPublic",
+    "PolicyVersionsPublic",
+    "RequestValidationErrorResponse",
+    "RunItem",
+    "RunRequest",
+    "SessionCreate",
+    "SessionPatch",
+    "SessionPublic",
+    "SessionsPublic",
+    "StrictModel",
+    "ToolObject",
+    "UnprocessableResponse",
+    "ValidationIssue",
+    "WsClientFrame",
+    "WsInputFrame",
+    "WsPingFrame",
+    "WsResizeFrame",
+    "WsSignalFrame",
+    "WsTicket",
+]

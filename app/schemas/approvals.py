@@ -1,0 +1,47 @@
+"""Wire models of approvals: the pending command as a reviewer sees it, and the decision."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.models import ApprovalState
+from app.schemas.common import StrictModel
+
+
+class ApprovalPublic(BaseModel):
+    id: str
+    execution_id: str
+    command: str
+    cwd: str
+    env: dict[str, str] = Field(
+        description="Every environment value the command will get from the request and its "
+        "session (session env overlaid by the call's), exactly as it will run."
+    )
+    session: str | None = Field(description="The session the command runs in, if any.")
+    pty: bool = Field(description="The command runs in a pseudo-terminal (it may read input).")
+    reason: str
+    state: ApprovalState
+    requested_by: str
+    decided_by: str | None
+    decision_reason: str | None
+    created_at: datetime
+    decided_at: datetime | None
+    expires_at: datetime
+
+
+class ApprovalsPublic(BaseModel):
+    data: list[ApprovalPublic]
+
+
+class ApprovalDecision(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"reason": "expected cleanup"}]}
+    )
+
+    reason: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Stored with the decision and shown to the agent.",
+    )

@@ -1,0 +1,161 @@
+"""Wire models of executions: the request, its limits, the public view and its input frames."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
+
+from app.models import ApprovalState, ExecutionMode, ExecutionState
+from app.schemas.common import StrictModel
+
+
+class ExecutionLimits(StrictModel):
+    """Per-execution resource limits; each may only lower the server's (`GET /v1/info`)."""
+
+    memory_mb: int | None = Field(default=None, ge=1, description="Memory of the whole tree, MB.")
+    processes: int | None = Field(
+        default=None, ge=1, description="Processes (and threads) alive at once in the tree."
+    )
+    cpu_seconds: int | None = Field(default=None, ge=1, description="CPU time, seconds.")
+    file_size_mb: int | None = Field(default=None, ge=1, description="Largest file written, MB.")
+    open_files: int | None = Field(default=None, ge=1, description="Open files per process.")
+
+
+class ExecutionCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"command": "echo hello; uname -s"},
+                {"command": "echo building && echo done", "async": True, "timeout": 600},
+                {"command": "echo $GREETING", "env": {"GREETING": "hi"}, "cwd": "~"},
+            ]
+        },
+    )
+
+    command: str = Field(description="Shell text, run as `bash -c <command>`.")
+    env: dict[str, str] | None = Field(
+        default=None,
+        description="Extra environment values (never parsed as shell text); every name is "
+        "judged by the policy's env rules (BASH_ENV, PATH, LD_* and the like are denied).",
+    )
+    timeout: float = Field(
+        default=300,
+        description="Seconds; 0 disables the deadline; otherwise clamped to 1..3600.",
+    )
+    cwd: str | None = Field(default=None, description="Working directory (`~` expands).")
+    pty: bool = False
+    async_: bool = Field(default=False, alias="async", description="Start as a background job.")
+    session: str | None = Field(default=None, max_length=64)
+    tools: list[str] | None = Field(default=None, max_length=64)
+    rows: int = Field(default=40, description="PTY rows, clamped to 5..200.")
+    cols: int = Field(default=120, description="PTY columns, clamped to 20..400.")
+    approval_wait: float = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Seconds a foreground call waits for an approval before answering 202.",
+    )
+    limits: ExecutionLimits | None = Field(
+        default=None, description="Resource limits of this run (only lower than the server's)."
+    )
+
+
+class ApprovalSummary(BaseModel):
+    id: str
+    state: ApprovalState
+    reason: str
+    expires_at: datetime
+
+
+EXECUTION_EXAMPLE: JsonDict = {
+    "id": "ex_8q3Zb1xvT0m2hC4rNw7Y",
+    "state": "completed",
+    "mode": "foreground",
+    "owner": "alice",
+    "command": "echo hello",
+    "cwd": "/srv/work",
+    "pty": False,
+    "session": None,
+    "exit_code": 0,
+    "signal": None,
+    "timed_out": False,
+    "output": "hello\n",
+    "truncated": False,
+    "total_bytes": 6,
+    "total_lines": 1,
+    "output_bytes": 6,
+    "output_lines": 1,
+    "elided_bytes": 0,
+    "artifact": "artifact://ex_8q3Zb1xvT0m2hC4rNw7Y",
+    "wall_time_ms": 4.2,
+    "timeout_seconds": 300,
+    "requested_timeout_seconds": None,
+    "timeout_disabled": None,
+    "notices": [],
+    "is_error": False,
+    "text": "hello\n\nWall time: 0.00 seconds",
+    "approval": None,
+    "created_at": "2026-01-05T10:00:00Z",
+    "started_at": "2026-01-05T10:00:00Z",
+    "finished_at": "2026-01-05T10:00:00Z",
+}
+
+
+class ExecutionPublic(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXECUTION_EXAMPLE]})
+
+    id: str
+    state: ExecutionState
+    mode: ExecutionMode
+    owner: str
+    command: str
+    cwd: str
+    pty: bool
+    session: str | None = None
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    output: str
+    truncated: bool
+    total_bytes: int
+    total_lines: int
+    output_bytes: int
+    output_lines: int
+    elided_bytes: int
+    artifact: str
+    wall_time_ms: float | None
+    timeout_seconds: float | None
+    requested_timeout_seconds: float | None = None
+    timeout_disabled: bool | None = None
+    notices: list[str]
+    limits: dict[str, int | None] | None = Field(
+        default=None, description="The limits this run had (null: none recorded)."
+    )
+    confinement: str | None = Field(
+        default=None, description="How they were enforced: cgroup2, cgroup1 or rlimit."
+    )
+    is_error: bool
+    text: str
+    approval: ApprovalSummary | None = None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ExecutionsPublic(BaseModel):
+    data: list[ExecutionPublic]
+    next_cursor: str | None
+
+
+class ExecutionInput(StrictModel):
+    data: str = Field(max_length=1024 * 1024)
+
+
+class ExecutionResize(StrictModel):
+    rows: int
+    cols: int

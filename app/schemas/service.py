@@ -1,0 +1,32 @@
+"""Wire models of the service itself: health, info and the MCP tool objects."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolObject(BaseModel):
+    """An MCP tool object (name, description, inputSchema)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(alias="inputSchema")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Info(BaseModel):
+    version: str
+    max_jobs: int
+    running_jobs: int
+    limits: dict[str, Any]
+    confinement: Literal["cgroup2", "cgroup1", "rlimit"]
+    execution_limits: dict[str, int | None] = Field(
+        description="The server's per-execution limits (null: none); requests may only lower them."
+    )
