@@ -38,6 +38,7 @@ from app.schemas.policy import (
     PolicyVersionsPublic,
 )
 from app.schemas.service import (
+    Caller,
     Health,
     Info,
     ToolObject,
@@ -69,6 +70,7 @@ __all__ = [
     "ApprovalPublic",
     "ApprovalSummary",
     "ApprovalsPublic",
+    "Caller",
     "CdRewrite",
     "EnvVerdictPublic",
     "ErrorBody",

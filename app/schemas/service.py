@@ -21,8 +21,16 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class Caller(BaseModel):
+    """Who the request's token names: what the console shows as signed in."""
+
+    name: str
+    role: Literal["admin", "approver", "agent"]
+
+
 class Info(BaseModel):
     version: str
+    caller: Caller = Field(description="The token's principal: its name and role.")
     max_jobs: int
     running_jobs: int
     limits: dict[str, Any]

@@ -3,9 +3,10 @@
 import { api, forgetToken, session, storeToken, storedToken } from "./js/api.js";
 import { ApprovalsPanel } from "./js/approvals.js";
 import { byId, showError } from "./js/dom.js";
-import { ExecutionView } from "./js/execution-view.js";
 import { ExecutionsPanel } from "./js/executions.js";
 import { PolicyPanel } from "./js/policy.js";
+import { executionHref, go, parseRoute } from "./js/router.js";
+import { Tabs } from "./js/tabs.js";
 
 const signInSection = byId("sign-in");
 const signInForm = byId("sign-in-form");
@@ -13,16 +14,22 @@ const tokenInput = byId("token-input");
 const signInError = byId("sign-in-error");
 const workspace = byId("workspace");
 const signOutButton = byId("sign-out");
+const tabsNav = byId("tabs");
 const serverInfo = byId("server-info");
+const signedInAs = byId("signed-in-as");
 
-const view = new ExecutionView({ onChanged: () => executions.refresh() });
+const openExecution = (id) => go(executionHref(id));
+const tabs = new Tabs({ onExecutionChanged: () => executions.refresh() });
 const executions = new ExecutionsPanel({
-  onOpenExecution: (id) => view.open(id),
-  selectedId: () => view.executionId,
+  onOpenExecution: openExecution,
+  selectedId: () => {
+    const route = parseRoute(location.hash);
+    return route.name === "execution" ? route.id : null;
+  },
 });
 const policy = new PolicyPanel();
 const approvals = new ApprovalsPanel({
-  onOpenExecution: (id) => view.open(id),
+  onOpenExecution: openExecution,
   onDecided: () => executions.refresh(),
 });
 
@@ -31,13 +38,19 @@ let signedIn = false;
 async function enter() {
   const info = await api("v1/info");
   serverInfo.textContent = `v${info.version} · ${info.running_jobs}/${info.max_jobs} jobs running`;
+  signedInAs.textContent = `${info.caller.name} (${info.caller.role})`;
+  signedInAs.dataset.role = info.caller.role;
+  signedInAs.hidden = false;
   signedIn = true;
   signInSection.hidden = true;
   workspace.hidden = false;
+  tabsNav.hidden = false;
   signOutButton.hidden = false;
   approvals.start();
   executions.start();
-  policy.start();
+  policy.start({ canEdit: info.caller.role === "admin" });
+  // A deep link followed before signing in opens now.
+  tabs.show(parseRoute(location.hash));
 }
 
 function leave(message) {
@@ -46,10 +59,13 @@ function leave(message) {
     approvals.stop();
     executions.stop();
     policy.stop();
-    view.close();
+    tabs.closeAll();
   }
   signedIn = false;
   workspace.hidden = true;
+  tabsNav.hidden = true;
+  signedInAs.hidden = true;
+  signedInAs.textContent = "";
   signOutButton.hidden = true;
   serverInfo.textContent = "";
   signInSection.hidden = false;
@@ -71,6 +87,10 @@ signInForm.addEventListener("submit", async (event) => {
 });
 
 signOutButton.addEventListener("click", () => leave(null));
+
+window.addEventListener("hashchange", () => {
+  if (signedIn) tabs.show(parseRoute(location.hash));
+});
 
 session.addEventListener("unauthenticated", () => {
   if (signedIn) leave("The server refused the token; sign in again.");

@@ -102,6 +102,16 @@ def test_unknown_route_uses_the_error_envelope(agent: httpx.Client) -> None:
     assert response.json()["error"]["code"] == "not_found"
 
 
+def test_info_names_the_caller_of_each_token(server: LiveServer) -> None:
+    for token, name, role in [
+        (AGENT, "alice", "agent"),
+        (APPROVER, "carol", "approver"),
+        (ADMIN, "root", "admin"),
+    ]:
+        with server.client(token) as client:
+            assert client.get("/v1/info").json()["caller"] == {"name": name, "role": role}
+
+
 def test_info_reports_limits_and_the_tool_object_describes_the_api(agent: httpx.Client) -> None:
     info = agent.get("/v1/info").json()
     assert info["max_jobs"] == 32

@@ -5,134 +5,24 @@ and agent-written text that stays text."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
-from playwright.sync_api import (
-    Browser,
-    ConsoleMessage,
-    Dialog,
-    Page,
-    Request,
-    WebSocketRoute,
-    expect,
-    sync_playwright,
+from playwright.sync_api import Page, Request, WebSocketRoute, expect
+
+from tests.conftest import AGENT, APPROVER, LiveServer
+from tests.web.browser import (
+    ARTIFACTS,
+    NEEDS_CHROMIUM,
+    PROMPT_PREFIX,
+    XSS,
+    pending_card,
+    request_approval,
+    shown_view,
+    sign_in,
+    wait_until_live,
 )
 
-from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).parent / "artifacts"
-PROMPT_PREFIX = "echo needs-approval"
-XSS = "<img src=x onerror=alert(1)>"
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-)
-
-
-@pytest.fixture(scope="module")
-def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serve(make_settings(tmp_path_factory.mktemp("console"))) as live:
-        policy = {
-            "default": "allow",
-            "rules": [{"match": f"{PROMPT_PREFIX}*", "approval": "prompt"}],
-        }
-        with live.client(ADMIN) as admin:
-            response = admin.put("/v1/policy", json=policy)
-            assert response.status_code == 200, response.text
-        yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-class Watch:
-    """What the page did that it must not: script errors and dialogs (an alert() means XSS)."""
-
-    def __init__(self, page: Page) -> None:
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("pageerror", lambda error: self.errors.append(str(error)))
-        page.on("console", self._console)
-        page.on("dialog", self._dialog)
-
-    def _console(self, message: ConsoleMessage) -> None:
-        # Resource and socket failures are the network's business (a test aborts some on
-        # purpose); what counts here is the page's own code failing.
-        expected = ("Failed to load resource", "WebSocket")
-        if message.type == "error" and not message.text.startswith(expected):
-            self.errors.append(message.text)
-
-    def _dialog(self, dialog: Dialog) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    watch = Watch(page)
-    yield page
-    context.close()
-    assert watch.dialogs == []
-    assert watch.errors == []
-
-
-@pytest.fixture
-def agent(console_server: LiveServer) -> Iterator[httpx.Client]:
-    with console_server.client(AGENT) as client:
-        yield client
-
-
-@pytest.fixture
-def approver(console_server: LiveServer) -> Iterator[httpx.Client]:
-    with console_server.client(APPROVER) as client:
-        yield client
-
-
-def sign_in(page: Page, server: LiveServer, token: str) -> None:
-    page.goto(f"{server.base_url}/console")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("#workspace")).to_be_visible()
-
-
-def wait_until_live(page: Page) -> None:
-    expect(page.locator("#approvals-live")).to_have_attribute("data-live", "live")
-
-
-def request_approval(agent: httpx.Client, command: str) -> dict[str, Any]:
-    response = agent.post("/v1/executions", json={"command": command, "async": True})
-    assert response.status_code == 202, response.text
-    body: dict[str, Any] = response.json()
-    assert body["state"] == "awaiting_approval"
-    return body
-
-
-def pending_card(page: Page, approval_id: str) -> Any:
-    return page.locator(f"#pending-list [data-approval-id='{approval_id}']")
+pytestmark = NEEDS_CHROMIUM
 
 
 def test_console_page_is_served_with_a_script_only_policy(console_server: LiveServer) -> None:
@@ -221,7 +111,7 @@ def test_pty_run_from_the_browser_takes_typed_input_and_follows_the_terminal_siz
     page.get_by_label("PTY").check()
     page.get_by_role("button", name="Run").click()
 
-    terminal = page.locator("#terminal")
+    terminal = shown_view(page).locator(".view-terminal")
     screen = terminal.locator(".xterm-rows")
     expect(screen).to_contain_text("name?")
     expect(terminal).to_have_attribute("data-size", re.compile(r"^\d+x\d+$"))
@@ -234,9 +124,9 @@ def test_pty_run_from_the_browser_takes_typed_input_and_follows_the_terminal_siz
     page.keyboard.press("Enter")
 
     expect(screen).to_contain_text("hello world")
-    expect(page.locator("#view-state")).to_have_text("completed, exit code 0")
+    expect(shown_view(page).locator(".view-state")).to_have_text("completed, exit code 0")
     expect(screen).to_contain_text("[completed, exit code 0]")
-    execution_id = page.locator("#view-id").text_content()
+    execution_id = shown_view(page).locator(".view-id").text_content()
     final = agent.get(f"/v1/executions/{execution_id}", params={"wait": 10}).json()
     assert final["state"] == "completed"
     assert final["pty"] is True
@@ -259,9 +149,9 @@ def test_agent_text_renders_as_text_never_as_markup(
     expect(card.locator("pre.command")).to_have_text(command)
     row = page.locator(f"#execution-rows [data-execution-id='{finished['id']}']")
     expect(row).to_contain_text(f"echo '{XSS}'")
-    row.get_by_role("button").click()
-    expect(page.locator("#view-command")).to_have_text(f"echo '{XSS}'")
-    expect(page.locator("#terminal .xterm-rows")).to_contain_text(XSS)
+    row.get_by_role("link").click()
+    expect(shown_view(page).locator(".view-command")).to_have_text(f"echo '{XSS}'")
+    expect(shown_view(page).locator(".view-terminal .xterm-rows")).to_contain_text(XSS)
     assert page.locator("img").count() == 0
     approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
 
@@ -295,14 +185,16 @@ def test_without_xterm_the_log_is_plain_text_and_a_dropped_stream_resumes_exactl
     page.get_by_label("Command").fill("for i in $(seq 1 120); do echo line-$i; sleep 0.01; done")
     page.get_by_role("button", name="Run").click()
 
-    log = page.locator("#terminal pre.plain-log")
+    log = shown_view(page).locator(".view-terminal pre.plain-log")
     expect(log).to_contain_text("[completed, exit code 0]")
     expected = "".join(f"line-{i}\n" for i in range(1, 121))
     assert log.text_content() == expected + "\n[completed, exit code 0]\n"
     assert len(stream_urls) == 2
     resumed_at = int(re.search(r"[?&]offset=(\d+)", stream_urls[1]).group(1))  # type: ignore[union-attr]
     assert 0 < resumed_at < len(expected)
-    expect(page.locator("#terminal")).to_have_attribute("data-offset", str(len(expected)))
+    expect(shown_view(page).locator(".view-terminal")).to_have_attribute(
+        "data-offset", str(len(expected))
+    )
 
 
 def test_approvals_panel_reconnects_with_a_fresh_ticket_after_a_drop(
@@ -334,24 +226,25 @@ def test_ctrl_c_interrupts_and_cancel_cancels_a_running_job(
     page: Page, console_server: LiveServer, agent: httpx.Client
 ) -> None:
     sign_in(page, console_server, AGENT)
-    view_state = page.locator("#view-state")
+    view_state = shown_view(page).locator(".view-state")
 
     page.get_by_label("Command").fill("echo waiting; sleep 30")
     page.get_by_role("button", name="Run").click()
-    expect(page.locator("#terminal .xterm-rows")).to_contain_text("waiting")
+    expect(shown_view(page).locator(".view-terminal .xterm-rows")).to_contain_text("waiting")
     page.get_by_role("button", name="Ctrl-C").click()
     expect(view_state).to_contain_text("signal 2")
-    interrupted_id = page.locator("#view-id").text_content()
+    interrupted_id = shown_view(page).locator(".view-id").text_content()
     interrupted = agent.get(f"/v1/executions/{interrupted_id}", params={"wait": 10}).json()
     assert interrupted["signal"] == 2
 
+    page.get_by_role("tab", name="Overview").click()
     page.get_by_label("Command").fill("echo waiting; sleep 30")
     page.get_by_role("button", name="Run").click()
-    expect(page.locator("#view-id")).not_to_have_text(interrupted_id or "")
-    expect(page.locator("#terminal .xterm-rows")).to_contain_text("waiting")
+    expect(shown_view(page).locator(".view-id")).not_to_have_text(interrupted_id or "")
+    expect(shown_view(page).locator(".view-terminal .xterm-rows")).to_contain_text("waiting")
     page.get_by_role("button", name="Cancel").click()
     expect(view_state).to_contain_text("cancelled")
-    cancelled_id = page.locator("#view-id").text_content()
+    cancelled_id = shown_view(page).locator(".view-id").text_content()
     assert agent.get(f"/v1/executions/{cancelled_id}").json()["state"] == "cancelled"
     expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
 
@@ -399,6 +292,8 @@ def test_policy_page_lists_the_rules_and_the_env_rules(
     page: Page, console_server: LiveServer
 ) -> None:
     sign_in(page, console_server, AGENT)
+    page.get_by_role("tab", name="Policy").click()
+    expect(page.get_by_role("button", name="Edit rules")).to_be_hidden()  # not an admin
     rows = page.locator("#policy-rules tr")
     expect(rows).to_have_count(1)
     expect(rows.nth(0)).to_contain_text(f"{PROMPT_PREFIX}*")
@@ -415,7 +310,9 @@ def test_policy_dry_run_shows_the_verdict_and_what_decided_it(
     before = {
         item["id"] for item in agent.get("/v1/executions", params={"limit": 500}).json()["data"]
     }
-    sign_in(page, console_server, AGENT)
+    page.goto(f"{console_server.base_url}/console/#/policy")  # a deep link to the page
+    page.get_by_label("Token").fill(AGENT)
+    page.get_by_role("button", name="Sign in").click()
     form = page.locator("#dry-run-form")
 
     form.get_by_label("Shell text to judge").fill(f"ls && {PROMPT_PREFIX} dry")

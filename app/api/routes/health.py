@@ -13,7 +13,7 @@ from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import app_error_response, error_responses
 from app.api.strict_route import StrictJsonRoute
 from app.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
-from app.schemas import Health, Info, ToolObject
+from app.schemas import Caller, Health, Info, ToolObject
 from app.services import Services
 from app.tool_description import execution_tool
 
@@ -86,12 +86,13 @@ async def metrics(_: PrincipalDep, services: ServicesDep) -> Response:
 @router.get(
     "/v1/info", response_model=Info, responses=error_responses(401), summary="Version and limits"
 )
-async def info(_: PrincipalDep, services: ServicesDep) -> Info:
-    """The server version, the job cap and running jobs, and the limits a client should
-    respect (command size, timeouts, inline output window, artifact cap)."""
+async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
+    """The server version, who the token names, the job cap and running jobs, and the limits a
+    client should respect (command size, timeouts, inline output window, artifact cap)."""
     settings = services.settings
     return Info(
         version=__version__,
+        caller=Caller(name=principal.name, role=principal.role),
         max_jobs=settings.max_jobs,
         running_jobs=services.registry.running_jobs,
         limits={

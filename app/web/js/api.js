@@ -96,3 +96,44 @@ export function refusal(event) {
 export function backoff(previousMs) {
   return Math.min(previousMs * 2, 5000);
 }
+
+// Raw log bytes of an execution, read page by page until the log is final or `maxBytes` is
+// reached (docs/streaming.md, "Reading raw output"). Returns the bytes and whether it stopped
+// short.
+export async function readLog(executionId, { maxBytes = 64 * 1024 * 1024 } = {}) {
+  const pieces = [];
+  let offset = 0;
+  let read = 0;
+  for (;;) {
+    const url = new URL(`v1/executions/${encodeURIComponent(executionId)}/output`, API_ROOT);
+    url.searchParams.set("offset", String(offset));
+    const headers = { Authorization: `Bearer ${storedToken()}` };
+    const response = await fetch(url, { headers, cache: "no-store", credentials: "omit" });
+    if (!response.ok) {
+      if (response.status === 401) session.dispatchEvent(new Event("unauthenticated"));
+      throw new ApiError(response.status, `http_${response.status}`, `${response.status} reading the log`);
+    }
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    pieces.push(bytes);
+    read += bytes.length;
+    const next = Number(response.headers.get("X-Next-Offset"));
+    const total = Number(response.headers.get("X-Total-Bytes"));
+    const complete = response.headers.get("X-Complete") === "true";
+    // A running execution's log is read as far as it goes now; a capped log skips its middle.
+    if (next >= total || bytes.length === 0 && next === offset) {
+      return { bytes: concat(pieces, read), partial: !complete };
+    }
+    if (read >= maxBytes) return { bytes: concat(pieces, read), partial: true };
+    offset = next;
+  }
+}
+
+function concat(pieces, length) {
+  const all = new Uint8Array(length);
+  let at = 0;
+  for (const piece of pieces) {
+    all.set(piece, at);
+    at += piece.length;
+  }
+  return all;
+}

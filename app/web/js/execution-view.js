@@ -1,8 +1,10 @@
-// The execution view: one execution's live output, its state, and the controls a human needs
-// (keyboard input and resize for PTY runs, Ctrl-C, Cancel).
+// One execution in a tab of its own: its live output, its state, and the controls a human
+// needs (keyboard input and resize for PTY runs, Ctrl-C, Cancel, copy, download, search).
+// Each open tab is one ExecutionView built from the page's template.
 
 import { api } from "./api.js";
-import { byId, showError } from "./dom.js";
+import { el, showError } from "./dom.js";
+import { OutputTools } from "./output-tools.js";
 import { ExecutionStream } from "./stream.js";
 import { createTerminal } from "./terminal.js";
 
@@ -15,27 +17,51 @@ function describeExit({ state, exit_code: exitCode, signal }) {
   return parts.join(", ");
 }
 
+export function durationText(execution, now = Date.now()) {
+  if (!execution.started_at) return null;
+  const end = execution.finished_at ? Date.parse(execution.finished_at) : now;
+  const seconds = Math.max(0, (end - Date.parse(execution.started_at)) / 1000);
+  if (seconds < 10) return `${seconds.toFixed(seconds < 1 ? 2 : 1)} s`;
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 120) return `${minutes} min ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
 export class ExecutionView {
-  constructor({ onChanged }) {
+  constructor(executionId, { template, onChanged, onLabel }) {
+    this.executionId = executionId;
     this.onChanged = onChanged;
-    this.section = byId("execution-view");
-    this.idEl = byId("view-id");
-    this.stateEl = byId("view-state");
-    this.commandEl = byId("view-command");
-    this.errorEl = byId("view-error");
-    this.container = byId("terminal");
-    this.lineForm = byId("line-input");
-    this.lineText = byId("line-input-text");
-    this.interruptButton = byId("view-interrupt");
-    this.cancelButton = byId("view-cancel");
-    this.generation = 0;
+    this.onLabel = onLabel;
+    this.root = template.content.firstElementChild.cloneNode(true);
+    this.root.dataset.executionId = executionId;
+    this.root.hidden = true;
+    const part = (name) => this.root.querySelector(`.${name}`);
+    this.idEl = part("view-id");
+    this.stateEl = part("view-state");
+    this.factsEl = part("view-facts");
+    this.commandEl = part("view-command");
+    this.errorEl = part("view-error");
+    this.toolStatus = part("tool-status");
+    this.container = part("view-terminal");
+    this.lineForm = part("line-input");
+    this.lineText = part("line-input-text");
+    this.interruptButton = part("view-interrupt");
+    this.cancelButton = part("view-cancel");
     this.execution = null;
     this.stream = null;
     this.terminal = null;
+    this.closed = false;
+    this.tools = new OutputTools(this.root, this, {
+      showStatus: (text) => {
+        this.toolStatus.textContent = text;
+      },
+      showError: (error) => showError(this.errorEl, error),
+    });
 
+    this.idEl.textContent = executionId;
     this.interruptButton.addEventListener("click", () => this.#interrupt());
     this.cancelButton.addEventListener("click", () => this.#cancel());
-    byId("view-close").addEventListener("click", () => this.close());
     this.lineForm.addEventListener("submit", (event) => {
       event.preventDefault();
       // A PTY's Enter key is a carriage return; the terminal driver turns it into a newline.
@@ -44,37 +70,29 @@ export class ExecutionView {
     });
   }
 
-  get executionId() {
-    return this.execution?.id ?? null;
-  }
-
-  async open(executionId) {
-    this.close();
-    const generation = ++this.generation;
-    this.section.hidden = false;
-    // The view sits below the lists; xterm.js also pauses drawing while it is off-screen.
-    this.section.scrollIntoView({ block: "nearest" });
-    this.idEl.textContent = executionId;
-    this.commandEl.textContent = "";
+  async open() {
     this.#setState("loading…", null);
     let execution;
     try {
-      execution = await api(`v1/executions/${encodeURIComponent(executionId)}`);
+      execution = await api(`v1/executions/${encodeURIComponent(this.executionId)}`);
     } catch (error) {
       showError(this.errorEl, error);
       this.#setState("unavailable", null);
       return;
     }
-    if (generation !== this.generation) return;
+    if (this.closed) return;
     this.execution = execution;
     this.commandEl.textContent = execution.command;
     this.#setState(execution.state, execution);
+    this.#renderFacts(execution);
+    this.onLabel?.(execution.command);
     const terminal = await createTerminal(this.container, { pty: execution.pty });
-    if (generation !== this.generation) {
+    if (this.closed) {
       terminal.dispose();
       return;
     }
     this.terminal = terminal;
+    this.tools.attach(terminal);
     this.lineForm.hidden = !(execution.pty && terminal.kind === "plain");
     if (execution.pty) {
       terminal.onInput((data) => this.#sendInput(data));
@@ -90,10 +108,11 @@ export class ExecutionView {
       onExit: (frame) => {
         this.#setState(frame.state, frame);
         terminal.note(`[${describeExit(frame)}]`);
+        this.#refreshFacts();
         this.onChanged();
       },
       onStatus: (status) => {
-        this.section.dataset.stream = status;
+        this.root.dataset.stream = status;
       },
       onError: (message) => showError(this.errorEl, new Error(message)),
       onOpen: () => {
@@ -103,27 +122,50 @@ export class ExecutionView {
       },
     });
     this.stream.start();
-    if (execution.pty) terminal.focus();
+  }
+
+  // Shown or hidden by its tab; a shown PTY terminal takes the keyboard.
+  show(visible) {
+    this.root.hidden = !visible;
+    if (visible) {
+      this.terminal?.fit?.();
+      if (this.execution?.pty) this.terminal?.focus();
+    }
+  }
+
+  get label() {
+    return this.execution?.command ?? this.executionId;
   }
 
   close() {
-    this.generation += 1;
+    this.closed = true;
     this.stream?.stop();
     this.terminal?.dispose();
     this.stream = null;
     this.terminal = null;
-    this.execution = null;
-    this.section.hidden = true;
-    this.lineForm.hidden = true;
-    showError(this.errorEl, null);
-    delete this.container.dataset.offset;
-    delete this.container.dataset.connects;
-    delete this.container.dataset.size;
+    this.root.remove();
+  }
+
+  #renderFacts(execution) {
+    const duration = execution.finished_at ? durationText(execution) : null;
+    this.factsEl.replaceChildren(
+      el("span", {}, `owner ${execution.owner}`),
+      duration ? el("span", { class: "view-duration" }, ` · ${duration}`) : null,
+    );
+  }
+
+  async #refreshFacts() {
+    try {
+      this.#renderFacts(await api(`v1/executions/${encodeURIComponent(this.executionId)}`));
+    } catch {
+      /* the facts are a convenience; the state line already says how it ended */
+    }
   }
 
   #setState(state, details) {
     this.stateEl.dataset.state = state;
-    this.stateEl.textContent = details && !ACTIVE_STATES.has(state) ? describeExit({ ...details, state }) : state;
+    this.stateEl.textContent =
+      details && !ACTIVE_STATES.has(state) ? describeExit({ ...details, state }) : state;
     const active = ACTIVE_STATES.has(state);
     this.interruptButton.disabled = !active;
     this.cancelButton.disabled = !active;
@@ -155,13 +197,12 @@ export class ExecutionView {
   }
 
   async #cancel() {
-    const id = this.executionId;
-    if (!id) return;
     try {
-      const execution = await api(`v1/executions/${encodeURIComponent(id)}/cancel`, {
-        method: "POST",
-      });
-      if (id === this.executionId) this.#setState(execution.state, execution);
+      const execution = await api(
+        `v1/executions/${encodeURIComponent(this.executionId)}/cancel`,
+        { method: "POST" },
+      );
+      if (!this.closed) this.#setState(execution.state, execution);
       this.onChanged();
     } catch (error) {
       showError(this.errorEl, error);

@@ -1,14 +1,19 @@
 // The executions panel: the list (newest first, refreshed on demand and every few seconds while
-// the tab is visible) and the Run form, which starts a background job.
+// the tab is visible) and the Run form, which starts a background job. A row opens its
+// execution in a tab: the command is a link (#/executions/{id}) and a click anywhere on the
+// row follows it, so it works at any width.
 
 import { api } from "./api.js";
 import { byId, el, showError, timeEl } from "./dom.js";
+import { durationText } from "./execution-view.js";
+import { executionHref } from "./router.js";
 
 const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
 
 export class ExecutionsPanel {
   constructor({ onOpenExecution, selectedId }) {
+    // onOpenExecution(id) navigates; selectedId() is the execution whose tab is shown.
     this.onOpenExecution = onOpenExecution;
     this.selectedId = selectedId;
     this.rows = byId("execution-rows");
@@ -59,27 +64,32 @@ export class ExecutionsPanel {
 
   #row(execution) {
     const selected = execution.id === this.selectedId();
+    const exit = execution.exit_code ?? (execution.signal != null ? `sig ${execution.signal}` : null);
+    const duration = durationText(execution);
+    const cell = (label, className, ...content) =>
+      el("td", { class: className, dataset: { label } }, ...content);
     return el(
       "tr",
-      { dataset: { executionId: execution.id }, "aria-current": selected ? "true" : null },
-      el("td", {}, el("span", { class: "state", dataset: { state: execution.state } }, execution.state)),
-      el(
-        "td",
-        { class: "command-cell" },
-        el(
-          "button",
-          {
-            type: "button",
-            class: "link command",
-            title: execution.command,
-            onclick: () => this.onOpenExecution(execution.id),
-          },
-          execution.command,
-        ),
+      {
+        class: "execution-row",
+        dataset: { executionId: execution.id },
+        "aria-current": selected ? "true" : null,
+        onclick: (event) => {
+          // The link itself navigates; a click elsewhere on the row does the same.
+          if (!event.target.closest("a")) this.onOpenExecution(execution.id);
+        },
+      },
+      cell("State", "state-cell", el("span", { class: "state", dataset: { state: execution.state } }, execution.state)),
+      cell(
+        "Command",
+        "command-cell",
+        el("a", { class: "command", href: executionHref(execution.id), title: execution.command }, execution.command),
         execution.pty ? el("span", { class: "tag" }, "pty") : null,
       ),
-      el("td", {}, execution.owner),
-      el("td", {}, timeEl(execution.started_at ?? execution.created_at)),
+      cell("Exit", "exit-cell", exit === null ? el("span", { class: "muted" }, "—") : String(exit)),
+      cell("Duration", "duration-cell", duration ?? el("span", { class: "muted" }, "—")),
+      cell("Owner", "owner-cell", execution.owner),
+      cell("Started", "started-cell", timeEl(execution.started_at ?? execution.created_at)),
     );
   }
 

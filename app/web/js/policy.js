@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { byId, el, showError } from "./dom.js";
+import { PolicyEditor } from "./policy-editor.js";
 
 const ENV_LINE = /^([^=]*)=(.*)$/s;
 
@@ -41,6 +42,7 @@ export class PolicyPanel {
     this.result = byId("dry-run-result");
     this.formError = byId("dry-run-error");
 
+    this.editor = new PolicyEditor({ onSaved: (document) => this.#render(document) });
     byId("refresh-policy").addEventListener("click", () => this.refresh());
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -48,11 +50,13 @@ export class PolicyPanel {
     });
   }
 
-  start() {
+  start({ canEdit = false } = {}) {
+    this.editor.allow(canEdit);
     this.refresh();
   }
 
   stop() {
+    this.editor.allow(false);
     this.rulesBody.replaceChildren();
     this.summary.replaceChildren();
     this.envRules.replaceChildren();
@@ -70,6 +74,7 @@ export class PolicyPanel {
   }
 
   #render(policy) {
+    this.editor.setDocument(policy);
     const facts = [
       ["default", policy.default],
       ["critical", policy.critical],

@@ -1,0 +1,188 @@
+"""The console's views, in a real Chromium against a real server: tabs of full-window
+terminals opened by deep links, copy / download / search of output, the list's columns and the
+signed-in user, a phone's width, and the rules edited by an admin. Screenshots at 1400 px and
+420 px go to tests/web/artifacts/ (the README shows copies kept in docs/screenshots/)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+from playwright.sync_api import Browser, Page, expect
+
+from tests.conftest import ADMIN, AGENT, LiveServer
+from tests.web.browser import ARTIFACTS, NEEDS_CHROMIUM, Watch, shown_view, sign_in
+
+pytestmark = NEEDS_CHROMIUM
+
+
+def finished(agent: httpx.Client, command: str) -> dict[str, Any]:
+    response = agent.post("/v1/executions", json={"command": command})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+def execution_row(page: Page, execution_id: str) -> Any:
+    return page.locator(f"#execution-rows [data-execution-id='{execution_id}']")
+
+
+def test_a_deep_link_opens_its_execution_after_sign_in_and_tabs_keep_several_open(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    first = finished(agent, "echo first-output")
+    second = finished(agent, "echo second-output")
+
+    page.goto(f"{console_server.base_url}/console/#/executions/{first['id']}")
+    page.get_by_label("Token").fill(AGENT)
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(shown_view(page).locator(".view-id")).to_have_text(first["id"])
+    expect(shown_view(page).locator(".view-terminal")).to_contain_text("first-output")
+    expect(page.locator("#overview")).to_be_hidden()  # the terminal has the window
+    page.get_by_role("tab", name="Overview").click()
+    execution_row(page, second["id"]).locator(".owner-cell").click()  # anywhere on the row
+
+    expect(page).to_have_url(re.compile(f"#/executions/{second['id']}$"))
+    expect(shown_view(page).locator(".view-terminal")).to_contain_text("second-output")
+    tabs = page.locator("#tab-list .execution-tab")
+    expect(tabs).to_have_count(2)
+    expect(tabs.nth(0)).to_contain_text("echo first-output")
+    tabs.nth(0).get_by_role("tab").click()
+    expect(shown_view(page).locator(".view-id")).to_have_text(first["id"])
+    expect(shown_view(page).locator(".view-terminal")).to_contain_text("first-output")  # kept
+
+    page.get_by_role("button", name=f"Close {first['id']}").click()
+    expect(tabs).to_have_count(1)
+    expect(page).to_have_url(re.compile("#/$"))
+    expect(page.locator("#overview")).to_be_visible()
+
+
+def test_output_is_copied_as_text_downloaded_byte_exact_and_searched(
+    browser: Browser, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=console_server.base_url)
+    page = context.new_page()
+    watch = Watch(page)
+    execution = finished(
+        agent, r"printf '\033[31mred\033[0m\nneedle one\nbeta\nneedle two\n\377\n'"
+    )
+    raw = agent.get(f"/v1/executions/{execution['id']}/output").content
+    assert raw.startswith(b"\x1b[31mred") and b"\xff" in raw
+
+    page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+    page.get_by_label("Token").fill(AGENT)
+    page.get_by_role("button", name="Sign in").click()
+    view = shown_view(page)
+    expect(view.locator(".view-terminal")).to_contain_text("needle two")
+
+    view.get_by_label("Search output").fill("needle")
+    view.get_by_label("Search output").press("Enter")
+    status = view.locator(".search-status")
+    expect(status).to_have_text("1 of 2")
+    view.get_by_role("button", name="Next match").click()
+    expect(status).to_have_text("2 of 2")
+    view.get_by_role("button", name="Previous match").click()
+    expect(status).to_have_text("1 of 2")
+    view.get_by_label("Search output").fill("absent-word")
+    view.get_by_label("Search output").press("Enter")
+    expect(status).to_have_text("no match")
+
+    view.get_by_role("button", name="Copy output").click()
+    expect(view.locator(".tool-status")).to_contain_text(f"Copied {len(raw)} bytes")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == "red\nneedle one\nbeta\nneedle two\n\ufffd\n"  # escapes gone, text kept
+
+    with page.expect_download() as download_info:
+        view.get_by_role("button", name="Download").click()
+    download = download_info.value
+    assert download.suggested_filename == f"{execution['id']}.log"
+    with open(download.path(), "rb") as saved:
+        assert saved.read() == raw  # byte-exact, escapes and all
+    screenshot(page, "console-terminal-1400.png")
+    context.close()
+    assert watch.errors == [] and watch.dialogs == []
+
+
+def test_the_list_shows_exit_code_duration_owner_and_who_is_signed_in(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    page.set_viewport_size({"width": 1400, "height": 900})
+    failed = finished(agent, "sleep 0.3; exit 3")
+    sign_in(page, console_server, AGENT)
+
+    expect(page.locator("#signed-in-as")).to_have_text("alice (agent)")
+    row = execution_row(page, failed["id"])
+    expect(row.locator(".exit-cell")).to_have_text("3")
+    expect(row.locator(".duration-cell")).to_have_text(re.compile(r"^0\.\d\d s$"))
+    seconds = float(row.locator(".duration-cell").text_content().split()[0])  # type: ignore[union-attr]
+    assert seconds >= 0.3
+    expect(row.locator(".owner-cell")).to_have_text("alice")
+    for header in ("State", "Command", "Exit", "Duration", "Owner", "Started"):
+        expect(page.get_by_role("columnheader", name=header)).to_be_visible()
+    screenshot(page, "console-1400.png")
+
+
+def test_at_a_phone_width_the_command_stays_visible_and_a_tap_opens_the_terminal(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    page.set_viewport_size({"width": 420, "height": 860})
+    execution = finished(agent, "echo a-command-that-a-phone-must-show; echo done-on-phone")
+    sign_in(page, console_server, AGENT)
+
+    row = execution_row(page, execution["id"])
+    command = row.get_by_role("link", name=re.compile("a-command-that-a-phone-must-show"))
+    expect(command).to_be_visible()
+    box = command.bounding_box()
+    assert box is not None and box["width"] > 150 and box["x"] + box["width"] <= 420
+    assert page.evaluate("document.documentElement.scrollWidth") <= 420  # no sideways scroll
+    screenshot(page, "console-420.png")
+
+    row.locator(".state-cell").click()  # a tap on the row, not on the link
+    terminal = shown_view(page).locator(".view-terminal")
+    expect(terminal).to_contain_text("done-on-phone")
+    terminal_box = terminal.bounding_box()
+    assert terminal_box is not None
+    assert terminal_box["y"] < 860 and terminal_box["width"] <= 420  # on screen, not below
+    screenshot(page, "console-terminal-420.png")
+
+
+def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
+    page: Page, console_server: LiveServer, admin: httpx.Client
+) -> None:
+    original = admin.get("/v1/policy").json()
+    try:
+        sign_in(page, console_server, ADMIN)
+        expect(page.locator("#signed-in-as")).to_have_text("root (admin)")
+        page.get_by_role("tab", name="Policy").click()
+        page.get_by_role("button", name="Edit rules").click()
+        editor = page.locator("#policy-editor")
+        editor.get_by_role("button", name="Add rule").click()
+        editor.get_by_label("Match", exact=True).last.fill("echo edited-in-browser*")
+        editor.get_by_label("Approval", exact=True).last.select_option("deny")
+        editor.get_by_role("button", name="Move up").last.click()  # first match wins
+        editor.get_by_role("button", name="Save policy").click()
+
+        rows = page.locator("#policy-rules tr")
+        expect(rows).to_have_count(len(original["rules"]) + 1)
+        expect(rows.nth(0)).to_contain_text("echo edited-in-browser*")
+        expect(rows.nth(0)).to_have_attribute("data-approval", "deny")
+        saved = admin.get("/v1/policy").json()
+        assert saved["rules"][0] == {"match": "echo edited-in-browser*", "approval": "deny"}
+        assert saved["rules"][1:] == original["rules"]
+        assert saved["interceptor"] == original["interceptor"]  # fields not edited are kept
+
+        page.get_by_role("button", name="Edit rules").click()
+        editor.get_by_label("Match", exact=True).first.fill("   ")
+        editor.get_by_role("button", name="Save policy").click()
+        expect(page.locator("#policy-save-error")).not_to_be_empty()
+        assert admin.get("/v1/policy").json() == saved  # refused: nothing changed
+    finally:
+        assert admin.put("/v1/policy", json=original).status_code == 200
