@@ -108,7 +108,9 @@ def count_executions(session: Session) -> int:
 
 
 def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execution]:
-    """Delete terminal executions (and their approvals) finished before cutoff; return them."""
+    """Delete terminal executions (and their approvals) finished before cutoff; return them.
+    The record of file operations finished before it goes too."""
+    session.execute(delete(FileOperation).where(col(FileOperation.finished_at) < cutoff))
     doomed = list(
         session.exec(
             select(Execution).where(
@@ -117,6 +119,7 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
         ).all()
     )
     if not doomed:
+        session.commit()
         return []
     ids = [execution.id for execution in doomed]
     session.execute(delete(Approval).where(col(Approval.execution_id).in_(ids)))

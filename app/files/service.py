@@ -348,6 +348,12 @@ class FileService:
         assert record is not None
         return operation_public(record)
 
+    async def check(self, requested: str, access: FileAccess) -> tuple[Located, FileVerdict]:
+        """The dry run: the verdict for `access` to `requested`, judged as a real call would
+        be; nothing is recorded."""
+        located = await self.locate(requested)
+        return located, self.judge(access, located)
+
     async def list(self, principal: Principal, *, limit: int) -> list[FileOperationPublic]:
         owner = None if principal.reads_everything else principal.name
         records = await self._db.call(crud.list_file_operations, owner=owner, limit=limit)

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.files.rules import FileRule
+
 FileOperationState = Literal[
     "awaiting_approval", "approved", "running", "completed", "failed", "denied", "rejected"
 ]
@@ -52,3 +54,14 @@ class FileStatPublic(BaseModel):
     mtime: datetime
     symlink: bool = Field(description="`path` itself is a symbolic link.")
     sha256: str | None = Field(description="Only with `sha256=true`, and only for a file.")
+
+
+class FileCheckPublic(BaseModel):
+    """What the policy's `files` rules would decide for an operation (the dry run)."""
+
+    verdict: Literal["allow", "prompt", "deny"]
+    reason: str
+    rule: FileRule | None = Field(description="The rule that decided; null: a default did.")
+    path: str = Field(description="The path as written, made absolute.")
+    resolved_path: str = Field(description="The path with its symlinks followed.")
+    judged_path: str = Field(description="The one of the two the verdict rests on.")

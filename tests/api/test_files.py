@@ -340,3 +340,24 @@ def test_the_policy_document_carries_the_files_defaults(live: LiveServer) -> Non
             "/v1/policy", json={"files": {"rules": [{"match": "rel/*", "approval": "deny"}]}}
         )
         assert bad.status_code == 422
+
+
+def test_the_dry_run_judges_both_paths_and_records_nothing(
+    alice: httpx.Client, carol: httpx.Client, workspace: Path, outside: Path, files_rules: Any
+) -> None:
+    link = workspace / f"check-{outside.parent.name}"
+    link.symlink_to(outside)
+    files_rules({"rules": [{"match": f"{outside}/*", "approval": "deny", "access": "write"}]})
+    before = alice.get("/v1/files/operations").json()["data"]
+    write = carol.get(
+        "/v1/files/check", params={"path": f"{link.name}/x", "access": "write"}
+    ).json()
+    assert write["verdict"] == "deny"
+    assert write["judged_path"] == str(outside / "x") == write["resolved_path"]
+    assert write["path"] == str(link / "x")
+    assert write["rule"] == {"match": f"{outside}/*", "approval": "deny", "access": "write"}
+    read = carol.get("/v1/files/check", params={"path": f"{link.name}/x"}).json()
+    assert read["verdict"] == "prompt" and "outside the workspace" in read["reason"]
+    inside = carol.get("/v1/files/check", params={"path": "plain.txt"}).json()
+    assert inside["verdict"] == "allow" and inside["rule"] is None
+    assert alice.get("/v1/files/operations").json()["data"] == before

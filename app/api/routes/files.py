@@ -4,17 +4,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.requests import ClientDisconnect
+from starlette.types import Send
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.errors import InvalidRequestError
 from app.files.service import Pending, parse_mode
-from app.schemas.files import FileOperationPublic, FileOperationsPublic, FileStatPublic
+from app.schemas.files import (
+    FileCheckPublic,
+    FileOperationPublic,
+    FileOperationsPublic,
+    FileStatPublic,
+)
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
@@ -86,7 +92,7 @@ async def download(
     )
     if isinstance(readable, Pending):
         return _pending(readable)
-    return FileResponse(
+    return SizedFileResponse(
         readable.located.resolved,
         stat_result=readable.stat,
         media_type="application/octet-stream",
@@ -189,6 +195,31 @@ async def stat_file(
 
 
 @router.get(
+    "/check",
+    response_model=FileCheckPublic,
+    responses=error_responses(401, 422),
+    summary="Dry-run the files rules",
+)
+async def check(
+    _principal: PrincipalDep,
+    services: ServicesDep,
+    path: PathQuery,
+    access: Annotated[Literal["read", "write"], Query(description="A stat is a read.")] = "read",
+) -> FileCheckPublic:
+    """What the policy's `files` rules would decide for this access to this path; nothing is
+    read, written or recorded."""
+    located, verdict = await services.files.check(path, access)
+    return FileCheckPublic(
+        verdict=verdict.approval,
+        reason=verdict.reason,
+        rule=verdict.rule,
+        path=located.path,
+        resolved_path=located.resolved,
+        judged_path=verdict.path,
+    )
+
+
+@router.get(
     "/operations",
     response_model=FileOperationsPublic,
     responses=error_responses(401, 422),
@@ -201,6 +232,29 @@ async def list_operations(
 ) -> FileOperationsPublic:
     """Newest first. Approvers and admins see everyone's; an agent sees its own."""
     return FileOperationsPublic(data=await services.files.list(principal, limit=limit))
+
+
+class SizedFileResponse(FileResponse):
+    """Starlette's FileResponse (ranges, ETag, If-Range), except that a whole-file answer sends
+    exactly the `Content-Length` it announced: a file that grows while it is sent would
+    otherwise overrun the header and the connection would be cut mid-body."""
+
+    async def _handle_simple(self, send: Send, send_header_only: bool, send_pathsend: bool) -> None:
+        if send_header_only or send_pathsend:
+            await super()._handle_simple(send, send_header_only, send_pathsend)
+            return
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        remaining = self.stat_result.st_size if self.stat_result is not None else 0
+        async with self._open_file() as file:
+            while remaining > 0:
+                chunk = await file.read(min(self.chunk_size, remaining))
+                if not chunk:
+                    break  # it shrank: the client sees a short body, not a wrong one
+                remaining -= len(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _pending(pending: Pending) -> JSONResponse:
