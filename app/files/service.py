@@ -31,9 +31,9 @@ from app.errors import (
     StaleApprovalError,
 )
 from app.files.approval import FileApprovals
-from app.files.paths import Located, locate, workspace_roots
+from app.files.paths import Located, locate, os_error, workspace_roots
 from app.files.rules import FileAccess, FileVerdict, judge_file
-from app.files.transfer import FileStat, Upload, describe, regular_file_stat
+from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
 from app.models import FileOperation
 from app.policy_service import PolicyService
 from app.schemas.files import FileOperationPublic
@@ -270,6 +270,29 @@ class FileService:
             raise
         await self._finish(authorized, "completed", size=info.st_size)
         return Readable(located, info)
+
+    async def read_range(
+        self,
+        principal: Principal,
+        requested: str,
+        *,
+        offset: int,
+        limit: int,
+        approval_id: str | None = None,
+        approval_wait: float = 30,
+    ) -> tuple[bytes, int] | Pending:
+        """A window of a file (for the MCP tools, which answer in one message): its bytes and
+        the file's size, judged and recorded as a read."""
+        readable = await self.open_read(
+            principal, requested, approval_id=approval_id, approval_wait=approval_wait
+        )
+        if isinstance(readable, Pending):
+            return readable
+        try:
+            data = await anyio.to_thread.run_sync(read_at, readable.located.resolved, offset, limit)
+        except OSError as error:
+            raise os_error(error, readable.located.path) from None
+        return data, readable.stat.st_size
 
     async def stat(
         self,

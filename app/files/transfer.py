@@ -47,6 +47,13 @@ def regular_file_stat(located: Located) -> os.stat_result:
     return info
 
 
+def read_at(path: str, offset: int, limit: int) -> bytes:
+    """Up to `limit` bytes from `offset` (fewer at the end of the file)."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read(limit)
+
+
 def sha256_of(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
