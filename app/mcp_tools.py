@@ -376,8 +376,9 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
         name="session_run",
         description="Run a bash command inside a session started with session_start: it starts "
         "in the session's directory with the exported variables, functions and aliases earlier "
-        "calls left, and leaves its own for the next. Answers like bash (the same policy, approvals and background jobs: "
-        "job_wait follows a job or a held command, read_output pages through the full log).",
+        "calls left, and leaves its own for the next. Answers like bash (the same policy, "
+        "approvals and background jobs: job_wait follows a job or a held command, read_output "
+        "pages through the full log).",
         annotations=SESSION_RUN_ANNOTATIONS,
     )
     async def session_run(
