@@ -200,17 +200,16 @@ class FileService:
                 f"{located.path} now leads to {located.resolved}, not to the "
                 f"{record.resolved_path} the approver was shown"
             )
-        if record.state == "awaiting_approval":
-            approval = await self._db.call(crud.get_approval, approval_id=approval_id)
-            if approval is not None and approval.state != "pending":
-                await self._approvals.settle(record, approval)  # withdrawn by a cancel
-            elif wait > 0:
-                future = self._approvals.waiter(approval_id)
-                try:
+        if record.state == "awaiting_approval" and wait > 0:
+            # Registered before the approval is read, so that a decision in between is seen.
+            future = self._approvals.waiter(approval_id)
+            try:
+                approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+                if approval is not None and approval.state == "pending":
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(future), wait)
-                finally:
-                    self._approvals.forget(approval_id, future)
+            finally:
+                self._approvals.forget(approval_id, future)
         return await self._take(record.id, approval_id)
 
     async def _take(self, operation_id: str, approval_id: str) -> FileOperation | Pending:
@@ -226,7 +225,12 @@ class FileService:
         record = await self._db.call(crud.file_operation_by_approval, approval_id=approval_id)
         assert record is not None
         if record.state == "awaiting_approval":
-            return Pending(operation_public(record))
+            approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+            if approval is None or approval.state == "pending":
+                return Pending(operation_public(record))
+            # Decided without telling us: withdrawn when its anchor execution was cancelled.
+            await self._approvals.settle(record, approval)
+            return await self._take(operation_id, approval_id)
         if record.state == "rejected":
             raise ApprovalRejectedError(
                 record.message or f"approval {approval_id} was not given",

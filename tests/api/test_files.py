@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.waiting import eventually
 
 CAP = 64 * 1024
@@ -361,3 +361,45 @@ def test_the_dry_run_judges_both_paths_and_records_nothing(
     inside = carol.get("/v1/files/check", params={"path": "plain.txt"}).json()
     assert inside["verdict"] == "allow" and inside["rule"] is None
     assert alice.get("/v1/files/operations").json()["data"] == before
+
+
+def test_cancelling_the_anchor_execution_withdraws_a_file_approval(
+    alice: httpx.Client, outside: Path
+) -> None:
+    target = outside / "withdrawn.txt"
+    asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
+    assert asked.status_code == 202
+    record = asked.json()
+    cancelled = alice.post(f"/v1/executions/{record['execution_id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    retry = alice.put(
+        "/v1/files",
+        params={"path": str(target), "approval_id": record["approval_id"]},
+        content=b"x",
+    )
+    assert retry.status_code == 403
+    assert error_of(retry)["code"] == "approval_rejected"
+    assert not target.exists()
+    operations = {op["id"]: op for op in alice.get("/v1/files/operations").json()["data"]}
+    assert operations[record["id"]]["state"] == "rejected"
+
+
+def test_an_approval_id_is_only_for_its_own_operation_and_caller(
+    live: LiveServer, alice: httpx.Client, outside: Path
+) -> None:
+    target = outside / "mine.txt"
+    asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
+    approval_id = asked.json()["approval_id"]
+    other_path = alice.put(
+        "/v1/files",
+        params={"path": str(outside / "other.txt"), "approval_id": approval_id},
+        content=b"x",
+    )
+    assert other_path.status_code == 409
+    other_op = alice.get("/v1/files", params={"path": str(target), "approval_id": approval_id})
+    assert other_op.status_code == 409
+    with live.client(AGENT2) as bob:
+        stolen = bob.put(
+            "/v1/files", params={"path": str(target), "approval_id": approval_id}, content=b"x"
+        )
+    assert stolen.status_code == 404
