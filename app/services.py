@@ -90,7 +90,9 @@ class Services:
             approvals=executions.approvals,
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
-            files=FileService(settings, db, policy, executions.approvals),
+            files=FileService(
+                settings, db, policy, executions.approvals, executions.until_stopping
+            ),
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),
             confinement=confinement,

@@ -5,11 +5,10 @@ the operation, and move the bytes (docs/api.md#files)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -104,8 +103,12 @@ class FileService:
         db: Database,
         policy: PolicyService,
         approvals: ApprovalService,
+        until_stopping: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._settings = settings
+        # A call holding for a decision answers (202) as soon as the server starts stopping,
+        # as a held command does: the approval stays pending for the next instance.
+        self._until_stopping = until_stopping
         self._db = db
         self._policy = policy
         self._approvals = FileApprovals(settings, db, approvals)
@@ -177,8 +180,7 @@ class FileService:
                 record, _describe(op, located, size, mode), verdict.reason
             )
             if approval_wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(future), approval_wait)
+                await self._hold(future, approval_wait)
         finally:
             self._approvals.forget(record.approval_id, future)
         return await self._take(record.id, record.approval_id)
@@ -206,11 +208,21 @@ class FileService:
             try:
                 approval = await self._db.call(crud.get_approval, approval_id=approval_id)
                 if approval is not None and approval.state == "pending":
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(future), wait)
+                    await self._hold(future, wait)
             finally:
                 self._approvals.forget(approval_id, future)
         return await self._take(record.id, approval_id)
+
+    async def _hold(self, decision: asyncio.Future[Any], seconds: float) -> None:
+        """Until the decision, `seconds`, or the server starting to stop: whichever is first."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.shield(decision))}
+        if self._until_stopping is not None:
+            waits.add(asyncio.ensure_future(self._until_stopping()))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _take(self, operation_id: str, approval_id: str) -> FileOperation | Pending:
         if await self._db.call(
