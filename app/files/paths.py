@@ -16,7 +16,6 @@ from app.errors import (
     NotFoundError,
     StorageFullError,
 )
-from app.working_directory import working_directory
 
 # PATH_MAX on Linux: no longer path can name a file.
 MAX_PATH_BYTES = 4096
@@ -42,7 +41,10 @@ def locate(requested: str, workspace: str) -> Located:
         raise InvalidRequestError("path is not text the file system can name") from None
     if len(encoded) > MAX_PATH_BYTES:
         raise InvalidRequestError(f"path is longer than {MAX_PATH_BYTES} bytes")
-    path = working_directory(requested, workspace)
+    # Not `working_directory()`: it reads no-break spaces as spaces, right for a typed cwd but
+    # wrong for a file whose name has one.
+    expanded = os.path.expanduser(requested)
+    path = os.path.normpath(os.path.join(workspace, expanded))
     try:
         resolved = os.path.realpath(path)
     except (OSError, ValueError) as error:

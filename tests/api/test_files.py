@@ -454,3 +454,13 @@ def test_an_upload_is_streamed_not_held_in_memory(alice: httpx.Client, workspace
     assert (workspace / "big.bin").stat().st_size == size
     assert peak < size / 4, f"peak {peak} bytes for a {size}-byte upload"
     (workspace / "big.bin").unlink()
+
+
+def test_names_with_unusual_characters_are_taken_literally(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    for name in ("a\u00a0b.txt", "sp ace.txt", "percent%20.txt", "ünï©ødé.txt", "#hash?.txt"):
+        put = alice.put("/v1/files", params={"path": name}, content=name.encode())
+        assert put.status_code == 201, (name, put.text)
+        assert (workspace / name).read_bytes() == name.encode()
+        assert alice.get("/v1/files", params={"path": name}).content == name.encode()
