@@ -59,6 +59,13 @@ class FileApprovals:
             approval_id=record.approval_id,
             created_at=datetime.now(UTC),
         )
+        logger.info(
+            "file %s of %s by %s awaits approval %s",
+            record.op,
+            record.path,
+            record.owner,
+            record.approval_id,
+        )
         try:
             await self._approvals.request(anchor, reason=reason)
         except Exception as error:

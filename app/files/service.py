@@ -112,7 +112,6 @@ class FileService:
         self._db = db
         self._policy = policy
         self._approvals = FileApprovals(settings, db, approvals)
-        self._approval_service = approvals
         self.max_bytes = settings.files_max_bytes
 
     # --- judging ----------------------------------------------------------------------------
@@ -161,6 +160,7 @@ class FileService:
             record.state, record.message = "denied", verdict.reason
             record.finished_at = datetime.now(UTC)
             await self._db.call(crud.insert_file_operation, record=record)
+            logger.info("file %s by %s denied: %s", op, principal.name, verdict.reason)
             raise PolicyDeniedError(verdict.reason, details={"file_operation_id": record.id})
         if op == "write" and size is not None and size > self.max_bytes:
             refused = self._too_large()
@@ -251,6 +251,14 @@ class FileService:
         raise ConflictError(f"approval {approval_id} was already used ({record.state})")
 
     async def _finish(self, record: FileOperation, state: str, **values: Any) -> None:
+        logger.info(
+            "file %s of %s by %s: %s (%s)",
+            record.op,
+            record.path,
+            record.owner,
+            state,
+            values.get("message") or f"{values.get('size')} bytes",
+        )
         values = {"state": state, "finished_at": datetime.now(UTC), **values}
         await self._db.call(crud.update_file_operation, operation_id=record.id, values=values)
 
