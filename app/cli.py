@@ -1,6 +1,6 @@
 """`shellgate` command line: serve the API, export the OpenAPI document, and the client
-commands (run, jobs, logs, wait, cancel, approvals, approve, deny, policy, token) that talk to a
-running server over its REST API.
+commands (run, jobs, logs, wait, cancel, approvals, approve, deny, policy, files, token) that
+talk to a running server over its REST API.
 
 Exit statuses of the client commands: a finished command's own exit code; 1 when it did not
 finish normally (timed out, cancelled, rejected, lost, awaiting approval, still running); 2 for
@@ -33,6 +33,7 @@ from app.cli_connection import (
 )
 from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
+from app.cli_files import files_cli
 from app.client import DEFAULT_URL, ClientError
 from app.config import Settings, describe_settings_error
 from app.confinement import choose_backend
@@ -378,6 +379,7 @@ def deny(
     _decide(ctx, approval_id, approve=False, reason=reason)
 
 
+cli.add_typer(files_cli, name="files")
 policy_cli = typer.Typer(help="Show, replace or dry-run the policy.", no_args_is_help=True)
 cli.add_typer(policy_cli, name="policy")
 

@@ -8,6 +8,7 @@ see an httpx exception.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -140,6 +141,37 @@ class ShellgateClient:
         if response.status_code >= 400:
             raise _error_from(response)
         return response
+
+    @contextlib.contextmanager
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int | float] | None = None,
+        content: Iterator[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        read_seconds: float | None = DEFAULT_READ_SECONDS,
+    ) -> Iterator[httpx.Response]:
+        """A request whose body (`content`) and answer are streamed (file transfers): the
+        caller reads the response; an error status raises ClientError as every call does."""
+        timeout = httpx.Timeout(read_seconds, connect=CONNECT_SECONDS)
+        try:
+            with self._http.stream(
+                method, path, params=params, content=content, headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error_from(response)
+                yield response
+        except httpx.TimeoutException as error:
+            raise ServerUnreachableError(
+                f"no answer from {self.base_url} in time ({type(error).__name__})"
+            ) from None
+        except (httpx.TransportError, httpx.InvalidURL) as error:
+            raise ServerUnreachableError(
+                f"cannot reach the server at {self.base_url}: {error or type(error).__name__}"
+            ) from None
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._request(method, path, **kwargs)

@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     # SIGTERM/SIGINT to exit, whatever is still open: running commands are killed and recorded,
     # waiting calls answered, sockets closed within this bound.
     shutdown_grace: float = Field(default=10.0, ge=1, le=600)
+    # The largest file `PUT /v1/files` accepts (docs/api.md#files); larger uploads get 413.
+    files_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
     artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     retention_days: float = Field(default=7, gt=0)
     prune_interval_seconds: float = Field(default=3600, gt=0)

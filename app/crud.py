@@ -20,6 +20,7 @@ from app.models import (
     ApprovalState,
     Execution,
     ExecutionState,
+    FileOperation,
     PolicyVersion,
     ShellSession,
 )
@@ -107,7 +108,9 @@ def count_executions(session: Session) -> int:
 
 
 def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execution]:
-    """Delete terminal executions (and their approvals) finished before cutoff; return them."""
+    """Delete terminal executions (and their approvals) finished before cutoff; return them.
+    The record of file operations finished before it goes too."""
+    session.execute(delete(FileOperation).where(col(FileOperation.finished_at) < cutoff))
     doomed = list(
         session.exec(
             select(Execution).where(
@@ -116,6 +119,7 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
         ).all()
     )
     if not doomed:
+        session.commit()
         return []
     ids = [execution.id for execution in doomed]
     session.execute(delete(Approval).where(col(Approval.execution_id).in_(ids)))
@@ -278,3 +282,51 @@ def update_session(
     session.commit()
     session.refresh(record)
     return record
+
+
+# --- file operations ---------------------------------------------------------------------------
+
+
+def insert_file_operation(session: Session, *, record: FileOperation) -> FileOperation:
+    session.add(record)
+    session.commit()
+    session.refresh(record)
+    return record
+
+
+def update_file_operation(session: Session, *, operation_id: str, values: dict[str, Any]) -> None:
+    session.execute(
+        update(FileOperation).where(col(FileOperation.id) == operation_id).values(**values)
+    )
+    session.commit()
+
+
+def claim_file_operation(
+    session: Session, *, operation_id: str, from_state: str, to_state: str
+) -> bool:
+    """Move a file operation from one state to the next unless something else already did:
+    an approved transfer runs once, whoever (the waiting call or a retry) claims it first."""
+    result = session.execute(
+        update(FileOperation)
+        .where(col(FileOperation.id) == operation_id, col(FileOperation.state) == from_state)
+        .values(state=to_state)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
+def file_operation_by_id(session: Session, *, operation_id: str) -> FileOperation | None:
+    return session.get(FileOperation, operation_id)
+
+
+def file_operation_by_approval(session: Session, *, approval_id: str) -> FileOperation | None:
+    query = select(FileOperation).where(col(FileOperation.approval_id) == approval_id)
+    return session.exec(query).first()
+
+
+def list_file_operations(session: Session, *, owner: str | None, limit: int) -> list[FileOperation]:
+    query = select(FileOperation)
+    if owner is not None:
+        query = query.where(col(FileOperation.owner) == owner)
+    query = query.order_by(col(FileOperation.created_at).desc(), col(FileOperation.id).desc())
+    return list(session.exec(query.limit(limit)).all())

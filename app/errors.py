@@ -73,6 +73,10 @@ class PendingApprovalLimitError(TooManyRequestsError):
         )
 
 
+class PayloadTooLargeError(AppError):
+    code = "too_large"
+
+
 class PolicyDeniedError(AppError):
     code = "policy_denied"
 

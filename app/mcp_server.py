@@ -27,6 +27,7 @@ from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
 from app.errors import AppError, UnauthenticatedError, UnavailableError
+from app.mcp_tools import McpHelpers, register_file_tools, register_session_tools
 from app.models import ExecutionState
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
 from app.services import Services
@@ -39,7 +40,9 @@ MAX_READ_BYTES = 64 * 1024
 INSTRUCTIONS = (
     "shellgate runs bash commands on this host under a policy: some commands are denied, some "
     "wait for a human approval. Long commands become background jobs; follow them with "
-    "job_wait, stop them with job_cancel, and page through their full log with read_output."
+    "job_wait, stop them with job_cancel, and page through their full log with read_output. "
+    "Move files with file_read, file_write and file_stat; keep a shell's state across calls "
+    "with session_start, session_run and session_close."
 )
 
 TOOLS_DESCRIPTION = (
@@ -244,6 +247,11 @@ def build_mcp_server(services: Services) -> MCPServer:
             structured_content=result.model_dump(mode="json"),
         )
 
+    helpers = McpHelpers(
+        principal=_principal, execution_result=_execution_result, tool_error=_tool_error
+    )
+    register_file_tools(server, services, helpers)
+    register_session_tools(server, services, helpers)
     return server
 
 

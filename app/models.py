@@ -151,3 +151,32 @@ class ShellSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     deleted_at: datetime | None = Field(default=None, sa_column=_ts())
+
+
+class FileOperation(SQLModel, table=True):
+    """One read, write or stat of a file through the files API (docs/api.md#files): who, what,
+    the policy's verdict and how it ended. A `prompt`ed one also names its approval and the
+    execution record that anchors that approval."""
+
+    __tablename__ = "file_operations"
+    __table_args__ = (
+        Index("ix_file_operations_owner_created", "owner", "created_at"),
+        Index("ix_file_operations_approval", "approval_id"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=64)
+    op: str = Field(max_length=16)  # read, write, stat
+    path: str = Field(sa_column=Column(Text, nullable=False))  # absolute, as requested
+    resolved_path: str = Field(sa_column=Column(Text, nullable=False))  # symlinks followed
+    size: int | None = Field(default=None, sa_column=Column(BigInteger))
+    mode: int | None = None
+    sha256: str | None = Field(default=None, max_length=64)
+    verdict: str = Field(max_length=16)
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(max_length=32)
+    message: str | None = Field(default=None, sa_column=Column(Text))
+    approval_id: str | None = Field(default=None, max_length=64)
+    execution_id: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
+    finished_at: datetime | None = Field(default=None, sa_column=_ts())

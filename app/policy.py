@@ -22,6 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from app.critical_patterns import find_critical_hits
 from app.env_policy import EnvRules
+from app.files.rules import FileRules
 from app.globs import Matcher, compile_glob
 from app.shell_syntax import has_control_syntax, normalize_whitespace, read_command
 
@@ -201,6 +202,8 @@ class PolicyDocument(BaseModel):
     # False: whatever a run started (daemons included) is killed when the run ends.
     keep_daemons: bool = False
     env: EnvRules = Field(default_factory=EnvRules)
+    # Reads and writes through the files API (docs/policy.md#files).
+    files: FileRules = Field(default_factory=FileRules)
 
 
 # ---------------------------------------------------------------------------------------------

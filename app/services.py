@@ -16,6 +16,7 @@ from app.config import Settings
 from app.confinement import Confinement, build_confinement
 from app.db import Database, make_engine
 from app.executions import ExecutionService
+from app.files.service import FileService
 from app.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.policy_service import PolicyService
@@ -47,6 +48,7 @@ class Services:
     policy: PolicyService
     approvals: ApprovalService
     executions: ExecutionService
+    files: FileService
     sessions: SessionService
     session_runs: SessionRuns
     confinement: Confinement
@@ -87,6 +89,10 @@ class Services:
             policy=policy,
             approvals=executions.approvals,
             executions=executions,
+            # Prompted file operations ask through the same approvals as commands.
+            files=FileService(
+                settings, db, policy, executions.approvals, executions.until_stopping
+            ),
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),
             confinement=confinement,

@@ -83,6 +83,7 @@ def test_policy_document_round_trips_the_spec_example_exactly() -> None:
         **SPEC_EXAMPLE,
         "keep_daemons": False,
         "env": EnvRules().model_dump(),
+        "files": {"workspace": "allow", "outside": "prompt", "rules": []},
     }
 
 
@@ -95,6 +96,7 @@ def test_policy_document_defaults() -> None:
         "interceptor": {"enabled": False, "rules": None},
         "keep_daemons": False,
         "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
+        "files": {"workspace": "allow", "outside": "prompt", "rules": []},
     }
 
 

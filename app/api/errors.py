@@ -27,6 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ApprovalRejectedError: 403,
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
+    errors.PayloadTooLargeError: 413,
     errors.TooManyRequestsError: 429,
     errors.UnavailableError: 503,
     errors.StorageFullError: 507,
@@ -51,6 +52,7 @@ _STATUS_DESCRIPTIONS = {
     403: "The caller's role may not do this (`forbidden`).",
     404: "No such resource, or one the caller may not see (`not_found`).",
     409: "The resource is not in a state that allows this (`conflict`).",
+    413: "The body is larger than the server accepts (`too_large`); nothing was kept.",
     422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",

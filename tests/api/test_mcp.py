@@ -19,7 +19,18 @@ from mcp_types import CallToolResult, TextContent
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.waiting import pending_approval_for
 
-TOOLS = {"bash", "job_wait", "job_cancel", "read_output"}
+TOOLS = {
+    "bash",
+    "job_wait",
+    "job_cancel",
+    "read_output",
+    "file_read",
+    "file_write",
+    "file_stat",
+    "session_start",
+    "session_run",
+    "session_close",
+}
 POLICY = {
     "rules": [
         {"match": "rm -rf *", "approval": "deny"},
@@ -94,7 +105,7 @@ async def test_lists_the_tools_with_schemas_that_match_rest(server: LiveServer) 
         async with mcp_client(server) as client:
             listed = await client.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) >= TOOLS
+    assert set(tools) == TOOLS
     with server.client(AGENT) as rest:
         rest_tool = rest.get("/v1/tool").json()
     schema = tools["bash"].input_schema
@@ -165,6 +176,12 @@ async def test_every_tool_carries_honest_annotations(server: LiveServer) -> None
         "job_wait": (True, False, True, False),
         "job_cancel": (False, True, True, False),
         "read_output": (True, False, True, False),
+        "file_read": (True, False, True, False),
+        "file_stat": (True, False, True, False),
+        "file_write": (False, True, True, False),
+        "session_start": (False, False, False, False),
+        "session_run": (False, True, False, True),
+        "session_close": (False, True, False, False),
     }
     assert all(tool.annotations and tool.annotations.title for tool in listed.tools)
 

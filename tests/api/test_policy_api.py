@@ -37,6 +37,7 @@ DEFAULT_POLICY = {
     "interceptor": {"enabled": False, "rules": None},
     "keep_daemons": False,
     "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
+    "files": {"workspace": "allow", "outside": "prompt", "rules": []},
 }
 DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
@@ -318,6 +319,11 @@ FILE_POLICY = {
         "rules": [{"pattern": r"^\s*cat\s+", "flags": "", "tool": "read", "message": "Use read."}],
     },
     "env": {"deny": ["BASH_ENV", "LD_*"], "prompt": ["AWS_*"]},
+    "files": {
+        "workspace": "allow",
+        "outside": "deny",
+        "rules": [{"match": "/etc/*", "approval": "deny", "access": "write"}],
+    },
 }
 
 

@@ -83,3 +83,27 @@ def test_the_api_works_on_postgresql(postgres_server: LiveServer) -> None:
         assert approved["state"] == "completed"
         assert approved["output"] == "needs-approval\n"
         assert admin.get("/v1/policy/versions").json()["data"][0]["author"] == "root"
+
+
+@pytest.mark.postgres
+def test_files_and_their_approvals_work_on_postgresql(
+    postgres_server: LiveServer, tmp_path: Path
+) -> None:
+    outside = tmp_path / "pg-outside.txt"
+    with postgres_server.client() as agent, postgres_server.client(APPROVER) as approver:
+        put = agent.put("/v1/files", params={"path": "on-pg.bin"}, content=b"\x00pg\xff")
+        assert put.status_code == 201, put.text
+        assert agent.get("/v1/files", params={"path": "on-pg.bin"}).content == b"\x00pg\xff"
+        asked = agent.put(
+            "/v1/files", params={"path": str(outside), "approval_wait": 0}, content=b"pg"
+        )
+        assert asked.status_code == 202
+        approval_id = asked.json()["approval_id"]
+        assert approver.post(f"/v1/approvals/{approval_id}/approve").status_code == 200
+        done = agent.put(
+            "/v1/files", params={"path": str(outside), "approval_id": approval_id}, content=b"pg"
+        )
+        assert done.status_code == 201, done.text
+        states = [op["state"] for op in agent.get("/v1/files/operations").json()["data"]]
+        assert states == ["completed", "completed", "completed"]
+    assert outside.read_bytes() == b"pg"

@@ -1,7 +1,7 @@
 """Property-based fuzzing of every documented operation against a live server.
 
-Valid and invalid data for each operation; the policy denies every command, so nothing
-generated runs. Checks: no 5xx
+Valid and invalid data for each operation; the policy denies every command and every file
+operation, so nothing generated runs or touches a file. Checks: no 5xx
 (`not_a_server_error`) and every answer matches the documented schema for its status
 (`response_schema_conformance`). Bounded: a few examples per operation, well under two minutes.
 """
@@ -30,7 +30,9 @@ EXAMPLES_PER_OPERATION = 25  # per operation and mode (valid data, then invalid 
 def deny_all(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("fuzz")
     policy = tmp / "deny-all.json"
-    policy.write_text(json.dumps({"default": "deny", "rules": []}))
+    # Files too: no generated path is read or written, inside the workspace or out.
+    files = {"workspace": "deny", "outside": "deny"}
+    policy.write_text(json.dumps({"default": "deny", "rules": [], "files": files}))
     with serve(make_settings(tmp, policy_file=policy)) as live:
         yield live
 

@@ -84,6 +84,14 @@ def test_sigterm_answers_waits_records_commands_and_exits_within_the_grace(
             ),
             _in_thread(
                 results,
+                "file",
+                # Outside the workspace: the files rules prompt, and the read holds.
+                lambda: server.client(timeout=700).get(
+                    "/v1/files", params={"path": str(tmp_path / "held.txt"), "approval_wait": 3600}
+                ),
+            ),
+            _in_thread(
+                results,
                 "foreground",
                 lambda: server.client(timeout=700).post(
                     "/v1/executions", json={"command": "echo fg; sleep 20"}
@@ -101,12 +109,12 @@ def test_sigterm_answers_waits_records_commands_and_exits_within_the_grace(
                 running = approver.get("/v1/executions", params={"state": "running"}).json()
                 commands = {item["command"] for item in running["data"]}
                 return (
-                    len(pending["data"]) == 1
+                    len(pending["data"]) == 2
                     and "echo fg; sleep 20" in commands
                     and first_frame.is_set()
                 )
 
-            _until(all_in_flight, 30, "the approval, the foreground call and the viewer")
+            _until(all_in_flight, 30, "the approvals, the foreground call and the viewer")
 
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -124,6 +132,10 @@ def test_sigterm_answers_waits_records_commands_and_exits_within_the_grace(
     approval = results["approval"]
     assert isinstance(approval, httpx.Response), approval
     assert approval.status_code == 202 and approval.json()["state"] == "awaiting_approval"
+    held_file = results["file"]
+    assert isinstance(held_file, httpx.Response), held_file
+    assert held_file.status_code == 202, held_file.text
+    assert held_file.json()["state"] == "awaiting_approval"
     foreground = results["foreground"]
     assert isinstance(foreground, httpx.Response), foreground
     assert foreground.status_code == 202, foreground.text

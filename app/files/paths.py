@@ -1,0 +1,73 @@
+"""Where a requested path leads: absolute and normalised as written (relative paths join the
+workspace, `~` expands, `..` is folded), and the same with every symlink followed. Both are
+judged by the policy; the operation itself acts on the resolved one."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from app.errors import (
+    AppError,
+    ConflictError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+    StorageFullError,
+)
+
+# PATH_MAX on Linux: no longer path can name a file.
+MAX_PATH_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    requested: str
+    path: str  # absolute, normalised, symlinks as written
+    resolved: str  # symlinks followed (the parts that exist)
+
+
+def locate(requested: str, workspace: str) -> Located:
+    """Blocking (it reads symlinks): call it from a worker thread. Raises InvalidRequestError
+    for text that cannot be a path."""
+    if not requested:
+        raise InvalidRequestError("path is required")
+    if "\x00" in requested:
+        raise InvalidRequestError("path contains a NUL character")
+    try:
+        encoded = os.fsencode(requested)
+    except UnicodeEncodeError:
+        raise InvalidRequestError("path is not text the file system can name") from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise InvalidRequestError(f"path is longer than {MAX_PATH_BYTES} bytes")
+    # Not `working_directory()`: it reads no-break spaces as spaces, right for a typed cwd but
+    # wrong for a file whose name has one.
+    expanded = os.path.expanduser(requested)
+    path = os.path.normpath(os.path.join(workspace, expanded))
+    try:
+        resolved = os.path.realpath(path)
+    except (OSError, ValueError) as error:
+        raise InvalidRequestError(f"path cannot be resolved: {error}") from None
+    return Located(requested, path, resolved)
+
+
+def workspace_roots(workspace: str) -> tuple[str, ...]:
+    """The workspace as configured and with its own symlinks followed (`/tmp` may be a link)."""
+    return tuple(dict.fromkeys((os.path.normpath(workspace), os.path.realpath(workspace))))
+
+
+def os_error(error: OSError, path: str) -> AppError:
+    """An OSError as the client's error: what went wrong with which path, never a 500."""
+    reason = error.strerror or str(error)
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
+        return NotFoundError(f"{path}: no such file or directory")
+    if error.errno == errno.EISDIR:
+        return ConflictError(f"{path} is a directory")
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return ForbiddenError(f"{path}: {reason} (the server's user may not do this)")
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFullError()
+    if error.errno == errno.ENAMETOOLONG:
+        return InvalidRequestError(f"a part of the path is too long: {reason}")
+    return ConflictError(f"{path}: {reason}")

@@ -1,0 +1,421 @@
+"""The files use-cases as the routes, the MCP tools and the CLI (through the routes) call them:
+locate the path, judge it by the policy's `files` rules, hold a `prompt` for a human, record
+the operation, and move the bytes (docs/api.md#files)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio.to_thread
+
+from app import crud
+from app.approvals import ApprovalService, new_approval_id
+from app.auth import Principal
+from app.config import Settings
+from app.db import Database
+from app.errors import (
+    ApprovalRejectedError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PolicyDeniedError,
+    StaleApprovalError,
+)
+from app.files.approval import FileApprovals
+from app.files.paths import Located, locate, os_error, workspace_roots
+from app.files.rules import FileAccess, FileVerdict, judge_file
+from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
+from app.models import FileOperation
+from app.policy_service import PolicyService
+from app.schemas.files import FileOperationPublic
+from app.timestamps import aware_utc
+
+logger = logging.getLogger("shellgate.files")
+
+Op = Literal["read", "write", "stat"]
+# Uploads reach the disk in writes of up to this much: few thread hops, bounded memory.
+WRITE_BATCH_BYTES = 1024 * 1024
+
+
+def new_file_operation_id() -> str:
+    return "fo_" + secrets.token_urlsafe(15)
+
+
+def parse_mode(text: str | None) -> int | None:
+    """An octal mode (`644`, `0755`, `0o600`) → its value; 422 for anything else."""
+    if text is None or text == "":
+        return None
+    digits = text.lower().removeprefix("0o")
+    if not digits or len(digits) > 5 or any(c not in "01234567" for c in digits):
+        raise InvalidRequestError(f"mode {text!r} is not an octal mode such as 0644")
+    value = int(digits, 8)
+    if value > 0o7777:
+        raise InvalidRequestError(f"mode {text!r} is larger than 07777")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A prompted operation still waiting for its human: answered 202 with its record."""
+
+    record: FileOperationPublic
+
+
+@dataclass(frozen=True, slots=True)
+class Readable:
+    located: Located
+    stat: os.stat_result
+
+
+def operation_public(record: FileOperation) -> FileOperationPublic:
+    return FileOperationPublic(
+        id=record.id,
+        owner=record.owner,
+        op=record.op,
+        path=record.path,
+        resolved_path=record.resolved_path,
+        size=record.size,
+        mode=None if record.mode is None else f"{record.mode:04o}",
+        sha256=record.sha256,
+        verdict=record.verdict,
+        reason=record.reason,
+        state=record.state,
+        message=record.message,
+        approval_id=record.approval_id,
+        execution_id=record.execution_id,
+        created_at=aware_utc(record.created_at),
+        finished_at=None if record.finished_at is None else aware_utc(record.finished_at),
+    )
+
+
+class FileService:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        policy: PolicyService,
+        approvals: ApprovalService,
+        until_stopping: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._settings = settings
+        # A call holding for a decision answers (202) as soon as the server starts stopping,
+        # as a held command does: the approval stays pending for the next instance.
+        self._until_stopping = until_stopping
+        self._db = db
+        self._policy = policy
+        self._approvals = FileApprovals(settings, db, approvals)
+        self.max_bytes = settings.files_max_bytes
+
+    # --- judging ----------------------------------------------------------------------------
+
+    async def locate(self, requested: str) -> Located:
+        return await anyio.to_thread.run_sync(locate, requested, str(self._settings.workspace))
+
+    def judge(self, access: FileAccess, located: Located) -> FileVerdict:
+        return judge_file(
+            self._policy.document.files,
+            access,
+            (located.path, located.resolved),
+            workspace_roots(str(self._settings.workspace)),
+        )
+
+    async def _authorize(
+        self,
+        principal: Principal,
+        op: Op,
+        located: Located,
+        *,
+        approval_id: str | None,
+        approval_wait: float,
+        size: int | None = None,
+        mode: int | None = None,
+    ) -> FileOperation | Pending:
+        """The operation's record in state `running` when it may go ahead; Pending while a
+        human has not decided; raises when it is denied or rejected. Approvers decide, they
+        do not move files (as they do not run commands)."""
+        principal.require("agent", "admin")
+        verdict = self.judge("write" if op == "write" else "read", located)
+        record = FileOperation(
+            id=new_file_operation_id(),
+            owner=principal.name,
+            op=op,
+            path=located.path,
+            resolved_path=located.resolved,
+            size=size,
+            mode=mode,
+            verdict=verdict.approval,
+            reason=verdict.reason,
+            state="running",
+            created_at=datetime.now(UTC),
+        )
+        if verdict.approval == "deny":
+            record.state, record.message = "denied", verdict.reason
+            record.finished_at = datetime.now(UTC)
+            await self._db.call(crud.insert_file_operation, record=record)
+            logger.info("file %s by %s denied: %s", op, principal.name, verdict.reason)
+            raise PolicyDeniedError(verdict.reason, details={"file_operation_id": record.id})
+        if op == "write" and size is not None and size > self.max_bytes:
+            refused = self._too_large()
+            record.state, record.message = "failed", refused.message
+            record.finished_at = datetime.now(UTC)
+            await self._db.call(crud.insert_file_operation, record=record)
+            raise refused
+        if verdict.approval == "allow":
+            return await self._db.call(crud.insert_file_operation, record=record)
+        if approval_id:
+            return await self._claim(principal, op, located, approval_id, approval_wait)
+        record.state = "awaiting_approval"
+        record.approval_id = new_approval_id()
+        future = self._approvals.waiter(record.approval_id)
+        try:
+            await self._approvals.request(
+                record, _describe(op, located, size, mode), verdict.reason
+            )
+            if approval_wait > 0:
+                await self._hold(future, approval_wait)
+        finally:
+            self._approvals.forget(record.approval_id, future)
+        return await self._take(record.id, record.approval_id)
+
+    async def _claim(
+        self, principal: Principal, op: Op, located: Located, approval_id: str, wait: float
+    ) -> FileOperation | Pending:
+        """A retry naming the approval an earlier call asked for: the same operation on the same
+        path, by the same caller; it runs once, whoever claims it first."""
+        record = await self._db.call(crud.file_operation_by_approval, approval_id=approval_id)
+        if record is None or record.owner != principal.name:
+            raise NotFoundError(f"no file operation of yours waits on approval {approval_id}")
+        if record.op != op or record.path != located.path:
+            raise ConflictError(
+                f"approval {approval_id} is for the {record.op} of {record.path}, not this call"
+            )
+        if record.resolved_path != located.resolved:
+            raise StaleApprovalError(
+                f"{located.path} now leads to {located.resolved}, not to the "
+                f"{record.resolved_path} the approver was shown"
+            )
+        if record.state == "awaiting_approval" and wait > 0:
+            # Registered before the approval is read, so that a decision in between is seen.
+            future = self._approvals.waiter(approval_id)
+            try:
+                approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+                if approval is not None and approval.state == "pending":
+                    await self._hold(future, wait)
+            finally:
+                self._approvals.forget(approval_id, future)
+        return await self._take(record.id, approval_id)
+
+    async def _hold(self, decision: asyncio.Future[Any], seconds: float) -> None:
+        """Until the decision, `seconds`, or the server starting to stop: whichever is first."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.shield(decision))}
+        if self._until_stopping is not None:
+            waits.add(asyncio.ensure_future(self._until_stopping()))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    async def _take(self, operation_id: str, approval_id: str) -> FileOperation | Pending:
+        if await self._db.call(
+            crud.claim_file_operation,
+            operation_id=operation_id,
+            from_state="approved",
+            to_state="running",
+        ):
+            record = await self._db.call(crud.file_operation_by_approval, approval_id=approval_id)
+            assert record is not None
+            return record
+        record = await self._db.call(crud.file_operation_by_approval, approval_id=approval_id)
+        assert record is not None
+        if record.state == "awaiting_approval":
+            approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+            if approval is None or approval.state == "pending":
+                return Pending(operation_public(record))
+            # Decided without telling us: withdrawn when its anchor execution was cancelled.
+            await self._approvals.settle(record, approval)
+            return await self._take(operation_id, approval_id)
+        if record.state == "rejected":
+            raise ApprovalRejectedError(
+                record.message or f"approval {approval_id} was not given",
+                details={"approval_id": approval_id, "file_operation_id": record.id},
+            )
+        raise ConflictError(f"approval {approval_id} was already used ({record.state})")
+
+    async def _finish(self, record: FileOperation, state: str, **values: Any) -> None:
+        logger.info(
+            "file %s of %s by %s: %s (%s)",
+            record.op,
+            record.path,
+            record.owner,
+            state,
+            values.get("message") or f"{values.get('size')} bytes",
+        )
+        values = {"state": state, "finished_at": datetime.now(UTC), **values}
+        await self._db.call(crud.update_file_operation, operation_id=record.id, values=values)
+
+    def _too_large(self) -> PayloadTooLargeError:
+        return PayloadTooLargeError(
+            f"the file is larger than this server accepts ({self.max_bytes} bytes; "
+            "SHELLGATE_FILES_MAX_BYTES)",
+            details={"max_bytes": self.max_bytes},
+        )
+
+    # --- the operations -----------------------------------------------------------------------
+
+    async def open_read(
+        self,
+        principal: Principal,
+        requested: str,
+        *,
+        approval_id: str | None = None,
+        approval_wait: float = 30,
+    ) -> Readable | Pending:
+        """What a download sends (the route streams it, `Range` included); recorded as the
+        server starts sending it."""
+        located = await self.locate(requested)
+        authorized = await self._authorize(
+            principal, "read", located, approval_id=approval_id, approval_wait=approval_wait
+        )
+        if isinstance(authorized, Pending):
+            return authorized
+        try:
+            info = await anyio.to_thread.run_sync(regular_file_stat, located)
+        except Exception as error:
+            await self._finish(authorized, "failed", message=getattr(error, "message", None))
+            raise
+        await self._finish(authorized, "completed", size=info.st_size)
+        return Readable(located, info)
+
+    async def read_range(
+        self,
+        principal: Principal,
+        requested: str,
+        *,
+        offset: int,
+        limit: int,
+        approval_id: str | None = None,
+        approval_wait: float = 30,
+    ) -> tuple[bytes, int] | Pending:
+        """A window of a file (for the MCP tools, which answer in one message): its bytes and
+        the file's size, judged and recorded as a read."""
+        readable = await self.open_read(
+            principal, requested, approval_id=approval_id, approval_wait=approval_wait
+        )
+        if isinstance(readable, Pending):
+            return readable
+        try:
+            data = await anyio.to_thread.run_sync(read_at, readable.located.resolved, offset, limit)
+        except OSError as error:
+            raise os_error(error, readable.located.path) from None
+        return data, readable.stat.st_size
+
+    async def stat(
+        self,
+        principal: Principal,
+        requested: str,
+        *,
+        sha256: bool = False,
+        approval_id: str | None = None,
+        approval_wait: float = 30,
+    ) -> FileStat | Pending:
+        located = await self.locate(requested)
+        authorized = await self._authorize(
+            principal, "stat", located, approval_id=approval_id, approval_wait=approval_wait
+        )
+        if isinstance(authorized, Pending):
+            return authorized
+        try:
+            result = await anyio.to_thread.run_sync(lambda: describe(located, with_sha256=sha256))
+        except Exception as error:
+            await self._finish(authorized, "failed", message=getattr(error, "message", None))
+            raise
+        await self._finish(authorized, "completed", size=result.size, sha256=result.sha256)
+        return result
+
+    async def write(
+        self,
+        principal: Principal,
+        requested: str,
+        body: AsyncIterator[bytes],
+        *,
+        declared_size: int | None,
+        mode: int | None,
+        approval_id: str | None = None,
+        approval_wait: float = 30,
+    ) -> FileOperationPublic | Pending:
+        """Stream `body` into place: never more than one batch in memory; over the cap → 413
+        and the old file untouched; a failure of any kind leaves no temporary file behind."""
+        located = await self.locate(requested)
+        authorized = await self._authorize(
+            principal,
+            "write",
+            located,
+            approval_id=approval_id,
+            approval_wait=approval_wait,
+            size=declared_size,
+            mode=mode,
+        )
+        if isinstance(authorized, Pending):
+            return authorized
+        upload = Upload(located, mode)
+        try:
+            await anyio.to_thread.run_sync(upload.open)
+            batch = bytearray()
+            received = 0
+            async for chunk in body:
+                received += len(chunk)
+                if received > self.max_bytes:
+                    raise self._too_large()
+                batch += chunk
+                if len(batch) >= WRITE_BATCH_BYTES:
+                    await anyio.to_thread.run_sync(upload.write, bytes(batch))
+                    batch.clear()
+            if batch:
+                await anyio.to_thread.run_sync(upload.write, bytes(batch))
+            digest = await anyio.to_thread.run_sync(upload.commit)
+        except BaseException as error:
+            await anyio.to_thread.run_sync(upload.abort)
+            message = getattr(error, "message", None) or "the upload ended before its last byte"
+            with anyio.CancelScope(shield=True):
+                await self._finish(authorized, "failed", message=message, size=upload.size)
+            raise
+        await self._finish(
+            authorized, "completed", size=upload.size, sha256=digest, mode=upload.mode
+        )
+        record = await self._db.call(crud.file_operation_by_id, operation_id=authorized.id)
+        assert record is not None
+        return operation_public(record)
+
+    async def check(self, requested: str, access: FileAccess) -> tuple[Located, FileVerdict]:
+        """The dry run: the verdict for `access` to `requested`, judged as a real call would
+        be; nothing is recorded."""
+        located = await self.locate(requested)
+        return located, self.judge(access, located)
+
+    async def list(self, principal: Principal, *, limit: int) -> list[FileOperationPublic]:
+        owner = None if principal.reads_everything else principal.name
+        records = await self._db.call(crud.list_file_operations, owner=owner, limit=limit)
+        return [operation_public(record) for record in records]
+
+
+def _describe(op: Op, located: Located, size: int | None, mode: int | None) -> str:
+    """What the approver sees as the "command" of a prompted file operation."""
+    target = located.path
+    if located.resolved != located.path:
+        target += f" (-> {located.resolved})"
+    details = []
+    if size is not None:
+        details.append(f"{size} bytes")
+    if mode is not None:
+        details.append(f"mode {mode:04o}")
+    suffix = f" ({', '.join(details)})" if details else ""
+    return f"[file {op}] {target}{suffix}"

@@ -1,0 +1,178 @@
+"""The blocking file work behind the files API, each call made from a worker thread: checks
+before a read, the stat answer, and an upload written to a temporary file beside its target
+and renamed over it only once complete (a reader never sees half a file; a failed or refused
+upload leaves the old file as it was)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from app.errors import ConflictError, NotFoundError
+from app.files.paths import Located, os_error
+
+HASH_CHUNK_BYTES = 1024 * 1024
+NEW_FILE_MODE = 0o644
+TEMP_SUFFIX = ".shellgate-upload"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "other"
+
+
+def regular_file_stat(located: Located) -> os.stat_result:
+    """The stat of the file a read will send; a directory or a device/FIFO/socket is refused.
+    Opened without blocking so that a FIFO cannot hold the worker."""
+    try:
+        fd = os.open(located.resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise os_error(error, located.path) from None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if stat.S_ISDIR(info.st_mode):
+        raise ConflictError(f"{located.path} is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise ConflictError(f"{located.path} is not a regular file")
+    return info
+
+
+def read_at(path: str, offset: int, limit: int) -> bytes:
+    """Up to `limit` bytes from `offset` (fewer at the end of the file)."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read(limit)
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    path: str
+    resolved_path: str
+    type: str
+    size: int
+    mode: str
+    mtime: datetime
+    symlink: bool
+    sha256: str | None
+
+
+def describe(located: Located, *, with_sha256: bool) -> FileStat:
+    try:
+        info = os.stat(located.resolved)
+        symlink = os.path.islink(located.path)
+        kind = _kind(info.st_mode)
+        digest = None
+        if with_sha256 and kind == "file":
+            regular_file_stat(located)  # never open a FIFO for hashing
+            digest = sha256_of(located.resolved)
+    except OSError as error:
+        raise os_error(error, located.path) from None
+    return FileStat(
+        path=located.path,
+        resolved_path=located.resolved,
+        type=kind,
+        size=info.st_size,
+        mode=f"{stat.S_IMODE(info.st_mode):04o}",
+        mtime=datetime.fromtimestamp(info.st_mtime, UTC),
+        symlink=symlink,
+        sha256=digest,
+    )
+
+
+class Upload:
+    """One upload: `open()`, `write()` each chunk, then `commit()` or `abort()`."""
+
+    def __init__(self, located: Located, mode: int | None) -> None:
+        self._target = located.resolved
+        self._shown = located.path
+        self.mode = mode
+        self._fd: int | None = None
+        self._temp: str | None = None
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def open(self) -> None:
+        """Refuse a target that is a directory or not a regular file, or whose directory does
+        not exist, before a byte is read; then create the temporary file beside it."""
+        try:
+            existing = os.stat(self._target)
+        except FileNotFoundError:
+            existing = None
+        except OSError as error:
+            raise os_error(error, self._shown) from None
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise ConflictError(f"{self._shown} is a directory")
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            raise ConflictError(f"{self._shown} is not a regular file")
+        directory, name = os.path.split(self._target)
+        if not os.path.isdir(directory):
+            raise NotFoundError(f"the directory of {self._shown} does not exist")
+        if self.mode is None:
+            self.mode = stat.S_IMODE(existing.st_mode) if existing else NEW_FILE_MODE
+        try:
+            self._fd, self._temp = tempfile.mkstemp(
+                prefix=f".{name[:100]}.", suffix=TEMP_SUFFIX, dir=directory
+            )
+        except OSError as error:
+            raise os_error(error, self._shown) from None
+
+    def write(self, chunk: bytes) -> None:
+        assert self._fd is not None
+        self._digest.update(chunk)
+        view = memoryview(chunk)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as error:
+            raise os_error(error, self._shown) from None
+        self.size += len(chunk)
+
+    def commit(self) -> str:
+        """Durably in place: data synced, mode set, renamed over the target, directory synced.
+        Returns the sha256 of what was written."""
+        assert self._fd is not None and self._temp is not None and self.mode is not None
+        try:
+            os.fchmod(self._fd, self.mode)
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            os.replace(self._temp, self._target)
+            self._temp = None
+            directory = os.open(os.path.dirname(self._target), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        except OSError as error:
+            raise os_error(error, self._shown) from None
+        return self._digest.hexdigest()
+
+    def abort(self) -> None:
+        """Remove the temporary file; the target stays as it was."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self._temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._temp)
+            self._temp = None

@@ -1,0 +1,466 @@
+"""The files API through a real server (docs/api.md#files): byte-exact streamed round trips,
+`Range`, the size cap, the policy's `files` rules with prompts through real approvals, and odd
+paths that must never produce a 500. Every path written lives under the test's tmp dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.waiting import eventually
+
+CAP = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with serve(
+        make_settings(tmp_path_factory.mktemp("files"), files_max_bytes=64 * 1024 * 1024)
+    ) as server:
+        yield server
+
+
+@pytest.fixture
+def alice(live: LiveServer) -> Iterator[httpx.Client]:
+    with live.client(AGENT) as client:
+        yield client
+
+
+@pytest.fixture
+def carol(live: LiveServer) -> Iterator[httpx.Client]:
+    with live.client(APPROVER) as client:
+        yield client
+
+
+@pytest.fixture
+def files_rules(live: LiveServer) -> Iterator[Any]:
+    """Install `files` rules for one test; the default policy comes back afterwards."""
+    with live.client(ADMIN) as root:
+
+        def install(files: dict[str, Any]) -> None:
+            response = root.put("/v1/policy", json={"files": files})
+            assert response.status_code == 200, response.text
+
+        yield install
+        root.put("/v1/policy", json={})
+
+
+@pytest.fixture
+def workspace(live: LiveServer) -> Path:
+    return live.settings.workspace
+
+
+@pytest.fixture
+def outside(live: LiveServer, tmp_path: Path) -> Path:
+    """A directory outside the workspace, still inside this test's tmp dir."""
+    directory = tmp_path / "outside"
+    directory.mkdir()
+    return directory
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+def in_background(call: Any) -> Future[httpx.Response]:
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(call)
+    pool.shutdown(wait=False)
+    return future
+
+
+def pending_file_approval(client: httpx.Client, needle: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        items = client.get("/v1/approvals", params={"state": "pending"}).json()["data"]
+        return next((item for item in items if needle in item["command"]), None)
+
+    return eventually(probe, what=f"an approval for {needle}")
+
+
+# --- round trips ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [3 * 1024 * 1024 + 7, 0])
+def test_upload_then_download_is_byte_exact(
+    alice: httpx.Client, workspace: Path, size: int
+) -> None:
+    data = os.urandom(size)
+    name = f"blob-{size}.bin"
+    put = alice.put("/v1/files", params={"path": name}, content=data)
+    assert put.status_code == 201, put.text
+    record = put.json()
+    assert record["sha256"] == hashlib.sha256(data).hexdigest()
+    assert record["size"] == size
+    assert record["state"] == "completed" and record["verdict"] == "allow"
+    assert record["path"] == str(workspace / name)
+    assert (workspace / name).read_bytes() == data
+
+    got = alice.get("/v1/files", params={"path": str(workspace / name)})
+    assert got.status_code == 200
+    assert got.headers["content-length"] == str(size)
+    assert got.headers["etag"]
+    assert hashlib.sha256(got.content).hexdigest() == hashlib.sha256(data).hexdigest()
+
+    stat = alice.get("/v1/files/stat", params={"path": name, "sha256": "true"}).json()
+    assert stat["type"] == "file" and stat["size"] == size
+    assert stat["sha256"] == hashlib.sha256(data).hexdigest()
+    assert alice.get("/v1/files/stat", params={"path": name}).json()["sha256"] is None
+
+
+def test_a_streamed_upload_without_content_length_and_its_mode(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    chunks = [os.urandom(100_000) for _ in range(5)]
+    put = alice.put(
+        "/v1/files", params={"path": "streamed.bin", "mode": "0600"}, content=iter(chunks)
+    )
+    assert put.status_code == 201, put.text
+    assert (workspace / "streamed.bin").read_bytes() == b"".join(chunks)
+    assert put.json()["mode"] == "0600"
+    assert alice.get("/v1/files/stat", params={"path": "streamed.bin"}).json()["mode"] == "0600"
+    # A replacement keeps the mode the file had unless told otherwise.
+    assert alice.put("/v1/files", params={"path": "streamed.bin"}, content=b"x").status_code == 201
+    assert (workspace / "streamed.bin").stat().st_mode & 0o7777 == 0o600
+
+
+def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
+    data = bytes(range(256)) * 4
+    (workspace / "ranged.bin").write_bytes(data)
+    params = {"path": "ranged.bin"}
+    part = alice.get("/v1/files", params=params, headers={"Range": "bytes=10-19"})
+    assert part.status_code == 206
+    assert part.content == data[10:20]
+    assert part.headers["content-range"] == f"bytes 10-19/{len(data)}"
+    tail = alice.get("/v1/files", params=params, headers={"Range": "bytes=-5"})
+    assert tail.status_code == 206 and tail.content == data[-5:]
+    rest = alice.get("/v1/files", params=params, headers={"Range": "bytes=1000-"})
+    assert rest.status_code == 206 and rest.content == data[1000:]
+    past = alice.get("/v1/files", params=params, headers={"Range": "bytes=5000-"})
+    assert past.status_code == 416
+    assert past.headers["content-range"] == f"bytes */{len(data)}"
+
+
+def test_over_the_cap_is_413_and_the_old_file_is_intact(tmp_path: Path) -> None:
+    with serve(make_settings(tmp_path, files_max_bytes=CAP)) as server, server.client() as alice:
+        target = server.settings.workspace / "kept.txt"
+        target.write_bytes(b"old contents")
+        declared = alice.put("/v1/files", params={"path": "kept.txt"}, content=os.urandom(CAP + 1))
+        assert declared.status_code == 413
+        assert "SHELLGATE_FILES_MAX_BYTES" in error_of(declared)["message"]
+        # Without a Content-Length the cap is found while streaming.
+        chunks = iter([os.urandom(16 * 1024) for _ in range(8)])
+        streamed = alice.put("/v1/files", params={"path": "kept.txt"}, content=chunks)
+        assert streamed.status_code == 413
+        assert target.read_bytes() == b"old contents"
+        assert sorted(p.name for p in server.settings.workspace.iterdir()) == ["kept.txt"]
+        at_cap = alice.put("/v1/files", params={"path": "kept.txt"}, content=b"y" * CAP)
+        assert at_cap.status_code == 201
+        operations = alice.get("/v1/files/operations").json()["data"]
+        assert [op["state"] for op in operations[:3]] == ["completed", "failed", "failed"]
+
+
+# --- paths that are not files -----------------------------------------------------------------
+
+
+def test_directories_missing_files_and_fifos_are_clear_4xx(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    (workspace / "adir").mkdir(exist_ok=True)
+    assert alice.get("/v1/files", params={"path": "adir"}).status_code == 409
+    put_dir = alice.put("/v1/files", params={"path": "adir"}, content=b"x")
+    assert put_dir.status_code == 409 and "directory" in error_of(put_dir)["message"]
+    assert alice.get("/v1/files/stat", params={"path": "adir"}).json()["type"] == "directory"
+    assert alice.get("/v1/files", params={"path": "no-such-file"}).status_code == 404
+    assert alice.get("/v1/files/stat", params={"path": "no-such-file"}).status_code == 404
+    missing_dir = alice.put("/v1/files", params={"path": "no-such-dir/f"}, content=b"x")
+    assert missing_dir.status_code == 404
+    fifo = workspace / "a-fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    assert alice.get("/v1/files", params={"path": "a-fifo"}).status_code == 409  # not blocked
+
+
+@pytest.mark.parametrize(
+    "raw_query",
+    [
+        "path=",
+        "path=%00",
+        "path=a%00b",
+        "path=%ff%fe%fd",
+        "path=" + "a" * 5000,
+        "path=" + "/".join(["b" * 255] * 20),
+        "path=" + "c" * 300,
+        "path=%2e%2e%2f%2e%2e%2f%2e%2e",
+        "path=~nosuchuser-x/y",
+        "path=%C0%AF",
+        "mode=9999&path=z",
+    ],
+)
+def test_odd_paths_never_give_a_500(live: LiveServer, alice: httpx.Client, raw_query: str) -> None:
+    for method, route in (("GET", "/v1/files"), ("GET", "/v1/files/stat"), ("PUT", "/v1/files")):
+        url = f"{live.base_url}{route}?{raw_query}&approval_wait=0"
+        response = alice.request(method, url, content=b"data" if method == "PUT" else None)
+        assert 200 <= response.status_code < 500, (method, raw_query, response.text)
+        assert response.status_code != 201 or "%00" not in raw_query
+
+
+# --- the policy ---------------------------------------------------------------------------------
+
+
+def test_files_rules_deny_per_access(
+    alice: httpx.Client, workspace: Path, files_rules: Any
+) -> None:
+    (workspace / "secret.key").write_text("s3cret")
+    files_rules({"rules": [{"match": "*.key", "approval": "deny", "access": "write"}]})
+    assert alice.get("/v1/files", params={"path": "secret.key"}).content == b"s3cret"
+    refused = alice.put("/v1/files", params={"path": "secret.key"}, content=b"overwritten")
+    assert refused.status_code == 403
+    assert error_of(refused)["code"] == "policy_denied"
+    assert "*.key" in error_of(refused)["message"]
+    assert (workspace / "secret.key").read_text() == "s3cret"
+    files_rules({"rules": [{"match": "*.key", "approval": "deny"}]})
+    assert alice.get("/v1/files", params={"path": "secret.key"}).status_code == 403
+    assert alice.get("/v1/files/stat", params={"path": "secret.key"}).status_code == 403
+    denied = alice.get("/v1/files/operations").json()["data"][0]
+    assert denied["verdict"] == "deny" and denied["state"] == "denied"
+
+
+def test_a_symlink_escaping_the_workspace_is_judged_outside(
+    alice: httpx.Client, carol: httpx.Client, workspace: Path, outside: Path, files_rules: Any
+) -> None:
+    (outside / "target.txt").write_text("from outside")
+    link = workspace / f"escape-{outside.parent.name}"
+    link.symlink_to(outside / "target.txt")
+    files_rules({"outside": "deny"})
+    refused = alice.get("/v1/files", params={"path": link.name})
+    assert refused.status_code == 403
+    assert str(outside / "target.txt") in error_of(refused)["message"]
+    overwrite = alice.put("/v1/files", params={"path": link.name}, content=b"x")
+    assert overwrite.status_code == 403
+    assert (outside / "target.txt").read_text() == "from outside"
+    traversal = alice.get(
+        "/v1/files", params={"path": f"../{outside.parent.name}/outside/target.txt"}
+    )
+    assert traversal.status_code in (403, 404)
+
+
+def test_outside_the_workspace_prompts_by_default_and_runs_once_approved(
+    live: LiveServer, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    target = outside / "approved.bin"
+    data = os.urandom(70_000)
+    asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=data)
+    assert asked.status_code == 202, asked.text
+    record = asked.json()
+    assert record["state"] == "awaiting_approval" and record["verdict"] == "prompt"
+    assert not target.exists()
+    approval = carol.get(f"/v1/approvals/{record['approval_id']}").json()
+    assert approval["command"] == f"[file write] {target} (70000 bytes)"
+    assert "outside the workspace" in approval["reason"]
+    # Retrying before the decision waits and answers 202 again.
+    again = alice.put(
+        "/v1/files",
+        params={"path": str(target), "approval_wait": 0, "approval_id": record["approval_id"]},
+        content=data,
+    )
+    assert again.status_code == 202
+    assert carol.post(f"/v1/approvals/{record['approval_id']}/approve", json={}).status_code == 200
+    done = alice.put(
+        "/v1/files",
+        params={"path": str(target), "approval_id": record["approval_id"]},
+        content=data,
+    )
+    assert done.status_code == 201, done.text
+    assert target.read_bytes() == data
+    # The approval is spent.
+    spent = alice.put(
+        "/v1/files",
+        params={"path": str(target), "approval_id": record["approval_id"]},
+        content=b"again",
+    )
+    assert spent.status_code == 409
+    anchor = alice.get(f"/v1/executions/{record['execution_id']}").json()
+    assert anchor["state"] == "completed"
+
+
+def test_a_prompted_read_waits_for_the_decision(
+    live: LiveServer, carol: httpx.Client, outside: Path
+) -> None:
+    (outside / "wait.txt").write_text("worth the wait")
+
+    def read() -> httpx.Response:
+        with live.client(AGENT) as client:
+            return client.get("/v1/files", params={"path": str(outside / "wait.txt")})
+
+    waiting = in_background(read)
+    approval = pending_file_approval(carol, str(outside / "wait.txt"))
+    assert approval["command"].startswith("[file read] ")
+    assert not waiting.done()
+    carol.post(f"/v1/approvals/{approval['id']}/approve", json={})
+    response = waiting.result(timeout=30)
+    assert response.status_code == 200 and response.text == "worth the wait"
+
+
+def test_a_rejected_prompt_is_403_and_the_file_is_untouched(
+    live: LiveServer, carol: httpx.Client, outside: Path
+) -> None:
+    target = outside / "never.txt"
+
+    def write() -> httpx.Response:
+        with live.client(AGENT) as client:
+            return client.put("/v1/files", params={"path": str(target)}, content=b"no")
+
+    waiting = in_background(write)
+    approval = pending_file_approval(carol, str(target))
+    carol.post(f"/v1/approvals/{approval['id']}/deny", json={"reason": "not there"})
+    response = waiting.result(timeout=30)
+    assert response.status_code == 403
+    assert error_of(response)["code"] == "approval_rejected"
+    assert "not there" in error_of(response)["message"]
+    assert not target.exists()
+
+
+def test_approvers_decide_but_do_not_move_files(carol: httpx.Client) -> None:
+    assert carol.get("/v1/files", params={"path": "anything"}).status_code == 403
+
+
+def test_the_policy_document_carries_the_files_defaults(live: LiveServer) -> None:
+    with live.client(ADMIN) as root:
+        files = root.get("/v1/policy").json()["files"]
+    assert files == {"workspace": "allow", "outside": "prompt", "rules": []}
+    with live.client(ADMIN) as root:
+        bad = root.put(
+            "/v1/policy", json={"files": {"rules": [{"match": "rel/*", "approval": "deny"}]}}
+        )
+        assert bad.status_code == 422
+
+
+def test_the_dry_run_judges_both_paths_and_records_nothing(
+    alice: httpx.Client, carol: httpx.Client, workspace: Path, outside: Path, files_rules: Any
+) -> None:
+    link = workspace / f"check-{outside.parent.name}"
+    link.symlink_to(outside)
+    files_rules({"rules": [{"match": f"{outside}/*", "approval": "deny", "access": "write"}]})
+    before = alice.get("/v1/files/operations").json()["data"]
+    write = carol.get(
+        "/v1/files/check", params={"path": f"{link.name}/x", "access": "write"}
+    ).json()
+    assert write["verdict"] == "deny"
+    assert write["judged_path"] == str(outside / "x") == write["resolved_path"]
+    assert write["path"] == str(link / "x")
+    assert write["rule"] == {"match": f"{outside}/*", "approval": "deny", "access": "write"}
+    read = carol.get("/v1/files/check", params={"path": f"{link.name}/x"}).json()
+    assert read["verdict"] == "prompt" and "outside the workspace" in read["reason"]
+    inside = carol.get("/v1/files/check", params={"path": "plain.txt"}).json()
+    assert inside["verdict"] == "allow" and inside["rule"] is None
+    assert alice.get("/v1/files/operations").json()["data"] == before
+
+
+def test_cancelling_the_anchor_execution_withdraws_a_file_approval(
+    alice: httpx.Client, outside: Path
+) -> None:
+    target = outside / "withdrawn.txt"
+    asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
+    assert asked.status_code == 202
+    record = asked.json()
+    cancelled = alice.post(f"/v1/executions/{record['execution_id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    retry = alice.put(
+        "/v1/files",
+        params={"path": str(target), "approval_id": record["approval_id"]},
+        content=b"x",
+    )
+    assert retry.status_code == 403
+    assert error_of(retry)["code"] == "approval_rejected"
+    assert not target.exists()
+    operations = {op["id"]: op for op in alice.get("/v1/files/operations").json()["data"]}
+    assert operations[record["id"]]["state"] == "rejected"
+
+
+def test_an_approval_id_is_only_for_its_own_operation_and_caller(
+    live: LiveServer, alice: httpx.Client, outside: Path
+) -> None:
+    target = outside / "mine.txt"
+    asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
+    approval_id = asked.json()["approval_id"]
+    other_path = alice.put(
+        "/v1/files",
+        params={"path": str(outside / "other.txt"), "approval_id": approval_id},
+        content=b"x",
+    )
+    assert other_path.status_code == 409
+    other_op = alice.get("/v1/files", params={"path": str(target), "approval_id": approval_id})
+    assert other_op.status_code == 409
+    with live.client(AGENT2) as bob:
+        stolen = bob.put(
+            "/v1/files", params={"path": str(target), "approval_id": approval_id}, content=b"x"
+        )
+    assert stolen.status_code == 404
+
+
+def test_a_pending_file_approval_survives_a_restart(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    target = tmp_path / "outside" / "after-restart.txt"
+    target.parent.mkdir()
+    with serve(settings) as first, first.client() as alice:
+        asked = alice.put(
+            "/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"kept"
+        )
+        assert asked.status_code == 202
+        approval_id = asked.json()["approval_id"]
+    with serve(settings) as second:
+        with second.client(APPROVER) as carol:
+            assert carol.post(f"/v1/approvals/{approval_id}/approve").status_code == 200
+        with second.client() as alice:
+            done = alice.put(
+                "/v1/files",
+                params={"path": str(target), "approval_id": approval_id},
+                content=b"kept",
+            )
+    assert done.status_code == 201, done.text
+    assert target.read_bytes() == b"kept"
+
+
+def test_an_upload_is_streamed_not_held_in_memory(alice: httpx.Client, workspace: Path) -> None:
+    """The server runs in this process: the peak of Python allocations while 48 MiB go through
+    stays a small fraction of the body (a buffered body would be all of it)."""
+    import tracemalloc
+
+    size, piece = 48 * 1024 * 1024, os.urandom(1024 * 1024)
+    digest = hashlib.sha256()
+
+    def body() -> Iterator[bytes]:
+        for _ in range(size // len(piece)):
+            digest.update(piece)
+            yield piece
+
+    tracemalloc.start()
+    try:
+        put = alice.put("/v1/files", params={"path": "big.bin"}, content=body())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert put.status_code == 201, put.text
+    assert put.json()["sha256"] == digest.hexdigest()
+    assert (workspace / "big.bin").stat().st_size == size
+    assert peak < size / 4, f"peak {peak} bytes for a {size}-byte upload"
+    (workspace / "big.bin").unlink()
+
+
+def test_names_with_unusual_characters_are_taken_literally(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    for name in ("a\u00a0b.txt", "sp ace.txt", "percent%20.txt", "ünï©ødé.txt", "#hash?.txt"):
+        put = alice.put("/v1/files", params={"path": name}, content=name.encode())
+        assert put.status_code == 201, (name, put.text)
+        assert (workspace / name).read_bytes() == name.encode()
+        assert alice.get("/v1/files", params={"path": name}).content == name.encode()
