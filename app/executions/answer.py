@@ -46,7 +46,7 @@ class Answers:
                 return Outcome(202, await self._stopping(live, launch.notices))
             if not live.has_exited and self._registry.reserve_job_slot(live):
                 live.mode = ExecutionMode.job
-                await self._db.call(
+                await self._db.run(
                     crud.update_execution,
                     execution_id=live.id,
                     values={"mode": ExecutionMode.job.value},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -102,8 +103,7 @@ class Launcher:
         # After an approval this runs in the approver's request: name the execution there too.
         self.ctx.tracing.tag_execution(execution_id)
         with self.ctx.tracing.span("spawn", execution_id=execution_id, pty=draft.pty):
-            process = await self._spawn(live, draft, plan, session_call)
-        await self._record(live, process, owner, draft, plan, existing, session_call)
+            process = await self._spawn(live, owner, draft, plan, existing, session_call)
         run_span = self.ctx.tracing.start_run(
             "run", execution_id=execution_id, mode=plan.mode.value
         )
@@ -158,12 +158,21 @@ class Launcher:
     async def _check_room(self, execution_id: str, existing: bool) -> None:
         """Refuse before anything runs when the data directory is full or the database does
         not answer (`storage_full`, `database_unavailable`)."""
-        if not await anyio.to_thread.run_sync(self.ctx.storage.has_room):
+        storage, db = self.ctx.storage, self.ctx.db
+
+        def check() -> bool:
+            # Both checks in one worker-thread hop (each hop costs on a loaded machine).
+            if not storage.has_room():
+                return False
+            if not existing:
+                # The record is written after the spawn (it holds the pid): make sure the
+                # database answers first, so that an unreachable one refuses the call before
+                # anything runs.
+                db.run_in_transaction(crud.ping_connection)
+            return True
+
+        if not await anyio.to_thread.run_sync(check):
             raise StorageFullError()
-        if not existing:
-            # The record is written after the spawn (it holds the pid): make sure the database
-            # answers first, so that an unreachable one refuses the call before anything runs.
-            await self.ctx.db.call(crud.get_execution, execution_id=execution_id)
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -248,8 +257,15 @@ class Launcher:
     # --- the spawn and its record -------------------------------------------------------------
 
     async def _spawn(
-        self, live: LiveExecution, draft: Draft, plan: _Plan, session_call: SessionCall | None
+        self,
+        live: LiveExecution,
+        owner: Principal,
+        draft: Draft,
+        plan: _Plan,
+        existing: bool,
+        session_call: SessionCall | None,
     ) -> RunningProcess:
+        """Open the confinement unit, spawn, and write the record, in one worker-thread hop."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
@@ -259,9 +275,10 @@ class Launcher:
             )
         confinement = self.ctx.confinement
         opened: list[Unit] = []
+        spawned: list[RunningProcess] = []
+        write_record = self._record_writer(live, owner, draft, plan, existing)
 
-        def spawn() -> RunningProcess:
-            # The unit and the spawn in one worker-thread hop (each costs on a loaded machine).
+        def spawn_and_record() -> RunningProcess:
             unit = confinement.open_unit(live.id, plan.limits)
             opened.append(unit)
             spec = SpawnSpec(
@@ -274,18 +291,29 @@ class Launcher:
                 confinement=unit.child,
             )
             try:
-                return RunningProcess(spec, live.accept_output, live.accept_exit)
+                process = RunningProcess(spec, live.accept_output, live.accept_exit)
             except OSError:
                 confinement.close_unit(unit, kill=True)
                 raise
+            spawned.append(process)
+            try:
+                write_record(process)
+            except Exception:
+                # Without a record nobody could ever see or cancel it: do not let it run.
+                process.kill_group()
+                confinement.close_unit(unit, kill=True)
+                raise
+            return process
 
         try:
-            process = await anyio.to_thread.run_sync(spawn)
-        except OSError as error:
+            process = await anyio.to_thread.run_sync(spawn_and_record)
+        except Exception as error:
             self.ctx.registry.release_job_slot(live)
-            live.log.finish()
             if session_call is not None:
                 session_call.abandon()
+            if spawned or not isinstance(error, OSError):
+                raise  # the record could not be written: the command was killed
+            live.log.finish()
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.unit = opened[0]
@@ -294,56 +322,50 @@ class Launcher:
             session_call.started(live)
         return process
 
-    async def _record(
-        self,
-        live: LiveExecution,
-        process: RunningProcess,
-        owner: Principal,
-        draft: Draft,
-        plan: _Plan,
-        existing: bool,
-        session_call: SessionCall | None,
-    ) -> None:
-        now = datetime.now(UTC)
+    def _record_writer(
+        self, live: LiveExecution, owner: Principal, draft: Draft, plan: _Plan, existing: bool
+    ) -> Callable[[RunningProcess], None]:
+        """What writes the `running` record once the process exists (it holds the pid); runs
+        in the spawn's worker thread."""
+        db, boot, confinement_name = self.ctx.db, self.boot, self.ctx.confinement.name
         timeout = plan.timeout
-        values: dict[str, Any] = {
+        settled: dict[str, Any] = {
             "command": plan.expanded.command,
             "cwd": plan.cwd,
             "state": ExecutionState.running.value,
             "mode": plan.mode.value,
             "pty": draft.pty,
             "session_id": draft.session,
-            "pid": process.pid,
-            "pgid": process.pgid,
-            "proc_start_ticks": process.start_ticks,
-            "boot_id": self.boot,
+            "boot_id": boot,
             "timeout_seconds": timeout.seconds,
             "requested_timeout_seconds": timeout.requested if timeout.clamped else None,
             "timeout_disabled": timeout.disabled,
             "notices": json.dumps(timeout.notices),
             "limits": json.dumps(plan.limits.as_dict()),
-            "confinement": self.ctx.confinement.name,
+            "confinement": confinement_name,
             "artifact_path": str(live.log.path),
-            "started_at": now,
             "pending_request": None,
         }
-        try:
+
+        def write(process: RunningProcess) -> None:
+            now = datetime.now(UTC)
+            values = {
+                **settled,
+                "pid": process.pid,
+                "pgid": process.pgid,
+                "proc_start_ticks": process.start_ticks,
+                "started_at": now,
+            }
             if existing:
-                await self.ctx.db.call(crud.update_execution, execution_id=live.id, values=values)
-            else:
-                record = Execution(
-                    id=live.id,
-                    owner=owner.name,
-                    original_command=draft.original_command,
-                    created_at=now,
-                    **values,
-                )
-                live.record = await self.ctx.db.call(crud.insert_execution, execution=record)
-        except Exception:
-            # Without a record nobody could ever see or cancel it: do not let it run.
-            process.kill_group()
-            self.ctx.registry.release_job_slot(live)
-            self.ctx.registry.remove(live.id)
-            if session_call is not None:
-                session_call.abandon()
-            raise
+                db.run_in_transaction(crud.update_execution, execution_id=live.id, values=values)
+                return
+            record = Execution(
+                id=live.id,
+                owner=owner.name,
+                original_command=draft.original_command,
+                created_at=now,
+                **values,
+            )
+            live.record = db.run_in_transaction(crud.insert_execution, execution=record)
+
+        return write
