@@ -50,6 +50,12 @@ def ping_connection(connection: Connection) -> None:
     connection.execute(_SELECT_ONE)
 
 
+def schema_revisions(connection: Connection) -> set[str]:
+    """The revisions Alembic recorded (raises when it never ran on this database)."""
+    rows = connection.execute(text("SELECT version_num FROM alembic_version"))
+    return {str(row[0]) for row in rows}
+
+
 def execution_row(execution: Execution) -> dict[str, Any]:
     """The record as column values, defaults included (what an insert writes)."""
     return {column.name: getattr(execution, column.name) for column in EXECUTIONS.columns}
