@@ -36,6 +36,7 @@ _INSERT_EXECUTION = insert(EXECUTIONS)
 # The SET clause comes from the parameters of each call; the id's parameter has a name no
 # column has, so it can never be mistaken for a value to set.
 _UPDATE_EXECUTION = update(EXECUTIONS).where(EXECUTIONS.c.id == bindparam("where_id"))
+_EXECUTION_EXISTS = select(EXECUTIONS.c.id).where(EXECUTIONS.c.id == bindparam("where_id")).limit(1)
 _FINISH_EXECUTION = update(EXECUTIONS).where(
     EXECUTIONS.c.id == bindparam("where_id"), EXECUTIONS.c.state.in_(ACTIVE_STATES)
 )
@@ -68,6 +69,28 @@ def insert_execution(connection: Connection, *, execution: Execution) -> Executi
 
 def get_execution(session: Session, *, execution_id: str) -> Execution | None:
     return session.get(Execution, execution_id)
+
+
+def insert_execution_if_absent(connection: Connection, *, row: dict[str, Any]) -> bool:
+    """Insert the row unless its id exists; True if inserted."""
+    exists = connection.execute(_EXECUTION_EXISTS, {"where_id": row["id"]}).first()
+    if exists is not None:
+        return False
+    connection.execute(_INSERT_EXECUTION, row)
+    return True
+
+
+def insert_execution_row(connection: Connection, *, row: dict[str, Any]) -> None:
+    connection.execute(_INSERT_EXECUTION, row)
+
+
+def insert_or_finish_execution(connection: Connection, *, row: dict[str, Any]) -> bool:
+    """The terminal row of an execution whose `running` row may or may not exist: inserted
+    whole, or written over the running row (as `finish_execution`)."""
+    if insert_execution_if_absent(connection, row=row):
+        return True
+    values = {key: value for key, value in row.items() if key != "id"}
+    return finish_execution(connection, execution_id=row["id"], values=values)
 
 
 def update_execution(connection: Connection, *, execution_id: str, values: dict[str, Any]) -> None:

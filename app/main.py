@@ -23,6 +23,7 @@ from app.api.router import api_router
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.config import Settings
+from app.executions.pending_record import IntentFiles, recover_pending_records
 from app.metrics import Metrics
 from app.migrate import upgrade_if_behind
 from app.observability.tracing import Tracing
@@ -57,6 +58,11 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             upgrade_if_behind, services.db.engine, settings.resolved_database_url
         )
         await services.policy.load()
+        # Runs a dead server recorded only in intent files first become `running` rows, which
+        # the recovery below kills and records `lost` like any other.
+        await anyio.to_thread.run_sync(
+            recover_pending_records, services.db, IntentFiles(settings.data_dir)
+        )
         lost = await recover_lost_executions(services.db, settings)
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))

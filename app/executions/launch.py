@@ -40,6 +40,7 @@ from app.executions.draft import (
     shown_cwd,
 )
 from app.executions.lifecycle import Lifecycle
+from app.executions.pending_record import IntentFiles, PendingRecord
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
 from app.models import Execution, ExecutionMode, ExecutionState
 from app.observability.events import execution_event
@@ -58,6 +59,9 @@ class Launch:
     live: LiveExecution
     foreground_wait: float | None  # seconds before auto-background; None = wait to the end
     notices: list[str] = field(default_factory=list)
+    # Set while the record is only an intent file (pending_record.py): written before an
+    # early answer.
+    pending: PendingRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,10 @@ class Launcher:
     lifecycle: Lifecycle
     # Recorded with each process, so that restart recovery kills groups of this boot only.
     boot: str = field(default_factory=boot_id)
+    intents: IntentFiles = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.intents = IntentFiles(self.ctx.settings.data_dir)
 
     async def launch(
         self,
@@ -102,12 +110,19 @@ class Launcher:
         session_call = self._session_call(live, draft, plan)
         # After an approval this runs in the approver's request: name the execution there too.
         self.ctx.tracing.tag_execution(execution_id)
+        deferred = self._may_defer_record(draft, plan, existing, session_call)
         with self.ctx.tracing.span("spawn", execution_id=execution_id, pty=draft.pty):
-            process = await self._spawn(live, owner, draft, plan, existing, session_call)
+            process, only_intent = await self._spawn(
+                live, owner, draft, plan, existing, session_call, deferred
+            )
+        pending = None
+        if only_intent and live.record is not None:
+            pending = PendingRecord(live.record, self.ctx.db, self.intents)
+            pending.arm(self._record_delay(plan))
         run_span = self.ctx.tracing.start_run(
             "run", execution_id=execution_id, mode=plan.mode.value
         )
-        self.lifecycle.watch(live, plan.timeout, session_call, run_span)
+        self.lifecycle.watch(live, plan.timeout, session_call, run_span, pending)
         self.ctx.changes.notify(execution_id)
         self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
         execution_event(
@@ -118,7 +133,7 @@ class Launcher:
             pid=process.pid,
             cwd=plan.cwd,
         )
-        return Launch(live, plan.foreground_wait, plan.timeout.notices)
+        return Launch(live, plan.foreground_wait, plan.timeout.notices, pending)
 
     def approval_cwd(self, draft: Draft, owner: Principal) -> str:
         """Where the command would run, shown to the approver (checked once approved)."""
@@ -216,6 +231,25 @@ class Launcher:
             return ExecutionMode.job, 0.0
         return ExecutionMode.foreground, wait
 
+    def _may_defer_record(
+        self, draft: Draft, plan: _Plan, existing: bool, session_call: SessionCall | None
+    ) -> bool:
+        """A plain foreground call may be recorded once, at its end (pending_record.py)."""
+        return (
+            self.ctx.settings.foreground_record_delay_ms > 0
+            and plan.mode is ExecutionMode.foreground
+            and not (existing or draft.pty or draft.streamed)
+            and session_call is None
+        )
+
+    def _record_delay(self, plan: _Plan) -> float:
+        """Seconds the `running` row may wait: the setting, and never past the caller's answer
+        (which names the id)."""
+        delay = self.ctx.settings.foreground_record_delay_ms / 1000
+        if plan.foreground_wait is not None:
+            delay = min(delay, plan.foreground_wait)
+        return delay
+
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
         try:
             log = ArtifactLog.create(
@@ -264,8 +298,10 @@ class Launcher:
         plan: _Plan,
         existing: bool,
         session_call: SessionCall | None,
-    ) -> RunningProcess:
-        """Open the confinement unit, spawn, and write the record, in one worker-thread hop."""
+        deferred: bool,
+    ) -> tuple[RunningProcess, bool]:
+        """Open the confinement unit, spawn, and write the record (or its intent file), in one
+        worker-thread hop."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
@@ -276,7 +312,8 @@ class Launcher:
         confinement = self.ctx.confinement
         opened: list[Unit] = []
         spawned: list[RunningProcess] = []
-        write_record = self._record_writer(live, owner, draft, plan, existing)
+        only_intent: list[bool] = []
+        write_record = self._record_writer(live, owner, draft, plan, existing, deferred)
 
         def spawn_and_record() -> RunningProcess:
             unit = confinement.open_unit(live.id, plan.limits)
@@ -297,7 +334,7 @@ class Launcher:
                 raise
             spawned.append(process)
             try:
-                write_record(process)
+                only_intent.append(write_record(process))
             except Exception:
                 # Without a record nobody could ever see or cancel it: do not let it run.
                 process.kill_group()
@@ -320,14 +357,21 @@ class Launcher:
         self.ctx.registry.add(live)
         if session_call is not None:
             session_call.started(live)
-        return process
+        return process, only_intent[0]
 
     def _record_writer(
-        self, live: LiveExecution, owner: Principal, draft: Draft, plan: _Plan, existing: bool
-    ) -> Callable[[RunningProcess], None]:
-        """What writes the `running` record once the process exists (it holds the pid); runs
-        in the spawn's worker thread."""
+        self,
+        live: LiveExecution,
+        owner: Principal,
+        draft: Draft,
+        plan: _Plan,
+        existing: bool,
+        deferred: bool,
+    ) -> Callable[[RunningProcess], bool]:
+        """What writes the `running` record (or, `deferred`, its intent file) once the process
+        exists (it holds the pid); runs in the spawn's worker thread."""
         db, boot, confinement_name = self.ctx.db, self.boot, self.ctx.confinement.name
+        intents = self.intents
         timeout = plan.timeout
         settled: dict[str, Any] = {
             "command": plan.expanded.command,
@@ -347,7 +391,8 @@ class Launcher:
             "pending_request": None,
         }
 
-        def write(process: RunningProcess) -> None:
+        def write(process: RunningProcess) -> bool:
+            """True if only the intent file was written."""
             now = datetime.now(UTC)
             values = {
                 **settled,
@@ -358,7 +403,7 @@ class Launcher:
             }
             if existing:
                 db.run_in_transaction(crud.update_execution, execution_id=live.id, values=values)
-                return
+                return False
             record = Execution(
                 id=live.id,
                 owner=owner.name,
@@ -366,6 +411,15 @@ class Launcher:
                 created_at=now,
                 **values,
             )
+            if deferred:
+                try:
+                    intents.write(crud.execution_row(record))
+                except OSError:
+                    logger.warning("no intent file for %s: recorded at once", live.id)
+                else:
+                    live.record = record
+                    return True
             live.record = db.run_in_transaction(crud.insert_execution, execution=record)
+            return False
 
         return write

@@ -19,6 +19,7 @@ from app import crud
 from app.confinement import Confinement, Unit
 from app.errors import DatabaseUnavailableError
 from app.executions.context import Context
+from app.executions.pending_record import PendingRecord
 from app.executions.ports import SessionCall
 from app.models import Execution, ExecutionState
 from app.observability.events import execution_event
@@ -33,6 +34,9 @@ logger = logging.getLogger("shellgate.executions")
 
 FINAL_WRITE_ATTEMPTS = 5  # for errors other than an unreachable database
 FINAL_WRITE_PATIENCE = 600.0  # seconds a finished command's record waits for the database
+
+# Writes an execution's terminal values (blocking, in a worker thread); True if written.
+FinalWrite = Callable[[dict[str, Any]], bool]
 
 
 class Lifecycle:
@@ -56,10 +60,12 @@ class Lifecycle:
         limit: ResolvedTimeout,
         session_call: SessionCall | None,
         run_span: RunSpan | None = None,
+        pending: PendingRecord | None = None,
     ) -> None:
-        """Arm the deadline and supervise the execution until its terminal record is written."""
+        """Arm the deadline and supervise the execution until its terminal record is written.
+        `pending`: its row is only an intent file so far (pending_record.py)."""
         self._registry.arm_deadline(live, limit.seconds)
-        self._track(self._supervise(live, limit, session_call, run_span))
+        self._track(self._supervise(live, limit, session_call, run_span, pending))
 
     async def _supervise(
         self,
@@ -67,14 +73,20 @@ class Lifecycle:
         limit: ResolvedTimeout,
         session_call: SessionCall | None,
         run_span: RunSpan | None,
+        pending: PendingRecord | None,
     ) -> None:
         status = await live.exited
+        write: FinalWrite = functools.partial(self._finish_row, live.id)
+        retry = write
+        if pending is not None and await pending.take_over_for_the_end():
+            # No `running` row was written: the end inserts the whole row.
+            write, retry = pending.insert_final, pending.insert_or_finish
         close_unit = self._unit_closer(live, status)
         written: bool | None = None
         if session_call is None:
             # The unit's end and the terminal record in one worker-thread hop.
             limit_notice, state, values, written = await anyio.to_thread.run_sync(
-                self._end_and_record, live, status, limit, close_unit
+                self._end_and_record, live, status, limit, close_unit, write
             )
         else:
             limit_notice = await self._end_unit(close_unit)
@@ -89,7 +101,7 @@ class Lifecycle:
             self._kept_units.extend(close_unit.still_kept)
         try:
             if written is None:
-                written = await self._write_final(live.id, values)
+                written = await self._write_final(live.id, values, retry)
             if written and live.record is not None:
                 # The waiting caller answers from this copy: one database read fewer per call.
                 for key, value in values.items():
@@ -110,18 +122,23 @@ class Lifecycle:
         status: ExitStatus,
         limit: ResolvedTimeout,
         close_unit: _UnitCloser | None,
+        write: FinalWrite,
     ) -> tuple[str | None, ExecutionState, dict[str, Any], bool | None]:
         """In a worker thread: end the unit, then try the terminal record once (None: not
         written, `_write_final` retries on the loop)."""
         limit_notice = close_unit.run() if close_unit is not None else None
         state, values = self._final_values(live, status, limit, limit_notice)
         try:
-            written: bool | None = self._db.run_in_transaction(
-                crud.finish_execution, execution_id=live.id, values=values
-            )
+            written: bool | None = write(values)
         except Exception:
             written = None
         return limit_notice, state, values, written
+
+    def _finish_row(self, execution_id: str, values: dict[str, Any]) -> bool:
+        """The usual end: the `running` row turns terminal (blocking)."""
+        return self._db.run_in_transaction(
+            crud.finish_execution, execution_id=execution_id, values=values
+        )
 
     def _final_values(
         self,
@@ -211,7 +228,9 @@ class Lifecycle:
             return None
         return await anyio.to_thread.run_sync(close_unit.run)
 
-    async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
+    async def _write_final(
+        self, execution_id: str, values: dict[str, Any], write: FinalWrite
+    ) -> bool:
         # The record is the only way anyone learns the result: retry a busy database a few
         # times, and an unreachable one until it is back (within FINAL_WRITE_PATIENCE), so that
         # a database outage does not leave a finished command `running` until the next restart.
@@ -220,9 +239,7 @@ class Lifecycle:
         attempt = 0
         while True:
             try:
-                return await self._db.run(
-                    crud.finish_execution, execution_id=execution_id, values=values
-                )
+                return await anyio.to_thread.run_sync(write, values)
             except DatabaseUnavailableError:
                 if attempt == 0:
                     logger.error("database unreachable: the end of %s waits for it", execution_id)
