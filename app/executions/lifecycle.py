@@ -104,8 +104,10 @@ class Lifecycle:
                 written = await self._write_final(live.id, values, retry)
             if written and live.record is not None:
                 # The waiting caller answers from this copy: one database read fewer per call.
-                for key, value in values.items():
-                    setattr(live.record, key, value)
+                # A detached copy no session will ever flush: its values go straight into the
+                # instance dict, where the mapped attributes read them, without the ORM's
+                # change tracking (a twentieth of a foreground call's CPU when set one by one).
+                vars(live.record).update(values)
             else:
                 live.record = None
         finally:
