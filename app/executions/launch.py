@@ -165,29 +165,9 @@ class Launcher:
         limits = self.ctx.confinement.resolve(
             session.limits if session is not None else None, draft.limits
         )
-        await self._check_room(execution_id, existing)
         # No await from here to the job slot's reservation: the cap checked below still holds.
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
-
-    async def _check_room(self, execution_id: str, existing: bool) -> None:
-        """Refuse before anything runs when the data directory is full or the database does
-        not answer (`storage_full`, `database_unavailable`)."""
-        storage, db = self.ctx.storage, self.ctx.db
-
-        def check() -> bool:
-            # Both checks in one worker-thread hop (each hop costs on a loaded machine).
-            if not storage.has_room():
-                return False
-            if not existing:
-                # The record is written after the spawn (it holds the pid): make sure the
-                # database answers first, so that an unreachable one refuses the call before
-                # anything runs.
-                db.run_in_transaction(crud.ping_connection)
-            return True
-
-        if not await anyio.to_thread.run_sync(check):
-            raise StorageFullError()
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -300,8 +280,8 @@ class Launcher:
         session_call: SessionCall | None,
         deferred: bool,
     ) -> tuple[RunningProcess, bool]:
-        """Open the confinement unit, spawn, and write the record (or its intent file), in one
-        worker-thread hop."""
+        """Check for room, open the confinement unit, spawn, and write the record (or its intent
+        file), in one worker-thread hop (each hop costs on a loaded machine)."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
@@ -315,7 +295,16 @@ class Launcher:
         only_intent: list[bool] = []
         write_record = self._record_writer(live, owner, draft, plan, existing, deferred)
 
+        storage, db = self.ctx.storage, self.ctx.db
+
         def spawn_and_record() -> RunningProcess:
+            # Refuse before anything runs when the data directory is full or the database does
+            # not answer (`storage_full`, `database_unavailable`): the record is written after
+            # the spawn (it holds the pid), so the database must answer first.
+            if not storage.has_room():
+                raise StorageFullError()
+            if not existing:
+                db.run_in_transaction(crud.ping_connection)
             unit = confinement.open_unit(live.id, plan.limits)
             opened.append(unit)
             spec = SpawnSpec(
@@ -348,9 +337,10 @@ class Launcher:
             self.ctx.registry.release_job_slot(live)
             if session_call is not None:
                 session_call.abandon()
+            if not spawned:
+                live.log.finish()
             if spawned or not isinstance(error, OSError):
-                raise  # the record could not be written: the command was killed
-            live.log.finish()
+                raise  # refused before the spawn, or the record failed: the command was killed
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.unit = opened[0]
