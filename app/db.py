@@ -59,6 +59,17 @@ def make_engine(url: str) -> Engine:
     )
 
 
+DATABASE_ERRORS = (OperationalError, InterfaceError, SQLAlchemyTimeoutError)
+
+
+def as_app_error(error: Exception) -> Exception:
+    """A database that cannot be reached is DatabaseUnavailableError (503, retry), one out of
+    space StorageFullError (507)."""
+    if is_disk_full(error):
+        return StorageFullError()
+    return DatabaseUnavailableError()
+
+
 class Database:
     """Runs synchronous `crud` functions in worker threads so the event loop never blocks."""
 
@@ -69,15 +80,29 @@ class Database:
         with Session(self.engine, expire_on_commit=False) as session:
             return fn(session, **kwargs)
 
+    def run_in_transaction(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        """`fn(connection, **kwargs)` in one transaction (committed unless it raises): the Core
+        path, for the statements every execution runs. Blocking: call it off the event loop."""
+        try:
+            with self.engine.begin() as connection:
+                return fn(connection, **kwargs)
+        except DATABASE_ERRORS as error:
+            raise as_app_error(error) from error
+
     async def call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         """Run `fn(session, **kwargs)` in a worker thread. A database that cannot be reached
         raises DatabaseUnavailableError (503, retry), one out of space StorageFullError (507)."""
         try:
             return await anyio.to_thread.run_sync(functools.partial(self.run_sync, fn, **kwargs))
-        except (OperationalError, InterfaceError, SQLAlchemyTimeoutError) as error:
-            if is_disk_full(error):
-                raise StorageFullError() from error
-            raise DatabaseUnavailableError() from error
+        except DATABASE_ERRORS as error:
+            raise as_app_error(error) from error
+
+    async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        """Run `fn(connection, **kwargs)` in one transaction in a worker thread; errors as
+        `call`'s."""
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.run_in_transaction, fn, **kwargs)
+        )
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -16,15 +16,16 @@ from starlette.routing import Route
 from app import __version__
 from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
+from app.api.mcp_mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
 from app.api.router import api_router
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.config import Settings
-from app.mcp_server import MCP_PATH, McpEndpoint
+from app.executions.pending_record import IntentFiles, recover_pending_records
 from app.metrics import Metrics
-from app.migrate import upgrade_to_head
+from app.migrate import upgrade_if_behind
 from app.observability.tracing import Tracing
 from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
@@ -45,7 +46,7 @@ async def _prune_forever(services: Services) -> None:
 def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
     """The app. `tracing` defaults to what the OTEL_* environment asks for (off when
     OTEL_EXPORTER_OTLP_ENDPOINT is unset)."""
-    mcp = McpEndpoint()
+    mcp = LazyMcpEndpoint()
     metrics = Metrics()
     tracing = tracing if tracing is not None else Tracing.from_environment()
     stop_signal = StopSignal()
@@ -53,8 +54,15 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = Services.build(settings, metrics, tracing)
-        await anyio.to_thread.run_sync(upgrade_to_head, settings.resolved_database_url)
+        await anyio.to_thread.run_sync(
+            upgrade_if_behind, services.db.engine, settings.resolved_database_url
+        )
         await services.policy.load()
+        # Runs a dead server recorded only in intent files first become `running` rows, which
+        # the recovery below kills and records `lost` like any other.
+        await anyio.to_thread.run_sync(
+            recover_pending_records, services.db, IntentFiles(settings.data_dir)
+        )
         lost = await recover_lost_executions(services.db, settings)
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))

@@ -1,16 +1,29 @@
-"""Apply Alembic migrations programmatically (what `shellgate serve` does first)."""
+"""Bring the schema to the head revision (what `shellgate serve` does first), importing Alembic
+only when the database is behind: a start on a current schema reads one row
+(`alembic_version`) and leaves Alembic, Mako and Pygments unimported (≈ 0.2 s and 10 MiB)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import crud
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _HERE = Path(__file__).resolve().parent
 # An installed wheel carries them as app/migrations; a checkout (editable install) keeps them
 # in the repository's top-level migrations/.
 _CANDIDATES = (_HERE / "migrations", _HERE.parent / "migrations")
+# The two assignments every script in migrations/versions/ starts with.
+_REVISION = re.compile(r"^revision(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+_DOWN_REVISION = re.compile(r"^down_revision(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
+_QUOTED = re.compile(r"['\"]([^'\"]+)['\"]")
 
 
 def migrations_dir() -> Path:
@@ -21,6 +34,8 @@ def migrations_dir() -> Path:
 
 
 def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
@@ -28,4 +43,40 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade_to_head(database_url: str) -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(database_url), "head")
+
+
+def head_revisions() -> set[str]:
+    """The revisions no script names as its `down_revision`, read from the scripts' text
+    (tests/test_migrations.py checks the answer against Alembic's own)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (migrations_dir() / "versions").glob("*.py"):
+        source = script.read_text()
+        revision = _REVISION.search(source)
+        if revision is None:
+            continue
+        revisions.add(revision.group(1))
+        down = _DOWN_REVISION.search(source)
+        if down is not None:
+            parents.update(_QUOTED.findall(down.group(1)))
+    return revisions - parents
+
+
+def stored_revisions(engine: Engine) -> set[str]:
+    """What `alembic_version` holds; empty for a database Alembic never touched."""
+    try:
+        with engine.connect() as connection:
+            return crud.schema_revisions(connection)
+    except SQLAlchemyError:
+        return set()
+
+
+def upgrade_if_behind(engine: Engine, database_url: str) -> bool:
+    """Run the migrations unless the database already stands at the head; True if they ran."""
+    if stored_revisions(engine) == head_revisions():
+        return False
+    upgrade_to_head(database_url)
+    return True

@@ -53,7 +53,7 @@ async def recover_lost_executions(db: Database, settings: Settings) -> list[str]
             exit_code=None,
             footer=None,
         )
-        await db.call(
+        await db.run(
             crud.finish_execution,
             execution_id=record.id,
             values={

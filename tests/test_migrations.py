@@ -61,3 +61,32 @@ def test_postgres_schema_matches_models() -> None:
         with admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+def test_the_head_read_from_the_scripts_is_alembics_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    from app.migrate import alembic_config, head_revisions
+
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert head_revisions() == set(scripts.get_heads())
+
+
+def test_migrations_run_only_when_the_database_is_behind(tmp_path: Path) -> None:
+    from alembic import command
+
+    from app.migrate import alembic_config, head_revisions, stored_revisions, upgrade_if_behind
+
+    url = f"sqlite:///{tmp_path / 'behind.db'}"
+    engine = create_engine(url)
+    try:
+        assert stored_revisions(engine) == set()  # never migrated
+        assert upgrade_if_behind(engine, url) is True
+        assert stored_revisions(engine) == head_revisions()
+        assert upgrade_if_behind(engine, url) is False  # at the head: nothing runs
+        command.downgrade(alembic_config(url), "-1")
+        assert stored_revisions(engine) != head_revisions()
+        assert upgrade_if_behind(engine, url) is True
+        assert stored_revisions(engine) == head_revisions()
+    finally:
+        engine.dispose()

@@ -76,16 +76,17 @@ class RequestObservationMiddleware:
             elapsed = time.perf_counter() - started
             route = route_template(scope)
             self.metrics.observe_request(scope["method"], route, status, elapsed)
-            logger.info(
-                "%s %s %d %.1f ms",
-                scope["method"],
-                route,
-                status,
-                elapsed * 1000,
-                extra={
-                    "method": scope["method"],
-                    "route": route,
-                    "status": status,
-                    "duration_ms": round(elapsed * 1000, 1),
-                },
-            )
+            if logger.isEnabledFor(logging.INFO):  # the extra fields cost even when dropped
+                logger.info(
+                    "%s %s %d %.1f ms",
+                    scope["method"],
+                    route,
+                    status,
+                    elapsed * 1000,
+                    extra={
+                        "method": scope["method"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 1),
+                    },
+                )

@@ -42,11 +42,14 @@ class Answers:
             return Outcome(202, await self._backgrounded(live, launch.notices))
         waits = self._changes.wait_unless_stopping
         if not await waits(live.finished.wait(), launch.foreground_wait):
+            if launch.pending is not None:
+                # An answer before the end names the id: the row must exist by then.
+                await launch.pending.ensure_written()
             if self._changes.stopping:
                 return Outcome(202, await self._stopping(live, launch.notices))
             if not live.has_exited and self._registry.reserve_job_slot(live):
                 live.mode = ExecutionMode.job
-                await self._db.call(
+                await self._db.run(
                     crud.update_execution,
                     execution_id=live.id,
                     values={"mode": ExecutionMode.job.value},

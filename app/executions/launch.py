@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ from app.executions.draft import (
     shown_cwd,
 )
 from app.executions.lifecycle import Lifecycle
+from app.executions.pending_record import IntentFiles, PendingRecord
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
 from app.models import Execution, ExecutionMode, ExecutionState
 from app.observability.events import execution_event
@@ -57,6 +59,9 @@ class Launch:
     live: LiveExecution
     foreground_wait: float | None  # seconds before auto-background; None = wait to the end
     notices: list[str] = field(default_factory=list)
+    # Set while the record is only an intent file (pending_record.py): written before an
+    # early answer.
+    pending: PendingRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,10 @@ class Launcher:
     lifecycle: Lifecycle
     # Recorded with each process, so that restart recovery kills groups of this boot only.
     boot: str = field(default_factory=boot_id)
+    intents: IntentFiles = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.intents = IntentFiles(self.ctx.settings.data_dir)
 
     async def launch(
         self,
@@ -101,13 +110,19 @@ class Launcher:
         session_call = self._session_call(live, draft, plan)
         # After an approval this runs in the approver's request: name the execution there too.
         self.ctx.tracing.tag_execution(execution_id)
+        deferred = self._may_defer_record(draft, plan, existing, session_call)
         with self.ctx.tracing.span("spawn", execution_id=execution_id, pty=draft.pty):
-            process = await self._spawn(live, draft, plan, session_call)
-        await self._record(live, process, owner, draft, plan, existing, session_call)
+            process, only_intent = await self._spawn(
+                live, owner, draft, plan, existing, session_call, deferred
+            )
+        pending = None
+        if only_intent and live.record is not None:
+            pending = PendingRecord(live.record, self.ctx.db, self.intents)
+            pending.arm(self._record_delay(plan))
         run_span = self.ctx.tracing.start_run(
             "run", execution_id=execution_id, mode=plan.mode.value
         )
-        self.lifecycle.watch(live, plan.timeout, session_call, run_span)
+        self.lifecycle.watch(live, plan.timeout, session_call, run_span, pending)
         self.ctx.changes.notify(execution_id)
         self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
         execution_event(
@@ -118,7 +133,7 @@ class Launcher:
             pid=process.pid,
             cwd=plan.cwd,
         )
-        return Launch(live, plan.foreground_wait, plan.timeout.notices)
+        return Launch(live, plan.foreground_wait, plan.timeout.notices, pending)
 
     def approval_cwd(self, draft: Draft, owner: Principal) -> str:
         """Where the command would run, shown to the approver (checked once approved)."""
@@ -150,20 +165,9 @@ class Launcher:
         limits = self.ctx.confinement.resolve(
             session.limits if session is not None else None, draft.limits
         )
-        await self._check_room(execution_id, existing)
         # No await from here to the job slot's reservation: the cap checked below still holds.
         mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
-
-    async def _check_room(self, execution_id: str, existing: bool) -> None:
-        """Refuse before anything runs when the data directory is full or the database does
-        not answer (`storage_full`, `database_unavailable`)."""
-        if not await anyio.to_thread.run_sync(self.ctx.storage.has_room):
-            raise StorageFullError()
-        if not existing:
-            # The record is written after the spawn (it holds the pid): make sure the database
-            # answers first, so that an unreachable one refuses the call before anything runs.
-            await self.ctx.db.call(crud.get_execution, execution_id=execution_id)
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -207,6 +211,25 @@ class Launcher:
             return ExecutionMode.job, 0.0
         return ExecutionMode.foreground, wait
 
+    def _may_defer_record(
+        self, draft: Draft, plan: _Plan, existing: bool, session_call: SessionCall | None
+    ) -> bool:
+        """A plain foreground call may be recorded once, at its end (pending_record.py)."""
+        return (
+            self.ctx.settings.foreground_record_delay_ms > 0
+            and plan.mode is ExecutionMode.foreground
+            and not (existing or draft.pty or draft.streamed)
+            and session_call is None
+        )
+
+    def _record_delay(self, plan: _Plan) -> float:
+        """Seconds the `running` row may wait: the setting, and never past the caller's answer
+        (which names the id)."""
+        delay = self.ctx.settings.foreground_record_delay_ms / 1000
+        if plan.foreground_wait is not None:
+            delay = min(delay, plan.foreground_wait)
+        return delay
+
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
         try:
             log = ArtifactLog.create(
@@ -248,8 +271,17 @@ class Launcher:
     # --- the spawn and its record -------------------------------------------------------------
 
     async def _spawn(
-        self, live: LiveExecution, draft: Draft, plan: _Plan, session_call: SessionCall | None
-    ) -> RunningProcess:
+        self,
+        live: LiveExecution,
+        owner: Principal,
+        draft: Draft,
+        plan: _Plan,
+        existing: bool,
+        session_call: SessionCall | None,
+        deferred: bool,
+    ) -> tuple[RunningProcess, bool]:
+        """Check for room, open the confinement unit, spawn, and write the record (or its intent
+        file), in one worker-thread hop (each hop costs on a loaded machine)."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
@@ -259,9 +291,20 @@ class Launcher:
             )
         confinement = self.ctx.confinement
         opened: list[Unit] = []
+        spawned: list[RunningProcess] = []
+        only_intent: list[bool] = []
+        write_record = self._record_writer(live, owner, draft, plan, existing, deferred)
 
-        def spawn() -> RunningProcess:
-            # The unit and the spawn in one worker-thread hop (each costs on a loaded machine).
+        storage, db = self.ctx.storage, self.ctx.db
+
+        def spawn_and_record() -> RunningProcess:
+            # Refuse before anything runs when the data directory is full or the database does
+            # not answer (`storage_full`, `database_unavailable`): the record is written after
+            # the spawn (it holds the pid), so the database must answer first.
+            if not storage.has_room():
+                raise StorageFullError()
+            if not existing:
+                db.run_in_transaction(crud.ping_connection)
             unit = confinement.open_unit(live.id, plan.limits)
             opened.append(unit)
             spec = SpawnSpec(
@@ -274,76 +317,99 @@ class Launcher:
                 confinement=unit.child,
             )
             try:
-                return RunningProcess(spec, live.accept_output, live.accept_exit)
+                process = RunningProcess(spec, live.accept_output, live.accept_exit)
             except OSError:
                 confinement.close_unit(unit, kill=True)
                 raise
+            spawned.append(process)
+            try:
+                only_intent.append(write_record(process))
+            except Exception:
+                # Without a record nobody could ever see or cancel it: do not let it run.
+                process.kill_group()
+                confinement.close_unit(unit, kill=True)
+                raise
+            return process
 
         try:
-            process = await anyio.to_thread.run_sync(spawn)
-        except OSError as error:
+            process = await anyio.to_thread.run_sync(spawn_and_record)
+        except Exception as error:
             self.ctx.registry.release_job_slot(live)
-            live.log.finish()
             if session_call is not None:
                 session_call.abandon()
+            if not spawned:
+                live.log.finish()
+            if spawned or not isinstance(error, OSError):
+                raise  # refused before the spawn, or the record failed: the command was killed
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.unit = opened[0]
         self.ctx.registry.add(live)
         if session_call is not None:
             session_call.started(live)
-        return process
+        return process, only_intent[0]
 
-    async def _record(
+    def _record_writer(
         self,
         live: LiveExecution,
-        process: RunningProcess,
         owner: Principal,
         draft: Draft,
         plan: _Plan,
         existing: bool,
-        session_call: SessionCall | None,
-    ) -> None:
-        now = datetime.now(UTC)
+        deferred: bool,
+    ) -> Callable[[RunningProcess], bool]:
+        """What writes the `running` record (or, `deferred`, its intent file) once the process
+        exists (it holds the pid); runs in the spawn's worker thread."""
+        db, boot, confinement_name = self.ctx.db, self.boot, self.ctx.confinement.name
+        intents = self.intents
         timeout = plan.timeout
-        values: dict[str, Any] = {
+        settled: dict[str, Any] = {
             "command": plan.expanded.command,
             "cwd": plan.cwd,
             "state": ExecutionState.running.value,
             "mode": plan.mode.value,
             "pty": draft.pty,
             "session_id": draft.session,
-            "pid": process.pid,
-            "pgid": process.pgid,
-            "proc_start_ticks": process.start_ticks,
-            "boot_id": self.boot,
+            "boot_id": boot,
             "timeout_seconds": timeout.seconds,
             "requested_timeout_seconds": timeout.requested if timeout.clamped else None,
             "timeout_disabled": timeout.disabled,
             "notices": json.dumps(timeout.notices),
             "limits": json.dumps(plan.limits.as_dict()),
-            "confinement": self.ctx.confinement.name,
+            "confinement": confinement_name,
             "artifact_path": str(live.log.path),
-            "started_at": now,
             "pending_request": None,
         }
-        try:
+
+        def write(process: RunningProcess) -> bool:
+            """True if only the intent file was written."""
+            now = datetime.now(UTC)
+            values = {
+                **settled,
+                "pid": process.pid,
+                "pgid": process.pgid,
+                "proc_start_ticks": process.start_ticks,
+                "started_at": now,
+            }
             if existing:
-                await self.ctx.db.call(crud.update_execution, execution_id=live.id, values=values)
-            else:
-                record = Execution(
-                    id=live.id,
-                    owner=owner.name,
-                    original_command=draft.original_command,
-                    created_at=now,
-                    **values,
-                )
-                live.record = await self.ctx.db.call(crud.insert_execution, execution=record)
-        except Exception:
-            # Without a record nobody could ever see or cancel it: do not let it run.
-            process.kill_group()
-            self.ctx.registry.release_job_slot(live)
-            self.ctx.registry.remove(live.id)
-            if session_call is not None:
-                session_call.abandon()
-            raise
+                db.run_in_transaction(crud.update_execution, execution_id=live.id, values=values)
+                return False
+            record = Execution(
+                id=live.id,
+                owner=owner.name,
+                original_command=draft.original_command,
+                created_at=now,
+                **values,
+            )
+            if deferred:
+                try:
+                    intents.write(crud.execution_row(record))
+                except OSError:
+                    logger.warning("no intent file for %s: recorded at once", live.id)
+                else:
+                    live.record = record
+                    return True
+            live.record = db.run_in_transaction(crud.insert_execution, execution=record)
+            return False
+
+        return write

@@ -16,9 +16,10 @@ from typing import Any
 import anyio.to_thread
 
 from app import crud
-from app.confinement import Unit
+from app.confinement import Confinement, Unit
 from app.errors import DatabaseUnavailableError
 from app.executions.context import Context
+from app.executions.pending_record import PendingRecord
 from app.executions.ports import SessionCall
 from app.models import Execution, ExecutionState
 from app.observability.events import execution_event
@@ -33,6 +34,9 @@ logger = logging.getLogger("shellgate.executions")
 
 FINAL_WRITE_ATTEMPTS = 5  # for errors other than an unreachable database
 FINAL_WRITE_PATIENCE = 600.0  # seconds a finished command's record waits for the database
+
+# Writes an execution's terminal values (blocking, in a worker thread); True if written.
+FinalWrite = Callable[[dict[str, Any]], bool]
 
 
 class Lifecycle:
@@ -56,10 +60,12 @@ class Lifecycle:
         limit: ResolvedTimeout,
         session_call: SessionCall | None,
         run_span: RunSpan | None = None,
+        pending: PendingRecord | None = None,
     ) -> None:
-        """Arm the deadline and supervise the execution until its terminal record is written."""
+        """Arm the deadline and supervise the execution until its terminal record is written.
+        `pending`: its row is only an intent file so far (pending_record.py)."""
         self._registry.arm_deadline(live, limit.seconds)
-        self._track(self._supervise(live, limit, session_call, run_span))
+        self._track(self._supervise(live, limit, session_call, run_span, pending))
 
     async def _supervise(
         self,
@@ -67,16 +73,83 @@ class Lifecycle:
         limit: ResolvedTimeout,
         session_call: SessionCall | None,
         run_span: RunSpan | None,
+        pending: PendingRecord | None,
     ) -> None:
         status = await live.exited
-        limit_notice = await self._end_unit(live, status)
-        if session_call is not None:
+        write: FinalWrite = functools.partial(self._finish_row, live.id)
+        retry = write
+        if pending is not None and await pending.take_over_for_the_end():
+            # No `running` row was written: the end inserts the whole row.
+            write, retry = pending.insert_final, pending.insert_or_finish
+        close_unit = self._unit_closer(live, status)
+        written: bool | None = None
+        if session_call is None:
+            # The unit's end and the terminal record in one worker-thread hop.
+            limit_notice, state, values, written = await anyio.to_thread.run_sync(
+                self._end_and_record, live, status, limit, close_unit, write
+            )
+        else:
+            limit_notice = await self._end_unit(close_unit)
             # Before the record turns terminal: whoever sees the end and calls again in the
             # session must find the state this call saved.
             try:
                 await session_call.settle(live)
             except Exception:
                 logger.exception("session bookkeeping failed after %s", live.id)
+            state, values = self._final_values(live, status, limit, limit_notice)
+        if close_unit is not None:
+            self._kept_units.extend(close_unit.still_kept)
+        try:
+            if written is None:
+                written = await self._write_final(live.id, values, retry)
+            if written and live.record is not None:
+                # The waiting caller answers from this copy: one database read fewer per call.
+                # A detached copy no session will ever flush: its values go straight into the
+                # instance dict, where the mapped attributes read them, without the ORM's
+                # change tracking (a twentieth of a foreground call's CPU when set one by one).
+                vars(live.record).update(values)
+            else:
+                live.record = None
+        finally:
+            self._registry.release_job_slot(live)
+            self._registry.remove(live.id)
+            live.finished.set()
+            self._changes.notify(live.id)
+            output_bytes = values.get("total_bytes", 0)
+            self._finished(live.id, live.owner, state, values, output_bytes, run_span)
+
+    def _end_and_record(
+        self,
+        live: LiveExecution,
+        status: ExitStatus,
+        limit: ResolvedTimeout,
+        close_unit: _UnitCloser | None,
+        write: FinalWrite,
+    ) -> tuple[str | None, ExecutionState, dict[str, Any], bool | None]:
+        """In a worker thread: end the unit, then try the terminal record once (None: not
+        written, `_write_final` retries on the loop)."""
+        limit_notice = close_unit.run() if close_unit is not None else None
+        state, values = self._final_values(live, status, limit, limit_notice)
+        try:
+            written: bool | None = write(values)
+        except Exception:
+            written = None
+        return limit_notice, state, values, written
+
+    def _finish_row(self, execution_id: str, values: dict[str, Any]) -> bool:
+        """The usual end: the `running` row turns terminal (blocking)."""
+        return self._db.run_in_transaction(
+            crud.finish_execution, execution_id=execution_id, values=values
+        )
+
+    def _final_values(
+        self,
+        live: LiveExecution,
+        status: ExitStatus,
+        limit: ResolvedTimeout,
+        limit_notice: str | None,
+    ) -> tuple[ExecutionState, dict[str, Any]]:
+        """The terminal state and the record's final values."""
         if live.lost:
             state = ExecutionState.lost
             notice: str | None = None
@@ -112,19 +185,7 @@ class Lifecycle:
             exit_code=values["exit_code"],
             footer=truncation_footer(summary, live.id),
         )
-        try:
-            if await self._write_final(live.id, values) and live.record is not None:
-                # The waiting caller answers from this copy: one database read fewer per call.
-                for key, value in values.items():
-                    setattr(live.record, key, value)
-            else:
-                live.record = None
-        finally:
-            self._registry.release_job_slot(live)
-            self._registry.remove(live.id)
-            live.finished.set()
-            self._changes.notify(live.id)
-            self._finished(live.id, live.owner, state, values, summary.total_bytes, run_span)
+        return state, values
 
     def _finished(
         self,
@@ -152,43 +213,26 @@ class Lifecycle:
             output_bytes=output_bytes,
         )
 
-    async def _end_unit(self, live: LiveExecution, status: ExitStatus) -> str | None:
-        """After the leader's exit: the notice of a limit that ended the run (from the backend's
-        evidence), then the end of everything the run started unless the policy keeps daemons
-        (a timeout, a cancel or a server stop always ends them)."""
+    def _unit_closer(self, live: LiveExecution, status: ExitStatus) -> _UnitCloser | None:
+        """After the leader's exit: what ends the run's unit (None without one). Decided on
+        the loop: the policy's `keep_daemons` and the kept units are the loop's."""
         unit = live.unit
         if unit is None:
             return None
-        tail = live.summary().output[-4096:]
         ended_by_us = live.timed_out or live.cancelled or live.lost
         keep_daemons = self._policy_keeps_daemons() and not ended_by_us
         # Units that kept daemons of earlier runs: dropped here once they are empty.
         kept, self._kept_units = self._kept_units, []
+        return _UnitCloser(self._confinement, unit, live, status, kept, keep_daemons, ended_by_us)
 
-        def close() -> tuple[str | None, bool, list[Unit]]:
-            notice = unit.evidence(status, tail)
-            confinement = self._confinement
-            still_kept = [old for old in kept if not confinement.close_unit(old, kill=False)]
-            # A run that ended by itself: its cgroup (if any) holds whatever it left behind.
-            closed = confinement.close_unit(
-                unit,
-                kill=not (keep_daemons and notice is None),
-                sweep=ended_by_us or notice is not None,
-            )
-            return notice, closed, still_kept
-
-        try:
-            notice, closed, still_kept = await anyio.to_thread.run_sync(close)
-        except Exception:
-            logger.exception("could not end the processes of %s", live.id)
-            self._kept_units.extend(kept)
+    async def _end_unit(self, close_unit: _UnitCloser | None) -> str | None:
+        if close_unit is None:
             return None
-        self._kept_units.extend(still_kept)
-        if not closed:
-            self._kept_units.append(unit)
-        return notice
+        return await anyio.to_thread.run_sync(close_unit.run)
 
-    async def _write_final(self, execution_id: str, values: dict[str, Any]) -> bool:
+    async def _write_final(
+        self, execution_id: str, values: dict[str, Any], write: FinalWrite
+    ) -> bool:
         # The record is the only way anyone learns the result: retry a busy database a few
         # times, and an unreachable one until it is back (within FINAL_WRITE_PATIENCE), so that
         # a database outage does not leave a finished command `running` until the next restart.
@@ -197,9 +241,7 @@ class Lifecycle:
         attempt = 0
         while True:
             try:
-                return await self._db.call(
-                    crud.finish_execution, execution_id=execution_id, values=values
-                )
+                return await anyio.to_thread.run_sync(write, values)
             except DatabaseUnavailableError:
                 if attempt == 0:
                     logger.error("database unreachable: the end of %s waits for it", execution_id)
@@ -232,7 +274,7 @@ class Lifecycle:
             "output": "",
             "text": text,
         }
-        await self._db.call(crud.finish_execution, execution_id=record.id, values=values)
+        await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
         self._changes.notify(record.id)
         self._finished(record.id, record.owner, state, values, 0)
 
@@ -286,3 +328,51 @@ class Lifecycle:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+class _UnitCloser:
+    """The end of a run's unit, in a worker thread: the notice of a limit that ended the run
+    (from the backend's evidence), then the end of everything the run started unless the policy
+    keeps daemons (a timeout, a cancel or a server stop always ends them). The units it could
+    not remove (`still_kept`) go back to the lifecycle's kept units, on the loop."""
+
+    def __init__(
+        self,
+        confinement: Confinement,
+        unit: Unit,
+        live: LiveExecution,
+        status: ExitStatus,
+        kept: list[Unit],
+        keep_daemons: bool,
+        ended_by_us: bool,
+    ) -> None:
+        self._confinement = confinement
+        self._unit = unit
+        self._live = live
+        self._status = status
+        self._kept = kept
+        self._keep_daemons = keep_daemons
+        self._ended_by_us = ended_by_us
+        self.still_kept: list[Unit] = []
+
+    def run(self) -> str | None:
+        try:
+            tail = self._live.summary().output[-4096:]
+            notice = self._unit.evidence(self._status, tail)
+            confinement = self._confinement
+            self.still_kept = [
+                old for old in self._kept if not confinement.close_unit(old, kill=False)
+            ]
+            # A run that ended by itself: its cgroup (if any) holds whatever it left behind.
+            closed = confinement.close_unit(
+                self._unit,
+                kill=not (self._keep_daemons and notice is None),
+                sweep=self._ended_by_us or notice is not None,
+            )
+        except Exception:
+            logger.exception("could not end the processes of %s", self._live.id)
+            self.still_kept = [*self._kept, self._unit]
+            return None
+        if not closed:
+            self.still_kept.append(self._unit)
+        return notice
