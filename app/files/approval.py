@@ -124,7 +124,7 @@ class FileApprovals:
                 values={"message": None if approved else notice},
             )
         if record.execution_id is not None:
-            await self._db.call(
+            await self._db.run(
                 crud.finish_execution,
                 execution_id=record.execution_id,
                 values={
