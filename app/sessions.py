@@ -72,6 +72,20 @@ def new_session_id() -> str:
     return "se_" + secrets.token_urlsafe(15)
 
 
+# --- the snapshot on disk ---------------------------------------------------------------------
+
+
+def install_state(saved: Path, state: Path) -> None:
+    """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
+    change nothing: then the snapshot is left as it is (no rename, no journal write) and the
+    caller removes `saved`."""
+    new = saved.read_bytes()
+    with contextlib.suppress(FileNotFoundError):
+        if state.read_bytes() == new:
+            return
+    os.replace(saved, state)
+
+
 # --- the in-memory side -----------------------------------------------------------------------
 
 
@@ -150,7 +164,7 @@ class _Call:
         elif commit and self._save_to is not None:
             # Absent when the shell died before its EXIT trap (a signal): the state stays.
             with contextlib.suppress(FileNotFoundError):
-                os.replace(self._save_to, state)
+                install_state(self._save_to, state)
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:

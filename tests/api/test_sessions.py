@@ -268,6 +268,45 @@ def test_a_new_env_resets_the_shell_state(agent: httpx.Client) -> None:
     assert run(agent, session_id, 'echo "[$KEPT]"').stdout == "[2]\n"
 
 
+def test_calls_that_change_no_variable_keep_the_saved_ones(agent: httpx.Client) -> None:
+    # Such calls keep the snapshot's variable lines as they are (the wrapper's fast path).
+    session_id = new_session(agent, env={"FROM_SESSION": "x"})
+    run(agent, session_id, "export A=1; unset FROM_SESSION; f() { echo f; }")
+    assert run(agent, session_id, "true").status["exit_code"] == 0
+    execute(agent, session_id, 'echo "$A"', env={"A": "call", "FROM_SESSION": "call"})
+    run(agent, session_id, "g() { echo g; }")  # a function changes, no variable does
+    assert run(agent, session_id, 'echo "[$A][$FROM_SESSION]"; f; g').stdout == "[1][]\nf\ng\n"
+
+
+def test_the_snapshot_holds_only_what_the_calls_changed(
+    server: LiveServer, agent: httpx.Client
+) -> None:
+    session_id = new_session(agent, env={"FROM_SESSION": "x", "KEPT": "k"})
+    run(agent, session_id, "export A=1 KEPT=k; unset FROM_SESSION; export -n HOME")
+    state = server.data_dir / "sessions" / session_id / "state.sh"
+    variable_lines = [
+        line for line in state.read_text().splitlines() if line.startswith(("export", "unset"))
+    ]
+    # Not the host's variables, not KEPT (same value as the session's), not the read-only
+    # names bash never imports (UID, EUID, PPID).
+    assert sorted(variable_lines) == ["export A=1", "unset -v FROM_SESSION", "unset -v HOME"]
+
+
+def test_a_call_that_changes_nothing_leaves_the_snapshot_file_alone(
+    server: LiveServer, agent: httpx.Client
+) -> None:
+    session_id = new_session(agent)
+    run(agent, session_id, "export A=1")
+    state = server.data_dir / "sessions" / session_id / "state.sh"
+    before = state.stat()
+    assert run(agent, session_id, "true").status["exit_code"] == 0
+    after = state.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    run(agent, session_id, "export A=2")
+    assert state.stat().st_ino != before.st_ino
+    assert run(agent, session_id, 'echo "$A"').stdout == "2\n"
+
+
 def test_the_snapshot_is_private_to_the_server_user(
     server: LiveServer, agent: httpx.Client
 ) -> None:
