@@ -143,7 +143,10 @@ class _Call:
         if reset:
             self._runtime.generation += 1
         try:
-            await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+            # Only the call that may save writes files (the wrapper's scratch listing and its
+            # snapshot): a one-shot call leaves nothing behind, so it skips the thread hop.
+            if self._save_to is not None:
+                await anyio.to_thread.run_sync(self._settle_files, reset, commit)
         finally:
             self._release()
 

@@ -385,7 +385,9 @@ def test_delete_also_cancels_background_jobs_of_the_session(agent: httpx.Client)
     assert agent.get(f"/v1/executions/{job['id']}").json()["state"] == "cancelled"
 
 
-def test_a_background_job_restores_the_state_but_never_saves(agent: httpx.Client) -> None:
+def test_a_background_job_restores_the_state_but_never_saves(
+    server: LiveServer, agent: httpx.Client
+) -> None:
     session_id = new_session(agent)
     run(agent, session_id, "export BASE=1")
     job = agent.post(
@@ -394,6 +396,9 @@ def test_a_background_job_restores_the_state_but_never_saves(agent: httpx.Client
     ).json()
     final = agent.get(f"/v1/executions/{job['id']}", params={"wait": 10}).json()
     assert final["output"] == "1\n"
+    # A call that does not save writes no file of its own.
+    directory = server.data_dir / "sessions" / session_id
+    assert [path.name for path in directory.iterdir()] == ["state.sh"]
     assert run(agent, session_id, 'echo "[$FROM_JOB]"').stdout == "[]\n"
 
 
