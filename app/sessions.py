@@ -16,7 +16,10 @@ a call is `WRAPPER` (`app/session_wrapper.sh`), which
    variables that differ from the environment the shell was started with (host defaults plus
    the session's env) as `export` / `unset -v` lines, every function and every alias, to a
    temporary file, which the server renames over the snapshot once the process has ended, only
-   when this call holds the session's lease and ended by itself.
+   when this call holds the session's lease and ended by itself (and only when it differs).
+   A call that changed no exported variable keeps the snapshot's variable lines as they were,
+   and a call that cannot save does no bookkeeping at all: the wrapper's cost is per variable,
+   so the common case skips it (the script's header says how).
 
 Rules around the lease (docs/streaming.md#sessions): one call at a time owns the state. A call
 that arrives while another runs becomes a one-shot shell: it restores the snapshot but does not

@@ -8,7 +8,10 @@
 3. py-spy (`--gil`) over the server during the session calls, with the same report as
    `bench/profile.py`.
 
-    .venv/bin/python -m bench.profile_session [--calls 300] [--py-spy PATH]
+    .venv/bin/python -m bench.profile_session [--calls 300] [--py-spy PATH] [--baseline DIR]
+
+`--baseline DIR`: a checkout of another revision (`git archive main | tar -x -C DIR`) whose
+server and wrapper run alongside, alternating, for a before/after in the same run.
 """
 
 from __future__ import annotations
@@ -53,10 +56,46 @@ def py_spy(binary: str, pid: int, output: Path) -> Iterator[None]:
             process.wait()
 
 
-def server_calls(server: servers.Server, calls: int) -> str:
+def server_calls(ours: servers.Server, baseline: servers.Server | None, calls: int) -> str:
+    subjects: dict[str, Callable[[], None]] = {}
+    for label, server in (("", ours), ("baseline: ", baseline)):
+        if server is not None:
+            subjects.update(calls_against(server, label))
+    floor = PersistentBash()
+    subjects["persistent bash floor"] = lambda: floor.run("true")
+    pids = {
+        name: (baseline.pid if name.startswith("baseline") and baseline else ours.pid)
+        for name in subjects
+    }
+    for call in subjects.values():
+        call()
+        call()
+    walls: dict[str, list[float]] = {name: [] for name in subjects}
+    cpu = dict.fromkeys(subjects, 0.0)
+    try:
+        for _ in range(calls):
+            for name, call in subjects.items():
+                before_cpu = servers.cpu_seconds(pids[name])
+                started = time.perf_counter()
+                call()
+                walls[name].append(time.perf_counter() - started)
+                cpu[name] += servers.cpu_seconds(pids[name]) - before_cpu
+    finally:
+        floor.close()
+    lines = [f"## {calls} calls each, alternating (load {os.getloadavg()[0]:.1f})", ""]
+    for name, values in walls.items():
+        server_cpu = (
+            ""
+            if name == "persistent bash floor"
+            else (f"   server CPU {cpu[name] / calls * 1000:5.2f} ms/call")
+        )
+        lines.append(f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms{server_cpu}")
+    return "\n".join(lines) + "\n"
+
+
+def calls_against(server: servers.Server, label: str) -> dict[str, Callable[[], None]]:
     client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
     session_id = client.post("/v1/sessions", json={}).json()["id"]
-    floor = PersistentBash()
 
     def foreground() -> None:
         body = client.post("/v1/executions", json={"command": "true"}).json()
@@ -71,34 +110,28 @@ def server_calls(server: servers.Server, calls: int) -> str:
         response = client.post(f"/v1/sessions/{session_id}/run", json={"command": "true"})
         assert response.status_code == 200 and b'"exit_code":0' in response.content, response.text
 
-    subjects: dict[str, Callable[[], None]] = {
-        "foreground `true`": foreground,
-        "`true` in a session (executions API)": in_session,
-        "`true` in a session (runner)": runner,
-        "persistent bash floor": lambda: floor.run("true"),
+    return {
+        f"{label}foreground `true`": foreground,
+        f"{label}`true` in a session (executions API)": in_session,
+        f"{label}`true` in a session (runner)": runner,
     }
-    for call in subjects.values():
-        call()
-        call()
-    walls: dict[str, list[float]] = {name: [] for name in subjects}
-    cpu = dict.fromkeys(subjects, 0.0)
+
+
+@contextlib.contextmanager
+def baseline_server(tree: Path | None) -> Iterator[servers.Server | None]:
+    """shellgate from another checkout (`git archive main | tar -x -C DIR`), run with this
+    virtualenv: `python -m app` imports the `app` package of the directory it starts in."""
+    if tree is None:
+        yield None
+        return
+    saved = servers.BENCH_DIR
+    servers.BENCH_DIR = tree / "bench"  # `servers.running` starts the server in its parent
     try:
-        for _ in range(calls):
-            for name, call in subjects.items():
-                before_cpu = servers.cpu_seconds(server.pid)
-                started = time.perf_counter()
-                call()
-                walls[name].append(time.perf_counter() - started)
-                cpu[name] += servers.cpu_seconds(server.pid) - before_cpu
+        with servers.shellgate() as server:
+            servers.BENCH_DIR = saved
+            yield server
     finally:
-        floor.close()
-    lines = [f"## {calls} calls each, alternating (load {os.getloadavg()[0]:.1f})", ""]
-    for name, values in walls.items():
-        lines.append(
-            f"  {name:40s} median {statistics.median(values) * 1000:6.2f} ms"
-            f"   server CPU {cpu[name] / calls * 1000:5.2f} ms/call"
-        )
-    return "\n".join(lines) + "\n"
+        servers.BENCH_DIR = saved
 
 
 def children_cpu() -> float:
@@ -106,17 +139,24 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def wrapper_alone(calls: int) -> str:
+def wrapper_alone(calls: int, baseline: Path | None) -> str:
     """The wrapper's own bash work, with a snapshot of one export, one function, one alias."""
     directory = Path(tempfile.mkdtemp(prefix="shellgate-wrapper-"))
     state = directory / "state.sh"
     state.write_text("export GREETING=hello\nf () \n{ \n    echo hi\n}\nalias ll='ls -l'\n")
     try:
-        subjects = {"bash -c true": False, "wrapper, one-shot": False, "wrapper, saving": True}
+        scripts = {"bash -c true": "true", "wrapper": WRAPPER}
+        if baseline is not None:
+            scripts["baseline wrapper"] = (baseline / "app/session_wrapper.sh").read_text()
+        subjects = {
+            (f"{name}, {kind}" if kind else name): (script, kind == "saving")
+            for name, script in scripts.items()
+            for kind in (("one-shot", "saving") if script != "true" else ("",))
+        }
         cpu = dict.fromkeys(subjects, 0.0)
         walls: dict[str, list[float]] = {name: [] for name in subjects}
         for index in range(calls):
-            for name, saving in subjects.items():
+            for name, (script, saving) in subjects.items():
                 scratch, save_to = directory / f"call.{index}", directory / f"save.{index}"
                 env = {
                     **os.environ,
@@ -127,7 +167,6 @@ def wrapper_alone(calls: int) -> str:
                 }
                 if saving:
                     env["__SHELLGATE_SAVE_TO"] = str(save_to)
-                script = "true" if name == "bash -c true" else WRAPPER
                 before = children_cpu()
                 started = time.perf_counter()
                 subprocess.run(["bash", "-c", script], env=env, check=True)
@@ -150,11 +189,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--py-spy", help="profile the session calls with this py-spy binary")
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    print(wrapper_alone(args.calls))
-    with servers.shellgate() as server:
-        print(server_calls(server, args.calls))
+    print(wrapper_alone(args.calls, args.baseline))
+    with servers.shellgate() as server, baseline_server(args.baseline) as baseline:
+        print(server_calls(server, baseline, args.calls))
         if args.py_spy:
             collapsed = RESULTS / "profile-session.txt"
             client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
