@@ -32,7 +32,8 @@ __shellgate_save_to=${__SHELLGATE_SAVE_TO-}
 if [[ -n ${__SHELLGATE_STATE-} && -r $__SHELLGATE_STATE ]]; then
   # shellcheck source=/dev/null  # the snapshot this wrapper wrote on an earlier call
   source "$__SHELLGATE_STATE" </dev/null >/dev/null 2>&1
-  if [[ -n $__shellgate_save_to ]] && mapfile -t __shellgate_kept <"$__SHELLGATE_STATE"; then
+  # `builtin` from here on: the snapshot may define functions or aliases of these names.
+  if [[ -n $__shellgate_save_to ]] && builtin mapfile -t __shellgate_kept <"$__SHELLGATE_STATE"; then
     # The snapshot starts with its variables, one line each (`printf %q` quotes newlines).
     for __shellgate_name in "${__shellgate_kept[@]}"; do
       case $__shellgate_name in 'export '* | 'unset -v '*) ;; *) break ;; esac
@@ -53,8 +54,8 @@ done
 __shellgate_command=$__SHELLGATE_COMMAND
 unset -v __SHELLGATE_COMMAND __SHELLGATE_SAVE_TO __SHELLGATE_STATE __SHELLGATE_CALL_KEYS \
   __SHELLGATE_SCRATCH __shellgate_name __shellgate_value __shellgate_kept
-if [[ -n $__shellgate_save_to ]] && declare -px >"$__shellgate_scratch"; then
-  mapfile -t __shellgate_start <"$__shellgate_scratch"
+if [[ -n $__shellgate_save_to ]] && builtin declare -px >"$__shellgate_scratch"; then
+  builtin mapfile -t __shellgate_start <"$__shellgate_scratch"
 fi
 __shellgate_save() {
   builtin unset -f __shellgate_save  # so that `declare -f` below lists the user's only

@@ -278,6 +278,23 @@ def test_calls_that_change_no_variable_keep_the_saved_ones(agent: httpx.Client) 
     assert run(agent, session_id, 'echo "[$A][$FROM_SESSION]"; f; g').stdout == "[1][]\nf\ng\n"
 
 
+def test_functions_named_like_the_wrappers_builtins_do_not_break_saving(
+    agent: httpx.Client,
+) -> None:
+    session_id = new_session(agent)
+    run(agent, session_id, "declare() { echo fake; }; mapfile() { :; }; export A=1")
+    run(agent, session_id, "export B=2")
+    run(agent, session_id, "true")
+    assert run(agent, session_id, 'echo "$A $B"; declare').stdout == "1 2\nfake\n"
+
+
+def test_a_posix_mode_session_keeps_its_state(agent: httpx.Client) -> None:
+    session_id = new_session(agent, env={"POSIXLY_CORRECT": "1"})
+    run(agent, session_id, "export A=1")
+    run(agent, session_id, "true")
+    assert run(agent, session_id, 'echo "$A"').stdout == "1\n"
+
+
 def test_the_snapshot_holds_only_what_the_calls_changed(
     server: LiveServer, agent: httpx.Client
 ) -> None:
