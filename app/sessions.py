@@ -359,14 +359,18 @@ class SessionService:
             save_to = directory / f"state.{execution_id}.tmp"
         runtime.calls[execution_id] = None
         session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
-        with_call = build_environment(
-            execution_id=execution_id,
-            caller_env={**context.env, **(call.caller_env or {})},
-            pty=pty,
-        )
         # The call's own env reaches the wrapper under other names: it is applied after the
         # restore (so it wins over the saved state) and left out of the next snapshot.
-        overlay = {key: value for key, value in with_call.items() if session_env.get(key) != value}
+        overlay: dict[str, str] = {}
+        if call.caller_env:
+            with_call = build_environment(
+                execution_id=execution_id,
+                caller_env={**context.env, **call.caller_env},
+                pty=pty,
+            )
+            overlay = {
+                key: value for key, value in with_call.items() if session_env.get(key) != value
+            }
         env = dict(session_env)
         env["__SHELLGATE_COMMAND"] = call.command
         env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
