@@ -16,7 +16,10 @@ a call is `WRAPPER` (`app/session_wrapper.sh`), which
    variables that differ from the environment the shell was started with (host defaults plus
    the session's env) as `export` / `unset -v` lines, every function and every alias, to a
    temporary file, which the server renames over the snapshot once the process has ended, only
-   when this call holds the session's lease and ended by itself.
+   when this call holds the session's lease and ended by itself (and only when it differs).
+   A call that changed no exported variable keeps the snapshot's variable lines as they were,
+   and a call that cannot save does no bookkeeping at all: the wrapper's cost is per variable,
+   so the common case skips it (the script's header says how).
 
 Rules around the lease (docs/streaming.md#sessions): one call at a time owns the state. A call
 that arrives while another runs becomes a one-shot shell: it restores the snapshot but does not
@@ -70,6 +73,20 @@ WRAPPER = resources.files("app").joinpath("session_wrapper.sh").read_text(encodi
 
 def new_session_id() -> str:
     return "se_" + secrets.token_urlsafe(15)
+
+
+# --- the snapshot on disk ---------------------------------------------------------------------
+
+
+def install_state(saved: Path, state: Path) -> None:
+    """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
+    change nothing: then the snapshot is left as it is (no rename, no journal write) and the
+    caller removes `saved`."""
+    new = saved.read_bytes()
+    with contextlib.suppress(FileNotFoundError):
+        if state.read_bytes() == new:
+            return
+    os.replace(saved, state)
 
 
 # --- the in-memory side -----------------------------------------------------------------------
@@ -129,7 +146,10 @@ class _Call:
         if reset:
             self._runtime.generation += 1
         try:
-            await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+            # Only the call that may save writes files (the wrapper's scratch listing and its
+            # snapshot): a one-shot call leaves nothing behind, so it skips the thread hop.
+            if self._save_to is not None:
+                await anyio.to_thread.run_sync(self._settle_files, reset, commit)
         finally:
             self._release()
 
@@ -150,7 +170,7 @@ class _Call:
         elif commit and self._save_to is not None:
             # Absent when the shell died before its EXIT trap (a signal): the state stays.
             with contextlib.suppress(FileNotFoundError):
-                os.replace(self._save_to, state)
+                install_state(self._save_to, state)
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
@@ -339,14 +359,18 @@ class SessionService:
             save_to = directory / f"state.{execution_id}.tmp"
         runtime.calls[execution_id] = None
         session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
-        with_call = build_environment(
-            execution_id=execution_id,
-            caller_env={**context.env, **(call.caller_env or {})},
-            pty=pty,
-        )
         # The call's own env reaches the wrapper under other names: it is applied after the
         # restore (so it wins over the saved state) and left out of the next snapshot.
-        overlay = {key: value for key, value in with_call.items() if session_env.get(key) != value}
+        overlay: dict[str, str] = {}
+        if call.caller_env:
+            with_call = build_environment(
+                execution_id=execution_id,
+                caller_env={**context.env, **call.caller_env},
+                pty=pty,
+            )
+            overlay = {
+                key: value for key, value in with_call.items() if session_env.get(key) != value
+            }
         env = dict(session_env)
         env["__SHELLGATE_COMMAND"] = call.command
         env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)

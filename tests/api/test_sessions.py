@@ -268,6 +268,62 @@ def test_a_new_env_resets_the_shell_state(agent: httpx.Client) -> None:
     assert run(agent, session_id, 'echo "[$KEPT]"').stdout == "[2]\n"
 
 
+def test_calls_that_change_no_variable_keep_the_saved_ones(agent: httpx.Client) -> None:
+    # Such calls keep the snapshot's variable lines as they are (the wrapper's fast path).
+    session_id = new_session(agent, env={"FROM_SESSION": "x"})
+    run(agent, session_id, "export A=1; unset FROM_SESSION; f() { echo f; }")
+    assert run(agent, session_id, "true").status["exit_code"] == 0
+    execute(agent, session_id, 'echo "$A"', env={"A": "call", "FROM_SESSION": "call"})
+    run(agent, session_id, "g() { echo g; }")  # a function changes, no variable does
+    assert run(agent, session_id, 'echo "[$A][$FROM_SESSION]"; f; g').stdout == "[1][]\nf\ng\n"
+
+
+def test_functions_named_like_the_wrappers_builtins_do_not_break_saving(
+    agent: httpx.Client,
+) -> None:
+    session_id = new_session(agent)
+    run(agent, session_id, "declare() { echo fake; }; mapfile() { :; }; export A=1")
+    run(agent, session_id, "export B=2")
+    run(agent, session_id, "true")
+    assert run(agent, session_id, 'echo "$A $B"; declare').stdout == "1 2\nfake\n"
+
+
+def test_a_posix_mode_session_keeps_its_state(agent: httpx.Client) -> None:
+    session_id = new_session(agent, env={"POSIXLY_CORRECT": "1"})
+    run(agent, session_id, "export A=1")
+    run(agent, session_id, "true")
+    assert run(agent, session_id, 'echo "$A"').stdout == "1\n"
+
+
+def test_the_snapshot_holds_only_what_the_calls_changed(
+    server: LiveServer, agent: httpx.Client
+) -> None:
+    session_id = new_session(agent, env={"FROM_SESSION": "x", "KEPT": "k"})
+    run(agent, session_id, "export A=1 KEPT=k; unset FROM_SESSION; export -n HOME")
+    state = server.data_dir / "sessions" / session_id / "state.sh"
+    variable_lines = [
+        line for line in state.read_text().splitlines() if line.startswith(("export", "unset"))
+    ]
+    # Not the host's variables, not KEPT (same value as the session's), not the read-only
+    # names bash never imports (UID, EUID, PPID).
+    assert sorted(variable_lines) == ["export A=1", "unset -v FROM_SESSION", "unset -v HOME"]
+
+
+def test_a_call_that_changes_nothing_leaves_the_snapshot_file_alone(
+    server: LiveServer, agent: httpx.Client
+) -> None:
+    session_id = new_session(agent)
+    run(agent, session_id, "export A=1")
+    state = server.data_dir / "sessions" / session_id / "state.sh"
+    before = state.stat()
+    assert run(agent, session_id, "true").status["exit_code"] == 0
+    after = state.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    run(agent, session_id, "export A=2")
+    assert state.stat().st_ino != before.st_ino
+    assert run(agent, session_id, 'echo "$A"').stdout == "2\n"
+
+
 def test_the_snapshot_is_private_to_the_server_user(
     server: LiveServer, agent: httpx.Client
 ) -> None:
@@ -346,7 +402,9 @@ def test_delete_also_cancels_background_jobs_of_the_session(agent: httpx.Client)
     assert agent.get(f"/v1/executions/{job['id']}").json()["state"] == "cancelled"
 
 
-def test_a_background_job_restores_the_state_but_never_saves(agent: httpx.Client) -> None:
+def test_a_background_job_restores_the_state_but_never_saves(
+    server: LiveServer, agent: httpx.Client
+) -> None:
     session_id = new_session(agent)
     run(agent, session_id, "export BASE=1")
     job = agent.post(
@@ -355,6 +413,9 @@ def test_a_background_job_restores_the_state_but_never_saves(agent: httpx.Client
     ).json()
     final = agent.get(f"/v1/executions/{job['id']}", params={"wait": 10}).json()
     assert final["output"] == "1\n"
+    # A call that does not save writes no file of its own.
+    directory = server.data_dir / "sessions" / session_id
+    assert [path.name for path in directory.iterdir()] == ["state.sh"]
     assert run(agent, session_id, 'echo "[$FROM_JOB]"').stdout == "[]\n"
 
 
