@@ -5,8 +5,9 @@ program as typed; the remote screen is replayed from the start of its log, then 
 A window resize (SIGWINCH) is sent to the server, which resizes the remote PTY. Ctrl-]
 detaches and leaves the execution running. When the execution ends, `attach` exits with its
 exit code (128 + N for a death by signal N; 1 when it ended without one). The terminal's
-settings are restored on every way out: the end, a detach, an error, SIGTERM or SIGHUP (then
-the exit status is 128 + that signal). A dropped connection is resumed at the last offset.
+settings are restored on every way out: the end, a detach, an error, SIGTERM, SIGHUP or SIGINT
+from outside (then the exit status is 128 + that signal). With piped input, the end of the
+input stops the typing, not the attachment. A dropped connection is resumed at the last offset.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from app.client import AsyncAttachment, ExitFrame, OutputFrame
 
 DETACH_KEY = b"\x1d"  # Ctrl-], as telnet has it: rare in programs, easy to type
 _READ_BYTES = 65536
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# Sent to this process from outside (in raw mode Ctrl-C is a key for the remote program).
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,13 @@ def _window_size(fd: int) -> tuple[int, int] | None:
     return size.lines, size.columns
 
 
+def _read_file(fd: int) -> bytes:
+    parts = []
+    while chunk := os.read(fd, _READ_BYTES):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -128,8 +137,11 @@ async def _attach_terminal(attachment: AsyncAttachment) -> Outcome:
             data = os.read(stdin_fd, _READ_BYTES)
         except OSError:
             data = b""
-        if not data:  # end of input: nothing more to type, leave it running
-            finish(Outcome(detached=True))
+        if not data:
+            loop.remove_reader(stdin_fd)
+            if os.isatty(stdin_fd):  # the terminal hung up: leave the run going
+                finish(Outcome(detached=True))
+            # Piped input ran out: nothing more to type; follow the output to the end.
             return
         typed, escape, _ = data.partition(DETACH_KEY)
         if typed:
@@ -170,7 +182,10 @@ async def _attach_terminal(attachment: AsyncAttachment) -> Outcome:
             tasks = [asyncio.create_task(show_all()), asyncio.create_task(send_all())]
             for task in tasks:
                 task.add_done_callback(failed)
-            loop.add_reader(stdin_fd, on_keys)
+            try:
+                loop.add_reader(stdin_fd, on_keys)
+            except PermissionError:  # a regular file (`< file`) cannot be polled: type it all
+                outgoing.put_nowait(_read_file(stdin_fd))
             loop.add_signal_handler(signal.SIGWINCH, on_resize)
             for number in _STOP_SIGNALS:
                 loop.add_signal_handler(number, finish, Outcome(stopped_by=number))

@@ -9,6 +9,7 @@ import os
 import re
 import select
 import signal
+import subprocess
 import sys
 import termios
 import time
@@ -165,3 +166,25 @@ def test_attach_refuses_a_run_without_a_pty(server: LiveServer, sdk: Client) -> 
     sdk.cancel(job.id)
     assert result.exit_code == 2
     assert "has no terminal" in result.stderr
+
+
+def test_piped_input_is_typed_and_the_output_followed_to_the_end(
+    server: LiveServer, sdk: Client
+) -> None:
+    job = sdk.start(REMOTE_LOOP, pty=True)
+    argv = [SHELLGATE, "--url", server.base_url, "--token", AGENT, "attach", job.id]
+    finished = subprocess.run(argv, input=b"piped\rquit\r", capture_output=True, timeout=60)
+    assert finished.returncode == 7, finished.stderr
+    assert b"got:piped\r\n" in finished.stdout
+    assert b"Ctrl-]" not in finished.stderr  # no hint when no terminal is attached
+
+
+def test_input_from_a_file_is_typed_too(server: LiveServer, sdk: Client, tmp_path: Path) -> None:
+    job = sdk.start(REMOTE_LOOP, pty=True)
+    keys = tmp_path / "keys"
+    keys.write_bytes(b"from-file\rquit\r")
+    argv = [SHELLGATE, "--url", server.base_url, "--token", AGENT, "attach", job.id]
+    with keys.open("rb") as stdin:
+        finished = subprocess.run(argv, stdin=stdin, capture_output=True, timeout=60)
+    assert finished.returncode == 7, finished.stderr
+    assert b"got:from-file\r\n" in finished.stdout
