@@ -128,8 +128,10 @@ class Client:
         """Run a command in the foreground and return its record. With `follow` (the default)
         a call the server answers before the end — auto-backgrounded, or held for an approval —
         is waited for until the record is terminal; `follow=False` returns the first answer.
-        A denied command raises `PermissionDeniedError` (`code` `policy_denied` or
-        `approval_rejected`)."""
+        A command the policy denies raises `PermissionDeniedError` (`policy_denied`), and so
+        does one whose approval is denied while the server holds the call
+        (`approval_rejected`); denied later, while this call follows it, the record ends
+        `rejected`."""
         execution = self._call(
             calls.submit(
                 command,
