@@ -68,7 +68,8 @@ class AsyncAttachment:
         self._cursor = StreamCursor(offset)
         self._backoff = Backoff(reconnects)
         self._socket: ClientConnection | None = None
-        self._connected = asyncio.Event()
+        # Frames sent while no socket is up: the next socket carries them first, in order.
+        self._pending: list[str] = []
         self._closed = False
         self.exit: ExitFrame | None = None
 
@@ -90,7 +91,6 @@ class AsyncAttachment:
     async def close(self) -> None:
         self._closed = True
         socket, self._socket = self._socket, None
-        self._connected.set()  # wakes senders, which then see `_closed`
         if socket is not None:
             await socket.close()
 
@@ -103,8 +103,7 @@ class AsyncAttachment:
             except ServerUnreachableError:
                 await asyncio.sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
                 continue
-            self._socket = socket
-            self._connected.set()
+            await self._publish(socket)
             try:
                 async for message in socket:
                     frame = self._cursor.accept_message(message)
@@ -139,35 +138,34 @@ class AsyncAttachment:
     async def signal(self, name: str) -> None:
         await self._send(signal_frame(name))
 
+    async def _publish(self, socket: ClientConnection) -> None:
+        """Make `socket` the one to send over, after the frames that waited for it."""
+        while self._pending:
+            try:
+                await socket.send(self._pending[0])
+            except ConnectionClosed:
+                return  # this socket is gone too; the frames wait for the next one
+            self._pending.pop(0)
+        self._socket = socket
+
     def _withdraw(self, socket: ClientConnection) -> None:
         if self._socket is socket:
             self._socket = None
-            self._connected.clear()
 
     async def _send(self, text: str) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CONNECT_SECONDS * 2
-        while True:
-            try:
-                await asyncio.wait_for(self._connected.wait(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                raise ServerUnreachableError(
-                    f"no stream of {self.execution_id} to send to"
-                ) from None
-            socket = self._socket
-            if self._closed:
-                raise ShellgateError("the attachment is closed")
-            if socket is None:
-                continue
+        """Over the current socket; while the stream reconnects, over the next one (never
+        waiting for it). A frame caught in a socket as it breaks may be lost; output never
+        is."""
+        if self._closed:
+            raise ShellgateError("the attachment is closed")
+        socket = self._socket
+        if socket is not None:
             try:
                 await socket.send(text)
                 return
             except ConnectionClosed:
                 self._withdraw(socket)
-                if loop.time() >= deadline:
-                    raise ServerUnreachableError(
-                        f"the stream of {self.execution_id} broke off"
-                    ) from None
+        self._pending.append(text)
 
 
 async def signal_once(base_url: str, token: str | None, execution_id: str, name: str) -> None:

@@ -71,7 +71,9 @@ class Attachment:
         self._cursor = StreamCursor(offset)
         self._backoff = Backoff(reconnects)
         self._socket: ClientConnection | None = None
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
+        # Frames sent while no socket is up: the next socket carries them first, in order.
+        self._pending: list[str] = []
         self._closed = False
         self.exit: ExitFrame | None = None
 
@@ -92,10 +94,9 @@ class Attachment:
         self.close()
 
     def close(self) -> None:
-        with self._changed:
+        with self._lock:
             self._closed = True
             socket, self._socket = self._socket, None
-            self._changed.notify_all()
         if socket is not None:
             socket.close()
 
@@ -145,39 +146,35 @@ class Attachment:
         self._send(signal_frame(name))
 
     def _publish(self, socket: ClientConnection) -> None:
-        with self._changed:
+        """Make `socket` the one to send over, after the frames that waited for it."""
+        with self._lock:
+            while self._pending:
+                try:
+                    socket.send(self._pending[0])
+                except ConnectionClosed:
+                    return  # this socket is gone too; the frames wait for the next one
+                self._pending.pop(0)
             self._socket = socket
-            self._changed.notify_all()
 
     def _withdraw(self, socket: ClientConnection) -> None:
-        with self._changed:
+        with self._lock:
             if self._socket is socket:
                 self._socket = None
 
     def _send(self, text: str) -> None:
-        """Over the current socket; across a reconnect, once the next socket is up. A frame
-        sent into a socket that is breaking may be lost (output never is)."""
-        deadline = time.monotonic() + CONNECT_SECONDS * 2
-        while True:
-            with self._changed:
-                self._changed.wait_for(
-                    lambda: self._socket is not None or self._closed,
-                    timeout=max(0.0, deadline - time.monotonic()),
-                )
-                socket = self._socket
-            if socket is None:
-                if self._closed:
-                    raise ShellgateError("the attachment is closed")
-                raise ServerUnreachableError(f"no stream of {self.execution_id} to send to")
-            try:
-                socket.send(text)
-                return
-            except ConnectionClosed:
-                self._withdraw(socket)
-                if time.monotonic() >= deadline:
-                    raise ServerUnreachableError(
-                        f"the stream of {self.execution_id} broke off"
-                    ) from None
+        """Over the current socket; while the stream reconnects, over the next one. Never
+        waits for a reconnect (the thread that iterates may be this one). A frame caught in
+        a socket as it breaks may be lost; output never is."""
+        with self._lock:
+            if self._closed:
+                raise ShellgateError("the attachment is closed")
+            if self._socket is not None:
+                try:
+                    self._socket.send(text)
+                    return
+                except ConnectionClosed:
+                    self._socket = None
+            self._pending.append(text)
 
 
 def signal_once(base_url: str, token: str | None, execution_id: str, name: str) -> None:
