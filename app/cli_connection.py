@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from app.auth import GENERATED_TOKEN_FILE
-from app.client import ApiError, Client, ServerUnreachableError
+from app.client import ApiError, Client, ServerUnreachableError, ShellgateError
 from app.config import Settings
 
 EXIT_NOT_FINISHED = 1
@@ -87,3 +87,5 @@ def server(ctx: typer.Context) -> Iterator[Client]:
             )
         status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
         fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
+    except ShellgateError as error:  # any other SDK failure: still one line, no traceback
+        fail(str(error), EXIT_UNREACHABLE)
