@@ -122,81 +122,98 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 async def _attach_terminal(attachment: AsyncAttachment) -> Outcome:
-    loop = asyncio.get_running_loop()
-    stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
-    finished: asyncio.Future[Outcome] = loop.create_future()
-    # Keystrokes and resizes in the order they happened, sent by one task.
-    outgoing: asyncio.Queue[bytes | tuple[int, int]] = asyncio.Queue()
+    return await _TerminalLink(attachment).run()
 
-    def finish(outcome: Outcome) -> None:
-        if not finished.done():
-            finished.set_result(outcome)
 
-    def on_keys() -> None:
+class _TerminalLink:
+    """This process's terminal joined to one attachment: keys and window sizes go out in the
+    order they happened (one sending task), the remote screen comes in (one showing task)."""
+
+    def __init__(self, attachment: AsyncAttachment) -> None:
+        self.attachment = attachment
+        self.loop = asyncio.get_running_loop()
+        self.stdin_fd, self.stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+        self.finished: asyncio.Future[Outcome] = self.loop.create_future()
+        self.outgoing: asyncio.Queue[bytes | tuple[int, int]] = asyncio.Queue()
+
+    async def run(self) -> Outcome:
+        # The handlers come before raw mode and go after it is undone: a stop signal at any
+        # moment in between ends the attachment through `finish`, never by the default
+        # action, which would leave the terminal raw.
+        self.loop.add_signal_handler(signal.SIGWINCH, self.on_resize)
+        for number in _STOP_SIGNALS:
+            self.loop.add_signal_handler(number, self.finish, Outcome(stopped_by=number))
         try:
-            data = os.read(stdin_fd, _READ_BYTES)
+            async with self.attachment:
+                with raw_terminal(self.stdin_fd):
+                    return await self._until_finished()
+        finally:
+            for number in (signal.SIGWINCH, *_STOP_SIGNALS):
+                self.loop.remove_signal_handler(number)
+
+    async def _until_finished(self) -> Outcome:
+        tasks = [asyncio.create_task(self.show_all()), asyncio.create_task(self.send_all())]
+        for task in tasks:
+            task.add_done_callback(self.on_task_done)
+        try:
+            self.loop.add_reader(self.stdin_fd, self.on_keys)
+        except PermissionError:  # a regular file (`< file`) cannot be polled: type it all
+            self.outgoing.put_nowait(_read_file(self.stdin_fd))
+        try:
+            if os.isatty(self.stdin_fd):
+                self.on_resize()  # the remote PTY takes this window's size from the start
+            return await self.finished
+        finally:
+            self.loop.remove_reader(self.stdin_fd)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def finish(self, outcome: Outcome) -> None:
+        if not self.finished.done():
+            self.finished.set_result(outcome)
+
+    def on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self.finished.done():
+            return
+        if (error := task.exception()) is not None:
+            self.finished.set_exception(error)
+
+    def on_keys(self) -> None:
+        try:
+            data = os.read(self.stdin_fd, _READ_BYTES)
         except OSError:
             data = b""
         if not data:
-            loop.remove_reader(stdin_fd)
-            if os.isatty(stdin_fd):  # the terminal hung up: leave the run going
-                finish(Outcome(detached=True))
+            self.loop.remove_reader(self.stdin_fd)
+            if os.isatty(self.stdin_fd):  # the terminal hung up: leave the run going
+                self.finish(Outcome(detached=True))
             # Piped input ran out: nothing more to type; follow the output to the end.
             return
         typed, escape, _ = data.partition(DETACH_KEY)
         if typed:
-            outgoing.put_nowait(typed)
+            self.outgoing.put_nowait(typed)
         if escape:
-            finish(Outcome(detached=True))
+            self.finish(Outcome(detached=True))
 
-    def on_resize() -> None:
-        size = _window_size(stdin_fd)
+    def on_resize(self) -> None:
+        size = _window_size(self.stdin_fd)
         if size is not None:
-            outgoing.put_nowait(size)
+            self.outgoing.put_nowait(size)
 
-    async def send_all() -> None:
+    async def send_all(self) -> None:
         while True:
-            item = await outgoing.get()
+            item = await self.outgoing.get()
             if isinstance(item, bytes):
-                await attachment.send(item)
+                await self.attachment.send(item)
             else:
-                await attachment.resize(*item)
+                await self.attachment.resize(*item)
 
-    async def show_all() -> None:
-        async for frame in attachment:
+    async def show_all(self) -> None:
+        async for frame in self.attachment:
             if isinstance(frame, OutputFrame):
-                _write_all(stdout_fd, frame.data)
+                _write_all(self.stdout_fd, frame.data)
             elif isinstance(frame, ExitFrame):
-                finish(Outcome(exit=frame))
+                self.finish(Outcome(exit=frame))
                 return
-        finish(Outcome())
-
-    def failed(task: asyncio.Task[None]) -> None:
-        if task.cancelled() or finished.done():
-            return
-        if (error := task.exception()) is not None:
-            finished.set_exception(error)
-
-    async with attachment:
-        with raw_terminal(stdin_fd):
-            tasks = [asyncio.create_task(show_all()), asyncio.create_task(send_all())]
-            for task in tasks:
-                task.add_done_callback(failed)
-            try:
-                loop.add_reader(stdin_fd, on_keys)
-            except PermissionError:  # a regular file (`< file`) cannot be polled: type it all
-                outgoing.put_nowait(_read_file(stdin_fd))
-            loop.add_signal_handler(signal.SIGWINCH, on_resize)
-            for number in _STOP_SIGNALS:
-                loop.add_signal_handler(number, finish, Outcome(stopped_by=number))
-            try:
-                if os.isatty(stdin_fd):
-                    on_resize()  # the remote PTY takes this window's size from the start
-                return await finished
-            finally:
-                loop.remove_reader(stdin_fd)
-                for number in (signal.SIGWINCH, *_STOP_SIGNALS):
-                    loop.remove_signal_handler(number)
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+        self.finish(Outcome())

@@ -66,10 +66,10 @@ class Terminal:
         return not termios.tcgetattr(self.process.fd)[3] & termios.ICANON
 
     def exit_status(self, within: float = 30) -> int:
+        """attach's own exit status; a death by a signal's default action fails the test."""
         eventually(lambda: not self.process.isalive(), what="attach's exit", within=within)
+        assert self.process.signalstatus is None, f"killed by signal {self.process.signalstatus}"
         status = self.process.exitstatus
-        if status is None and self.process.signalstatus is not None:
-            return 128 + self.process.signalstatus
         assert status is not None
         return status
 

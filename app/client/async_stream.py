@@ -140,6 +140,9 @@ class AsyncAttachment:
 
     async def _publish(self, socket: ClientConnection) -> None:
         """Make `socket` the one to send over, after the frames that waited for it."""
+        if self._closed:  # closed while this socket opened: the reading loop ends on it
+            await socket.close()
+            return
         while self._pending:
             try:
                 await socket.send(self._pending[0])

@@ -148,13 +148,16 @@ class Attachment:
     def _publish(self, socket: ClientConnection) -> None:
         """Make `socket` the one to send over, after the frames that waited for it."""
         with self._lock:
-            while self._pending:
+            while self._pending and not self._closed:
                 try:
                     socket.send(self._pending[0])
                 except ConnectionClosed:
                     return  # this socket is gone too; the frames wait for the next one
                 self._pending.pop(0)
-            self._socket = socket
+            if not self._closed:
+                self._socket = socket
+                return
+        socket.close()  # closed while this socket opened: the reading loop ends on it
 
     def _withdraw(self, socket: ClientConnection) -> None:
         with self._lock:

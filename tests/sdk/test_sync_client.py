@@ -4,6 +4,7 @@ input, attach, sessions, approvals, the policy, and every error as its exception
 from __future__ import annotations
 
 import hashlib
+import threading
 from datetime import datetime
 
 import pytest
@@ -212,3 +213,17 @@ def test_an_unreachable_server_is_one_exception() -> None:
             client.get("ex_whatever")
         with pytest.raises(ServerUnreachableError, match="broke off 1 times in a row"):
             list(client.stream("ex_whatever"))
+
+
+def test_closing_an_attachment_from_another_thread_detaches(client: Client) -> None:
+    job = client.start("sleep 30", pty=True)
+    frames = []
+    with client.attach(job.id) as attachment:
+        for frame in attachment:
+            frames.append(frame)
+            if isinstance(frame, StateFrame):
+                threading.Timer(0.2, attachment.close).start()
+    assert frames == [StateFrame("running")]
+    assert attachment.exit is None
+    assert client.get(job.id).state == "running"
+    client.cancel(job.id)
