@@ -178,8 +178,16 @@ class PolicyEvaluation(WireModel):
     interception: dict[str, Any] | None
 
 
+class Caller(WireModel):
+    """Who the token names."""
+
+    name: str
+    role: str
+
+
 class Info(WireModel):
     version: str
+    caller: Caller
     max_jobs: int
     running_jobs: int
     limits: dict[str, Any]

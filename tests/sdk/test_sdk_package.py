@@ -64,6 +64,7 @@ SCHEMA_OF_MODEL: dict[str, type[BaseModel]] = {
     "PolicyEvaluation": models.PolicyEvaluation,
     "EnvVerdictPublic": models.EnvVerdict,
     "Info": models.Info,
+    "Caller": models.Caller,
 }
 
 

@@ -227,3 +227,9 @@ def test_closing_an_attachment_from_another_thread_detaches(client: Client) -> N
     assert attachment.exit is None
     assert client.get(job.id).state == "running"
     client.cancel(job.id)
+
+
+def test_info_names_the_caller_and_the_limits(client: Client) -> None:
+    info = client.info()
+    assert (info.caller.name, info.caller.role) == ("alice", "agent")
+    assert info.max_jobs >= 1 and "max_command_bytes" in str(info.limits)
