@@ -1,6 +1,6 @@
 """`shellgate` command line: serve the API, export the OpenAPI document, and the client
-commands (run, jobs, logs, wait, cancel, approvals, approve, deny, policy, files, token) that
-talk to a running server over its REST API.
+commands (run, jobs, logs, wait, cancel, attach, approvals, approve, deny, policy, files, token)
+that talk to a running server through the SDK (app/client/).
 
 Exit statuses of the client commands: a finished command's own exit code; 1 when it did not
 finish normally (timed out, cancelled, rejected, lost, awaiting approval, still running); 2 for
@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from app.cli_attach import attach
 from app.cli_connection import (
     EXIT_NOT_FINISHED,
     EXIT_REFUSED,
@@ -34,12 +35,11 @@ from app.cli_connection import (
 from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
-from app.client import DEFAULT_URL, ClientError
+from app.client import DEFAULT_URL, ApiError, Execution, OutputFrame
 from app.config import Settings, describe_settings_error
 from app.confinement import choose_backend
 from app.observability.logs import configure_logging
 from app.policy_service import PolicyFileError, read_policy_file
-from app.schemas import ExecutionPublic
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -142,9 +142,9 @@ def connection_options(
     ctx.obj = ConnectionOptions(url=url, token=token or None, token_source=source, verbose=verbose)
 
 
-def _exit_with_outcome(execution: ExecutionPublic) -> NoReturn:
+def _exit_with_outcome(execution: Execution) -> NoReturn:
     """The execution's own exit code when it finished; 1 with a one-line reason otherwise."""
-    state = execution.state.value
+    state = execution.state
     if state in ("completed", "failed"):
         code = execution.exit_code
         raise typer.Exit(code if code is not None else EXIT_NOT_FINISHED)
@@ -220,17 +220,22 @@ def run(
         raise typer.BadParameter("must not be empty", param_hint="--session")
     with _server(ctx) as client:
         try:
-            execution = client.run(
-                command,
-                cwd=cwd,
-                timeout=timeout,
-                run_async=run_async,
-                env=environment,
-                session=session,
-                pty=pty,
-                approval_wait=approval_wait,
-            )
-        except ClientError as error:
+            if run_async:
+                execution = client.start(
+                    command, cwd=cwd, timeout=timeout, env=environment, session=session, pty=pty
+                )
+            else:
+                execution = client.run(
+                    command,
+                    cwd=cwd,
+                    timeout=timeout,
+                    env=environment,
+                    session=session,
+                    pty=pty,
+                    approval_wait=approval_wait,
+                    follow=False,
+                )
+        except ApiError as error:
             if error.code != "approval_rejected":
                 raise
             _fail(error.message, EXIT_NOT_FINISHED)
@@ -239,8 +244,8 @@ def run(
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.
-        while execution.state.value == "running":
-            execution = client.get_execution(execution.id, wait=FOREGROUND_POLL_SECONDS)
+        while execution.state == "running":
+            execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
     typer.echo(execution.text)
     _exit_with_outcome(execution)
 
@@ -253,7 +258,7 @@ def wait(
 ) -> None:
     """Wait for an execution to end; print its result text; exit with its exit code."""
     with _server(ctx) as client:
-        execution = client.get_execution(execution_id, wait=seconds)
+        execution = client.wait(execution_id, timeout=seconds)
     typer.echo(execution.text)
     _exit_with_outcome(execution)
 
@@ -263,7 +268,7 @@ def cancel(ctx: typer.Context, execution_id: str = typer.Argument(..., metavar="
     """Cancel a running or awaiting execution (its whole process group is ended)."""
     with _server(ctx) as client:
         execution = client.cancel(execution_id)
-    typer.echo(f"{execution.id} {execution.state.value}")
+    typer.echo(f"{execution.id} {execution.state}")
 
 
 @cli.command()
@@ -275,7 +280,7 @@ def jobs(
 ) -> None:
     """List executions, newest first."""
     with _server(ctx) as client:
-        page = client.list_executions(states=state or None, limit=limit)
+        page = client.list_executions(state=state or None, limit=limit)
     if as_json:
         typer.echo(page.model_dump_json(indent=2))
         return
@@ -287,7 +292,7 @@ def jobs(
         exit_code = "" if execution.exit_code is None else str(execution.exit_code)
         table.add_row(
             execution.id,
-            execution.state.value,
+            execution.state,
             exit_code,
             _when(execution.created_at),
             _cut(execution.command),
@@ -306,12 +311,13 @@ def logs(
     offset = 0
     with _server(ctx) as client:
         if follow:
-            for chunk in client.follow_output(execution_id):
-                out.write(chunk)
-                out.flush()
+            for frame in client.stream(execution_id):
+                if isinstance(frame, OutputFrame):
+                    out.write(frame.data)
+                    out.flush()
             return
         while True:
-            page = client.read_output(execution_id, offset=offset)
+            page = client.read(execution_id, offset=offset)
             if page.data:
                 out.write(page.data)
                 out.flush()
@@ -344,7 +350,7 @@ def approvals(
     for approval in listing.data:
         table.add_row(
             approval.id,
-            approval.state.value,
+            approval.state,
             approval.execution_id,
             approval.requested_by,
             _when(approval.expires_at),
@@ -356,7 +362,7 @@ def approvals(
 def _decide(ctx: typer.Context, approval_id: str, *, approve: bool, reason: str | None) -> None:
     with _server(ctx) as client:
         approval = client.decide(approval_id, approve=approve, reason=reason)
-    typer.echo(f"{approval.id} {approval.state.value} (execution {approval.execution_id})")
+    typer.echo(f"{approval.id} {approval.state} (execution {approval.execution_id})")
 
 
 @cli.command()
@@ -403,7 +409,7 @@ def policy_set(
     except PolicyFileError as error:
         _fail(str(error), EXIT_REFUSED)
     with _server(ctx) as client:
-        stored = client.put_policy(document)
+        stored = client.put_policy(document.model_dump(mode="json"))
     rules = len(stored.get("rules") or [])
     typer.echo(f"policy replaced: {rules} rules, default {stored.get('default')}")
 
@@ -421,17 +427,20 @@ def policy_check(
     Exits with the verdict: 0 allow, 10 prompt, 11 deny."""
     with _server(ctx) as client:
         evaluation = client.evaluate(command, env=_parse_env(env) or None, cwd=cwd)
-    verdict = evaluation.get("verdict")
+    verdict = evaluation.verdict
     if as_json:
-        typer.echo(json.dumps(evaluation, indent=2))
+        typer.echo(evaluation.model_dump_json(indent=2))
     else:
         typer.echo(f"verdict: {verdict}")
-        typer.echo(f"reason: {evaluation.get('reason')}")
-        for item in evaluation.get("env") or []:
-            if item.get("verdict") != "allow":
-                typer.echo(f"env {item.get('name')}: {item.get('verdict')} ({item.get('rule')})")
+        typer.echo(f"reason: {evaluation.reason}")
+        for item in evaluation.env:
+            if item.verdict != "allow":
+                typer.echo(f"env {item.name}: {item.verdict} ({item.rule})")
     # Fail closed: a verdict this client does not know is treated as deny.
     raise typer.Exit(VERDICT_EXIT_CODES.get(str(verdict), VERDICT_EXIT_CODES["deny"]))
+
+
+cli.command()(attach)
 
 
 @cli.command()

@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from app.auth import GENERATED_TOKEN_FILE
-from app.client import ClientError, ServerUnreachableError, ShellgateClient
+from app.client import ApiError, Client, ServerUnreachableError, ShellgateError
 from app.config import Settings
 
 EXIT_NOT_FINISHED = 1
@@ -67,16 +67,16 @@ def resolve_token(options: ConnectionOptions) -> ResolvedToken:
 
 
 @contextlib.contextmanager
-def server(ctx: typer.Context) -> Iterator[ShellgateClient]:
+def server(ctx: typer.Context) -> Iterator[Client]:
     """A client for the command's server; turns every server or network error into one line."""
     options: ConnectionOptions = ctx.ensure_object(ConnectionOptions)
     token = resolve_token(options)
     try:
-        with ShellgateClient(options.url, token.value) as client:
+        with Client(options.url, token.value) as client:
             yield client
     except ServerUnreachableError as error:
         fail(str(error), EXIT_UNREACHABLE)
-    except ClientError as error:
+    except ApiError as error:
         if error.status == 401 and token.file is not None:
             # A file left by an earlier server (e.g. before SHELLGATE_TOKENS was set) is the
             # usual cause: name it rather than print a bare 401.
@@ -87,3 +87,5 @@ def server(ctx: typer.Context) -> Iterator[ShellgateClient]:
             )
         status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
         fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
+    except ShellgateError as error:  # any other SDK failure: still one line, no traceback
+        fail(str(error), EXIT_UNREACHABLE)

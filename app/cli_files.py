@@ -70,7 +70,7 @@ def files_get(
         params["approval_id"] = approval_id
     with (
         server(ctx) as client,
-        client.stream(
+        client.request_stream(
             "GET", "/v1/files", params=params, read_seconds=approval_wait + ANSWER_MARGIN_SECONDS
         ) as response,
     ):
@@ -139,7 +139,7 @@ def files_put(
     with (
         handle,
         server(ctx) as client,
-        client.stream(
+        client.request_stream(
             "PUT",
             "/v1/files",
             params=params,

@@ -15,6 +15,7 @@ class CuttableProxy:
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._silent = False
+        self.accepted = 0  # connections accepted and piped through, over all starts
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         self.port = int(probe.getsockname()[1])
@@ -68,6 +69,7 @@ class CuttableProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets.update((client, upstream))
+                self.accepted += 1
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 

@@ -1,0 +1,86 @@
+"""shellgate's Python SDK: a sync `Client` and an asyncio `AsyncClient` for the REST and
+WebSocket API, with typed results, streams that resume by offset, PTY attachment, sessions,
+approvals, policy dry runs and webhook signature checks. docs/sdk.md shows it in use.
+
+It imports httpx, websockets and pydantic only, never the server's own modules (FastAPI,
+SQLAlchemy, the policy engine): `app/client/ruff.toml` bans them and
+tests/sdk/test_sdk_imports.py checks it.
+"""
+
+from __future__ import annotations
+
+from app.client.async_client import AsyncClient
+from app.client.async_stream import AsyncAttachment
+from app.client.calls import ANSWER_MARGIN_SECONDS, DEFAULT_URL
+from app.client.errors import (
+    ApiError,
+    AuthenticationError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    ServerUnreachableError,
+    ShellgateError,
+)
+from app.client.frames import ErrorFrame, ExitFrame, Frame, GapFrame, OutputFrame, StateFrame
+from app.client.models import (
+    TERMINAL_STATES,
+    Approval,
+    ApprovalList,
+    Caller,
+    Execution,
+    ExecutionPage,
+    Info,
+    OutputChunk,
+    PolicyEvaluation,
+    RunnerItem,
+    RunnerResult,
+    Session,
+    SessionList,
+)
+from app.client.sync_client import Client
+from app.client.sync_stream import Attachment
+from app.client.webhooks import SIGNATURE_HEADER, SignatureError, verify_signature
+
+__all__ = [
+    "ANSWER_MARGIN_SECONDS",
+    "DEFAULT_URL",
+    "SIGNATURE_HEADER",
+    "TERMINAL_STATES",
+    "ApiError",
+    "Approval",
+    "ApprovalList",
+    "AsyncAttachment",
+    "AsyncClient",
+    "Attachment",
+    "AuthenticationError",
+    "Caller",
+    "Client",
+    "ConflictError",
+    "ErrorFrame",
+    "Execution",
+    "ExecutionPage",
+    "ExitFrame",
+    "Frame",
+    "GapFrame",
+    "Info",
+    "InvalidRequestError",
+    "NotFoundError",
+    "OutputChunk",
+    "OutputFrame",
+    "PermissionDeniedError",
+    "PolicyEvaluation",
+    "RateLimitedError",
+    "RunnerItem",
+    "RunnerResult",
+    "ServerError",
+    "ServerUnreachableError",
+    "Session",
+    "SessionList",
+    "ShellgateError",
+    "SignatureError",
+    "StateFrame",
+    "verify_signature",
+]

@@ -1,0 +1,195 @@
+"""Typed results: pydantic models mirroring the JSON the API answers (docs/api.md). They keep
+fields a newer server adds (`extra="allow"`), so an SDK older than its server still parses it;
+tests/sdk/test_models_mirror_api.py checks every field of openapi.json is declared here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# States that never change again (docs/api.md#execution-states).
+TERMINAL_STATES = frozenset({"completed", "failed", "timed_out", "cancelled", "rejected", "lost"})
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ApprovalSummary(WireModel):
+    id: str
+    state: str
+    reason: str
+    expires_at: datetime
+
+
+class Execution(WireModel):
+    """One execution record, as `GET /v1/executions/{id}` answers it."""
+
+    id: str
+    state: str
+    mode: str
+    owner: str
+    command: str
+    cwd: str
+    pty: bool
+    session: str | None = None
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    output: str
+    truncated: bool
+    total_bytes: int
+    total_lines: int
+    output_bytes: int
+    output_lines: int
+    elided_bytes: int
+    artifact: str
+    wall_time_ms: float | None
+    timeout_seconds: float | None
+    requested_timeout_seconds: float | None = None
+    timeout_disabled: bool | None = None
+    notices: list[str]
+    limits: dict[str, int | None] | None = None
+    confinement: str | None = None
+    is_error: bool
+    text: str
+    approval: ApprovalSummary | None = None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the state can no longer change."""
+        return self.state in TERMINAL_STATES
+
+
+class ExecutionPage(WireModel):
+    data: list[Execution]
+    next_cursor: str | None
+
+
+class OutputChunk(WireModel):
+    """Raw log bytes read by offset (`GET /v1/executions/{id}/output`)."""
+
+    data: bytes
+    offset: int
+    next_offset: int
+    total_bytes: int
+    complete: bool
+
+    @property
+    def at_end(self) -> bool:
+        """The log is final and everything up to its end has been read."""
+        return self.complete and self.next_offset >= self.total_bytes
+
+
+class Approval(WireModel):
+    id: str
+    execution_id: str
+    command: str
+    cwd: str
+    env: dict[str, str]
+    session: str | None
+    pty: bool
+    reason: str
+    state: str
+    requested_by: str
+    decided_by: str | None
+    decision_reason: str | None
+    created_at: datetime
+    decided_at: datetime | None
+    expires_at: datetime
+
+
+class ApprovalList(WireModel):
+    data: list[Approval]
+
+
+class ToolObject(WireModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(alias="inputSchema")
+
+
+class Session(WireModel):
+    id: str
+    owner: str
+    cwd: str
+    env: dict[str, str]
+    timeout_ms: int
+    pty: bool
+    limits: dict[str, int] = Field(default_factory=dict)
+    busy: bool
+    created_at: datetime
+    updated_at: datetime
+    tool: ToolObject
+
+
+class SessionList(WireModel):
+    data: list[Session]
+
+
+class RunnerItem(WireModel):
+    """One NDJSON item of the session runner; `stdout`/`stderr` are decoded to bytes."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    signal: int | None
+    truncated: bool
+
+
+class RunnerResult(WireModel):
+    """A whole runner call: the execution it was recorded as and its separated streams."""
+
+    execution_id: str
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    # -1 when the deadline fired (docs/streaming.md#the-ndjson-runner).
+    signal: int | None
+
+
+class EnvVerdict(WireModel):
+    name: str
+    verdict: str
+    rule: str | None
+
+
+class PolicyEvaluation(WireModel):
+    """A dry run (`POST /v1/policy/evaluate`): what the policy would decide, and why."""
+
+    verdict: str
+    reason: str
+    command_verdict: str
+    matched_rule: dict[str, Any] | None
+    matched_segment: str | None
+    segments: list[str]
+    critical_hits: list[str]
+    unreadable_reasons: list[str]
+    parse_error: str | None
+    env_verdict: str
+    env: list[EnvVerdict]
+    cwd: str
+    cd_rewrite: dict[str, Any] | None
+    interception: dict[str, Any] | None
+
+
+class Caller(WireModel):
+    """Who the token names."""
+
+    name: str
+    role: str
+
+
+class Info(WireModel):
+    version: str
+    caller: Caller
+    max_jobs: int
+    running_jobs: int
+    limits: dict[str, Any]
+    confinement: str
+    execution_limits: dict[str, int | None]
