@@ -1,4 +1,17 @@
-"""Fixtures: a real uvicorn serving the real app on loopback, with a real SQLite file."""
+"""Fixtures: a real uvicorn serving the real app on loopback, on a real database.
+
+Every test that starts a server runs twice, once per database: the `database_kind` fixture is
+parametrized "sqlite" and "postgres" (test ids end in `[sqlite]` / `[postgres]`; the postgres
+half carries the `postgres` marker). Fixtures that start servers take a database of their own
+scope — `database` (per test), `module_database`, `session_database` — and pass it to
+`make_settings(tmp, database, ...)`. On PostgreSQL each is a fresh database copied from a
+template migrated once per session (tests/databases.py), dropped afterwards even when the test
+fails. A multi-replica test puts its servers on one `database` by passing the same one to each
+`make_settings`.
+
+Tests about SQLite itself (its file, its disk) carry `@pytest.mark.sqlite_only("why")` and run on
+SQLite alone. PostgreSQL unreachable: locally the postgres half is skipped with the reason; with
+CI=true the run stops before any test, so that half can never be skipped silently."""
 
 from __future__ import annotations
 
@@ -19,6 +32,12 @@ from app.config import Settings
 from app.http_server import server_options
 from app.main import create_app
 from app.observability.tracing import Tracing
+from tests.databases import (
+    SQLITE,
+    PostgresDatabases,
+    ServerDatabase,
+    postgres_unreachable_reason,
+)
 from tests.waiting import eventually
 
 AGENT = "agent-secret-0123456789"
@@ -53,7 +72,9 @@ class LiveServer:
         return self.base_url.replace("http://", "ws://")
 
 
-def make_settings(tmp: Path, **overrides: Any) -> Settings:
+def make_settings(tmp: Path, database: ServerDatabase, **overrides: Any) -> Settings:
+    """Settings for a test server in `tmp`, on `database` (a `database` fixture, or `SQLITE`
+    for a test that is about SQLite alone)."""
     workspace = tmp / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     values: dict[str, Any] = {
@@ -61,6 +82,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
         "workspace": workspace,
         "tokens": TOKENS,
         "kill_grace_seconds": 2.0,
+        **database.settings(),
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
@@ -99,11 +121,82 @@ def run_foreground(client: httpx.Client, command: str, **fields: object) -> dict
     return body
 
 
+# --- the databases ---------------------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that (through its fixtures) uses a database once per kind."""
+    if "database_kind" not in metafunc.fixturenames:
+        return
+    kinds = [pytest.param("sqlite", id="sqlite")]
+    sqlite_only = metafunc.definition.get_closest_marker("sqlite_only")
+    if sqlite_only is not None and not sqlite_only.args:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs its reason")
+    if sqlite_only is None:
+        kinds.append(pytest.param("postgres", id="postgres", marks=pytest.mark.postgres))
+    metafunc.parametrize("database_kind", kinds, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def database_kind(request: pytest.FixtureRequest) -> str:
+    """ "sqlite" or "postgres": which half of the suite this test belongs to."""
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture(scope="session")
+def postgres_databases() -> Iterator[PostgresDatabases]:
+    """The session's PostgreSQL: a migrated template and the databases copied from it."""
+    reason = postgres_unreachable_reason()
+    if reason is not None:
+        pytest.skip(reason)  # with CI=true the run stopped at collection already
+    databases = PostgresDatabases()
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
+def _database_of_kind(kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
+    if kind == "sqlite":
+        yield SQLITE
+        return
+    postgres: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    with postgres.database() as database:
+        yield database
+
+
+@pytest.fixture
+def database(database_kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
+    """This test's own database: SQLite in the server's data dir, or a fresh PostgreSQL one.
+    Several servers given the same one share it (the multi-replica tests)."""
+    yield from _database_of_kind(database_kind, request)
+
+
 @pytest.fixture(scope="module")
-def fg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def module_database(database_kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
+    """A database for a module-scoped server."""
+    yield from _database_of_kind(database_kind, request)
+
+
+@pytest.fixture(scope="session")
+def session_database(
+    database_kind: str, request: pytest.FixtureRequest
+) -> Iterator[ServerDatabase]:
+    """A database for a session-scoped server."""
+    yield from _database_of_kind(database_kind, request)
+
+
+# --- the servers -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fg_server(
+    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+) -> Iterator[LiveServer]:
     """A server per test module with auto-background off, so short timeouts expire in the
     foreground call itself."""
-    settings = make_settings(tmp_path_factory.mktemp("fg"), auto_background_ms=0)
+    settings = make_settings(tmp_path_factory.mktemp("fg"), module_database, auto_background_ms=0)
     with serve(settings) as live:
         yield live
 
@@ -115,9 +208,11 @@ def fg(fg_server: LiveServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One shared server for tests that do not depend on special settings."""
-    with serve(make_settings(tmp_path_factory.mktemp("shared"))) as live:
+def server(
+    tmp_path_factory: pytest.TempPathFactory, session_database: ServerDatabase
+) -> Iterator[LiveServer]:
+    """One shared server (per database kind) for tests that do not depend on special settings."""
+    with serve(make_settings(tmp_path_factory.mktemp("shared"), session_database)) as live:
         yield live
 
 
@@ -128,14 +223,30 @@ def agent(server: LiveServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def fresh_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+def fresh_server(
+    tmp_path: Path, database: ServerDatabase, request: pytest.FixtureRequest
+) -> Iterator[LiveServer]:
     """A server of its own; settings come from `@pytest.mark.settings(...)`."""
     marker = request.node.get_closest_marker("settings")
     overrides = dict(marker.kwargs) if marker else {}
-    with serve(make_settings(tmp_path, **overrides)) as live:
+    with serve(make_settings(tmp_path, database, **overrides)) as live:
         yield live
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "settings(**kw): Settings overrides for fresh_server")
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): a test about SQLite itself; no postgres half"
+    )
     os.environ.setdefault("SHELLGATE_TEST", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In CI the PostgreSQL half must run: stop before the first test if it cannot."""
+    if os.environ.get("CI", "").lower() != "true":
+        return
+    if not any(item.get_closest_marker("postgres") for item in items):
+        return
+    reason = postgres_unreachable_reason()
+    if reason is not None:
+        pytest.exit(f"CI=true needs PostgreSQL for the postgres half of the suite: {reason}", 3)

@@ -3,22 +3,17 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
 import app.models  # noqa: F401
 from app.migrate import upgrade_to_head
-
-POSTGRES_URL = os.environ.get(
-    "SHELLGATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+from tests.databases import PostgresDatabases
 
 
 def assert_schema_matches(url: str) -> None:
@@ -32,17 +27,6 @@ def assert_schema_matches(url: str) -> None:
 
 def test_sqlite_schema_matches_models(tmp_path: Path) -> None:
     assert_schema_matches(f"sqlite:///{tmp_path / 'm.db'}")
-
-
-def _postgres_reachable() -> bool:
-    try:
-        engine = create_engine(POSTGRES_URL)
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        engine.dispose()
-        return True
-    except Exception:
-        return False
 
 
 @pytest.mark.postgres
