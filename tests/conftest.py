@@ -3,8 +3,8 @@
 Every test that starts a server runs twice, once per database: the `database_kind` fixture is
 parametrized "sqlite" and "postgres" (test ids end in `[sqlite]` / `[postgres]`; the postgres
 half carries the `postgres` marker). Fixtures that start servers take a database of their own
-scope — `database` (per test), `module_database`, `session_database` — and pass it to
-`make_settings(tmp, database, ...)`. On PostgreSQL each is a fresh database copied from a
+scope — `database` (per test), `module_databases.new()`, `session_databases.new()` — and
+pass it to `make_settings(tmp, database, ...)`. On PostgreSQL each is a fresh database copied from a
 template migrated once per session (tests/databases.py), dropped afterwards even when the test
 fails. A multi-replica test puts its servers on one `database` by passing the same one to each
 `make_settings`.
@@ -27,13 +27,14 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import Engine, create_engine
 
 from app.config import Settings
 from app.http_server import server_options
 from app.main import create_app
 from app.observability.tracing import Tracing
 from tests.databases import (
-    SQLITE,
+    Databases,
     PostgresDatabases,
     ServerDatabase,
     postgres_unreachable_reason,
@@ -66,6 +67,10 @@ class LiveServer:
     def async_client(self, token: str | None = AGENT, timeout: float = 60) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def database_engine(self) -> Engine:
+        """An engine on this server's database, to look (or reach) behind the API."""
+        return create_engine(self.settings.resolved_database_url)
 
     @property
     def ws_url(self) -> str:
@@ -157,34 +162,34 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
         databases.close()
 
 
-def _database_of_kind(kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
-    if kind == "sqlite":
-        yield SQLITE
-        return
-    postgres: PostgresDatabases = request.getfixturevalue("postgres_databases")
-    with postgres.database() as database:
-        yield database
+def _databases_of_kind(kind: str, request: pytest.FixtureRequest) -> Iterator[Databases]:
+    postgres = request.getfixturevalue("postgres_databases") if kind == "postgres" else None
+    databases = Databases(kind, postgres)
+    try:
+        yield databases
+    finally:
+        databases.close()
 
 
 @pytest.fixture
 def database(database_kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
     """This test's own database: SQLite in the server's data dir, or a fresh PostgreSQL one.
-    Several servers given the same one share it (the multi-replica tests)."""
-    yield from _database_of_kind(database_kind, request)
+    Several servers given the same one share it (a restart, or the multi-replica tests)."""
+    for databases in _databases_of_kind(database_kind, request):
+        yield databases.new()
 
 
 @pytest.fixture(scope="module")
-def module_database(database_kind: str, request: pytest.FixtureRequest) -> Iterator[ServerDatabase]:
-    """A database for a module-scoped server."""
-    yield from _database_of_kind(database_kind, request)
+def module_databases(database_kind: str, request: pytest.FixtureRequest) -> Iterator[Databases]:
+    """For module-scoped servers: `module_databases.new()` is a database of its own for each
+    (on SQLite, its data dir's file), dropped when the module ends."""
+    yield from _databases_of_kind(database_kind, request)
 
 
 @pytest.fixture(scope="session")
-def session_database(
-    database_kind: str, request: pytest.FixtureRequest
-) -> Iterator[ServerDatabase]:
-    """A database for a session-scoped server."""
-    yield from _database_of_kind(database_kind, request)
+def session_databases(database_kind: str, request: pytest.FixtureRequest) -> Iterator[Databases]:
+    """The same for session-scoped servers."""
+    yield from _databases_of_kind(database_kind, request)
 
 
 # --- the servers -------------------------------------------------------------------------------
@@ -192,11 +197,13 @@ def session_database(
 
 @pytest.fixture(scope="module")
 def fg_server(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     """A server per test module with auto-background off, so short timeouts expire in the
     foreground call itself."""
-    settings = make_settings(tmp_path_factory.mktemp("fg"), module_database, auto_background_ms=0)
+    settings = make_settings(
+        tmp_path_factory.mktemp("fg"), module_databases.new(), auto_background_ms=0
+    )
     with serve(settings) as live:
         yield live
 
@@ -209,10 +216,11 @@ def fg(fg_server: LiveServer) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="session")
 def server(
-    tmp_path_factory: pytest.TempPathFactory, session_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, session_databases: Databases
 ) -> Iterator[LiveServer]:
     """One shared server (per database kind) for tests that do not depend on special settings."""
-    with serve(make_settings(tmp_path_factory.mktemp("shared"), session_database)) as live:
+    settings = make_settings(tmp_path_factory.mktemp("shared"), session_databases.new())
+    with serve(settings) as live:
         yield live
 
 

@@ -122,3 +122,26 @@ class PostgresDatabases:
         with contextlib.suppress(Exception):
             self._execute(f'DROP DATABASE IF EXISTS "{self._template}" WITH (FORCE)')
         self._admin.dispose()
+
+
+class Databases:
+    """Fresh databases of one kind for the servers of one fixture scope (each server its own,
+    as each has its own data dir), all dropped at `close`."""
+
+    def __init__(self, kind: str, postgres: PostgresDatabases | None) -> None:
+        assert (kind == "postgres") == (postgres is not None)
+        self.kind = kind
+        self._postgres = postgres
+        self._made: list[ServerDatabase] = []
+
+    def new(self) -> ServerDatabase:
+        if self._postgres is None:
+            return SQLITE
+        database = self._postgres.create()
+        self._made.append(database)
+        return database
+
+    def close(self) -> None:
+        assert self._postgres is not None or not self._made
+        while self._made:
+            self._postgres.drop(self._made.pop())  # type: ignore[union-attr]

@@ -24,7 +24,7 @@ from app.db import Database, make_engine
 from app.models import Approval, Execution
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
-from tests.databases import ServerDatabase
+from tests.databases import Databases, ServerDatabase
 from tests.waiting import pending_approval_for
 
 APPROVAL_FIELDS = {
@@ -68,11 +68,11 @@ def write_policy(directory: Path, policy: dict[str, Any] = GATED_POLICY) -> Path
 
 @pytest.fixture(scope="module")
 def gated(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("gated")
     settings = make_settings(
-        tmp, module_database, policy_file=write_policy(tmp), ws_ping_seconds=0.5
+        tmp, module_databases.new(), policy_file=write_policy(tmp), ws_ping_seconds=0.5
     )
     with serve(settings) as live:
         yield live
@@ -423,7 +423,7 @@ def test_a_pending_approval_survives_a_restart_and_then_runs(
 
 
 def test_a_draft_stored_without_a_version_still_starts_after_approval(
-    gated: LiveServer, approver: httpx.Client, module_database: ServerDatabase
+    gated: LiveServer, approver: httpx.Client
 ) -> None:
     with gated.client(AGENT) as alice:
         pending = alice.post(
@@ -446,7 +446,7 @@ def test_a_draft_stored_without_a_version_still_starts_after_approval(
             "streamed": False,
         }
         stored = json.dumps({"owner_role": "agent", "draft": json.dumps(old_draft)})
-        engine = module_database.engine(gated.data_dir)
+        engine = gated.database_engine()
         with engine.begin() as connection:
             connection.execute(
                 update(Execution)

@@ -26,7 +26,7 @@ from app.environment import EXECUTION_MARKER
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
-from tests.databases import ServerDatabase
+from tests.databases import Databases, ServerDatabase
 
 BACKENDS = ["cgroup2", "cgroup1", "rlimit"]
 ESCAPES = 5  # daemons started by `escapes()`
@@ -53,11 +53,11 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="module")
 def confined(
-    backend: str, tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    backend: str, tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     settings = make_settings(
         tmp_path_factory.mktemp(f"confined-{backend}"),
-        module_database,
+        module_databases.new(),
         confinement=backend,
         auto_background_ms=0,
         kill_grace_seconds=1,

@@ -26,7 +26,7 @@ from tests.api.test_approvals import (
 )
 from tests.api.test_mcp import mcp_client, text_of
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
-from tests.databases import ServerDatabase
+from tests.databases import Databases, ServerDatabase
 
 
 class Markers:
@@ -68,11 +68,11 @@ def markers(tmp_path_factory: pytest.TempPathFactory) -> Markers:
 
 @pytest.fixture(scope="module")
 def env_server(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     """A server of this module's own, with the default policy (and so the default env list);
     tests that change the policy put it back."""
-    with serve(make_settings(tmp_path_factory.mktemp("env"), module_database)) as live:
+    with serve(make_settings(tmp_path_factory.mktemp("env"), module_databases.new())) as live:
         yield live
 
 
@@ -310,14 +310,14 @@ async def test_the_mcp_bash_tool_refuses_a_denied_env_name(
 
 @pytest.fixture(scope="module")
 def file_policy_server(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("env-file")
     path = tmp / "policy.yaml"
     path.write_text(
         "default: allow\nenv:\n  deny: ['SECRET_*', '*_PRELOAD', 'X*Y*Z']\n  prompt: ['AWS_*']\n"
     )
-    with serve(make_settings(tmp, module_database, policy_file=path)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=path)) as live:
         yield live
 
 
@@ -372,12 +372,12 @@ PROMPT_ALL = {"default": "prompt", "env": {"prompt": ["AWS_*"]}}
 
 @pytest.fixture(scope="module")
 def prompt_server(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("env-prompt")
     path = tmp / "policy.json"
     path.write_text(json.dumps(PROMPT_ALL))
-    with serve(make_settings(tmp, module_database, policy_file=path)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=path)) as live:
         yield live
 
 

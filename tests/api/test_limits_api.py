@@ -14,7 +14,7 @@ import pytest
 
 from tests.api.test_mcp import call, structured, text_of
 from tests.conftest import AGENT, LiveServer, make_settings, serve
-from tests.databases import ServerDatabase
+from tests.databases import Databases, ServerDatabase
 
 SERVER_LIMITS = {
     "memory_mb": 2048,
@@ -27,11 +27,11 @@ SERVER_LIMITS = {
 
 @pytest.fixture(scope="module")
 def limited(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     settings = make_settings(
         tmp_path_factory.mktemp("limited"),
-        module_database,
+        module_databases.new(),
         **{f"limit_{name}": value for name, value in SERVER_LIMITS.items()},
     )
     with serve(settings) as live:

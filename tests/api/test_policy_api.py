@@ -28,7 +28,7 @@ from tests.conftest import (
     make_settings,
     serve,
 )
-from tests.databases import ServerDatabase
+from tests.databases import Databases, ServerDatabase
 
 DEFAULT_POLICY = {
     "default": "allow",
@@ -45,10 +45,10 @@ DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
 @pytest.fixture(scope="module")
 def policy_server(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     """A server of this module's own: its tests replace the policy, which no other may see."""
-    with serve(make_settings(tmp_path_factory.mktemp("policy"), module_database)) as live:
+    with serve(make_settings(tmp_path_factory.mktemp("policy"), module_databases.new())) as live:
         yield live
 
 

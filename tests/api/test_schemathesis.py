@@ -22,14 +22,14 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from app.openapi_export import openapi_document
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
-from tests.databases import ServerDatabase
+from tests.databases import Databases
 
 EXAMPLES_PER_OPERATION = 25  # per operation and mode (valid data, then invalid data)
 
 
 @pytest.fixture(scope="module")
 def deny_all(
-    tmp_path_factory: pytest.TempPathFactory, module_database: ServerDatabase
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("fuzz")
     policy = tmp / "deny-all.json"

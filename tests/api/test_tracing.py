@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind
 from app.observability.logs import JsonFormatter, RequestIdFilter
 from app.observability.tracing import EXECUTION_ID_ATTRIBUTE, Tracing
 from tests.conftest import AGENT, APPROVER, LiveServer, make_settings, serve
-from tests.databases import ServerDatabase
+from tests.databases import Databases
 
 PROMPTED_POLICY = {
     "default": "allow",
@@ -43,7 +43,7 @@ def exporter() -> InMemorySpanExporter:
 def traced(
     tmp_path_factory: pytest.TempPathFactory,
     exporter: InMemorySpanExporter,
-    module_database: ServerDatabase,
+    module_databases: Databases,
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("traced")
     policy = tmp / "policy.json"
@@ -51,7 +51,7 @@ def traced(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with serve(
-        make_settings(tmp, module_database, policy_file=policy), tracing=Tracing(provider)
+        make_settings(tmp, module_databases.new(), policy_file=policy), tracing=Tracing(provider)
     ) as live:
         yield live
 
