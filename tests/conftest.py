@@ -192,6 +192,20 @@ def session_databases(database_kind: str, request: pytest.FixtureRequest) -> Ite
     yield from _databases_of_kind(database_kind, request)
 
 
+@pytest.fixture
+def empty_database_url(
+    database_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """The URL of a database with no tables yet, for the migration tests."""
+    if database_kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    postgres: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    with postgres.database(migrated=False) as empty:
+        assert empty.url is not None
+        yield empty.url
+
+
 # --- the servers -------------------------------------------------------------------------------
 
 

@@ -1,11 +1,8 @@
-"""The Alembic migrations and the SQLModel tables describe the same schema, on SQLite and on
-PostgreSQL."""
+"""The Alembic migrations and the SQLModel tables describe the same schema, on each database
+(conftest runs the test on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
@@ -13,7 +10,6 @@ from sqlmodel import SQLModel
 
 import app.models  # noqa: F401
 from app.migrate import upgrade_to_head
-from tests.databases import PostgresDatabases
 
 
 def assert_schema_matches(url: str) -> None:
