@@ -263,6 +263,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("SHELLGATE_TEST", "1")
 
 
+@pytest.hookimpl(trylast=True)  # after -m / -k have deselected: `-m "not postgres"` is explicit
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In CI the PostgreSQL half must run: stop before the first test if it cannot."""
     if os.environ.get("CI", "").lower() != "true":

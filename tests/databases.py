@@ -145,3 +145,11 @@ class Databases:
         assert self._postgres is not None or not self._made
         while self._made:
             self._postgres.drop(self._made.pop())  # type: ignore[union-attr]
+
+
+if __name__ == "__main__":  # `.ci/run`: is the PostgreSQL half of the suite able to run?
+    import sys
+
+    unreachable = postgres_unreachable_reason()
+    print(unreachable or f"PostgreSQL at {POSTGRES_URL} answers")
+    sys.exit(1 if unreachable else 0)
