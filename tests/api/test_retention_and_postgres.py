@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import ADMIN, APPROVER, LiveServer
@@ -59,12 +61,11 @@ def test_a_round_trip_through_the_api_on_a_fresh_database(fresh_server: LiveServ
         assert admin.get("/v1/policy/versions").json()["data"][0]["author"] == "root"
 
 
-@pytest.mark.postgres
-def test_files_and_their_approvals_work_on_postgresql(
-    postgres_server: LiveServer, tmp_path: Path
+def test_files_and_their_approvals_work_on_a_fresh_database(
+    fresh_server: LiveServer, tmp_path: Path
 ) -> None:
     outside = tmp_path / "pg-outside.txt"
-    with postgres_server.client() as agent, postgres_server.client(APPROVER) as approver:
+    with fresh_server.client() as agent, fresh_server.client(APPROVER) as approver:
         put = agent.put("/v1/files", params={"path": "on-pg.bin"}, content=b"\x00pg\xff")
         assert put.status_code == 201, put.text
         assert agent.get("/v1/files", params={"path": "on-pg.bin"}).content == b"\x00pg\xff"

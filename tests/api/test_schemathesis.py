@@ -36,7 +36,7 @@ def deny_all(
     # Files too: no generated path is read or written, inside the workspace or out.
     files = {"workspace": "deny", "outside": "deny"}
     policy.write_text(json.dumps({"default": "deny", "rules": [], "files": files}))
-    with serve(make_settings(tmp, policy_file=policy)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=policy)) as live:
         yield live
 
 
