@@ -11,6 +11,7 @@ from typer.testing import CliRunner, Result
 
 from app.cli import cli
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, free_port, make_settings, serve
+from tests.databases import Databases
 
 runner = CliRunner()
 
@@ -162,7 +163,9 @@ def test_missing_token_file_and_no_token_is_reported_with_verbose(
 
 
 @pytest.fixture(scope="module")
-def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def policed(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     """A server of its own whose policy `policy set` replaced with the admin token."""
     tmp = tmp_path_factory.mktemp("cli-policy")
     policy_file = tmp / "policy.yaml"
@@ -172,7 +175,7 @@ def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         "  - {match: 'echo needs-approval*', approval: prompt}\n"
         "  - {match: 'rm -rf *', approval: deny}\n"
     )
-    with serve(make_settings(tmp, auto_background_ms=200)) as live:
+    with serve(make_settings(tmp, module_databases.new(), auto_background_ms=200)) as live:
         result = shellgate(live.base_url, ADMIN, "policy", "set", str(policy_file))
         assert result.exit_code == 0, result.output
         assert result.stdout.strip() == "policy replaced: 2 rules, default allow"

@@ -5,7 +5,6 @@ revision goes back down cleanly."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
@@ -14,9 +13,9 @@ from app.migrate import alembic_config
 
 
 def test_upgrade_fills_the_context_of_existing_approvals_and_downgrade_removes_it(
-    tmp_path: Path,
+    empty_database_url: str,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'm.db'}"
+    url = empty_database_url
     config = alembic_config(url)
     command.upgrade(config, "0002")
     engine = create_engine(url)
@@ -25,9 +24,13 @@ def test_upgrade_fills_the_context_of_existing_approvals_and_downgrade_removes_i
         connection.execute(
             text(
                 "INSERT INTO sessions (id, owner, cwd, env, timeout_ms, pty, created_at,"
-                " updated_at) VALUES ('se_1', 'alice', '/tmp', :env, 1000, 1, :t, :t)"
+                " updated_at) VALUES ('se_1', 'alice', '/tmp', :env, 1000, :yes, :t, :t)"
             ),
-            {"env": json.dumps({"FROM_SESSION": "s", "SHARED": "session"}), "t": "2026-01-01"},
+            {
+                "env": json.dumps({"FROM_SESSION": "s", "SHARED": "session"}),
+                "t": "2026-01-01",
+                "yes": True,
+            },
         )
         for execution_id, session, pending in (
             ("ex_pending", "se_1", json.dumps({"owner_role": "agent", "draft": json.dumps(draft)})),
@@ -39,14 +42,15 @@ def test_upgrade_fills_the_context_of_existing_approvals_and_downgrade_removes_i
                     " mode, pty, session_id, timed_out, timeout_disabled, notices, total_bytes,"
                     " total_lines, output_bytes, output_lines, elided_bytes, truncated,"
                     " artifact_path, pending_request, created_at) VALUES (:id, 'alice', 'x',"
-                    " 'x', '/tmp', 'awaiting_approval', 'job', :pty, :session, 0, 0, '[]', 0, 0,"
-                    " 0, 0, 0, 0, '/a', :pending, '2026-01-01')"
+                    " 'x', '/tmp', 'awaiting_approval', 'job', :pty, :session, :no, :no, '[]', 0,"
+                    " 0, 0, 0, 0, :no, '/a', :pending, '2026-01-01')"
                 ),
                 {
                     "id": execution_id,
                     "pty": session is not None,
                     "session": session,
                     "pending": pending,
+                    "no": False,
                 },
             )
             connection.execute(

@@ -1,24 +1,17 @@
-"""The Alembic migrations and the SQLModel tables describe the same schema, on SQLite and on
-PostgreSQL."""
+"""The Alembic migrations and the SQLModel tables describe the same schema, on each database
+(conftest runs the test on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
 import app.models  # noqa: F401
 from app.migrate import upgrade_to_head
-
-POSTGRES_URL = os.environ.get(
-    "SHELLGATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 
 
 def assert_schema_matches(url: str) -> None:
@@ -30,37 +23,8 @@ def assert_schema_matches(url: str) -> None:
     assert diff == []
 
 
-def test_sqlite_schema_matches_models(tmp_path: Path) -> None:
-    assert_schema_matches(f"sqlite:///{tmp_path / 'm.db'}")
-
-
-def _postgres_reachable() -> bool:
-    try:
-        engine = create_engine(POSTGRES_URL)
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        engine.dispose()
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.postgres
-@pytest.mark.skipif(
-    not _postgres_reachable(), reason="no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL"
-)
-def test_postgres_schema_matches_models() -> None:
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        assert_schema_matches(url)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+def test_the_migrated_schema_matches_the_models(empty_database_url: str) -> None:
+    assert_schema_matches(empty_database_url)
 
 
 def test_the_head_read_from_the_scripts_is_alembics_head() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,13 +15,16 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from app.approvals import LISTENER_QUEUE_SIZE, ApprovalService
 from app.db import Database, make_engine
+from app.models import Approval, Execution
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases, ServerDatabase
 from tests.waiting import pending_approval_for
 
 APPROVAL_FIELDS = {
@@ -65,9 +67,13 @@ def write_policy(directory: Path, policy: dict[str, Any] = GATED_POLICY) -> Path
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def gated(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("gated")
-    settings = make_settings(tmp, policy_file=write_policy(tmp), ws_ping_seconds=0.5)
+    settings = make_settings(
+        tmp, module_databases.new(), policy_file=write_policy(tmp), ws_ping_seconds=0.5
+    )
     with serve(settings) as live:
         yield live
 
@@ -210,8 +216,11 @@ def test_approval_wait_expiry_answers_202_and_the_approved_command_runs_as_a_job
 
 def test_an_unanswered_approval_expires_and_the_waiting_caller_is_rejected(
     tmp_path: Path,
+    database: ServerDatabase,
 ) -> None:
-    settings = make_settings(tmp_path, approval_timeout=1, policy_file=write_policy(tmp_path))
+    settings = make_settings(
+        tmp_path, database, approval_timeout=1, policy_file=write_policy(tmp_path)
+    )
     with serve(settings) as live, live.client(AGENT) as alice, live.client(APPROVER) as carol:
         started = time.monotonic()
         response = alice.post("/v1/executions", json={"command": "echo ask-expire"})
@@ -341,8 +350,9 @@ def test_a_denied_command_never_reaches_the_interceptor(gated: LiveServer) -> No
 
 def test_approved_command_of_a_departed_caller_fails_with_the_job_limit_at_the_cap(
     tmp_path: Path,
+    database: ServerDatabase,
 ) -> None:
-    settings = make_settings(tmp_path, max_jobs=1, policy_file=write_policy(tmp_path))
+    settings = make_settings(tmp_path, database, max_jobs=1, policy_file=write_policy(tmp_path))
     with serve(settings) as live, live.client(AGENT) as alice, live.client(APPROVER) as carol:
         blocker = alice.post("/v1/executions", json={"command": "sleep 30", "async": True})
         assert blocker.status_code == 202
@@ -360,12 +370,12 @@ def test_approved_command_of_a_departed_caller_fails_with_the_job_limit_at_the_c
 
 
 def test_a_pending_approval_survives_a_restart_and_then_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
 ) -> None:
     data_dir, workspace = tmp_path / "data", tmp_path / "ws"
     workspace.mkdir()
     monkeypatch.setenv("SHELLGATE_POLICY_FILE", str(write_policy(tmp_path)))
-    first = ServerProcess(data_dir, workspace)
+    first = ServerProcess(data_dir, workspace, database)
     try:
         with first.client() as alice:
             pending, decided = (
@@ -378,16 +388,16 @@ def test_a_pending_approval_survives_a_restart_and_then_runs(
     finally:
         first.stop(signal.SIGTERM)
     # A decision recorded just before the server stopped, with the command not yet started.
-    db = sqlite3.connect(data_dir / "shellgate.db")
-    db.execute(
-        "UPDATE approvals SET state = 'approved', decided_by = 'carol', decided_at = ?"
-        " WHERE id = ?",
-        (datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"), decided["approval"]["id"]),
-    )
-    db.commit()
-    db.close()
+    engine = database.engine(data_dir)
+    with engine.begin() as connection:
+        connection.execute(
+            update(Approval)
+            .where(Approval.id == decided["approval"]["id"])  # type: ignore[arg-type]
+            .values(state="approved", decided_by="carol", decided_at=datetime.now(UTC))
+        )
+    engine.dispose()
 
-    second = ServerProcess(data_dir, workspace)
+    second = ServerProcess(data_dir, workspace, database)
     try:
         headers = {"Authorization": f"Bearer {APPROVER}"}
         with (
@@ -436,12 +446,14 @@ def test_a_draft_stored_without_a_version_still_starts_after_approval(
             "streamed": False,
         }
         stored = json.dumps({"owner_role": "agent", "draft": json.dumps(old_draft)})
-        db = sqlite3.connect(gated.data_dir / "shellgate.db")
-        with db:
-            db.execute(
-                "UPDATE executions SET pending_request = ? WHERE id = ?", (stored, pending["id"])
+        engine = gated.database_engine()
+        with engine.begin() as connection:
+            connection.execute(
+                update(Execution)
+                .where(Execution.id == pending["id"])  # type: ignore[arg-type]
+                .values(pending_request=stored)
             )
-        db.close()
+        engine.dispose()
         assert (
             approver.post(f"/v1/approvals/{pending['approval']['id']}/approve").status_code == 200
         )

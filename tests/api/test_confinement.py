@@ -26,6 +26,7 @@ from app.environment import EXECUTION_MARKER
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
+from tests.databases import Databases, ServerDatabase
 
 BACKENDS = ["cgroup2", "cgroup1", "rlimit"]
 ESCAPES = 5  # daemons started by `escapes()`
@@ -51,9 +52,12 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="module")
-def confined(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def confined(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     settings = make_settings(
         tmp_path_factory.mktemp(f"confined-{backend}"),
+        module_databases.new(),
         confinement=backend,
         auto_background_ms=0,
         kill_grace_seconds=1,
@@ -267,8 +271,10 @@ def test_daemons_are_gone_after_their_session_is_deleted(client: httpx.Client, t
     wait_gone(token)
 
 
-def test_daemons_are_gone_after_a_graceful_stop(backend: str, tmp_path: Path, token: str) -> None:
-    settings = make_settings(tmp_path, confinement=backend, kill_grace_seconds=1)
+def test_daemons_are_gone_after_a_graceful_stop(
+    backend: str, tmp_path: Path, token: str, database: ServerDatabase
+) -> None:
+    settings = make_settings(tmp_path, database, confinement=backend, kill_grace_seconds=1)
     with serve(settings) as live, live.client(AGENT) as client:
         job = client.post(
             "/v1/executions", json={"command": escapes(token) + "sleep 600", "async": True}
@@ -279,12 +285,12 @@ def test_daemons_are_gone_after_a_graceful_stop(backend: str, tmp_path: Path, to
 
 
 def test_daemons_are_gone_after_a_server_sigkill_and_restart(
-    backend: str, tmp_path: Path, token: str
+    backend: str, tmp_path: Path, token: str, database: ServerDatabase
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {"SHELLGATE_CONFINEMENT": backend}
-    first = ServerProcess(tmp_path / "data", workspace, env)
+    first = ServerProcess(tmp_path / "data", workspace, database, env)
     try:
         with first.client() as client:
             job = client.post(
@@ -295,7 +301,7 @@ def test_daemons_are_gone_after_a_server_sigkill_and_restart(
         first.stop(signal.SIGKILL)
     # Nobody killed them: the server died without a word.
     assert len(sleeps_with(token)) == ESCAPES
-    second = ServerProcess(tmp_path / "data", workspace, env)
+    second = ServerProcess(tmp_path / "data", workspace, database, env)
     try:
         wait_gone(token)
         with second.client() as client:
@@ -305,7 +311,7 @@ def test_daemons_are_gone_after_a_server_sigkill_and_restart(
 
 
 def test_a_fork_bomb_is_stopped_and_the_server_keeps_answering(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, database: ServerDatabase
 ) -> None:
     if backend == "rlimit" and os.geteuid() == 0:
         pytest.skip("no process limit is enforced: rlimit cannot stop a fork bomb of root")
@@ -315,6 +321,7 @@ def test_a_fork_bomb_is_stopped_and_the_server_keeps_answering(
     server = ServerProcess(
         tmp_path / "data",
         workspace,
+        database,
         {"SHELLGATE_CONFINEMENT": backend, "SHELLGATE_LOG_LEVEL": "error"},
     )
     latencies: list[float] = []

@@ -23,6 +23,7 @@ from tests.api.test_stream import auth as ws_auth
 from tests.api.test_stream import output_of, read_frames, stream_url
 from tests.conftest import LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 BACKGROUND_NOTICE = OUTPUT_CUT_NOTICES["background"]
@@ -136,8 +137,10 @@ def check_digested(log: bytes) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("busy_cores")
-async def test_twenty_runs_under_cpu_starvation_keep_every_byte(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path)) as server:
+async def test_twenty_runs_under_cpu_starvation_keep_every_byte(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with serve(make_settings(tmp_path, database)) as server:
         async with server.async_client(timeout=120) as client:
             for _ in range(ROUNDS):
                 ids = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import stat
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -16,7 +15,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
 from app.env_policy import DEFAULT_ENV_DENY
 from tests.api.test_approvals import (
@@ -28,7 +26,7 @@ from tests.api.test_approvals import (
 )
 from tests.api.test_mcp import mcp_client, text_of
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
-from tests.test_migrations import POSTGRES_URL, _postgres_reachable
+from tests.databases import Databases, ServerDatabase
 
 
 class Markers:
@@ -69,10 +67,12 @@ def markers(tmp_path_factory: pytest.TempPathFactory) -> Markers:
 
 
 @pytest.fixture(scope="module")
-def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def env_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     """A server of this module's own, with the default policy (and so the default env list);
     tests that change the policy put it back."""
-    with serve(make_settings(tmp_path_factory.mktemp("env"))) as live:
+    with serve(make_settings(tmp_path_factory.mktemp("env"), module_databases.new())) as live:
         yield live
 
 
@@ -309,13 +309,15 @@ async def test_the_mcp_bash_tool_refuses_a_denied_env_name(
 
 
 @pytest.fixture(scope="module")
-def file_policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def file_policy_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("env-file")
     path = tmp / "policy.yaml"
     path.write_text(
         "default: allow\nenv:\n  deny: ['SECRET_*', '*_PRELOAD', 'X*Y*Z']\n  prompt: ['AWS_*']\n"
     )
-    with serve(make_settings(tmp, policy_file=path)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=path)) as live:
         yield live
 
 
@@ -369,11 +371,13 @@ PROMPT_ALL = {"default": "prompt", "env": {"prompt": ["AWS_*"]}}
 
 
 @pytest.fixture(scope="module")
-def prompt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def prompt_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("env-prompt")
     path = tmp / "policy.json"
     path.write_text(json.dumps(PROMPT_ALL))
-    with serve(make_settings(tmp, policy_file=path)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=path)) as live:
         yield live
 
 
@@ -522,19 +526,19 @@ def test_an_approval_goes_stale_when_the_session_env_changes_before_the_decision
 CAPPED_POLICY = {"rules": [{"match": "echo ask-*", "approval": "prompt"}]}
 
 
-def capped_server(tmp: Path, cap: int, **settings: Any) -> Any:
+def capped_server(tmp: Path, database: ServerDatabase, cap: int) -> Any:
     path = tmp / "policy.json"
     path.write_text(json.dumps(CAPPED_POLICY))
-    return serve(make_settings(tmp, policy_file=path, max_pending_approvals=cap, **settings))
+    return serve(make_settings(tmp, database, policy_file=path, max_pending_approvals=cap))
 
 
 def ask(client: httpx.Client, n: int) -> httpx.Response:
     return client.post("/v1/executions", json={"command": f"echo ask-{n}", "async": True})
 
 
-def test_pending_approvals_are_capped_per_owner(tmp_path: Path) -> None:
+def test_pending_approvals_are_capped_per_owner(tmp_path: Path, database: ServerDatabase) -> None:
     with (
-        capped_server(tmp_path, 3) as live,
+        capped_server(tmp_path, database, 3) as live,
         live.client(AGENT) as alice,
         live.client(AGENT2) as bob,
         live.client(APPROVER) as approver,
@@ -590,31 +594,13 @@ def _pending_of(live: LiveServer, owner: str) -> int:
     return sum(1 for item in listed["data"] if item["requested_by"] == owner)
 
 
-def test_concurrent_requests_cannot_pass_the_cap_together(tmp_path: Path) -> None:
-    with capped_server(tmp_path, 5) as live:
+def test_concurrent_requests_cannot_pass_the_cap_together(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with capped_server(tmp_path, database, 5) as live:
         statuses = anyio.run(_ask_concurrently, live, 24)
         assert sorted(statuses) == [202] * 5 + [429] * 19
         assert _pending_of(live, "alice") == 5
-
-
-@pytest.mark.postgres
-def test_concurrent_requests_cannot_pass_the_cap_on_postgresql(tmp_path: Path) -> None:
-    if not _postgres_reachable():
-        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
-    schema = f"cap_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        with capped_server(tmp_path, 5, database_url=url) as live:
-            statuses = anyio.run(_ask_concurrently, live, 24)
-            assert sorted(statuses) == [202] * 5 + [429] * 19
-            assert _pending_of(live, "alice") == 5
-    finally:
-        with engine.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
 
 
 # --- the dry run ----------------------------------------------------------------------------------

@@ -15,15 +15,22 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases, ServerDatabase
 from tests.waiting import eventually
 
 CAP = 64 * 1024
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def live(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     with serve(
-        make_settings(tmp_path_factory.mktemp("files"), files_max_bytes=64 * 1024 * 1024)
+        make_settings(
+            tmp_path_factory.mktemp("files"),
+            module_databases.new(),
+            files_max_bytes=64 * 1024 * 1024,
+        )
     ) as server:
         yield server
 
@@ -149,8 +156,13 @@ def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     assert past.headers["content-range"] == f"bytes */{len(data)}"
 
 
-def test_over_the_cap_is_413_and_the_old_file_is_intact(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path, files_max_bytes=CAP)) as server, server.client() as alice:
+def test_over_the_cap_is_413_and_the_old_file_is_intact(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with (
+        serve(make_settings(tmp_path, database, files_max_bytes=CAP)) as server,
+        server.client() as alice,
+    ):
         target = server.settings.workspace / "kept.txt"
         target.write_bytes(b"old contents")
         declared = alice.put("/v1/files", params={"path": "kept.txt"}, content=os.urandom(CAP + 1))
@@ -407,8 +419,10 @@ def test_an_approval_id_is_only_for_its_own_operation_and_caller(
     assert stolen.status_code == 404
 
 
-def test_a_pending_file_approval_survives_a_restart(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+def test_a_pending_file_approval_survives_a_restart(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    settings = make_settings(tmp_path, database)
     target = tmp_path / "outside" / "after-restart.txt"
     target.parent.mkdir()
     with serve(settings) as first, first.client() as alice:

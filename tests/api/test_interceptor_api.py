@@ -10,12 +10,17 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def live(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     """This module's own server: its tests replace the policy."""
-    with serve(make_settings(tmp_path_factory.mktemp("interceptor"))) as server:
+    with serve(
+        make_settings(tmp_path_factory.mktemp("interceptor"), module_databases.new())
+    ) as server:
         (server.settings.workspace / "test.txt").write_text("file content\n")
         (server.settings.workspace / "pkg").mkdir()
         (server.settings.workspace / "pkg" / "package.json").write_text("{}\n")

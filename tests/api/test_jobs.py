@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 
@@ -212,8 +213,10 @@ def test_list_is_newest_first_with_a_working_cursor(fresh_server_default: LiveSe
 
 
 @pytest.fixture
-def fresh_server_default(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serve(make_settings(tmp_path_factory.mktemp("list"))) as live:
+def fresh_server_default(
+    tmp_path_factory: pytest.TempPathFactory, database: ServerDatabase
+) -> Iterator[LiveServer]:
+    with serve(make_settings(tmp_path_factory.mktemp("list"), database)) as live:
         yield live
 
 
@@ -237,9 +240,13 @@ def test_output_endpoint_pages_by_offset_while_running_and_after(agent: httpx.Cl
 
 def test_output_inside_an_evicted_middle_is_empty_and_points_at_the_tail(
     tmp_path: Path,
+    database: ServerDatabase,
 ) -> None:
     """A 5000-byte log capped at 1024 keeps bytes [0, 512) and [4488, 5000)."""
-    with serve(make_settings(tmp_path, artifact_max_bytes=1024)) as live, live.client() as agent:
+    with (
+        serve(make_settings(tmp_path, database, artifact_max_bytes=1024)) as live,
+        live.client() as agent,
+    ):
         done = agent.post(
             "/v1/executions", json={"command": "head -c 5000 /dev/zero | tr '\\0' a"}
         ).json()

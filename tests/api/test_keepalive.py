@@ -13,6 +13,7 @@ import pytest
 
 from app.config import Settings
 from tests.conftest import make_settings, serve
+from tests.databases import ServerDatabase
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
 
@@ -40,11 +41,11 @@ def test_the_default_keepalive_outlasts_a_gateways_idle_cut() -> None:
 
 
 def test_an_idle_connection_stays_open_until_keepalive_seconds_then_is_dropped_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, database: ServerDatabase
 ) -> None:
     caplog.set_level(logging.INFO, logger="shellgate.http")
     with (
-        serve(make_settings(tmp_path, keepalive_seconds=1)) as server,
+        serve(make_settings(tmp_path, database, keepalive_seconds=1)) as server,
         socket.create_connection(("127.0.0.1", int(server.base_url.rsplit(":", 1)[1]))) as sock,
     ):
         sock.settimeout(10)
@@ -65,11 +66,11 @@ def test_an_idle_connection_stays_open_until_keepalive_seconds_then_is_dropped_a
 
 
 def test_a_request_the_server_cannot_parse_is_dropped_with_a_log_line(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, database: ServerDatabase
 ) -> None:
     caplog.set_level(logging.INFO, logger="shellgate.http")
     with (
-        serve(make_settings(tmp_path)) as server,
+        serve(make_settings(tmp_path, database)) as server,
         socket.create_connection(("127.0.0.1", int(server.base_url.rsplit(":", 1)[1]))) as sock,
     ):
         sock.settimeout(10)

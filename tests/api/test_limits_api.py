@@ -14,6 +14,7 @@ import pytest
 
 from tests.api.test_mcp import call, structured, text_of
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.databases import Databases, ServerDatabase
 
 SERVER_LIMITS = {
     "memory_mb": 2048,
@@ -25,9 +26,12 @@ SERVER_LIMITS = {
 
 
 @pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def limited(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     settings = make_settings(
         tmp_path_factory.mktemp("limited"),
+        module_databases.new(),
         **{f"limit_{name}": value for name, value in SERVER_LIMITS.items()},
     )
     with serve(settings) as live:
@@ -140,8 +144,11 @@ async def test_mcp_bash_takes_limits_and_refuses_raising_them(limited: LiveServe
     assert "above the server's limit of 100" in text_of(refused)
 
 
-def test_the_data_dir_database_and_logs_are_private(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+@pytest.mark.sqlite_only("the SQLite file's mode; on PostgreSQL the data dir holds only logs")
+def test_the_data_dir_database_and_logs_are_private(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    settings = make_settings(tmp_path, database)
     with serve(settings) as live, live.client(AGENT) as client:
         result = client.post("/v1/executions", json={"command": "echo secret"}).json()
         data_dir = live.data_dir

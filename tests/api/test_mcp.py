@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 from tests.waiting import pending_approval_for
 
 TOOLS = {
@@ -59,9 +60,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def policy_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     """A server of this module's own: its policy denies `rm -rf *` and prompts for one echo."""
-    with serve(make_settings(tmp_path_factory.mktemp("mcp-policy"))) as live:
+    with serve(
+        make_settings(tmp_path_factory.mktemp("mcp-policy"), module_databases.new())
+    ) as live:
         with live.client(ADMIN) as admin:
             response = admin.put("/v1/policy", json=POLICY)
             assert response.status_code == 200, response.text

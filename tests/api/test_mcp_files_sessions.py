@@ -15,6 +15,7 @@ import pytest
 
 from tests.api.test_mcp import call, mcp_client, structured, text_of
 from tests.conftest import ADMIN, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 from tests.waiting import eventually
 
 
@@ -24,8 +25,12 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serve(make_settings(tmp_path_factory.mktemp("mcp-files"))) as server:
+def live(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
+    with serve(
+        make_settings(tmp_path_factory.mktemp("mcp-files"), module_databases.new())
+    ) as server:
         with server.client(ADMIN) as admin:
             policy = {"files": {"rules": [{"match": "*.lock", "approval": "deny"}]}}
             assert admin.put("/v1/policy", json=policy).status_code == 200

@@ -14,6 +14,7 @@ from websockets.sync.client import connect
 
 from app import __version__
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 PROMPTED_POLICY = {
     "default": "allow",
@@ -25,11 +26,13 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def gated(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("metrics")
     policy = tmp / "policy.json"
     policy.write_text(json.dumps(PROMPTED_POLICY))
-    with serve(make_settings(tmp, policy_file=policy)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=policy)) as live:
         yield live
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
 from app.crud import execution_row
 from app.db import Database, make_engine
@@ -25,6 +26,7 @@ from app.migrate import upgrade_to_head
 from app.models import Execution
 from tests.api.test_restart import ServerProcess, group_alive
 from tests.conftest import LiveServer, run_foreground
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 WRITE_LOG = """
@@ -54,6 +56,7 @@ def intents(data_dir: Path) -> list[Path]:
     return sorted((data_dir / PENDING_RECORDS_DIR).glob("*.json"))
 
 
+@pytest.mark.sqlite_only("counts the writes with SQLite triggers")
 @pytest.mark.settings(foreground_record_delay_ms=30_000, auto_background_ms=0)
 def test_a_fast_foreground_call_is_one_insert_of_its_finished_row(
     fresh_server: LiveServer, write_log: sqlite3.Connection
@@ -69,6 +72,7 @@ def test_a_fast_foreground_call_is_one_insert_of_its_finished_row(
     assert intents(fresh_server.data_dir) == []
 
 
+@pytest.mark.sqlite_only("counts the writes with SQLite triggers")
 @pytest.mark.settings(foreground_record_delay_ms=200, auto_background_ms=0)
 def test_a_call_running_past_the_delay_is_listed_as_running_then_finished(
     fresh_server: LiveServer, write_log: sqlite3.Connection
@@ -95,6 +99,7 @@ def test_a_call_running_past_the_delay_is_listed_as_running_then_finished(
     assert intents(fresh_server.data_dir) == []
 
 
+@pytest.mark.sqlite_only("counts the writes with SQLite triggers")
 @pytest.mark.settings(foreground_record_delay_ms=0, auto_background_ms=0)
 def test_a_zero_delay_writes_the_running_row_at_the_spawn(
     fresh_server: LiveServer, write_log: sqlite3.Connection
@@ -120,13 +125,13 @@ def test_an_auto_backgrounded_call_has_its_row_before_the_answer(
 
 
 def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
-    tmp_path: Path,
+    tmp_path: Path, database: ServerDatabase
 ) -> None:
     data_dir, workspace = tmp_path / "data", tmp_path / "ws"
     workspace.mkdir()
     # A delay far longer than the test: the row can only come from the intent file.
     env = {"SHELLGATE_FOREGROUND_RECORD_DELAY_MS": "60000", "SHELLGATE_AUTO_BACKGROUND_MS": "0"}
-    first = ServerProcess(data_dir, workspace, env)
+    first = ServerProcess(data_dir, workspace, database, env)
     outcome: list[object] = []
     try:
         client = first.client()
@@ -147,9 +152,10 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
             lambda: b"before" in Path(row["artifact_path"]).read_bytes(),
             what="the command's first output in its log",
         )
-        db = sqlite3.connect(data_dir / "shellgate.db")
-        assert db.execute("SELECT count(*) FROM executions").fetchone()[0] == 0
-        db.close()
+        engine = database.engine(data_dir)
+        with engine.connect() as connection:
+            assert connection.scalar(select(func.count()).select_from(Execution)) == 0
+        engine.dispose()
         assert group_alive(row["pgid"])
     finally:
         first.stop(signal.SIGKILL)
@@ -159,7 +165,7 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
 
     # The command outlived the server; the next start records it and ends it.
     assert group_alive(row["pgid"])
-    second = ServerProcess(data_dir, workspace, env)
+    second = ServerProcess(data_dir, workspace, database, env)
     try:
         with second.client() as again:
             record = again.get(f"/v1/executions/{row['id']}").json()

@@ -19,6 +19,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 # Generated commands never run: everything is denied but the documented example (`echo …`).
 DENY_BUT_ECHO = {
@@ -36,11 +37,15 @@ CONFORMANCE_CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def conformance_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def conformance_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("conformance")
     policy = tmp / "policy.json"
     policy.write_text(json.dumps(DENY_BUT_ECHO))
-    with serve(make_settings(tmp, policy_file=policy, max_timeout=5)) as live:
+    with serve(
+        make_settings(tmp, module_databases.new(), policy_file=policy, max_timeout=5)
+    ) as live:
         yield live
 
 

@@ -28,6 +28,7 @@ from tests.conftest import (
     make_settings,
     serve,
 )
+from tests.databases import Databases, ServerDatabase
 
 DEFAULT_POLICY = {
     "default": "allow",
@@ -43,9 +44,11 @@ DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
 
 @pytest.fixture(scope="module")
-def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def policy_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     """A server of this module's own: its tests replace the policy, which no other may see."""
-    with serve(make_settings(tmp_path_factory.mktemp("policy"))) as live:
+    with serve(make_settings(tmp_path_factory.mktemp("policy"), module_databases.new())) as live:
         yield live
 
 
@@ -77,8 +80,10 @@ def execution_ids(admin: httpx.Client) -> set[str]:
 # --- read, replace, history -------------------------------------------------------------------
 
 
-def test_every_role_reads_the_policy_and_the_default_allows(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path)) as live:
+def test_every_role_reads_the_policy_and_the_default_allows(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with serve(make_settings(tmp_path, database)) as live:
         for token in (AGENT, APPROVER, ADMIN):
             with live.client(token) as client:
                 response = client.get("/v1/policy")
@@ -328,10 +333,15 @@ FILE_POLICY = {
 
 
 @pytest.mark.parametrize("suffix", ["yaml", "json"])
-def test_the_policy_file_seeds_an_empty_registry(tmp_path: Path, suffix: str) -> None:
+def test_the_policy_file_seeds_an_empty_registry(
+    tmp_path: Path, suffix: str, database: ServerDatabase
+) -> None:
     path = tmp_path / f"policy.{suffix}"
     path.write_text(yaml.safe_dump(FILE_POLICY) if suffix == "yaml" else json.dumps(FILE_POLICY))
-    with serve(make_settings(tmp_path, policy_file=path)) as live, live.client(ADMIN) as root:
+    with (
+        serve(make_settings(tmp_path, database, policy_file=path)) as live,
+        live.client(ADMIN) as root,
+    ):
         assert root.get("/v1/policy").json() == {**FILE_POLICY, "keep_daemons": False}
         versions = root.get("/v1/policy/versions").json()["data"]
         assert [version["author"] for version in versions] == [f"file:policy.{suffix}"]
@@ -340,7 +350,10 @@ def test_the_policy_file_seeds_an_empty_registry(tmp_path: Path, suffix: str) ->
         changed = FILE_POLICY | {"default": "allow"}
         assert root.put("/v1/policy", json=changed).status_code == 200
     # Restarted with the same file: the stored newest version wins over the file.
-    with serve(make_settings(tmp_path, policy_file=path)) as live, live.client(ADMIN) as root:
+    with (
+        serve(make_settings(tmp_path, database, policy_file=path)) as live,
+        live.client(ADMIN) as root,
+    ):
         assert root.get("/v1/policy").json() == {**changed, "keep_daemons": False}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ADMIN, AGENT, make_settings, serve
+from tests.databases import ServerDatabase
 from tests.policy_corpus import BENIGN_COMMANDS, BYPASS_FORMS, MARKER_COMMAND, REALISTIC_POLICY
 
 
@@ -30,7 +31,7 @@ def _install_marker_command(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_no_bypass_form_runs_the_denied_command_on_a_real_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
 ) -> None:
     bin_dir, marker = _install_marker_command(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -38,7 +39,7 @@ def test_no_bypass_form_runs_the_denied_command_on_a_real_server(
     policy_file.write_text(json.dumps(REALISTIC_POLICY))
     outcomes: dict[str, str] = {}
     with (
-        serve(make_settings(tmp_path, policy_file=policy_file)) as live,
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
         live.client(AGENT) as agent,
         live.client(ADMIN) as admin,
     ):
@@ -74,13 +75,15 @@ def test_no_bypass_form_runs_the_denied_command_on_a_real_server(
     assert not marker.exists(), marker.read_text()
 
 
-def test_benign_commands_are_allowed_by_a_real_server(tmp_path: Path) -> None:
+def test_benign_commands_are_allowed_by_a_real_server(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
     # Judged by the server's dry run (nothing runs): the policy it loaded from the file
     # allows every one of them.
     policy_file = tmp_path / "policy.json"
     policy_file.write_text(json.dumps(REALISTIC_POLICY))
     with (
-        serve(make_settings(tmp_path, policy_file=policy_file)) as live,
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
         live.client(ADMIN) as admin,
     ):
         prompted = []
@@ -92,8 +95,10 @@ def test_benign_commands_are_allowed_by_a_real_server(tmp_path: Path) -> None:
     assert prompted == []
 
 
-def test_a_pathological_interceptor_regex_never_stalls_the_server(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path)) as live, live.client(ADMIN) as admin:
+def test_a_pathological_interceptor_regex_never_stalls_the_server(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with serve(make_settings(tmp_path, database)) as live, live.client(ADMIN) as admin:
         refused = admin.put(
             "/v1/policy",
             json={"interceptor": {"enabled": True, "rules": [{"pattern": r"(a)\1", "tool": "t"}]}},

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import insert, select, text
 
+from app.models import Execution
 from tests.conftest import AGENT, TOKENS, free_port
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 
@@ -28,7 +31,11 @@ def group_alive(pgid: int) -> bool:
 
 class ServerProcess:
     def __init__(
-        self, data_dir: Path, workspace: Path, extra_env: dict[str, str] | None = None
+        self,
+        data_dir: Path,
+        workspace: Path,
+        database: ServerDatabase,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -39,6 +46,7 @@ class ServerProcess:
             "SHELLGATE_TOKENS": TOKENS,
             "SHELLGATE_PORT": str(self.port),
             "SHELLGATE_LOG_LEVEL": "warning",
+            **database.environment(),
             **(extra_env or {}),
         }
         # Its own session: SIGKILLing it must not touch the test runner's group.
@@ -77,10 +85,10 @@ def dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
-    dirs: tuple[Path, Path],
+    dirs: tuple[Path, Path], database: ServerDatabase
 ) -> None:
     data_dir, workspace = dirs
-    first = ServerProcess(data_dir, workspace)
+    first = ServerProcess(data_dir, workspace, database)
     try:
         with first.client() as client:
             jobs = [
@@ -96,9 +104,10 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
                 ),
                 what="every job's first output",
             )
-        db = sqlite3.connect(data_dir / "shellgate.db")
-        pgids = [row[0] for row in db.execute("SELECT pgid FROM executions")]
-        db.close()
+        engine = database.engine(data_dir)
+        with engine.connect() as connection:
+            pgids = list(connection.scalars(select(Execution.pgid)))
+        engine.dispose()
         assert len(pgids) == 3
         assert all(group_alive(pgid) for pgid in pgids)
     finally:
@@ -106,7 +115,7 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
 
     # The jobs outlive the SIGKILLed server (their own sessions) until the restart finds them.
     assert all(group_alive(pgid) for pgid in pgids)
-    second = ServerProcess(data_dir, workspace)
+    second = ServerProcess(data_dir, workspace, database)
     try:
         with second.client() as client:
             for i, job in enumerate(jobs):
@@ -129,34 +138,54 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
             )
     finally:
         second.stop()
-    db = sqlite3.connect(data_dir / "shellgate.db")
-    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    db.close()
+    if database.kind == "sqlite":
+        engine = database.engine(data_dir)
+        with engine.connect() as connection:
+            assert connection.scalar(text("PRAGMA integrity_check")) == "ok"
+        engine.dispose()
 
 
 def test_recovery_never_kills_an_unrelated_group_that_reused_the_pgid(
-    dirs: tuple[Path, Path],
+    dirs: tuple[Path, Path], database: ServerDatabase
 ) -> None:
     data_dir, workspace = dirs
-    first = ServerProcess(data_dir, workspace)
+    first = ServerProcess(data_dir, workspace, database)
     first.stop()
     # An unrelated process group (ours), recorded as if a lost execution had owned its id.
     bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        db = sqlite3.connect(data_dir / "shellgate.db")
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        db.execute(
-            "INSERT INTO executions (id, owner, command, original_command, cwd, state, mode, pty,"
-            " timed_out, pid, pgid, proc_start_ticks, boot_id, timeout_disabled, notices,"
-            " total_bytes, total_lines, output_bytes, output_lines, elided_bytes, truncated,"
-            " artifact_path, created_at) VALUES ('ex_fake000000000000000', 'alice', 'sleep 60',"
-            " 'sleep 60', '/', 'running', 'job', 0, 0, ?, ?, 1, ?, 0, '[]', 0, 0, 0, 0, 0, 0,"
-            " '/nonexistent-artifact', '2026-01-01 00:00:00')",
-            (bystander.pid, bystander.pid, boot),
-        )
-        db.commit()
-        db.close()
-        second = ServerProcess(data_dir, workspace)
+        engine = database.engine(data_dir)
+        with engine.begin() as connection:
+            connection.execute(
+                insert(Execution).values(
+                    id="ex_fake000000000000000",
+                    owner="alice",
+                    command="sleep 60",
+                    original_command="sleep 60",
+                    cwd="/",
+                    state="running",
+                    mode="job",
+                    pty=False,
+                    timed_out=False,
+                    pid=bystander.pid,
+                    pgid=bystander.pid,
+                    proc_start_ticks=1,
+                    boot_id=boot,
+                    timeout_disabled=False,
+                    notices="[]",
+                    total_bytes=0,
+                    total_lines=0,
+                    output_bytes=0,
+                    output_lines=0,
+                    elided_bytes=0,
+                    truncated=False,
+                    artifact_path="/nonexistent-artifact",
+                    created_at=datetime(2026, 1, 1, tzinfo=UTC),
+                )
+            )
+        engine.dispose()
+        second = ServerProcess(data_dir, workspace, database)
         try:
             with second.client() as client:
                 record = client.get("/v1/executions/ex_fake000000000000000").json()

@@ -1,16 +1,12 @@
-"""Retention pruning, readiness, and the whole API on PostgreSQL instead of SQLite."""
+"""Retention pruning, readiness, and a round trip through the API on a fresh database."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
-from tests.conftest import ADMIN, APPROVER, LiveServer, make_settings, serve
-from tests.test_migrations import POSTGRES_URL, _postgres_reachable
+from tests.conftest import ADMIN, APPROVER, LiveServer
 from tests.waiting import eventually
 
 
@@ -31,32 +27,12 @@ def test_finished_executions_and_their_logs_are_pruned(fresh_server: LiveServer)
         client.post(f"/v1/executions/{running['id']}/cancel")
 
 
-@pytest.fixture
-def postgres_server(tmp_path: Path) -> Iterator[LiveServer]:
-    if not _postgres_reachable():
-        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
-    schema = f"api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        settings = make_settings(
-            tmp_path, database_url=f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        )
-        with serve(settings) as live:
-            yield live
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-@pytest.mark.postgres
-def test_the_api_works_on_postgresql(postgres_server: LiveServer) -> None:
+def test_a_round_trip_through_the_api_on_a_fresh_database(fresh_server: LiveServer) -> None:
+    """Runs on each database (conftest); on a fresh one the listing holds exactly this test's."""
     with (
-        postgres_server.client() as agent,
-        postgres_server.client(APPROVER) as approver,
-        postgres_server.client(ADMIN) as admin,
+        fresh_server.client() as agent,
+        fresh_server.client(APPROVER) as approver,
+        fresh_server.client(ADMIN) as admin,
     ):
         result = agent.post("/v1/executions", json={"command": "echo on-postgres"}).json()
         assert result["output"] == "on-postgres\n"
@@ -85,12 +61,11 @@ def test_the_api_works_on_postgresql(postgres_server: LiveServer) -> None:
         assert admin.get("/v1/policy/versions").json()["data"][0]["author"] == "root"
 
 
-@pytest.mark.postgres
-def test_files_and_their_approvals_work_on_postgresql(
-    postgres_server: LiveServer, tmp_path: Path
+def test_files_and_their_approvals_work_on_a_fresh_database(
+    fresh_server: LiveServer, tmp_path: Path
 ) -> None:
     outside = tmp_path / "pg-outside.txt"
-    with postgres_server.client() as agent, postgres_server.client(APPROVER) as approver:
+    with fresh_server.client() as agent, fresh_server.client(APPROVER) as approver:
         put = agent.put("/v1/files", params={"path": "on-pg.bin"}, content=b"\x00pg\xff")
         assert put.status_code == 201, put.text
         assert agent.get("/v1/files", params={"path": "on-pg.bin"}).content == b"\x00pg\xff"

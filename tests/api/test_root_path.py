@@ -9,14 +9,16 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import make_settings, serve
+from tests.databases import ServerDatabase
 
 
 def test_a_root_path_is_served_and_documented_without_a_deprecation_warning(
     tmp_path: Path,
+    database: ServerDatabase,
 ) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with serve(make_settings(tmp_path, root_path="/gateway/shellgate")) as live:
+        with serve(make_settings(tmp_path, database, root_path="/gateway/shellgate")) as live:
             health = httpx.get(f"{live.base_url}/healthz")
             document = httpx.get(f"{live.base_url}/openapi.json").json()
     assert health.status_code == 200

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 from tests.waiting import pending_approval_for
 
 ItemList = list[dict[str, Any]]
@@ -408,11 +409,13 @@ POLICY = {
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def gated(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("runner-policy")
     policy_file = tmp / "policy.json"
     policy_file.write_text(json.dumps(POLICY))
-    with serve(make_settings(tmp, policy_file=policy_file)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=policy_file)) as live:
         yield live
 
 

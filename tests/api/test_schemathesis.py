@@ -22,18 +22,21 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from app.openapi_export import openapi_document
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 EXAMPLES_PER_OPERATION = 25  # per operation and mode (valid data, then invalid data)
 
 
 @pytest.fixture(scope="module")
-def deny_all(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def deny_all(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("fuzz")
     policy = tmp / "deny-all.json"
     # Files too: no generated path is read or written, inside the workspace or out.
     files = {"workspace": "deny", "outside": "deny"}
     policy.write_text(json.dumps({"default": "deny", "rules": [], "files": files}))
-    with serve(make_settings(tmp, policy_file=policy)) as live:
+    with serve(make_settings(tmp, module_databases.new(), policy_file=policy)) as live:
         yield live
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.api.test_runner import Run, new_session, run
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 SESSION_FIELDS = {
@@ -419,8 +420,10 @@ def test_a_background_job_restores_the_state_but_never_saves(
     assert run(agent, session_id, 'echo "[$FROM_JOB]"').stdout == "[]\n"
 
 
-def test_sessions_and_their_state_survive_a_restart(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+def test_sessions_and_their_state_survive_a_restart(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    settings = make_settings(tmp_path, database)
     with serve(settings) as first, first.client(AGENT) as client:
         session_id = new_session(client, env={"CONF": "kept"}, timeout_ms=123_000)
         run(client, session_id, "export STATE=kept; f() { echo fn; }")

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from app.artifact_log import OutputStream
 from app.streaming import output_frames
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import ServerDatabase
 
 Frame = dict[str, Any]
 
@@ -363,8 +364,10 @@ async def test_binary_output_is_exact_over_the_stream(server: LiveServer) -> Non
 
 
 @pytest.mark.anyio
-async def test_an_evicted_middle_is_announced_with_a_gap_frame(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path, artifact_max_bytes=1024)) as server:
+async def test_an_evicted_middle_is_announced_with_a_gap_frame(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with serve(make_settings(tmp_path, database, artifact_max_bytes=1024)) as server:
         done = await run_foreground(server, "head -c 5000 /dev/zero | tr '\\0' a")
         frames = await watch(server, done["id"])
         from_inside = await watch(server, done["id"], offset=1000)
@@ -415,8 +418,8 @@ async def test_bad_client_frames_get_error_frames_and_the_stream_goes_on(
 
 
 @pytest.mark.anyio
-async def test_an_idle_stream_sends_ping_frames(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path, ws_ping_seconds=0.3)) as server:
+async def test_an_idle_stream_sends_ping_frames(tmp_path: Path, database: ServerDatabase) -> None:
+    with serve(make_settings(tmp_path, database, ws_ping_seconds=0.3)) as server:
         job = await start_job(server, "sleep 1.2; echo done")
         with anyio.fail_after(20):
             frames = await watch(server, job)
@@ -427,10 +430,12 @@ async def test_an_idle_stream_sends_ping_frames(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_stream_waits_through_an_approval_and_follows_the_run(tmp_path: Path) -> None:
+async def test_a_stream_waits_through_an_approval_and_follows_the_run(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"rules": [{"match": "echo needs-*", "approval": "prompt"}]}))
-    with serve(make_settings(tmp_path, policy_file=policy)) as server:
+    with serve(make_settings(tmp_path, database, policy_file=policy)) as server:
         async with server.async_client() as alice, server.async_client(APPROVER) as carol:
             pending = (
                 await alice.post("/v1/executions", json={"command": "echo needs-ok", "async": True})

@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind
 from app.observability.logs import JsonFormatter, RequestIdFilter
 from app.observability.tracing import EXECUTION_ID_ATTRIBUTE, Tracing
 from tests.conftest import AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 PROMPTED_POLICY = {
     "default": "allow",
@@ -40,14 +41,18 @@ def exporter() -> InMemorySpanExporter:
 
 @pytest.fixture(scope="module")
 def traced(
-    tmp_path_factory: pytest.TempPathFactory, exporter: InMemorySpanExporter
+    tmp_path_factory: pytest.TempPathFactory,
+    exporter: InMemorySpanExporter,
+    module_databases: Databases,
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("traced")
     policy = tmp / "policy.json"
     policy.write_text(json.dumps(PROMPTED_POLICY))
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with serve(make_settings(tmp, policy_file=policy), tracing=Tracing(provider)) as live:
+    with serve(
+        make_settings(tmp, module_databases.new(), policy_file=policy), tracing=Tracing(provider)
+    ) as live:
         yield live
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import AGENT, TOKENS, free_port
+from tests.databases import ServerDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def server_env(tmp: Path, **settings: Any) -> dict[str, str]:
+def server_env(tmp: Path, database: ServerDatabase, **settings: Any) -> dict[str, str]:
     workspace = tmp / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
@@ -45,6 +46,7 @@ def server_env(tmp: Path, **settings: Any) -> dict[str, str]:
         SHELLGATE_WORKSPACE=str(workspace),
         SHELLGATE_TOKENS=TOKENS,
         SHELLGATE_LOG_LEVEL="info",
+        **database.environment(),
     )
     for key, value in settings.items():
         env[f"SHELLGATE_{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)

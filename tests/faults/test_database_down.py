@@ -5,43 +5,34 @@ same server works again, without a restart."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import make_url
 
 from app.db import CONNECT_TIMEOUT_SECONDS
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.databases import PostgresDatabases, ServerDatabase
 from tests.faults.cuttable_proxy import CuttableProxy
-from tests.test_migrations import POSTGRES_URL, _postgres_reachable
 
 
 @pytest.fixture
-def behind_proxy(tmp_path: Path) -> Iterator[tuple[LiveServer, CuttableProxy]]:
-    if not _postgres_reachable():
-        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
-    url = make_url(POSTGRES_URL)
-    proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
-    proxy.start()
-    schema = f"down_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    proxied = url.set(host="127.0.0.1", port=proxy.port)
-    try:
-        database_url = proxied.render_as_string(hide_password=False)
-        settings = make_settings(
-            tmp_path, database_url=f"{database_url}?options=-csearch_path%3D{schema}"
-        )
-        with serve(settings) as live:
-            yield live, proxy
-    finally:
-        proxy.cut()
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+def behind_proxy(
+    tmp_path: Path, postgres_databases: PostgresDatabases
+) -> Iterator[tuple[LiveServer, CuttableProxy]]:
+    """A server on a database of its own, reached through a proxy the test can cut."""
+    with postgres_databases.database() as direct:
+        assert direct.url is not None
+        url = make_url(direct.url)
+        proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
+        proxy.start()
+        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        try:
+            with serve(make_settings(tmp_path, ServerDatabase("postgres", proxied))) as live:
+                yield live, proxy
+        finally:
+            proxy.cut()
 
 
 @pytest.mark.postgres

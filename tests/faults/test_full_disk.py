@@ -14,6 +14,7 @@ import pytest
 
 from app.storage import OUTPUT_STORAGE_FULL_NOTICE
 from tests.conftest import AGENT, make_settings, serve
+from tests.databases import ServerDatabase
 
 DISK_MB = 24
 FREE_FOR_THE_TEST_MB = 8
@@ -46,8 +47,10 @@ def _fill(directory: Path, leave_mb: int) -> Path:
     return filler
 
 
-def test_a_full_data_directory_is_reported_never_a_500(small_disk: Path, tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, data_dir=small_disk / "data")
+def test_a_full_data_directory_is_reported_never_a_500(
+    small_disk: Path, tmp_path: Path, database: ServerDatabase
+) -> None:
+    settings = make_settings(tmp_path, database, data_dir=small_disk / "data")
     with serve(settings) as server, server.client(AGENT) as client:
         assert client.get("/readyz").status_code == 200  # also writes the reserve
         filler = _fill(small_disk, FREE_FOR_THE_TEST_MB)

@@ -22,6 +22,7 @@ from websockets.sync.client import connect
 from app.main import create_app
 from app.result_text import LOST_NOTICE
 from tests.conftest import AGENT, APPROVER, free_port, make_settings
+from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
 
 GRACE = 10.0
@@ -60,11 +61,11 @@ def _viewer(base_url: str, execution_id: str, first_frame: threading.Event) -> i
 
 
 def test_sigterm_answers_waits_records_commands_and_exits_within_the_grace(
-    tmp_path: Path,
+    tmp_path: Path, database: ServerDatabase
 ) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(POLICY))
-    env = server_env(tmp_path, policy_file=str(policy))
+    env = server_env(tmp_path, database, policy_file=str(policy))
     results: dict[str, Any] = {}
     with server_process(env, tmp_path / "server.log") as server:
         with server.client() as client:
@@ -174,8 +175,8 @@ def _serve_app(app: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-def stoppable(tmp_path: Path) -> Iterator[tuple[Any, str]]:
-    app = create_app(make_settings(tmp_path))
+def stoppable(tmp_path: Path, database: ServerDatabase) -> Iterator[tuple[Any, str]]:
+    app = create_app(make_settings(tmp_path, database))
     with _serve_app(app) as base_url:
         yield app, base_url
 
@@ -222,9 +223,9 @@ def test_once_stopping_readiness_fails_and_new_work_gets_503_with_retry_after(
 
 
 def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proof_command(
-    tmp_path: Path,
+    tmp_path: Path, database: ServerDatabase
 ) -> None:
-    env = server_env(tmp_path)
+    env = server_env(tmp_path, database)
     with server_process(env, tmp_path / "server.log") as server:
         with server.client() as client:
             stubborn = client.post(

@@ -9,6 +9,7 @@ import pytest
 
 from app.client import Client
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 POLICY = {
     "default": "allow",
@@ -20,8 +21,12 @@ POLICY = {
 
 
 @pytest.fixture(scope="module")
-def sdk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    settings = make_settings(tmp_path_factory.mktemp("sdk"), auto_background_ms=300)
+def sdk_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
+    settings = make_settings(
+        tmp_path_factory.mktemp("sdk"), module_databases.new(), auto_background_ms=300
+    )
     with serve(settings) as live:
         with Client(live.base_url, ADMIN) as admin:
             stored = admin.put_policy(POLICY)

@@ -19,6 +19,7 @@ from playwright.sync_api import (
 )
 
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.databases import Databases
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -43,8 +44,10 @@ NEEDS_CHROMIUM = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serve(make_settings(tmp_path_factory.mktemp("console"))) as live:
+def console_server(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
+    with serve(make_settings(tmp_path_factory.mktemp("console"), module_databases.new())) as live:
         policy = {
             "default": "allow",
             "rules": [{"match": f"{PROMPT_PREFIX}*", "approval": "prompt"}],

@@ -1,0 +1,74 @@
+"""The suite's PostgreSQL half is skipped locally, with the reason, when no PostgreSQL answers;
+with CI=true the run stops before its first test instead; `.ci/run`'s check says the same."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _nobody_listening_url() -> str:
+    return f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+
+
+def _run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if key != "CI"}
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _pytest(url: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return _run(
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_migrations.py", *extra],
+        SHELLGATE_TEST_POSTGRES_URL=url,
+        **env,
+    )
+
+
+def test_locally_the_postgres_half_is_skipped_with_the_reason() -> None:
+    url = _nobody_listening_url()
+    run = _pytest(url, "-rs")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed, 1 skipped" in run.stdout
+    assert f"no PostgreSQL at {url}" in run.stdout
+    assert "point SHELLGATE_TEST_POSTGRES_URL at" in run.stdout
+
+
+def test_in_ci_a_missing_postgres_stops_the_run_before_any_test() -> None:
+    run = _pytest(_nobody_listening_url(), CI="true")
+    assert run.returncode == 3, run.stdout + run.stderr  # pytest.exit's code in conftest
+    assert "CI=true needs PostgreSQL" in run.stdout + run.stderr
+    assert "passed" not in run.stdout
+
+
+def test_in_ci_the_sqlite_half_alone_runs_when_asked_for_explicitly() -> None:
+    run = _pytest(_nobody_listening_url(), "-m", "not postgres", CI="true")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed, 1 deselected" in run.stdout
+
+
+def test_the_ci_check_fails_without_postgres_and_passes_with_it() -> None:
+    url = _nobody_listening_url()
+    missing = _run(["-m", "tests.databases"], SHELLGATE_TEST_POSTGRES_URL=url)
+    assert missing.returncode == 1
+    assert f"no PostgreSQL at {url}" in missing.stdout
+    reachable = _run(["-m", "tests.databases"])
+    if reachable.returncode != 0:
+        pytest.skip(reachable.stdout.strip())
+    assert "answers" in reachable.stdout
