@@ -181,7 +181,11 @@ class OutputSink:
         if not chunk:
             return
         self._total_bytes += len(chunk)
-        self._consume(self._decoder.decode(chunk).encode(), final=False)
+        if chunk.isascii() and not self._decoder.getstate()[0]:
+            # Nothing to decode (and no half character waiting): skip two copies.
+            self._consume(chunk, final=False)
+        else:
+            self._consume(self._decoder.decode(chunk).encode(), final=False)
 
     def flush(self) -> None:
         """Settle held-back bytes at the end of the stream: an incomplete character becomes

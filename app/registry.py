@@ -87,9 +87,10 @@ class LiveExecution:
     # --- called on the loop by the process's reader ---------------------------------------
 
     def accept_output(self, data: bytes, stream: OutputStream) -> None:
-        """The next chunk (one read, at most 64 KiB): to the log — a write to the page cache,
-        tens of microseconds, so it stays on the loop — and to the inline window: on the loop
-        when cleaning it is cheap, else through the shared sink worker (app/sink_worker.py)."""
+        """The next chunk (one wake-up's reads, at most 128 KiB): to the log — a write to the
+        page cache, tens of microseconds, so it stays on the loop — and to the inline window:
+        on the loop when cleaning it is cheap, else through the shared sink worker
+        (app/sink_worker.py)."""
         pause = False
         with self._lock:
             if self.storage_full:
