@@ -19,8 +19,9 @@ from app.config import Settings
 logger = logging.getLogger("shellgate.http")
 
 # How long a thread may hold the interpreter while another waits for it (Python's default is
-# 5 ms). The event loop waits that long for each wake-up whenever pump threads are busy with a
-# burst of output; a shorter interval keeps requests fast under that load.
+# 5 ms). The event loop waits that long for each wake-up whenever a worker thread (the shared
+# output worker cleaning binary output, the database's) is busy; a shorter interval keeps
+# requests fast under that load.
 SWITCH_INTERVAL_SECONDS = 0.001
 
 

@@ -2,7 +2,10 @@
 output that is costly to clean: bytes that are not ASCII need a UTF-8 decode with replacement,
 about 30 ms of interpreter-holding C per MiB of random bytes. Cheap chunks (ASCII, or small) are
 fed on the event loop as they are read; an execution whose output needs the worker stays with
-it, in order, until its backlog is empty (see `LiveExecution.accept_output`).
+it, in order, until its backlog is empty (see `LiveExecution.accept_output`). The end of every
+run comes through here too: settling its window and finishing its log (closing files and
+writing `.done`: metadata work that can stall for tens of milliseconds on a busy disk, so not
+on the event loop). One thread for all runs, never one per run.
 
 The worker takes executions in turn, a few slices each, so one binary flood does not hold back
 the others' windows; the backlog of each is bounded by pausing its reader.
