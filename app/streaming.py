@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import json
 import re
 import signal
 from collections.abc import AsyncGenerator
@@ -39,6 +38,7 @@ from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError, UnavailableError
 from app.executions import ExecutionService
+from app.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
 from app.models import Execution, ExecutionState
 from app.process import OutputStream
 from app.registry import LiveExecution
@@ -120,50 +120,11 @@ PING_FRAME: Final[SimpleFrame] = {"type": "ping"}
 PONG_FRAME: Final[SimpleFrame] = {"type": "pong"}
 
 
-# ensure_ascii=False: non-ASCII text travels as itself, not as six-byte escapes.
-_FRAME_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def encode_frame(frame: Frame | dict[str, Any]) -> str:
-    if frame.get("type") == "output" and frame.keys() <= _OUTPUT_KEYS:
-        return _encode_output_frame(frame)  # type: ignore[arg-type]
-    return _FRAME_ENCODER.encode(frame)
-
-
-# Output frames are most of what a stream sends: their JSON is built by hand, the text escaped
-# on its UTF-8 bytes with bytes.replace (memchr-fast) instead of the json module's escaping
-# loop, which runs ≈ 150-450 µs per 64 KiB frame here. The result is the same text
-# `_FRAME_ENCODER` writes, character for character (tests/test_frame_encoding.py).
-_OUTPUT_KEYS: Final = frozenset({"type", "stream", "offset", "data", "encoding"})
-_JSON_ESCAPES: Final = (
-    (b"\\", b"\\\\"),  # first: the escapes below add backslashes
-    (b'"', b'\\"'),
-    (b"\n", b"\\n"),
-    (b"\r", b"\\r"),
-    (b"\t", b"\\t"),
-    (b"\x1b", b"\\u001b"),  # terminal output is full of escape sequences
-)
-# The other control characters JSON must escape: rare, left to the json module.
-_RARE_CONTROLS: Final = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D, 0x1B))
-
-
-def json_string(text: str) -> str:
-    """`text` as a JSON string literal, as `json.dumps(text, ensure_ascii=False)` writes it."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data.translate(None, _RARE_CONTROLS)) != len(data):
-        return _FRAME_ENCODER.encode(text)
-    for raw, escaped in _JSON_ESCAPES:
-        if raw in data:
-            data = data.replace(raw, escaped)
-    return '"' + data.decode("utf-8", "surrogatepass") + '"'
-
-
-def _encode_output_frame(frame: OutputFrame) -> str:
-    encoding = ',"encoding":"base64"' if frame.get("encoding") == "base64" else ""
-    return (
-        f'{{"type":"output","stream":{json_string(frame["stream"])},'
-        f'"offset":{int(frame["offset"])},"data":{json_string(frame["data"])}{encoding}}}'
-    )
+    if frame.get("type") == "output" and frame.keys() <= OUTPUT_FRAME_KEYS:
+        # Most of what a stream sends: built by hand, the same text (app/frame_json.py).
+        return encode_output_frame(frame)  # type: ignore[arg-type]
+    return FRAME_ENCODER.encode(frame)
 
 
 def state_frame(state: ExecutionState) -> StateFrame:

@@ -8,7 +8,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.streaming import OutputFrame, encode_frame, json_string
+from app.frame_json import json_string
+from app.streaming import OutputFrame, encode_frame
 
 REFERENCE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
