@@ -18,11 +18,13 @@ and `next_available(offset)` names the offset to jump to (the start of the tail)
 tail (what a command reading the artifact path sees); `read` still speaks logical offsets and
 maps them onto that file, skipping the marker.
 
-Threading: one writer thread (`append`, then `finish`) and any number of reader threads.
+Threading: one writer (`append`, then `finish`) and any number of reader threads.
 Bytes of `<id>.log` are never changed in place (the finishing rewrite replaces the file), so
 readers open their own descriptor under the lock and read without it; only reads of the ring,
-whose slots the writer reuses, happen under the lock. Every call does blocking file I/O:
-call it from a thread (`asyncio.to_thread`), never on the event loop.
+whose slots the writer reuses, happen under the lock. `append` is one `pwrite` of at most one
+read of output (128 KiB) to the page cache — 21 µs median, 87 µs p99 here — and is called on
+the event loop; every other call does file I/O whose time grows with the data or stalls on
+metadata (`finish`: 0.12 ms median, 22 ms p99 on this VM's ext4): call those from a thread.
 """
 
 from __future__ import annotations

@@ -71,9 +71,10 @@ def serve(
     except (PolicyFileError, OSError) as error:
         _fail(str(error), 2)
     configure_logging(settings.log_level, settings.log_format)
-    from app.http_server import SWITCH_INTERVAL_SECONDS, server_options
+    from app.http_server import SWITCH_INTERVAL_SECONDS, limit_malloc_arenas, server_options
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    limit_malloc_arenas()
     from app.main import create_app
     from app.serving import GracefulServer, graceful_shutdown_timeout
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import json
 import re
 import signal
 from collections.abc import AsyncGenerator
@@ -39,6 +38,7 @@ from app.artifact_log import ArtifactLog
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError, UnavailableError
 from app.executions import ExecutionService
+from app.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
 from app.models import Execution, ExecutionState
 from app.process import OutputStream
 from app.registry import LiveExecution
@@ -120,12 +120,11 @@ PING_FRAME: Final[SimpleFrame] = {"type": "ping"}
 PONG_FRAME: Final[SimpleFrame] = {"type": "pong"}
 
 
-# ensure_ascii=False: non-ASCII text travels as itself, not as six-byte escapes.
-_FRAME_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def encode_frame(frame: Frame | dict[str, Any]) -> str:
-    return _FRAME_ENCODER.encode(frame)
+    if frame.get("type") == "output" and frame.keys() <= OUTPUT_FRAME_KEYS:
+        # Most of what a stream sends: built by hand, the same text (app/frame_json.py).
+        return encode_output_frame(frame)  # type: ignore[arg-type]
+    return FRAME_ENCODER.encode(frame)
 
 
 def state_frame(state: ExecutionState) -> StateFrame:
@@ -277,7 +276,7 @@ def _frame_cuts(data: bytes, start: int, stop: int, frame_bytes: int) -> list[tu
 @dataclass(frozen=True)
 class _Batch:
     start: int  # where the read began: the cursor, or past the evicted middle it pointed into
-    frames: list[OutputFrame]  # the bytes read, framed
+    frames: list[str]  # the bytes read, framed and JSON-encoded
     framed_end: int | None  # the offset after the last byte the frames carry
     end: int  # start + the bytes read
     total: int  # the log's size just after the read
@@ -287,8 +286,8 @@ class _Batch:
 def _read_batch(
     log: ArtifactLog, cursor: int, limit: int, finished: bool, frame_bytes: int
 ) -> _Batch:
-    """Runs in a worker thread: the read, and the framing, whose cost grows with the bytes
-    read (decoding, base64), stay off the event loop."""
+    """Runs in a worker thread: the read, and the framing and JSON encoding, whose cost grows
+    with the bytes read (decoding, base64, escaping), stay off the event loop."""
     # `complete` first: once it is true the total is final, so a read after it sees every byte.
     complete = finished or log.complete
     start = log.next_available(cursor)
@@ -297,7 +296,8 @@ def _read_batch(
     frames, framed_end = output_frames(
         pieces, more_may_follow=not complete, frame_bytes=frame_bytes
     )
-    return _Batch(start, frames, framed_end, end, log.total_bytes, complete)
+    encoded = [encode_frame(frame) for frame in frames]
+    return _Batch(start, encoded, framed_end, end, log.total_bytes, complete)
 
 
 async def follow_output(
@@ -307,9 +307,10 @@ async def follow_output(
     *,
     frame_bytes: int = FRAME_BYTES,
     read_bytes: int = READ_BYTES,
-) -> AsyncGenerator[OutputFrame | GapFrame, None]:
-    """Output (and gap) frames from `offset` to the end of the log; with `live`, waits for the
-    bytes still to come until the process has exited and every byte was sent."""
+) -> AsyncGenerator[str | GapFrame, None]:
+    """Output frames (already JSON: see `encode_frame`) and gap frames from `offset` to the end
+    of the log; with `live`, waits for the bytes still to come until the process has exited
+    and every byte was sent."""
     cursor = offset
     while True:
         batch = await anyio.to_thread.run_sync(
@@ -359,8 +360,8 @@ class ExecutionViewer:
         self._offset = offset
         self._frame_bytes = frame_bytes
 
-    async def frames(self) -> AsyncGenerator[Frame, None]:
-        """state, output/gap…, state (terminal), exit."""
+    async def frames(self) -> AsyncGenerator[Frame | str, None]:
+        """state, output/gap…, state (terminal), exit; output frames come JSON-encoded."""
         state = ExecutionState(self._record.state)
         yield state_frame(state)
         final: Execution | ExecutionPublic | None = self._record if state.is_terminal else None

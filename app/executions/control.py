@@ -8,8 +8,6 @@ import contextlib
 import logging
 import signal
 
-import anyio.to_thread
-
 from app.auth import Principal
 from app.errors import ConflictError, ForbiddenError
 from app.executions.context import Context
@@ -41,7 +39,8 @@ class Controls:
         # Keystrokes into an approved PTY are not re-evaluated by the policy (README): log
         # them so that an audit can see what was typed after the approval.
         logger.info("pty input to %s by %s: %r", execution_id, principal.name, data[:200])
-        await anyio.to_thread.run_sync(live.process.write_input, data)
+        # On the loop: a non-blocking write to the terminal, no thread hop per keystroke.
+        await live.process.send_input(data)
 
     async def resize(self, principal: Principal, execution_id: str, rows: int, cols: int) -> None:
         live = await self._controllable(principal, execution_id)

@@ -1,9 +1,9 @@
 """Spawning commands and signalling their process groups: the only package that touches file
 descriptors, ptyprocess and signals.
 
-`spec` holds what a spawn is given and reports, `running` the spawned process and the thread
-that pumps its output, `groups` the process groups and `/proc`, `confine_hooks` what runs in the
-child before exec (and the environment for `app/confine.sh`)."""
+`spec` holds what a spawn is given and reports, `running` the spawned process and the event
+loop callbacks that read its output and see its exit, `groups` the process groups and `/proc`,
+`confine_hooks` what runs in the child before exec (and the environment for `app/confine.sh`)."""
 
 from __future__ import annotations
 

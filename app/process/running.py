@@ -1,23 +1,30 @@
-"""Each execution runs in its own session (so its own process group). A pump thread per process
-reads the pipes (or the PTY master) and hands chunks to a callback; the process is finished when
-it *exits* (seen through a pidfd), not when its pipes reach EOF, so `sleep 5 & echo now`
-returns at once.
+"""Each execution runs in its own session (so its own process group). Its output is read by the
+event loop, not by a thread of its own: the pipes (or the PTY master) are non-blocking and
+watched with `loop.add_reader`, and so is a pidfd, which becomes readable when the process
+*exits* — the process is finished at its exit, not when its pipes reach EOF, so
+`sleep 5 & echo now` returns at once. Each wake-up reads at most READ_SIZE bytes from one
+descriptor and hands them to a callback on the loop, so one fast writer cannot starve the loop
+or the other executions: the selector gives every ready descriptor its turn.
 
-Draining after the exit is bounded by the data, never by the clock (a CPU-starved pump must not
+Draining after the exit is bounded by the data, never by the clock (a CPU-starved loop must not
 give up on bytes that are already written): every byte in the pipes when reading stops is read,
 and reading goes on to EOF when no writer is left. When the group is being killed, its
 members' writes end with them, so reading goes on until EOF or until the group is gone. A writer
 that is not waited for — a background process left running, or one that escaped the group
 (`setsid`) — gets LATE_WRITER_GRACE_SECONDS to close the output; if it still holds it then, the
-pump takes what the pipes hold, stops, and says why in `ExitStatus.output_cut`.
+reader takes what the pipes hold (FIONREAD says how much; at most PTY_DRAIN_MAX_BYTES from a
+terminal, which cannot say), stops, and says why in `ExitStatus.output_cut`. That last drain is
+done a READ_SIZE step per loop turn too.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import selectors
 import signal
@@ -25,8 +32,8 @@ import struct
 import subprocess
 import termios
 import threading
-import time
 from collections.abc import Callable
+from typing import IO
 
 from ptyprocess import PtyProcess
 
@@ -40,9 +47,14 @@ from app.process.spec import (
     SpawnSpec,
 )
 
-READ_SIZE = 256 * 1024
-# A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets one read
-# take more, which means fewer wake-ups and fewer (larger) chunks for the log and the sink.
+logger = logging.getLogger("shellgate.process")
+
+# The most bytes one wake-up of the loop reads from one descriptor: bounds the loop's work per
+# callback (the log write and the inline window's work grow with it: ≈ 0.5 ms for text) and
+# shares the loop fairly between fast writers, each ready descriptor getting a turn.
+READ_SIZE = 128 * 1024
+# A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets the
+# writer run on while the loop serves others, instead of blocking after every read.
 PIPE_SIZE = 1024 * 1024
 # While a dying group is being waited for after the leader's exit: how often to look whether
 # any member is left (nothing signals the end of a whole group).
@@ -65,23 +77,31 @@ def bytes_buffered(fd: int) -> int:
 
 
 class RunningProcess:
-    """A spawned command: its ids, its input side, and the thread that pumps its output."""
+    """A spawned command: its ids, its input side, and the loop callbacks reading its output.
+
+    The constructor spawns (it may run on a worker thread: see `app/executions/launch.py`);
+    reading starts on `loop`, where `on_output` and `on_exit` are called.
+    """
 
     def __init__(
         self,
         spec: SpawnSpec,
         on_output: OutputCallback,
         on_exit: Callable[[ExitStatus], None],
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self._on_output = on_output
         self._on_exit = on_exit
+        self._loop = loop
         self._kill_on_exit = False
-        # Guards the PTY fd: once the pump closes it, its number may be reused by another
-        # execution, so no write or ioctl may reach it afterwards.
+        # Guards the PTY fd: once the reader closes it, its number may be reused by another
+        # execution, so no write or ioctl (from a worker thread) may reach it afterwards.
         self._pty_lock = threading.Lock()
         self._pty_open = spec.pty
         self._pty: PtyProcess | None = None
         self._popen: subprocess.Popen[bytes] | None = None
+        self._streams: dict[int, OutputStream] = {}
+        self._pipes: dict[int, IO[bytes]] = {}  # the pipes' file objects, closed at their EOF
         if spec.pty:
             self._pty = PtyProcess.spawn(
                 spec.argv,
@@ -91,6 +111,7 @@ class RunningProcess:
                 preexec_fn=_child_setup(spec, pty=True),
             )
             self.pid: int = self._pty.pid
+            self._streams[self._pty.fd] = OutputStream.pty
         else:
             bash_env = _bash_confinement_env(spec)
             try:
@@ -108,13 +129,30 @@ class RunningProcess:
             except subprocess.SubprocessError as error:
                 # The child could not confine itself (and exited without running anything).
                 raise OSError(errno.EPERM, "could not confine the command") from error
+            assert self._popen.stdout is not None and self._popen.stderr is not None
             self.pid = self._popen.pid
+            self._pipes = {pipe.fileno(): pipe for pipe in (self._popen.stdout, self._popen.stderr)}
+            self._streams[self._popen.stdout.fileno()] = OutputStream.stdout
+            self._streams[self._popen.stderr.fileno()] = OutputStream.stderr
+            for fd in self._streams:
+                with contextlib.suppress(OSError):  # capped by /proc/sys/fs/pipe-max-size
+                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        for fd in self._streams:
+            os.set_blocking(fd, False)
         # start_new_session / pty.fork make the child a session (and group) leader.
         self.pgid = self.pid
         self.start_ticks = process_start_ticks(self.pid)
         self._pidfd = os.pidfd_open(self.pid)
-        self._thread = threading.Thread(target=self._pump, name=f"pump-{self.pid}", daemon=True)
-        self._thread.start()
+        self._status: ExitStatus | None = None
+        self._ended = False
+        self._timer: asyncio.Handle | None = None
+        self._drain_left: dict[int, int] = {}
+        self._input_ready: asyncio.Future[None] | None = None
+        self._started = self._paused = self._final = False
+        if _running_loop() is loop:
+            self._start()
+        else:
+            loop.call_soon_threadsafe(self._start)
 
     @property
     def is_pty(self) -> bool:
@@ -138,236 +176,245 @@ class RunningProcess:
             self.signal(signal.SIGKILL)
 
     def kill_group_on_exit(self) -> None:
-        """Ask the pump to SIGKILL the group once the leader exits, before reaping it.
+        """Ask the reader to SIGKILL the group once the leader exits, before reaping it.
 
         The leader stays a zombie until reaped, so its pid (the pgid) cannot be reused yet:
         killing the group at that moment cannot hit an unrelated process.
         """
         self._kill_on_exit = True
 
-    def write_input(self, data: bytes) -> bool:
-        """Type into the PTY; False once the terminal is closed."""
-        if self._pty is None:
-            raise RuntimeError("input needs a PTY")
-        with self._pty_lock:
+    async def send_input(self, data: bytes) -> bool:
+        """Type into the PTY, on the loop (a keystroke costs no thread hop); False once the
+        terminal is closed. When the terminal's input queue is full (the program does not
+        read), waits until it takes more: the master is non-blocking."""
+        pty = self._require_pty("input")
+        view = memoryview(data)
+        while view:
             if not self._pty_open:
                 return False
-            view = memoryview(data)
-            while view:
-                written = os.write(self._pty.fd, view)
-                view = view[written:]
+            try:
+                view = view[os.write(pty.fd, view) :]
+            except BlockingIOError:
+                self._input_ready = self._loop.create_future()
+                self._loop.add_writer(pty.fd, self._input_drained)
+                try:
+                    await self._input_ready
+                finally:
+                    self._input_ready = None
+                    if self._pty_open:
+                        self._loop.remove_writer(pty.fd)
         return True
 
+    def _input_drained(self) -> None:
+        if self._input_ready is not None and not self._input_ready.done():
+            self._input_ready.set_result(None)
+
     def resize(self, rows: int, cols: int) -> bool:
-        if self._pty is None:
-            raise RuntimeError("resize needs a PTY")
+        pty = self._require_pty("resize")
         with self._pty_lock:
             if not self._pty_open:
                 return False
-            fcntl.ioctl(self._pty.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            fcntl.ioctl(pty.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signal.SIGWINCH)
         return True
 
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+    def _require_pty(self, what: str) -> PtyProcess:
+        if self._pty is None:
+            raise RuntimeError(f"{what} needs a PTY")
+        return self._pty
 
-    # --- pump (runs in its own thread) --------------------------------------------------------
+    def pause_reading(self) -> None:
+        """Stop reading the output until `resume_reading` (the taker is behind). The exit is
+        still seen. After the exit it does nothing: a paused reader would keep a late writer
+        blocked on a full pipe until the grace ran out, and cut bytes that were coming."""
+        if not self._paused and self._status is None:
+            self._paused = True
+            if self._reading_live():
+                for fd in self._streams:
+                    self._loop.remove_reader(fd)
 
-    def _pump(self) -> None:
-        status = ExitStatus(exit_code=None, signal=None)
+    def resume_reading(self) -> None:
+        if self._paused:
+            self._paused = False
+            if self._reading_live():
+                for fd in self._streams:
+                    self._loop.add_reader(fd, self._readable, fd)
+
+    def _reading_live(self) -> bool:
+        """Whether the streams are (to be) watched by readers: started, not yet in the final
+        drain, not ended."""
+        return self._started and not self._drain_left and not self._final and not self._ended
+
+    # --- reading (loop callbacks) -------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._started = True
+        if not self._paused:
+            for fd in self._streams:
+                self._loop.add_reader(fd, self._readable, fd)
+        self._loop.add_reader(self._pidfd, self._exited)
+
+    def _readable(self, fd: int) -> None:
+        self._read(fd, READ_SIZE)
+        if not self._streams and self._status is not None:
+            self._end(None)
+
+    def _read(self, fd: int, size: int) -> int | None:
+        """Non-blocking reads of up to `size` bytes in all, handed on as one chunk; the bytes
+        read, 0 at EOF (the stream is then closed), None when there was nothing to read.
+
+        A terminal hands out at most a few KiB per read whatever it holds, so it is read again
+        until it is empty or `size` is reached: one wake-up, one chunk for the log and the
+        window, instead of one per 4 KiB. A pipe's short read means it is empty."""
+        pieces: list[bytes] = []
+        taken = 0
+        at_eof = False
+        while taken < size:
+            wanted = size - taken
+            try:
+                piece = os.read(fd, wanted)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                # EIO from a PTY master: every slave fd is closed (the session is gone).
+                if error.errno != errno.EIO:
+                    logger.error("reading the output of pid %d failed", self.pid, exc_info=error)
+                piece = b""
+            if not piece:
+                at_eof = True
+                break
+            pieces.append(piece)
+            taken += len(piece)
+            if self._pty is None and len(piece) < wanted:
+                break
+        if pieces:
+            self._hand_on(fd, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        if at_eof:
+            self._close_stream(fd)
+        if taken:
+            return taken
+        return 0 if at_eof else None
+
+    def _hand_on(self, fd: int, data: bytes) -> None:
         try:
-            if self._pty is not None:
-                status = self._pump_pty(self._pty)
-            else:
-                assert self._popen is not None
-                status = self._pump_pipes(self._popen)
-        finally:
-            os.close(self._pidfd)
-            self._on_exit(status)
+            self._on_output(data, self._streams[fd])
+        except Exception:
+            # A bug downstream must not leave the reader spinning on a ready descriptor: stop
+            # reading (the writer gets EPIPE) and still report the exit.
+            logger.exception("output of pid %d could not be taken; reading stops", self.pid)
+            for open_fd in list(self._streams):
+                self._close_stream(open_fd)
+
+    def _exited(self) -> None:
+        """The pidfd is readable: the leader exited (a zombie until reaped here)."""
+        self._loop.remove_reader(self._pidfd)
+        self.resume_reading()
+        self._status = self._reap()
+        if self._popen is not None:
+            # Popen must not reap again: it would raise or block on a stale pid.
+            self._popen.returncode = self._status.exit_code
+        if not self._streams:
+            self._end(None)
+        elif self._kill_on_exit:
+            self._watch_dying_group()
+        else:
+            self._timer = self._loop.call_later(LATE_WRITER_GRACE_SECONDS, self._begin_final_drain)
 
     def _reap(self) -> ExitStatus:
         if self._kill_on_exit:
             with contextlib.suppress(ValueError):
                 signal_group(self.pgid, signal.SIGKILL)
-        _, raw_status = os.waitpid(self.pid, 0)
+        _, raw_status = os.waitpid(self.pid, 0)  # exited: does not block
         code = os.waitstatus_to_exitcode(raw_status)
         if code < 0:
             # Bash convention: killed by signal N reads as 128+N.
             return ExitStatus(exit_code=128 - code, signal=-code)
         return ExitStatus(exit_code=code, signal=None)
 
-    def _pump_pipes(self, popen: subprocess.Popen[bytes]) -> ExitStatus:
-        assert popen.stdout is not None and popen.stderr is not None
-        streams = {
-            popen.stdout.fileno(): OutputStream.stdout,
-            popen.stderr.fileno(): OutputStream.stderr,
-        }
-        for fd in streams:
-            with contextlib.suppress(OSError):  # capped by /proc/sys/fs/pipe-max-size
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        selector = selectors.DefaultSelector()
-        for fd in streams:
-            selector.register(fd, selectors.EVENT_READ)
-        selector.register(self._pidfd, selectors.EVENT_READ)
-        status: ExitStatus | None = None
-        try:
-            while streams and status is None:
-                for key, _ in selector.select():
-                    if key.fd == self._pidfd:
-                        selector.unregister(self._pidfd)
-                        status = self._reap()
-                        # Popen must not reap again: it would raise or block on a stale pid.
-                        popen.returncode = status.exit_code
-                    else:
-                        self._read_pipe(key.fd, streams, selector)
-            if status is None:
-                # Both pipes hit EOF before the exit was seen: wait for the exit itself.
-                status = self._wait_exit()
-                popen.returncode = status.exit_code
-            else:
-                cut = self._drain_pipes(streams, selector)
-                if cut is not None:
-                    status = ExitStatus(status.exit_code, status.signal, cut)
-        finally:
-            selector.close()
-            popen.stdout.close()
-            popen.stderr.close()
-        return status
-
-    def _read_pipe(
-        self,
-        fd: int,
-        streams: dict[int, OutputStream],
-        selector: selectors.BaseSelector,
-        size: int = READ_SIZE,
-    ) -> int:
-        """One read from a pipe, handed on; at EOF the pipe is dropped. The bytes read."""
-        data = os.read(fd, size)
-        if not data:
-            selector.unregister(fd)
-            del streams[fd]
-            return 0
-        self._on_output(data, streams[fd])
-        return len(data)
-
-    def _drain_pipes(
-        self, streams: dict[int, OutputStream], selector: selectors.BaseSelector
-    ) -> OutputCut | None:
-        """After the leader's exit: read on as the module docstring says; why it stopped
-        short of EOF, or None when every pipe reached EOF."""
-        if self._kill_on_exit:
-            # The group was just sent SIGKILL: its members' last bytes are in the pipes or on
-            # their way, and EOF follows their end unless something outside holds the pipes.
-            while streams and group_exists(self.pgid):
-                for key, _ in selector.select(GROUP_POLL_SECONDS):
-                    self._read_pipe(key.fd, streams, selector)
+    def _watch_dying_group(self) -> None:
+        """The group was just sent SIGKILL: its members' last bytes are in the pipes or on their
+        way, and EOF follows their end unless something outside holds the output."""
+        self._timer = None
+        if self._ended or not self._streams:
+            return
+        if group_exists(self.pgid):
+            self._timer = self._loop.call_later(GROUP_POLL_SECONDS, self._watch_dying_group)
         else:
-            deadline = time.monotonic() + LATE_WRITER_GRACE_SECONDS
-            while streams and (remaining := deadline - time.monotonic()) > 0:
-                for key, _ in selector.select(remaining):
-                    self._read_pipe(key.fd, streams, selector)
-        # Whatever still holds the pipes is not waited for: take every byte already written.
-        for fd in list(streams):
-            pending = bytes_buffered(fd)
-            while pending > 0 and fd in streams:
-                pending -= self._read_pipe(fd, streams, selector, min(READ_SIZE, pending))
-        # The last writer may have closed meanwhile (EOF): one more look at each pipe.
-        for fd in list(streams):
-            if select_one(fd, 0):
-                self._read_pipe(fd, streams, selector)
-        if not streams:
-            return None
-        return OutputCut.background if group_exists(self.pgid) else OutputCut.escaped
+            self._begin_final_drain()
 
-    def _pump_pty(self, pty: PtyProcess) -> ExitStatus:
-        selector = selectors.DefaultSelector()
-        selector.register(pty.fd, selectors.EVENT_READ)
-        selector.register(self._pidfd, selectors.EVENT_READ)
-        status: ExitStatus | None = None
-        open_master = True
-        try:
-            while open_master and status is None:
-                for key, _ in selector.select():
-                    if key.fd == self._pidfd:
-                        selector.unregister(self._pidfd)
-                        status = self._reap()
-                    elif self._read_pty(pty) == 0:
-                        open_master = False
-                        break
-            if status is None:
-                # Every slave fd closed before the exit was seen: wait for the exit itself.
-                status = self._wait_exit()
-            elif open_master:
-                cut = self._drain_pty(pty, selector)
-                if cut is not None:
-                    status = ExitStatus(status.exit_code, status.signal, cut)
-        finally:
-            selector.close()
+    def _begin_final_drain(self) -> None:
+        """Whatever still holds the output is not waited for: take what is already written."""
+        self._timer = None
+        if self._ended or not self._streams:
+            return
+        self._final = True
+        for fd in self._streams:
+            self._loop.remove_reader(fd)
+            self._drain_left[fd] = PTY_DRAIN_MAX_BYTES if self._pty else bytes_buffered(fd)
+        self._drain_step()
+
+    def _drain_step(self) -> None:
+        """One READ_SIZE read of the final drain per loop turn."""
+        for fd in list(self._drain_left):
+            left = self._drain_left[fd]
+            read = self._read(fd, min(READ_SIZE, left)) if left > 0 else None
+            if not read:  # EOF (closed), nothing more, or the quota is taken
+                del self._drain_left[fd]
+                if read is None and fd in self._streams and not self._pty:
+                    # The last writer may have closed meanwhile: one more look for EOF.
+                    self._read(fd, READ_SIZE)
+                continue
+            self._drain_left[fd] = left - read
+            self._loop.call_soon(self._drain_step)
+            return
+        if not self._streams:
+            self._end(None)
+        else:
+            self._end(OutputCut.background if group_exists(self.pgid) else OutputCut.escaped)
+
+    def _close_stream(self, fd: int) -> None:
+        if self._streams.pop(fd, None) is None:
+            return
+        self._loop.remove_reader(fd)
+        self._drain_left.pop(fd, None)
+        if self._pty is not None:
+            # A keystroke waiting for room must not stay registered on a closed number.
+            self._loop.remove_writer(fd)
             # Close through ptyprocess's own file object: closing the raw fd would leave that
             # object to close the same number again when collected, by then perhaps another
             # execution's pipe.
             with self._pty_lock, contextlib.suppress(OSError):
                 self._pty_open = False
-                pty.fileobj.close()
+                self._pty.fileobj.close()
             # ptyprocess would otherwise try to close and reap in its __del__.
-            pty.closed = True
-            pty.terminated = True
-        return status
-
-    def _read_pty(self, pty: PtyProcess, *, blocking: bool = True) -> int | None:
-        """One read from the terminal, handed on; the bytes read, 0 once every slave fd is
-        closed (EIO), None when a non-blocking read finds nothing to read."""
-        try:
-            if blocking:
-                data = os.read(pty.fd, READ_SIZE)
-            else:
-                # A non-blocking read, unlike select, first moves what the slave side wrote
-                # into the master's buffer (the kernel does that in a worker), so "nothing to
-                # read" is true. The lock keeps write_input from meeting the flag.
-                with self._pty_lock:
-                    flags = fcntl.fcntl(pty.fd, fcntl.F_GETFL)
-                    fcntl.fcntl(pty.fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-                    try:
-                        data = os.read(pty.fd, READ_SIZE)
-                    finally:
-                        fcntl.fcntl(pty.fd, fcntl.F_SETFL, flags)
-        except BlockingIOError:
-            return None
-        except OSError as error:
-            # EIO: every slave fd is closed (the session is gone).
-            if error.errno != errno.EIO:
-                raise
-            data = b""
-        if data:
-            self._on_output(data, OutputStream.pty)
-        return len(data)
-
-    def _drain_pty(self, pty: PtyProcess, selector: selectors.BaseSelector) -> OutputCut | None:
-        """The terminal's side of `_drain_pipes`: read to EIO, or while the group dies, then
-        what the terminal holds (at most PTY_DRAIN_MAX_BYTES: it cannot say how much)."""
-        if self._kill_on_exit:
-            while group_exists(self.pgid):
-                if selector.select(GROUP_POLL_SECONDS) and self._read_pty(pty) == 0:
-                    return None
+            self._pty.closed = True
+            self._pty.terminated = True
+            self._input_drained()
         else:
-            deadline = time.monotonic() + LATE_WRITER_GRACE_SECONDS
-            while (remaining := deadline - time.monotonic()) > 0:
-                if selector.select(remaining) and self._read_pty(pty) == 0:
-                    return None
-        taken = 0
-        while taken < PTY_DRAIN_MAX_BYTES:
-            read = self._read_pty(pty, blocking=False)
-            if read == 0:
-                return None
-            if read is None:
-                break
-            taken += read
-        return OutputCut.background if group_exists(self.pgid) else OutputCut.escaped
+            self._pipes.pop(fd).close()
 
-    def _wait_exit(self) -> ExitStatus:
-        select_one(self._pidfd, None)
-        return self._reap()
+    def _end(self, cut: OutputCut | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for fd in list(self._streams):
+            self._close_stream(fd)
+        os.close(self._pidfd)
+        assert self._status is not None
+        status = self._status
+        if cut is not None:
+            status = ExitStatus(status.exit_code, status.signal, cut)
+        self._on_exit(status)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def select_one(fd: int, timeout: float | None) -> bool:

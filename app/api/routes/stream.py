@@ -96,7 +96,7 @@ class _Conversation:
         self._send_lock = asyncio.Lock()
         self._last_sent = asyncio.get_running_loop().time()
 
-    async def run(self, frames: AsyncGenerator[Frame, None]) -> None:
+    async def run(self, frames: AsyncGenerator[Frame | str, None]) -> None:
         sender = asyncio.create_task(self._send_all(frames))
         reader = asyncio.create_task(self._read_all())
         keepalive = asyncio.create_task(self._keep_alive())
@@ -120,13 +120,14 @@ class _Conversation:
                 logger.error("stream of %s failed", self._execution_id, exc_info=error)
                 await _close(self._websocket, CLOSE_INTERNAL_ERROR, "stream failed")
 
-    async def _send(self, frame: Frame) -> None:
-        text = encode_frame(frame)
+    async def _send(self, frame: Frame | str) -> None:
+        # Output frames arrive JSON-encoded (off the loop, by the reader of the log).
+        text = frame if isinstance(frame, str) else encode_frame(frame)
         async with self._send_lock:
             await self._websocket.send_text(text)
             self._last_sent = asyncio.get_running_loop().time()
 
-    async def _send_all(self, frames: AsyncGenerator[Frame, None]) -> None:
+    async def _send_all(self, frames: AsyncGenerator[Frame | str, None]) -> None:
         try:
             async for frame in frames:
                 await self._send(frame)
