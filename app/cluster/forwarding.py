@@ -45,7 +45,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 INTERNAL_HEADER = b"x-shellgate-cluster-secret"
 FORWARDED_FROM_HEADER = b"x-shellgate-forwarded-from"
-# Headers that describe one connection, not the request (RFC 9110 §7.6.1), and the WebSocket
+# Headers that describe one connection, not the request (RFC 9110, "Connection"), and the WebSocket
 # handshake's own, which the client library makes anew.
 HOP_BY_HOP = {
     b"connection",
