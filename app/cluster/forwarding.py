@@ -69,6 +69,7 @@ CLOSE_FORBIDDEN = 4403
 # A body read to find its session: the largest a submit may be is far below this.
 MAX_INSPECTED_BODY = 32 * 1024 * 1024
 
+SUBMIT = "/v1/executions"
 _EXECUTION_PATH = re.compile(r"^/v1/executions/([A-Za-z0-9_-]{1,64})(?:/([a-z]+))?$")
 _SESSION_PATH = re.compile(r"^/v1/sessions/([A-Za-z0-9_-]{1,64})(?:/.*)?$")
 _PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "stream"}
@@ -126,7 +127,7 @@ class Forwarder:
             return await self._execution_target(execution_id, action)
         if (match := _SESSION_PATH.match(path)) is not None:
             return await self._session_target(match.group(1))
-        if path == "/v1/executions" and method == "POST" and body is not None:
+        if path == SUBMIT and method == "POST" and body is not None:
             session_id = _session_of(body)
             return None if session_id is None else await self._session_target(session_id)
         return None
@@ -301,9 +302,10 @@ class ForwardToOwner:
             await self.app(scope, receive, send)
             return
         body: bytes | None = None
-        if scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
+        if scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) == SUBMIT:
+            # A submit goes where its session lives: the body says which.
             body = await _read_body(receive)
-            receive = _replay(body)
+            receive = _replay(body, receive)
         try:
             target = await forwarder.target(scope, body)
             if target is None:
@@ -311,7 +313,9 @@ class ForwardToOwner:
             elif scope["type"] == "websocket":
                 await forwarder.forward_websocket(scope, receive, send, target)
             else:
-                await forwarder.forward_http(scope, send, target, body or b"")
+                if body is None:
+                    body = await _read_body(receive)
+                await forwarder.forward_http(scope, send, target, body)
         except NodeUnreachableError as error:
             await _refuse(scope, receive, send, 503, "node_unreachable", error.message)
 
@@ -367,18 +371,18 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read already, then the connection's own messages (its disconnect)."""
     sent = False
 
-    async def receive() -> Message:
+    async def replayed() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # like a client that keeps the connection open
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replayed
 
 
 async def _refuse(
