@@ -373,3 +373,115 @@ def _kill_orphan_group(database: str, execution_id: str) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
+
+
+def test_the_pending_approvals_cap_holds_across_replicas(tmp_path: Path, database: str) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(GATED_POLICY))
+    with (
+        replica(
+            tmp_path, "node-a", database, policy_file=str(policy), max_pending_approvals=3
+        ) as a,
+        replica(
+            tmp_path, "node-b", database, policy_file=str(policy), max_pending_approvals=3
+        ) as b,
+    ):
+
+        async def ask_ten() -> list[httpx.Response]:
+            async with (
+                httpx.AsyncClient(base_url=a.base_url, headers=auth(), timeout=60) as on_a,
+                httpx.AsyncClient(base_url=b.base_url, headers=auth(), timeout=60) as on_b,
+            ):
+                calls = [
+                    (on_a if i % 2 else on_b).post(
+                        "/v1/executions", json={"command": f"echo gated-{i}", "async": True}
+                    )
+                    for i in range(10)
+                ]
+                return list(await asyncio.gather(*calls))
+
+        responses = asyncio.run(ask_ten())
+        codes = sorted(response.status_code for response in responses)
+        assert codes == [202] * 3 + [429] * 7, codes
+        refused = [response for response in responses if response.status_code == 429]
+        assert {r.json()["error"]["code"] for r in refused} == {"pending_approval_limit"}
+        with b.client(APPROVER) as approver:
+            pending = approver.get("/v1/approvals", params={"state": "pending"}).json()["data"]
+            assert len(pending) == 3
+
+
+def test_a_shared_data_dir_serves_finished_logs_from_any_replica(
+    tmp_path: Path, database: str
+) -> None:
+    with replica(tmp_path, "node-b", database, shared_data=True) as b:
+        with replica(tmp_path, "node-a", database, shared_data=True) as a, a.client() as agent_a:
+            done = agent_a.post("/v1/executions", json={"command": "seq 1 2000"}).json()
+            assert done["state"] == "completed"
+        # A is stopped: B reads the log from the shared directory itself.
+        with b.client() as agent_b:
+            whole = agent_b.get(f"/v1/executions/{done['id']}/output")
+            assert whole.status_code == 200, whole.text
+            expected = "".join(f"{n}\n" for n in range(1, 2001)).encode()
+            assert whole.content == expected
+            assert whole.headers["X-Complete"] == "true"
+        offset = expected.index(b"1000\n")
+        url = f"{b.ws_url}/v1/executions/{done['id']}/stream?offset={offset}"
+        rest, exit_frame = asyncio.run(output_to_exit(url))
+        assert rest == expected[offset:]
+        assert exit_frame["state"] == "completed"
+
+
+def test_a_missed_notification_is_caught_by_the_poll(
+    gated_pair: tuple[Replica, Replica], database: str
+) -> None:
+    """Every replica's listening connection is cut again and again while B decides: A learns
+    of the decision from its poll (every 0.5 s) instead, and its waiting call is released."""
+    a, b = gated_pair
+    engine = create_engine(database, isolation_level="AUTOCOMMIT")
+    stop_cutting = threading.Event()
+
+    def cut_listeners() -> None:
+        with engine.connect() as connection:
+            while not stop_cutting.is_set():
+                connection.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND query LIKE 'LISTEN %' "
+                        "AND pid <> pg_backend_pid()"
+                    )
+                )
+                time.sleep(0.02)
+
+    answered: dict[str, Any] = {}
+
+    def call_on_a() -> None:
+        with a.client(timeout=120) as agent:
+            answered["response"] = agent.post(
+                "/v1/executions", json={"command": "echo gated-polled", "approval_wait": 90}
+            )
+            answered["at"] = time.monotonic()
+
+    waiting = threading.Thread(target=call_on_a)
+    cutter = threading.Thread(target=cut_listeners)
+    waiting.start()
+    try:
+        with b.client(APPROVER) as approver_b:
+            approval = pending_approval_for(approver_b, "echo gated-polled", within=30)
+            cutter.start()
+            time.sleep(0.3)  # the listeners are down now, and kept down
+            decided = approver_b.post(f"/v1/approvals/{approval['id']}/approve", json={})
+            decided_at = time.monotonic()
+            assert decided.status_code == 200, decided.text
+        waiting.join(30)
+        response = answered["response"]
+        assert response.status_code == 200, response.text
+        assert response.json()["output"] == "gated-polled\n"
+        # The poll's half second, plus a loaded machine's margin.
+        assert answered["at"] - decided_at < 3, answered["at"] - decided_at
+        assert "approval notifications interrupted" in a.log()  # the cut did happen
+    finally:
+        stop_cutting.set()
+        if cutter.is_alive():
+            cutter.join(10)
+        waiting.join(30)
+        engine.dispose()
