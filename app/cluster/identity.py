@@ -31,6 +31,9 @@ def persisted_node_id(data_dir: Path) -> str:
     host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:40] or "node"
     generated = f"{host}-{secrets.token_hex(4)}"
     temporary = path.with_name(f".{NODE_ID_FILE}.{os.getpid()}")
-    temporary.write_text(generated + "\n", encoding="utf-8")
+    # Private like everything in the data dir; written whole, then renamed into place.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(generated + "\n")
     os.replace(temporary, path)
     return generated

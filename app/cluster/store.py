@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, String, delete, func, literal, or_, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from app.models import (
     Approval,
@@ -55,7 +56,7 @@ def get_node(session: Session, *, node_id: str) -> Node | None:
     return session.get(Node, node_id)
 
 
-def _dead_nodes(cutoff: datetime, me: str):  # type: ignore[no-untyped-def]
+def _dead_nodes(cutoff: datetime, me: str) -> SelectOfScalar[str]:
     return select(Node.id).where(col(Node.last_heartbeat) < cutoff, col(Node.id) != me)
 
 
