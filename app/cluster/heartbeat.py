@@ -65,7 +65,7 @@ async def _mark_lost(db: Database, settings: Settings, record: Execution) -> boo
         exit_code=None,
         footer=None,
     )
-    changed = await db.call(
+    changed = await db.run(
         crud.finish_execution,
         execution_id=record.id,
         values={
