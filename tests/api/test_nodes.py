@@ -13,6 +13,7 @@ from sqlmodel import Session, create_engine
 from app.migrate import upgrade_to_head
 from app.models import Execution, ExecutionState
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.databases import SQLITE, ServerDatabase
 
 
 def test_info_and_nodes_name_this_replica(fresh_server: LiveServer) -> None:
@@ -20,7 +21,9 @@ def test_info_and_nodes_name_this_replica(fresh_server: LiveServer) -> None:
     with fresh_server.client(AGENT) as agent, fresh_server.client(ADMIN) as admin:
         info = agent.get("/v1/info").json()
         assert info["node"] == node_id
-        assert info["cluster_running_jobs"] is None  # SQLite: one node's database
+        # SQLite is one node's database; on PostgreSQL every replica's jobs count.
+        on_sqlite = fresh_server.settings.database_url is None
+        assert info["cluster_running_jobs"] == (None if on_sqlite else 0)
         nodes = admin.get("/v1/nodes").json()["data"]
         assert [(node["id"], node["alive"], node["current"]) for node in nodes] == [
             (node_id, True, True)
@@ -33,12 +36,16 @@ def test_info_and_nodes_name_this_replica(fresh_server: LiveServer) -> None:
         assert ran["node"] == node_id
 
 
-def test_the_generated_node_id_survives_a_restart_and_the_setting_wins(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path)) as first, first.client() as agent:
+def test_the_generated_node_id_survives_a_restart_and_the_setting_wins(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    with serve(make_settings(tmp_path, database)) as first, first.client() as agent:
         generated = agent.get("/v1/info").json()["node"]
-    with serve(make_settings(tmp_path)) as second, second.client() as agent:
+    with serve(make_settings(tmp_path, database)) as second, second.client() as agent:
         assert agent.get("/v1/info").json()["node"] == generated
-    settings = make_settings(tmp_path, node_id="named-node", node_url="http://10.0.0.5:8000/")
+    settings = make_settings(
+        tmp_path, database, node_id="named-node", node_url="http://10.0.0.5:8000/"
+    )
     with serve(settings) as third, third.client(ADMIN) as admin:
         assert admin.get("/v1/info").json()["node"] == "named-node"
         nodes = {node["id"]: node for node in admin.get("/v1/nodes").json()["data"]}
@@ -49,12 +56,12 @@ def test_the_generated_node_id_survives_a_restart_and_the_setting_wins(tmp_path:
 @pytest.mark.parametrize("bad", ["a b", "x" * 65, "../etc"])
 def test_a_bad_node_id_is_refused_at_start(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError, match="node_id"):
-        make_settings(tmp_path, node_id=bad)
+        make_settings(tmp_path, SQLITE, node_id=bad)
 
 
 def test_a_short_cluster_secret_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="shorter than 16"):
-        make_settings(tmp_path, cluster_secret="short")
+        make_settings(tmp_path, SQLITE, cluster_secret="short")
 
 
 def test_a_forwarding_header_is_refused_where_no_secret_is_set(fresh_server: LiveServer) -> None:
@@ -67,7 +74,7 @@ def test_a_forwarding_header_is_refused_where_no_secret_is_set(fresh_server: Liv
 
 
 def test_a_start_records_lost_only_its_own_running_executions(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, node_id="me")
+    settings = make_settings(tmp_path, SQLITE, node_id="me")  # a file set up before the start
     settings.data_dir.mkdir(parents=True)
     upgrade_to_head(settings.resolved_database_url)
     engine = create_engine(settings.resolved_database_url)

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from tests.conftest import free_port
+from tests.databases import POSTGRES_URL, ServerDatabase, postgres_unreachable_reason
 from tests.faults.server_process import ServerProcess, server_env, server_process
-from tests.test_migrations import POSTGRES_URL, _postgres_reachable
 
 CLUSTER_SECRET = "cluster-secret-0123456789"
 
@@ -23,8 +23,9 @@ CLUSTER_SECRET = "cluster-secret-0123456789"
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
     """A PostgreSQL database of the test's own (NOTIFY channels are per database)."""
-    if not _postgres_reachable():
-        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
+    reason = postgres_unreachable_reason()
+    if reason is not None:
+        pytest.skip(reason)  # with CI=true the run stopped at collection already
     name = f"sg_cluster_{uuid.uuid4().hex[:12]}"
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
@@ -59,7 +60,7 @@ def replica(
     port = free_port()
     env = server_env(
         directory,
-        database_url=database_url,
+        ServerDatabase("postgres", database_url),
         node_id=name,
         node_url=f"http://127.0.0.1:{port}",
         cluster_secret=CLUSTER_SECRET,
