@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 # Two installs into one venv: serving needs the runtime dependencies only; tests and linters
 # need the [dev] extra (a superset). A PostgreSQL SHELLGATE_DATABASE_URL adds its driver.
 DEV_STAMP := $(VENV)/.installed
-RUNTIME_EXTRAS := $(if $(findstring postgresql,$(SHELLGATE_DATABASE_URL)),[postgres],)
+# The server also reads its settings from .env: so does this, when the environment has no URL.
+ENV_FILE ?= .env
+DATABASE_URL := $(or $(SHELLGATE_DATABASE_URL),$(shell sed -n 's/^[[:space:]]*SHELLGATE_DATABASE_URL[[:space:]]*=[[:space:]]*//p' $(ENV_FILE) 2>/dev/null | tail -n 1))
+RUNTIME_EXTRAS := $(if $(findstring postgresql,$(DATABASE_URL)),[postgres],)
 RUNTIME_STAMP := $(VENV)/.installed-runtime$(if $(RUNTIME_EXTRAS),-postgres,)
 # The console's xterm.js files (served from node_modules/, no build step).
 NODE_STAMP := node_modules/.stamp

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +35,11 @@ from app.timestamps import aware_utc
 logger = logging.getLogger("shellgate.approvals")
 
 SettledHandler = Callable[[Approval], Awaitable[None]]
+# Told of every approval this replica requests or decides, for the other replicas (app/cluster).
+EventHandler = Callable[[Approval], None]
+# Approvals whose last published state is remembered, so that one heard of twice (a
+# notification and the polling fallback) reaches the listeners once.
+REMEMBERED_APPROVALS = 10_000
 # Events a listener may leave unread before it is dropped (it then gets `overflow`).
 LISTENER_QUEUE_SIZE = 1000
 OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
@@ -89,6 +95,8 @@ class ApprovalService:
         self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self._tasks: set[asyncio.Task[Approval | None]] = set()
         self.on_settled = on_settled
+        self.on_event: EventHandler | None = None
+        self._published: OrderedDict[str, str] = OrderedDict()
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -133,7 +141,7 @@ class ApprovalService:
             )
         approval = inserted
         self._arm_expiry(approval)
-        self._publish(approval_event("approval.requested", approval))
+        self._announce("approval.requested", approval)
         logger.info(
             "approval %s requested by %s for %s (%s): %s",
             approval.id,
@@ -263,10 +271,43 @@ class ApprovalService:
             reason=reason or "no reason given",
             waited_ms=round(waited * 1000),
         )
-        self._publish(approval_event("approval.decided", approval))
+        self._announce("approval.decided", approval)
         if notify_execution and self.on_settled is not None:
             await self.on_settled(approval)
         return approval
+
+    # --- other replicas' approvals (app/cluster/notify.py) -----------------------------------
+
+    def _announce(self, kind: str, approval: Approval) -> None:
+        self._remember(approval)
+        self._publish(approval_event(kind, approval))
+        if self.on_event is not None:
+            self.on_event(approval)
+
+    def _remember(self, approval: Approval) -> None:
+        self._published[approval.id] = approval.state
+        self._published.move_to_end(approval.id)
+        while len(self._published) > REMEMBERED_APPROVALS:
+            self._published.popitem(last=False)
+
+    async def relay(self, approval: Approval) -> None:
+        """An approval another replica requested or decided: this replica's listeners hear of
+        it once, its expiry is kept here too (any replica may expire it; the conditional
+        UPDATE lets one win), and a decision settles the execution if it is this node's."""
+        if self._published.get(approval.id) == approval.state:
+            return
+        self._remember(approval)
+        if approval.state == ApprovalState.pending:
+            if approval.id not in self._expiry:
+                self._arm_expiry(approval)
+            self._publish(approval_event("approval.requested", approval))
+            return
+        handle = self._expiry.pop(approval.id, None)
+        if handle is not None:
+            handle.cancel()
+        self._publish(approval_event("approval.decided", approval))
+        if self.on_settled is not None:
+            await self.on_settled(approval)
 
     # --- reads ------------------------------------------------------------------------------
 

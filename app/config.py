@@ -125,6 +125,14 @@ class Settings(BaseSettings):
     forwarded_allow_ips: str = "127.0.0.1"
     log_level: str = "info"
     log_format: Literal["text", "json"] = "text"
+    # Several replicas on one PostgreSQL (README, "Several replicas"). The node id defaults to
+    # one generated once and kept in the data dir (`node-id`); replicas sharing a data dir must
+    # each set their own. The URL is where the other replicas reach this one; the secret
+    # authenticates the requests they forward (without one, nothing is forwarded).
+    node_id: str = Field(default="", pattern=r"^[A-Za-z0-9_.-]{0,64}$")
+    node_url: str = ""
+    cluster_secret: str = Field(default="", repr=False)
+    node_timeout: float = Field(default=30, ge=1, le=3600)
 
     @field_validator("data_dir", "workspace", "policy_file")
     @classmethod
@@ -148,6 +156,20 @@ class Settings(BaseSettings):
         if "*" in value:
             raise ValueError("a '*' CORS origin is refused: list the console origins explicitly")
         return value
+
+    @field_validator("cluster_secret")
+    @classmethod
+    def _long_enough_secret(cls, value: str) -> str:
+        if value and len(value) < MIN_SECRET_LENGTH:
+            raise ValueError(f"the secret is shorter than {MIN_SECRET_LENGTH} characters")
+        return value
+
+    @field_validator("node_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+(/.*)?$", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
 
     @field_validator("tokens")
     @classmethod

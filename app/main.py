@@ -22,6 +22,8 @@ from app.api.operation_ids import operation_id
 from app.api.router import api_router
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
+from app.cluster.forwarding import ForwardToOwner
+from app.cluster.heartbeat import heartbeat_forever
 from app.config import Settings
 from app.executions.pending_record import IntentFiles, recover_pending_records
 from app.metrics import Metrics
@@ -58,25 +60,36 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             upgrade_if_behind, services.db.engine, settings.resolved_database_url
         )
         await services.policy.load()
+        await services.cluster.join()
         # Runs a dead server recorded only in intent files first become `running` rows, which
         # the recovery below kills and records `lost` like any other.
         await anyio.to_thread.run_sync(
             recover_pending_records, services.db, IntentFiles(settings.data_dir)
         )
-        lost = await recover_lost_executions(services.db, settings)
+        lost = await recover_lost_executions(services.db, services.settings)
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
         app.state.services = services
         stop_signal.bind(asyncio.get_running_loop(), services.executions.begin_shutdown)
-        pruner = asyncio.create_task(_prune_forever(services))
+        background = [
+            asyncio.create_task(_prune_forever(services)),
+            asyncio.create_task(
+                heartbeat_forever(services.cluster, services.db, services.settings)
+            ),
+            asyncio.create_task(services.relay.run()),
+        ]
         try:
             async with mcp.serve(services):
                 yield
         finally:
-            pruner.cancel()
+            for task in background:
+                task.cancel()
             # uvicorn gave open requests half the grace already (app/serving.py).
             await services.executions.shutdown(within=settings.shutdown_grace * 0.3)
+            await services.relay.close()
+            await services.cluster.drain()
+            await services.forwarder.close()
             await services.approvals.close()
             services.db.dispose()
             tracing.shutdown()
@@ -117,6 +130,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     install_error_handlers(app)
     # Inside the request middleware: a refusal while stopping gets its request id and log line.
     app.add_middleware(RefuseNewWorkWhileStopping)
+    # What needs another replica's process goes there (app/cluster/forwarding.py).
+    app.add_middleware(ForwardToOwner)
     # Outermost but for the tracing middleware: the request id is set before anything logs.
     app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
     tracing.instrument(app)

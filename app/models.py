@@ -53,6 +53,7 @@ class Execution(SQLModel, table=True):
     __table_args__ = (
         Index("ix_executions_owner_created", "owner", "created_at"),
         Index("ix_executions_state", "state"),
+        Index("ix_executions_node_state", "node", "state"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
@@ -93,6 +94,8 @@ class Execution(SQLModel, table=True):
     # The validated request, kept only while an approval is pending so that an approved
     # execution can start even after a restart; cleared once it starts.
     pending_request: str | None = Field(default=None, sa_column=Column(Text))
+    # The replica (nodes.id) whose process this is, or that holds it for approval.
+    node: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     finished_at: datetime | None = Field(default=None, sa_column=_ts())
@@ -148,6 +151,7 @@ class ShellSession(SQLModel, table=True):
     timeout_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     pty: bool = False
     limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
+    node: str | None = Field(default=None, max_length=64)  # the replica its shell lives on
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     deleted_at: datetime | None = Field(default=None, sa_column=_ts())
@@ -180,3 +184,28 @@ class FileOperation(SQLModel, table=True):
     execution_id: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     finished_at: datetime | None = Field(default=None, sa_column=_ts())
+
+
+class Node(SQLModel, table=True):
+    """A replica sharing this database (docs/operations.md#several-replicas): where the others
+    reach it and when it last said it was alive."""
+
+    __tablename__ = "nodes"
+
+    id: str = Field(primary_key=True, max_length=64)
+    url: str | None = Field(default=None, sa_column=Column(Text))
+    version: str = Field(max_length=32)
+    started_at: datetime = Field(sa_column=_ts(False))
+    last_heartbeat: datetime = Field(sa_column=_ts(False))
+
+
+class JobSlot(SQLModel, table=True):
+    """One background job's place under the job cap, shared by every replica: a job holds a
+    row while it runs, and a new one gets a row only while fewer than the cap exist."""
+
+    __tablename__ = "job_slots"
+    __table_args__ = (Index("ix_job_slots_node", "node"),)
+
+    execution_id: str = Field(primary_key=True, max_length=64)
+    node: str = Field(max_length=64)
+    acquired_at: datetime = Field(sa_column=_ts(False))

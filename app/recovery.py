@@ -36,7 +36,10 @@ logger = logging.getLogger("shellgate.recovery")
 
 async def recover_lost_executions(db: Database, settings: Settings) -> list[str]:
     """Executions a dead server left `running` become `lost`; their groups are killed."""
-    orphans = await db.call(crud.executions_in_state, state=ExecutionState.running)
+    running = await db.call(crud.executions_in_state, state=ExecutionState.running)
+    # Only this node's (or, from before nodes were recorded, nobody's): another replica's are
+    # its own, or the heartbeat's once it falls silent (app/cluster/heartbeat.py).
+    orphans = [record for record in running if record.node in (None, settings.node_id)]
     this_boot = boot_id()
     for record in orphans:
         await anyio.to_thread.run_sync(kill_orphan_group, record, this_boot)

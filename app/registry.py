@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from app.artifact_log import ArtifactLog
 from app.confinement import Unit
@@ -260,12 +261,23 @@ class LiveExecution:
                 return
 
 
+class JobSlotLedger(Protocol):
+    """The job cap shared with other replicas (app/cluster): a slot per running job."""
+
+    async def acquire(self, execution_id: str) -> bool: ...
+
+    def release(self, execution_id: str) -> None: ...
+
+
 class Registry:
-    def __init__(self, max_jobs: int, *, kill_grace_seconds: float) -> None:
+    def __init__(
+        self, max_jobs: int, *, kill_grace_seconds: float, ledger: JobSlotLedger | None = None
+    ) -> None:
         self.max_jobs = max_jobs
         self.kill_grace_seconds = kill_grace_seconds
         self.live: dict[str, LiveExecution] = {}
         self._running_jobs = 0
+        self._ledger = ledger
 
     @property
     def running_jobs(self) -> int:
@@ -284,11 +296,32 @@ class Registry:
             live.holds_job_slot = True
         return True
 
+    async def claim_job_slot(self, live: LiveExecution) -> bool:
+        """A slot under this server's count and, with other replicas, under the shared one."""
+        if not self.reserve_job_slot(live):
+            return False
+        if self._ledger is None:
+            return True
+        try:
+            granted = await self._ledger.acquire(live.id)
+        except BaseException:
+            self._release_local(live)
+            raise
+        if not granted:
+            self._release_local(live)
+        return granted
+
+    def _release_local(self, live: LiveExecution) -> None:
+        live.holds_job_slot = False
+        self._running_jobs = max(0, self._running_jobs - 1)
+
     def release_job_slot(self, live: LiveExecution | None = None) -> None:
         if live is not None:
             if not live.holds_job_slot:
                 return
             live.holds_job_slot = False
+            if self._ledger is not None:
+                self._ledger.release(live.id)
         self._running_jobs = max(0, self._running_jobs - 1)
 
     def add(self, live: LiveExecution) -> None:

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from app.approvals import ApprovalService
 from app.auth import TokenBook
+from app.cluster import Cluster
+from app.cluster.forwarding import Forwarder
+from app.cluster.identity import with_node_id
+from app.cluster.notify import ApprovalRelay
 from app.config import Settings
 from app.confinement import Confinement, build_confinement
 from app.db import Database, make_engine
@@ -53,6 +57,9 @@ class Services:
     session_runs: SessionRuns
     confinement: Confinement
     storage: StorageGuard
+    cluster: Cluster
+    relay: ApprovalRelay
+    forwarder: Forwarder
 
     @classmethod
     def build(
@@ -60,6 +67,7 @@ class Services:
     ) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         make_private(settings)
+        settings = with_node_id(settings)
         confinement = build_confinement(
             settings.data_dir,
             settings.confinement,
@@ -70,14 +78,26 @@ class Services:
             open_files=settings.limit_open_files,
         )
         db = Database(make_engine(settings.resolved_database_url))
-        registry = Registry(settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds)
+        cluster = Cluster(settings, db)
+        registry = Registry(
+            settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds, ledger=cluster
+        )
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry, policy, confinement)
         storage = StorageGuard(settings.data_dir)
         executions = ExecutionService(
-            settings, db, registry, policy, metrics, sessions, confinement, storage, tracing
+            settings,
+            db,
+            registry,
+            policy,
+            metrics,
+            sessions,
+            confinement,
+            storage,
+            tracing,
+            cluster,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
@@ -97,4 +117,7 @@ class Services:
             session_runs=SessionRuns(sessions, executions, registry),
             confinement=confinement,
             storage=storage,
+            cluster=cluster,
+            relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
+            forwarder=Forwarder(settings, cluster, db),
         )

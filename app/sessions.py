@@ -224,6 +224,7 @@ class SessionService:
             timeout_ms=body.timeout_ms,
             pty=body.pty,
             limits=json.dumps(limits),
+            node=self.settings.node_id or None,
             created_at=now,
             updated_at=now,
         )

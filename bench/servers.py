@@ -93,8 +93,8 @@ def running(
 
 
 @contextlib.contextmanager
-def shellgate(**settings: str) -> Iterator[Server]:
-    port = free_port()
+def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
+    port = port or free_port()
     with tempfile.TemporaryDirectory() as scratch:
         env = {
             **os.environ,

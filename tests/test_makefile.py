@@ -12,13 +12,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def planned(target: str, **env: str) -> str:
+def planned(target: str, *make_arguments: str, **env: str) -> str:
     """The commands make would run for `target` if pyproject.toml had just changed."""
     environment = {key: value for key, value in os.environ.items() if key != "MAKEFLAGS"}
     environment.pop("SHELLGATE_DATABASE_URL", None)
     environment.update(env)
     result = subprocess.run(
-        ["make", "--dry-run", "--what-if=pyproject.toml", target],
+        ["make", "--dry-run", "--what-if=pyproject.toml", target, *make_arguments],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -44,3 +44,19 @@ def test_make_run_installs_the_runtime_dependencies_only(database_url: str, inst
 
 def test_make_test_installs_the_dev_extra() -> None:
     assert "pip install -q -e '.[dev]'" in planned("test")
+
+
+@pytest.mark.parametrize(
+    ("line", "install"),
+    [
+        ("SHELLGATE_DATABASE_URL=postgresql+psycopg://app@db/shellgate", "'.[postgres]'"),
+        ("SHELLGATE_DATABASE_URL = postgresql://app@db/shellgate", "'.[postgres]'"),
+        ("SHELLGATE_TOKENS=a:agent:0123456789abcdef", "pip install -q -e '.'"),
+    ],
+)
+def test_make_run_reads_the_database_url_from_the_env_file(
+    tmp_path: Path, line: str, install: str
+) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"SHELLGATE_LOG_LEVEL=info\n{line}\n")
+    assert install in planned("run", f"ENV_FILE={env_file}")

@@ -47,7 +47,7 @@ class Answers:
                 await launch.pending.ensure_written()
             if self._changes.stopping:
                 return Outcome(202, await self._stopping(live, launch.notices))
-            if not live.has_exited and self._registry.reserve_job_slot(live):
+            if not live.has_exited and await self._registry.claim_job_slot(live):
                 live.mode = ExecutionMode.job
                 await self._db.run(
                     crud.update_execution,

@@ -75,6 +75,10 @@ class ApprovalFlow:
         # Callers holding their request open for a decision; the result None means "it ended
         # without running (cancelled): answer with the record".
         self._waiters: dict[str, asyncio.Future[Launch | None]] = {}
+        # Executions being settled now: a decision heard twice (another replica's notification
+        # and the polling fallback) starts the command once.
+        self._settling: set[str] = set()
+        self._node = context.node
 
     # --- asking -------------------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class ApprovalFlow:
             pty=draft.pty,
             session_id=draft.session,
             artifact_path=str(self._settings.artifacts_dir / f"{execution_id}.log"),
+            node=self._settings.node_id or None,
             approval_id=new_approval_id(),
             # The validated request, so that the approved command can start after a restart.
             pending_request=pending_request_json(owner.role, draft),
@@ -178,6 +183,9 @@ class ApprovalFlow:
 
     async def settled(self, approval: Approval) -> None:
         """An approval left `pending`: start or reject its execution, and answer its caller."""
+        if approval.execution_id in self._settling:
+            return
+        self._settling.add(approval.execution_id)
         waiter = self._waiters.pop(approval.execution_id, None)
         launch: Launch | None = None
         failure: Exception | None = None
@@ -186,6 +194,7 @@ class ApprovalFlow:
         except Exception as error:
             failure = error
         finally:
+            self._settling.discard(approval.execution_id)
             # A caller holding its request open always gets an answer, whatever happened.
             if waiter is not None and not waiter.done():
                 if failure is not None:
@@ -205,6 +214,8 @@ class ApprovalFlow:
         record = await self._db.call(crud.get_execution, execution_id=execution_id)
         if record is None or ExecutionState(record.state) is not ExecutionState.awaiting_approval:
             return None
+        if not await self._node.settles(record):
+            return None  # another live replica holds it and settles it when it hears
         if approval.state != ApprovalState.approved:
             refused = rejection(approval)
             await self._lifecycle.finish_without_process(

@@ -104,8 +104,8 @@ class Launcher:
             raise ShuttingDownError()
         plan = await self._plan(execution_id, owner, draft, caller_waiting, existing)
         live = self._new_live(execution_id, owner.name, plan)
-        # _plan checked the cap on this same loop turn; reserving cannot fail here.
-        if plan.mode is ExecutionMode.job and not self.ctx.registry.reserve_job_slot(live):
+        # _plan checked this server's count; other replicas' jobs count too (app/cluster).
+        if plan.mode is ExecutionMode.job and not await self._claim_job_slot(live):
             raise JobLimitReachedError(self.ctx.registry.max_jobs)
         session_call = self._session_call(live, draft, plan)
         # After an approval this runs in the approver's request: name the execution there too.
@@ -134,6 +134,16 @@ class Launcher:
             cwd=plan.cwd,
         )
         return Launch(live, plan.foreground_wait, plan.timeout.notices, pending)
+
+    async def _claim_job_slot(self, live: LiveExecution) -> bool:
+        try:
+            claimed = await self.ctx.registry.claim_job_slot(live)
+        except BaseException:
+            live.log.delete()
+            raise
+        if not claimed:
+            live.log.delete()  # refused before anything ran: it leaves nothing behind
+        return claimed
 
     def approval_cwd(self, draft: Draft, owner: Principal) -> str:
         """Where the command would run, shown to the approver (checked once approved)."""
@@ -385,6 +395,7 @@ class Launcher:
             "confinement": confinement_name,
             "artifact_path": str(live.log.path),
             "pending_request": None,
+            "node": self.ctx.settings.node_id or None,
         }
 
         def write(process: RunningProcess) -> bool:

@@ -7,7 +7,23 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.auth import Principal
+from app.models import Execution
 from app.registry import LiveExecution
+
+
+class NodeRole(Protocol):
+    """This replica among others sharing the database (app/cluster provides it)."""
+
+    async def settles(self, record: Execution) -> bool:
+        """Whether this replica starts or rejects `record` once its approval is decided."""
+
+
+class _LocalNode:
+    async def settles(self, record: Execution) -> bool:
+        return True
+
+
+LOCAL_NODE: NodeRole = _LocalNode()
 
 
 @dataclass(frozen=True)

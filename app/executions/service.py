@@ -31,7 +31,7 @@ from app.executions.context import Context
 from app.executions.control import Controls, require_control
 from app.executions.launch import Launcher
 from app.executions.lifecycle import Lifecycle
-from app.executions.ports import SessionBinding, SessionContext
+from app.executions.ports import LOCAL_NODE, NodeRole, SessionBinding, SessionContext
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
 from app.models import Execution, ExecutionState
@@ -58,6 +58,7 @@ class ExecutionService:
         confinement: Confinement,
         storage: StorageGuard,
         tracing: Tracing = TRACING_OFF,
+        node: NodeRole = LOCAL_NODE,
     ) -> None:
         self._settings = settings
         self._policy = policy
@@ -68,7 +69,7 @@ class ExecutionService:
         self._tracing = tracing
         self._changes = StateChanges()
         context = Context(
-            settings, db, registry, metrics, self._changes, confinement, storage, tracing
+            settings, db, registry, metrics, self._changes, confinement, storage, tracing, node
         )
         self._reader = ExecutionReader(context)
         self._lifecycle = Lifecycle(context, keeps_daemons=lambda: policy.document.keep_daemons)

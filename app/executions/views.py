@@ -94,6 +94,7 @@ def to_public(
         cwd=record.cwd,
         pty=record.pty,
         session=record.session_id,
+        node=record.node,
         exit_code=record.exit_code,
         signal=record.signal,
         timed_out=record.timed_out,

@@ -41,6 +41,8 @@ from app.schemas.service import (
     Caller,
     Health,
     Info,
+    NodePublic,
+    NodesPublic,
     ToolObject,
 )
 from app.schemas.sessions import (
@@ -84,6 +86,8 @@ __all__ = [
     "Health",
     "Info",
     "InterceptionPublic",
+    "NodePublic",
+    "NodesPublic",
     "PolicyEvaluate",
     "PolicyEvaluation",
     "PolicyVersionPublic",

@@ -117,6 +117,10 @@ class ExecutionPublic(BaseModel):
     cwd: str
     pty: bool
     session: str | None = None
+    node: str | None = Field(
+        default=None,
+        description="The replica that runs it, or holds it for approval (GET /v1/nodes).",
+    )
     exit_code: int | None
     signal: int | None
     timed_out: bool

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,10 +32,30 @@ class Caller(BaseModel):
 class Info(BaseModel):
     version: str
     caller: Caller = Field(description="The token's principal: its name and role.")
+    node: str = Field(description="This replica's node id (`SHELLGATE_NODE_ID`, GET /v1/nodes).")
     max_jobs: int
     running_jobs: int
+    cluster_running_jobs: int | None = Field(
+        default=None,
+        description="Jobs running on every replica sharing the database, counted against "
+        "`max_jobs` (null on SQLite, a single node's database).",
+    )
     limits: dict[str, Any]
     confinement: Literal["cgroup2", "cgroup1", "rlimit"]
     execution_limits: dict[str, int | None] = Field(
         description="The server's per-execution limits (null: none); requests may only lower them."
     )
+
+
+class NodePublic(BaseModel):
+    id: str
+    url: str | None = Field(description="Where the other replicas reach it (SHELLGATE_NODE_URL).")
+    version: str
+    started_at: datetime
+    last_heartbeat: datetime
+    alive: bool = Field(description="Heartbeat within `SHELLGATE_NODE_TIMEOUT` seconds.")
+    current: bool = Field(description="The replica answering this request.")
+
+
+class NodesPublic(BaseModel):
+    data: list[NodePublic]

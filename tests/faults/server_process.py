@@ -54,8 +54,10 @@ def server_env(tmp: Path, database: ServerDatabase, **settings: Any) -> dict[str
 
 
 @contextlib.contextmanager
-def server_process(env: dict[str, str], log_path: Path) -> Iterator[ServerProcess]:
-    port = free_port()
+def server_process(
+    env: dict[str, str], log_path: Path, port: int | None = None
+) -> Iterator[ServerProcess]:
+    port = port or free_port()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],

@@ -9,11 +9,11 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import __version__, crud
-from app.api.deps import PrincipalDep, ServicesDep
+from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import app_error_response, error_responses
 from app.api.strict_route import StrictJsonRoute
 from app.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
-from app.schemas import Caller, Health, Info, ToolObject
+from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, ToolObject
 from app.services import Services
 from app.tool_description import execution_tool
 
@@ -93,8 +93,10 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
     return Info(
         version=__version__,
         caller=Caller(name=principal.name, role=principal.role),
+        node=services.cluster.node_id,
         max_jobs=settings.max_jobs,
         running_jobs=services.registry.running_jobs,
+        cluster_running_jobs=await services.cluster.running_jobs(),
         limits={
             "max_command_bytes": settings.max_command_bytes,
             "default_timeout_seconds": 300,
@@ -113,6 +115,32 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
         },
         confinement=services.confinement.name,
         execution_limits=services.confinement.ceiling.as_dict(),
+    )
+
+
+@router.get(
+    "/v1/nodes",
+    response_model=NodesPublic,
+    responses=error_responses(401, 403),
+    summary="The replicas sharing this database",
+)
+async def nodes(_: AdminDep, services: ServicesDep) -> NodesPublic:
+    """Every replica that registered in this database, with its internal URL and last
+    heartbeat; `alive` while that is within `SHELLGATE_NODE_TIMEOUT`. Admin only."""
+    current = services.cluster.node_id
+    return NodesPublic(
+        data=[
+            NodePublic(
+                id=node.id,
+                url=node.url,
+                version=node.version,
+                started_at=node.started_at,
+                last_heartbeat=node.last_heartbeat,
+                alive=node.alive,
+                current=node.id == current,
+            )
+            for node in await services.cluster.nodes()
+        ]
     )
 
 

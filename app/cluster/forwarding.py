@@ -1,0 +1,404 @@
+"""Forwarding to the replica that owns the process (docs/operations.md#several-replicas).
+
+Any replica answers any request from the database, except what needs the process: the live
+stream, input, resize, signals, cancel, a long-poll or output read of a running execution, and
+every call of a session (its shell lives on one node). Those go, as they came (the caller's
+own token included, so the owner authorises them again), to the owning node's
+`SHELLGATE_NODE_URL`, marked with the cluster secret so that the owner serves them itself.
+
+A request carrying the marker without the right secret is refused: a client cannot make a
+replica believe a request was forwarded. Without a secret nothing is forwarded (one node).
+This is a pure ASGI middleware, so that a streamed body or a WebSocket passes through as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from app.cluster import store
+from app.cluster.node import Cluster
+from app.config import Settings
+from app.db import Database
+from app.models import ExecutionState
+
+logger = logging.getLogger("shellgate.cluster")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+INTERNAL_HEADER = b"x-shellgate-cluster-secret"
+FORWARDED_FROM_HEADER = b"x-shellgate-forwarded-from"
+# Headers that describe one connection, not the request (RFC 9110, "Connection"), and the WebSocket
+# handshake's own, which the client library makes anew.
+HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"te",
+    b"trailer",
+    b"transfer-encoding",
+    b"upgrade",
+    b"host",
+}
+WEBSOCKET_HANDSHAKE = {
+    b"sec-websocket-key",
+    b"sec-websocket-version",
+    b"sec-websocket-extensions",
+    b"sec-websocket-protocol",
+}
+CONNECT_SECONDS = 5.0
+CLOSE_TRY_AGAIN_LATER = 1013
+CLOSE_FORBIDDEN = 4403
+# A body read to find its session: the largest a submit may be is far below this.
+MAX_INSPECTED_BODY = 32 * 1024 * 1024
+
+SUBMIT = "/v1/executions"
+_EXECUTION_PATH = re.compile(r"^/v1/executions/([A-Za-z0-9_-]{1,64})(?:/([a-z]+))?$")
+_SESSION_PATH = re.compile(r"^/v1/sessions/([A-Za-z0-9_-]{1,64})(?:/.*)?$")
+_PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "stream"}
+_LOG_ACTIONS = {"output", "stream"}
+_ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
+
+
+class NodeUnreachableError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Target:
+    node_id: str
+    url: str
+
+
+class Forwarder:
+    """Decides where a request belongs and carries it there."""
+
+    def __init__(self, settings: Settings, cluster: Cluster, db: Database) -> None:
+        self._settings = settings
+        self._cluster = cluster
+        self._db = db
+        self.secret = settings.cluster_secret.encode()
+        self.enabled = bool(settings.cluster_secret) and cluster.shared
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def is_forwarded(self, headers: list[tuple[bytes, bytes]]) -> bool | None:
+        """None: no marker; True: a genuine forward; False: a forged or unverifiable one."""
+        values = [value for name, value in headers if name.lower() == INTERNAL_HEADER]
+        if not values:
+            return None
+        return bool(self.secret) and hmac.compare_digest(values[0], self.secret)
+
+    # --- where a request belongs --------------------------------------------------------------
+
+    async def target(self, scope: Scope, body: bytes | None) -> Target | None:
+        """The node to forward to, or None to serve here."""
+        path = route_path(scope)
+        method = scope.get("method", "GET")
+        if (match := _EXECUTION_PATH.match(path)) is not None:
+            execution_id, action = match.groups()
+            if action is None and not (method == "GET" and _waits(scope)):
+                return None
+            if action is not None and action not in _PROCESS_ACTIONS:
+                return None
+            return await self._execution_target(execution_id, action)
+        if (match := _SESSION_PATH.match(path)) is not None:
+            return await self._session_target(match.group(1))
+        if path == SUBMIT and method == "POST" and body is not None:
+            session_id = _session_of(body)
+            return None if session_id is None else await self._session_target(session_id)
+        return None
+
+    async def _execution_target(self, execution_id: str, action: str | None) -> Target | None:
+        owner = await self._db.call(store.execution_owner, execution_id=execution_id)
+        if owner is None:
+            return None
+        node_id, state = owner
+        if node_id in (None, self._cluster.node_id):
+            return None
+        # Finished: its log is served from a shared data dir, else by the node that has it.
+        if state not in _ACTIVE and (
+            action not in _LOG_ACTIONS or await self._log_is_here(execution_id)
+        ):
+            return None
+        return await self._live_node(node_id)
+
+    async def _session_target(self, session_id: str) -> Target | None:
+        node_id = await self._db.call(store.session_node, session_id=session_id)
+        if node_id in (None, self._cluster.node_id):
+            return None
+        assert node_id is not None
+        return await self._live_node(node_id)
+
+    async def _live_node(self, node_id: str) -> Target | None:
+        node = await self._cluster.node(node_id)
+        if node is None or not self._cluster.is_alive(node):
+            return None  # gone: what is left of its work is in the database, served here
+        if not node.url:
+            raise NodeUnreachableError(f"replica {node_id} has no SHELLGATE_NODE_URL")
+        return Target(node_id, node.url)
+
+    async def _log_is_here(self, execution_id: str) -> bool:
+        path = Path(self._settings.artifacts_dir) / f"{execution_id}.log"
+        return await anyio.to_thread.run_sync(path.exists)
+
+    # --- carrying it there --------------------------------------------------------------------
+
+    def _headers(self, scope: Scope, *, websocket: bool) -> list[tuple[bytes, bytes]]:
+        dropped = HOP_BY_HOP | (WEBSOCKET_HANDSHAKE if websocket else set())
+        headers = [
+            (name, value)
+            for name, value in scope["headers"]
+            if name.lower() not in dropped and name.lower() != INTERNAL_HEADER
+        ]
+        headers.append((INTERNAL_HEADER, self.secret))
+        headers.append((FORWARDED_FROM_HEADER, self._cluster.node_id.encode()))
+        return headers
+
+    async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
+        url = target.url + upstream_path(scope)
+        request = self._client.build_request(
+            scope["method"], url, headers=self._headers(scope, websocket=False), content=body
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.TransportError as error:
+            raise NodeUnreachableError(
+                f"replica {target.node_id} did not answer: {type(error).__name__}"
+            ) from error
+        try:
+            headers = [
+                (name, value)
+                for name, value in response.headers.raw
+                if name.lower() not in HOP_BY_HOP
+            ]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+
+    async def forward_websocket(
+        self, scope: Scope, receive: Receive, send: Send, target: Target
+    ) -> None:
+        url = "ws" + target.url.removeprefix("http") + upstream_path(scope)
+        await receive()  # websocket.connect: the handshake is answered once the owner answers
+        try:
+            upstream = await connect(
+                url,
+                additional_headers=[
+                    (name.decode("latin-1"), value.decode("latin-1"))
+                    for name, value in self._headers(scope, websocket=True)
+                ],
+                subprotocols=scope.get("subprotocols") or None,
+                open_timeout=CONNECT_SECONDS,
+                ping_interval=None,  # the owner pings its viewer; this hop only relays
+                max_size=None,
+                compression=None,
+            )
+        except (OSError, TimeoutError, InvalidStatus) as error:
+            await send({"type": "websocket.accept"})
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_TRY_AGAIN_LATER,
+                    "reason": f"replica {target.node_id} did not answer",
+                }
+            )
+            logger.warning("forwarding a stream to %s failed: %s", target.node_id, error)
+            return
+        await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+        await _relay_websocket(upstream, receive, send)
+
+
+async def _relay_websocket(upstream: ClientConnection, receive: Receive, send: Send) -> None:
+    async def downstream_to_upstream() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                await upstream.close()
+                return
+            if message.get("text") is not None:
+                await upstream.send(message["text"])
+            elif message.get("bytes") is not None:
+                await upstream.send(message["bytes"])
+
+    async def upstream_to_downstream() -> None:
+        try:
+            async for frame in upstream:
+                if isinstance(frame, str):
+                    await send({"type": "websocket.send", "text": frame})
+                else:
+                    await send({"type": "websocket.send", "bytes": bytes(frame)})
+        except ConnectionClosed:
+            pass
+        code = upstream.close_code or 1000
+        reason = upstream.close_reason or ""
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": code, "reason": reason})
+
+    tasks = [
+        asyncio.ensure_future(downstream_to_upstream()),
+        asyncio.ensure_future(upstream_to_downstream()),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await upstream.close()
+
+
+class ForwardToOwner:
+    """The middleware: refuse forged forwards, serve genuine ones here, forward what belongs
+    to another replica."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        services = getattr(scope["app"].state, "services", None)
+        if services is None:
+            await self.app(scope, receive, send)
+            return
+        forwarder: Forwarder = services.forwarder
+        marked = forwarder.is_forwarded(scope["headers"])
+        if marked is False:
+            await _refuse(
+                scope, receive, send, 403, "forbidden", "invalid cluster forwarding header"
+            )
+            return
+        if marked or not forwarder.enabled:
+            await self.app(scope, receive, send)
+            return
+        body: bytes | None = None
+        if scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) == SUBMIT:
+            # A submit goes where its session lives: the body says which.
+            body = await _read_body(receive)
+            receive = _replay(body, receive)
+        try:
+            target = await forwarder.target(scope, body)
+            if target is None:
+                await self.app(scope, receive, send)
+            elif scope["type"] == "websocket":
+                await forwarder.forward_websocket(scope, receive, send, target)
+            else:
+                if body is None:
+                    body = await _read_body(receive)
+                await forwarder.forward_http(scope, send, target, body)
+        except NodeUnreachableError as error:
+            await _refuse(scope, receive, send, 503, "node_unreachable", error.message)
+
+
+def route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root = scope.get("root_path") or ""
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def upstream_path(scope: Scope) -> str:
+    """The path as the owner expects it: its own uvicorn adds its root path again."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else str(scope["path"])
+    root = scope.get("root_path") or ""
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    query = scope.get("query_string") or b""
+    return path + ("?" + query.decode("latin-1") if query else "")
+
+
+def _waits(scope: Scope) -> bool:
+    query = (scope.get("query_string") or b"").decode("latin-1")
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "wait" and value not in ("", "0"):
+            return True
+    return False
+
+
+def _session_of(body: bytes) -> str | None:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None  # the route answers the bad body itself
+    session = document.get("session") if isinstance(document, dict) else None
+    return session if isinstance(session, str) else None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size <= MAX_INSPECTED_BODY:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read already, then the connection's own messages (its disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
+) -> None:
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        close = CLOSE_FORBIDDEN if status == 403 else CLOSE_TRY_AGAIN_LATER
+        await send({"type": "websocket.close", "code": close, "reason": message})
+        return
+    body = json.dumps(
+        {"error": {"code": code, "message": message, "details": {}, "request_id": None}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 503:
+        headers.append((b"retry-after", b"5"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

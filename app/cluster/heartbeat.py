@@ -1,0 +1,81 @@
+"""The heartbeat loop: this node says it is alive, and looks for nodes that stopped saying so.
+A silent node's running executions become `lost` (their processes, if any still run, are out
+of reach: another machine, or a replica that no longer answers) and its job slots are freed.
+Its executions awaiting approval stay as they are: whichever node settles the decision runs
+them (Cluster.settles)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+
+import anyio.to_thread
+
+from app import crud
+from app.cluster import store
+from app.cluster.node import Cluster
+from app.config import Settings
+from app.db import Database
+from app.models import Execution, ExecutionState
+from app.recovery import summarise_log
+from app.result_text import LOST_NOTICE, final_text
+
+logger = logging.getLogger("shellgate.cluster")
+
+LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
+
+
+async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) -> None:
+    while True:
+        try:
+            await cluster.beat()
+            await take_over_silent_nodes(cluster, db, settings)
+        except Exception:
+            logger.exception("heartbeat failed")
+        await asyncio.sleep(cluster.heartbeat_interval)
+
+
+async def take_over_silent_nodes(cluster: Cluster, db: Database, settings: Settings) -> list[str]:
+    if not cluster.shared:
+        return []
+    cutoff = cluster.cutoff()
+    orphans = await db.call(store.running_on_dead_nodes, me=cluster.node_id, cutoff=cutoff)
+    lost = [record.id for record in orphans if await _mark_lost(db, settings, record)]
+    released = await db.call(store.release_slots_of_dead_nodes, me=cluster.node_id, cutoff=cutoff)
+    if lost or released:
+        logger.warning(
+            "silent nodes: %d running executions marked lost, %d job slots freed",
+            len(lost),
+            released,
+        )
+    return lost
+
+
+async def _mark_lost(db: Database, settings: Settings, record: Execution) -> bool:
+    # With a shared data dir the log is here to summarise; otherwise the record keeps no output.
+    summary = await anyio.to_thread.run_sync(summarise_log, settings.artifacts_dir, record.id)
+    notices = [*json.loads(record.notices), LOST_NOTICE, LOST_ON_SILENT_NODE]
+    text = final_text(
+        body=summary.get("output", ""),
+        wall_time_ms=None,
+        notices=notices,
+        state=ExecutionState.lost,
+        exit_code=None,
+        footer=None,
+    )
+    changed = await db.run(
+        crud.finish_execution,
+        execution_id=record.id,
+        values={
+            "state": ExecutionState.lost.value,
+            "finished_at": datetime.now(UTC),
+            "notices": json.dumps(notices),
+            "text": text,
+            **summary,
+        },
+    )
+    if changed:
+        logger.warning("execution %s on silent node %s: lost", record.id, record.node)
+    return changed

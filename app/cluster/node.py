@@ -1,0 +1,153 @@
+"""This replica as a member of the cluster: its heartbeat, what it knows of the other nodes,
+the job slots it takes under the shared cap, and which awaiting executions it settles."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from app import __version__
+from app.cluster import store
+from app.config import Settings
+from app.db import Database
+from app.models import Execution, Node
+from app.timestamps import aware_utc
+
+logger = logging.getLogger("shellgate.cluster")
+
+# A heartbeat several times per timeout, so that one late beat never makes a node look dead.
+BEATS_PER_TIMEOUT = 3
+MAX_HEARTBEAT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    id: str
+    url: str | None
+    version: str
+    started_at: datetime
+    last_heartbeat: datetime
+    alive: bool
+
+
+class Cluster:
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self.node_id = settings.node_id
+        self.url = settings.node_url or None
+        self.secret = settings.cluster_secret
+        self.timeout = settings.node_timeout
+        self.max_jobs = settings.max_jobs
+        self._db = db
+        # Only a shared database has other replicas; SQLite is one node's file.
+        self.shared = db.engine.dialect.name == "postgresql"
+        self._releases: set[asyncio.Task[None]] = set()
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return min(self.timeout / BEATS_PER_TIMEOUT, MAX_HEARTBEAT_SECONDS)
+
+    def cutoff(self) -> datetime:
+        """Nodes silent since before this are dead."""
+        return datetime.now(UTC) - timedelta(seconds=self.timeout)
+
+    def is_alive(self, node: Node) -> bool:
+        return node.id == self.node_id or aware_utc(node.last_heartbeat) >= self.cutoff()
+
+    # --- membership ---------------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """At start: register, note the restart, and free the job slots a previous run of this
+        node held (its processes died with it and recovery records them `lost`)."""
+        now = datetime.now(UTC)
+        await self.beat(now)
+        await self._db.call(store.restarted, node_id=self.node_id, now=now)
+        await self._db.call(store.release_slots_of, node_id=self.node_id)
+
+    async def beat(self, now: datetime | None = None) -> None:
+        await self._db.call(
+            store.heartbeat,
+            node_id=self.node_id,
+            url=self.url,
+            version=__version__,
+            now=now or datetime.now(UTC),
+        )
+
+    async def node(self, node_id: str) -> Node | None:
+        return await self._db.call(store.get_node, node_id=node_id)
+
+    async def nodes(self) -> list[NodeStatus]:
+        return [
+            NodeStatus(
+                id=node.id,
+                url=node.url,
+                version=node.version,
+                started_at=aware_utc(node.started_at),
+                last_heartbeat=aware_utc(node.last_heartbeat),
+                alive=self.is_alive(node),
+            )
+            for node in await self._db.call(store.list_nodes)
+        ]
+
+    # --- the job cap across replicas (the Registry's ledger) ----------------------------------
+
+    async def acquire(self, execution_id: str) -> bool:
+        if not self.shared:
+            return True  # one node: the Registry's own count is the whole truth
+        return await self._db.call(
+            store.acquire_job_slot,
+            execution_id=execution_id,
+            node_id=self.node_id,
+            cap=self.max_jobs,
+            now=datetime.now(UTC),
+        )
+
+    def release(self, execution_id: str) -> None:
+        if not self.shared:
+            return
+        task = asyncio.get_running_loop().create_task(self._release(execution_id))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, execution_id: str) -> None:
+        try:
+            await self._db.call(store.release_job_slot, execution_id=execution_id)
+        except Exception:
+            # The row outlives the job until this node restarts or is declared dead; the cap
+            # errs on the safe side meanwhile.
+            logger.exception("releasing the job slot of %s failed", execution_id)
+
+    async def drain(self) -> None:
+        if self._releases:
+            await asyncio.gather(*self._releases, return_exceptions=True)
+
+    async def running_jobs(self) -> int | None:
+        """Jobs running on every replica (None on a single node's database)."""
+        if not self.shared:
+            return None
+        return await self._db.call(store.count_job_slots)
+
+    # --- who settles an execution awaiting approval -------------------------------------------
+
+    async def settles(self, record: Execution) -> bool:
+        """True when this node should start (or reject) `record` once its approval is decided:
+        it holds the record, or took it over from a node that stopped heartbeating. The node
+        that holds a live record hears of the decision itself (notify.py)."""
+        if record.node in (None, self.node_id):
+            return True
+        owner = await self.node(record.node)
+        if owner is not None and self.is_alive(owner):
+            return False
+        claimed = await self._db.call(
+            store.claim_awaiting,
+            execution_id=record.id,
+            from_node=record.node,
+            to_node=self.node_id,
+        )
+        if claimed:
+            logger.warning(
+                "node %s is silent: its approved execution %s runs here", record.node, record.id
+            )
+            record.node = self.node_id
+        return claimed

@@ -1,0 +1,195 @@
+"""The cluster's SQL: node heartbeats, the shared job slots, who owns what, and the work a
+dead replica left behind. Like `app/crud.py`, plain synchronous functions over a Session
+(callers go through `Database.call`); portable between SQLite and PostgreSQL except where a
+PostgreSQL-only statement says so."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import DateTime, String, delete, func, literal, or_, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+from app.models import (
+    Approval,
+    ApprovalState,
+    Execution,
+    ExecutionState,
+    JobSlot,
+    Node,
+    ShellSession,
+)
+
+NOTIFY_CHANNEL = "shellgate_events"
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def heartbeat(
+    session: Session, *, node_id: str, url: str | None, version: str, now: datetime
+) -> None:
+    """Register the node, or refresh its heartbeat (and URL, after a restart)."""
+    values = {"id": node_id, "url": url, "version": version, "started_at": now}
+    dialect = postgresql if _is_postgres(session) else sqlite
+    statement = dialect.insert(Node).values(**values, last_heartbeat=now)
+    statement = statement.on_conflict_do_update(
+        index_elements=["id"], set_={"url": url, "version": version, "last_heartbeat": now}
+    )
+    session.execute(statement)
+    session.commit()
+
+
+def restarted(session: Session, *, node_id: str, now: datetime) -> None:
+    session.execute(update(Node).where(col(Node.id) == node_id).values(started_at=now))
+    session.commit()
+
+
+def list_nodes(session: Session) -> list[Node]:
+    return list(session.exec(select(Node).order_by(col(Node.id))).all())
+
+
+def get_node(session: Session, *, node_id: str) -> Node | None:
+    return session.get(Node, node_id)
+
+
+def _dead_nodes(cutoff: datetime, me: str) -> SelectOfScalar[str]:
+    return select(Node.id).where(col(Node.last_heartbeat) < cutoff, col(Node.id) != me)
+
+
+def running_on_dead_nodes(session: Session, *, me: str, cutoff: datetime) -> list[Execution]:
+    """Executions recorded `running` on replicas silent since `cutoff`."""
+    query = select(Execution).where(
+        col(Execution.state) == ExecutionState.running.value,
+        col(Execution.node).in_(_dead_nodes(cutoff, me)),
+    )
+    return list(session.exec(query).all())
+
+
+def release_slots_of_dead_nodes(session: Session, *, me: str, cutoff: datetime) -> int:
+    result = session.execute(delete(JobSlot).where(col(JobSlot.node).in_(_dead_nodes(cutoff, me))))
+    session.commit()
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def release_slots_of(session: Session, *, node_id: str) -> None:
+    """At start: the slots a previous run of this node held are free (its jobs are lost)."""
+    session.execute(delete(JobSlot).where(col(JobSlot.node) == node_id))
+    session.commit()
+
+
+# --- the job cap across replicas -------------------------------------------------------------
+
+
+def acquire_job_slot(
+    session: Session, *, execution_id: str, node_id: str, cap: int, now: datetime
+) -> bool:
+    """Take a job slot if fewer than `cap` are taken, as one conditional INSERT … SELECT.
+
+    On PostgreSQL a transaction-scoped advisory lock first serialises every replica's
+    acquisitions, so the count the INSERT sees is not stale (READ COMMITTED alone would let
+    two transactions count the same rows). SQLite serialises writers itself; it is a single
+    node's database anyway."""
+    if _is_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtext('shellgate.job-slots'))"))
+    taken = select(func.count()).select_from(JobSlot).scalar_subquery()
+    dialect = postgresql if _is_postgres(session) else sqlite
+    rows = select(
+        literal(execution_id, String()),
+        literal(node_id, String()),
+        literal(now, DateTime(timezone=True)),
+    ).where(taken < cap)
+    statement = (
+        dialect.insert(JobSlot)
+        .from_select(["execution_id", "node", "acquired_at"], rows)
+        .returning(col(JobSlot.execution_id))
+    )
+    # RETURNING, not rowcount: an INSERT … SELECT reports no row count on every driver.
+    granted = session.execute(statement).first() is not None
+    session.commit()
+    return granted
+
+
+def release_job_slot(session: Session, *, execution_id: str) -> None:
+    session.execute(delete(JobSlot).where(col(JobSlot.execution_id) == execution_id))
+    session.commit()
+
+
+def count_job_slots(session: Session) -> int:
+    return int(session.exec(select(func.count()).select_from(JobSlot)).one())
+
+
+# --- ownership -------------------------------------------------------------------------------
+
+
+def execution_owner(session: Session, *, execution_id: str) -> tuple[str | None, str] | None:
+    """(node, state) of an execution, or None when there is no such execution."""
+    row = session.exec(
+        select(Execution.node, Execution.state).where(col(Execution.id) == execution_id)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def session_node(session: Session, *, session_id: str) -> str | None:
+    row = session.exec(select(ShellSession.node).where(col(ShellSession.id) == session_id)).first()
+    return row if isinstance(row, str) else None
+
+
+def claim_awaiting(
+    session: Session, *, execution_id: str, from_node: str | None, to_node: str
+) -> bool:
+    """Take over an execution awaiting approval from a dead replica; False if it is no longer
+    awaiting or someone else took it first."""
+    owner = col(Execution.node).is_(None) if from_node is None else col(Execution.node) == from_node
+    result = session.execute(
+        update(Execution)
+        .where(
+            col(Execution.id) == execution_id,
+            col(Execution.state) == ExecutionState.awaiting_approval.value,
+            owner,
+        )
+        .values(node=to_node)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
+# --- approvals across replicas ---------------------------------------------------------------
+
+
+def decided_but_waiting(session: Session, *, me: str, cutoff: datetime) -> list[Approval]:
+    """Decided approvals whose execution still awaits them, on this node or a dead one: the
+    decisions a missed notification would leave unsettled."""
+    query = (
+        select(Approval)
+        .join(Execution, col(Execution.id) == col(Approval.execution_id))
+        .where(
+            col(Approval.state) != ApprovalState.pending.value,
+            col(Execution.state) == ExecutionState.awaiting_approval.value,
+            or_(
+                col(Execution.node) == me,
+                col(Execution.node).is_(None),
+                col(Execution.node).in_(_dead_nodes(cutoff, me)),
+            ),
+        )
+    )
+    return list(session.exec(query).all())
+
+
+def approvals_changed_since(session: Session, *, since: datetime) -> list[Approval]:
+    query = select(Approval).where(
+        or_(col(Approval.created_at) > since, col(Approval.decided_at) > since)
+    )
+    return list(session.exec(query).all())
+
+
+def notify(session: Session, *, payload: str) -> None:
+    """PostgreSQL only: tell every listening replica (delivered at commit)."""
+    session.execute(
+        text("SELECT pg_notify(:channel, :payload)"),
+        {"channel": NOTIFY_CHANNEL, "payload": payload},
+    )
+    session.commit()
