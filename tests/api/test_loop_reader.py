@@ -15,6 +15,7 @@ import pytest
 from app.output import OutputSink
 from tests.api.test_binary_stream_liveness import health_latencies
 from tests.conftest import LiveServer, make_settings, serve
+from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 CONCURRENT_RUNS = 20
@@ -25,8 +26,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def test_concurrent_runs_add_no_thread_each(tmp_path: Path) -> None:
-    with serve(make_settings(tmp_path)) as server, server.client() as client:
+def test_concurrent_runs_add_no_thread_each(tmp_path: Path, database: ServerDatabase) -> None:
+    with serve(make_settings(tmp_path, database)) as server, server.client() as client:
         # Warm up what is shared (the database's and anyio's worker threads), one call at a
         # time so that the pool does not grow for concurrency the test does not measure.
         for command in ("true", "head -c 300000 /dev/urandom", "sleep 0.1"):
@@ -86,11 +87,11 @@ async def test_fast_writers_do_not_starve_healthz(server: LiveServer) -> None:
 
 
 def test_the_window_of_binary_output_is_exact_through_the_sink_worker(
-    tmp_path: Path,
+    tmp_path: Path, database: ServerDatabase
 ) -> None:
     """Random bytes (cleaned on the worker, in slices, across loop reads) end in the same
     inline output and counters as the whole log fed to one sink at once."""
-    with serve(make_settings(tmp_path)) as server, server.client(timeout=120) as client:
+    with serve(make_settings(tmp_path, database)) as server, server.client(timeout=120) as client:
         # Without ESC: an unterminated escape sequence longer than the sink's carry (1 KiB)
         # makes its result depend on where chunks are cut (so in any feeding, not only the
         # worker's); everything else in random bytes — invalid UTF-8, C1 controls, CR runs,
@@ -113,10 +114,12 @@ def test_the_window_of_binary_output_is_exact_through_the_sink_worker(
 INPUT_BYTES = 300_000  # past what a terminal buffers: the write must wait for room
 
 
-def test_keystrokes_reach_a_terminal_that_does_not_read_yet(tmp_path: Path) -> None:
+def test_keystrokes_reach_a_terminal_that_does_not_read_yet(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
     """More input than the terminal holds, typed before the program reads: the non-blocking
     write waits for room instead of failing or dropping, and every byte arrives."""
-    with serve(make_settings(tmp_path)) as server, server.client(timeout=60) as client:
+    with serve(make_settings(tmp_path, database)) as server, server.client(timeout=60) as client:
         command = f"stty -echo -icanon; echo ready; sleep 1; head -c {INPUT_BYTES} | wc -c"
         started = client.post(
             "/v1/executions", json={"command": command, "async": True, "pty": True}
