@@ -67,6 +67,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
+        # After the lost executions are recorded: their ends are due too.
+        await services.notifier.start()
         app.state.services = services
         stop_signal.bind(asyncio.get_running_loop(), services.executions.begin_shutdown)
         pruner = asyncio.create_task(_prune_forever(services))
@@ -78,6 +80,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             # uvicorn gave open requests half the grace already (app/serving.py).
             await services.executions.shutdown(within=settings.shutdown_grace * 0.3)
             await services.approvals.close()
+            await services.notifier.close()
             services.db.dispose()
             tracing.shutdown()
 

@@ -18,6 +18,7 @@ from app.db import Database, make_engine
 from app.executions import ExecutionService
 from app.files.service import FileService
 from app.metrics import Metrics
+from app.notifications import Notifier
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.policy_service import PolicyService
 from app.registry import Registry
@@ -53,6 +54,7 @@ class Services:
     session_runs: SessionRuns
     confinement: Confinement
     storage: StorageGuard
+    notifier: Notifier
 
     @classmethod
     def build(
@@ -76,8 +78,18 @@ class Services:
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry, policy, confinement)
         storage = StorageGuard(settings.data_dir)
+        notifier = Notifier(settings, db)
         executions = ExecutionService(
-            settings, db, registry, policy, metrics, sessions, confinement, storage, tracing
+            settings,
+            db,
+            registry,
+            policy,
+            metrics,
+            sessions,
+            confinement,
+            storage,
+            tracing,
+            completion=notifier,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
@@ -97,4 +109,5 @@ class Services:
             session_runs=SessionRuns(sessions, executions, registry),
             confinement=confinement,
             storage=storage,
+            notifier=notifier,
         )

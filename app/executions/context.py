@@ -8,6 +8,7 @@ from app.config import Settings
 from app.confinement import Confinement
 from app.db import Database
 from app.executions.changes import StateChanges
+from app.executions.completion import NO_DELIVERY, CompletionHooks
 from app.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.registry import Registry
@@ -24,3 +25,4 @@ class Context:
     confinement: Confinement  # per-execution units: limits, evidence, whole-tree kill
     storage: StorageGuard  # whether the data directory has room for new work
     tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run
+    completion: CompletionHooks = NO_DELIVERY  # notify_url: admitted at submit, fed the end

@@ -27,6 +27,7 @@ from app.schemas.executions import (
     ExecutionPublic,
     ExecutionResize,
     ExecutionsPublic,
+    NotificationAttempt,
 )
 from app.schemas.policy import (
     CdRewrite,
@@ -84,6 +85,7 @@ __all__ = [
     "Health",
     "Info",
     "InterceptionPublic",
+    "NotificationAttempt",
     "PolicyEvaluate",
     "PolicyEvaluation",
     "PolicyVersionPublic",
