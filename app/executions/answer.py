@@ -50,7 +50,8 @@ class Answers:
             if self._changes.stopping:
                 return Outcome(202, await self._stopping(live, launch.notices))
             idle = launch.idle
-            if idle is not None and idle.fired.is_set() and idle.notice not in live.notices:
+            fell_silent = idle is not None and idle.fired.is_set() and not live.has_exited
+            if idle is not None and fell_silent and idle.notice not in live.notices:
                 # Kept on the record too: whoever reads it later learns why it went on alone.
                 live.notices.append(idle.notice)
                 launch.notices = [*launch.notices, idle.notice]
