@@ -5,6 +5,7 @@ pending delivery; URLs outside the allow-list, and private addresses no glob nam
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,32 @@ def test_the_server_default_is_checked_again_after_dns_at_delivery(tmp_path: Pat
     assert attempt["status_code"] is None
     assert "localhost resolves to" in attempt["error"]
     assert "127.0.0.1" in attempt["error"] or "::1" in attempt["error"]
+
+
+@pytest.mark.settings(**{**LOOPBACK, "notify_per_host": 2, "notify_timeout_seconds": 8})
+def test_a_slow_receiver_delays_neither_other_receivers_nor_the_api(
+    fresh_server: LiveServer,
+) -> None:
+    with (
+        webhook_receiver(default=("hang", 6)) as slow,
+        webhook_receiver() as fast,
+        fresh_server.client() as client,
+    ):
+        for _ in range(4):
+            response = client.post(
+                "/v1/executions", json={"command": "true", "notify_url": slow.url()}
+            )
+            assert response.status_code == 200
+        eventually(lambda: len(slow.posts()) == 2, what="the slow receiver's first two posts")
+        started = time.monotonic()
+        quick = client.post("/v1/executions", json={"command": "echo quick"})
+        assert quick.status_code == 200
+        execution = client.post(
+            "/v1/executions", json={"command": "true", "notify_url": fast.url()}
+        ).json()
+        record = settled(client, execution["id"], within=20)
+        elapsed = time.monotonic() - started
+        # Two attempts hang at the slow receiver (its per-host limit), two more wait their turn.
+        assert len(slow.posts()) == 2
+    assert record["notify_state"] == "delivered"
+    assert elapsed < 5, f"the fast delivery waited {elapsed:.1f}s behind the slow receiver"
