@@ -154,9 +154,10 @@ class Settings(BaseSettings):
     notify_backoff_seconds: float = Field(default=1, gt=0, le=3600)  # first retry; doubles
     notify_backoff_max_seconds: float = Field(default=300, gt=0, le=86400)
     notify_per_host: int = Field(default=4, ge=1, le=1000)  # attempts in flight per receiver
+    notify_ca_file: Path | None = None  # CA bundle for https receivers (default: the system's)
     sse_heartbeat_seconds: float = Field(default=15, gt=0, le=300)
 
-    @field_validator("data_dir", "workspace", "policy_file")
+    @field_validator("data_dir", "workspace", "policy_file", "notify_ca_file")
     @classmethod
     def _absolute_path(cls, value: Path | None) -> Path | None:
         # Resolved once, against the directory the server starts in: a relative path would

@@ -4,11 +4,13 @@ answers each with the next scripted reply (a status, a redirect, or a hang)."""
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 @dataclass
@@ -29,8 +31,10 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    scheme: str = "http"
+
     def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
     def next_reply(self) -> object:
         with self.lock:
@@ -43,8 +47,11 @@ class Receiver:
 
 @contextlib.contextmanager
 def webhook_receiver(
-    script: list[object] | None = None, default: object = 200
+    script: list[object] | None = None,
+    default: object = 200,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[Receiver]:
+    """`tls`: (certificate, key) PEM files to serve https with."""
     receiver = Receiver(port=0, script=list(script or []), default=default)
 
     class Handler(BaseHTTPRequestHandler):
@@ -91,6 +98,11 @@ def webhook_receiver(
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        receiver.scheme = "https"
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

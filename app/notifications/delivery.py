@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -74,6 +75,10 @@ class Notifier:
         self._hosts = _HostLimits(settings.notify_per_host)
         self._client: httpx.AsyncClient | None = None
         self._closed = False
+        # Read at start, so that an unreadable bundle stops the server rather than each delivery.
+        self._verify: ssl.SSLContext | bool = True
+        if settings.notify_ca_file is not None:
+            self._verify = ssl.create_default_context(cafile=str(settings.notify_ca_file))
 
     # --- the execution side (app/executions/completion.py) ------------------------------------
 
@@ -288,6 +293,7 @@ class Notifier:
             # No proxies from the environment (they would connect elsewhere than the checked
             # address), no redirects.
             self._client = httpx.AsyncClient(
+                verify=self._verify,
                 follow_redirects=False,
                 trust_env=False,
                 timeout=self._settings.notify_timeout_seconds,

@@ -5,6 +5,8 @@ pending delivery; URLs outside the allow-list, and private addresses no glob nam
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -276,3 +278,69 @@ def test_a_slow_receiver_delays_neither_other_receivers_nor_the_api(
         assert len(slow.posts()) == 2
     assert record["notify_state"] == "delivered"
     assert elapsed < 5, f"the fast delivery waited {elapsed:.1f}s behind the slow receiver"
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for `name` (and its key), made by the openssl CLI."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName=DNS:{name}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+def test_https_checks_the_certificate_for_the_urls_host_at_the_checked_address(
+    tmp_path: Path,
+) -> None:
+    """The attempt connects to the address it checked, yet TLS (SNI and the certificate check)
+    is for the URL's name: a certificate for `localhost` passes, one for another name fails."""
+    good = self_signed(tmp_path, "localhost")
+    other = self_signed(tmp_path, "other.example")
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(good[0].read_bytes() + other[0].read_bytes())
+    settings = make_settings(
+        tmp_path,
+        **{
+            **LOOPBACK,
+            "notify_allow": "https://localhost:*",
+            "notify_ca_file": bundle,
+            "notify_retry_seconds": 0,
+        },
+    )
+    with webhook_receiver(tls=good) as right, webhook_receiver(tls=other) as wrong:
+        with serve(settings) as server, server.client() as client:
+            ids = [
+                client.post(
+                    "/v1/executions",
+                    json={"command": "true", "notify_url": receiver.url(host="localhost")},
+                ).json()["id"]
+                for receiver in (right, wrong)
+            ]
+            delivered, refused = (settled(client, execution_id) for execution_id in ids)
+        assert len(right.posts()) == 1 and wrong.posts() == []
+    assert right.posts()[0].headers["host"] == f"localhost:{right.port}"
+    assert delivered["notify_state"] == "delivered"
+    assert refused["notify_state"] == "failed"
+    assert "CERTIFICATE_VERIFY_FAILED" in refused["notifications"][0]["error"]
