@@ -8,14 +8,18 @@ import json
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
+from app.config import Settings
 from app.notifications.signing import verify
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
+from tests.test_migrations import POSTGRES_URL, _postgres_reachable
 from tests.waiting import eventually
 from tests.webhook_receiver import webhook_receiver
 
@@ -161,7 +165,30 @@ def test_a_named_host_is_reached_at_its_checked_address_under_its_name_with_the_
 
 
 def test_a_restarted_server_resumes_a_pending_delivery(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, **{**LOOPBACK, "notify_backoff_seconds": 3})
+    restart_resumes(make_settings(tmp_path, **{**LOOPBACK, "notify_backoff_seconds": 3}))
+
+
+@pytest.mark.postgres
+def test_a_restarted_server_resumes_a_pending_delivery_on_postgresql(tmp_path: Path) -> None:
+    if not _postgres_reachable():
+        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
+    schema = f"notify_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        restart_resumes(
+            make_settings(tmp_path, database_url=url, **{**LOOPBACK, "notify_backoff_seconds": 3})
+        )
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def restart_resumes(settings: Settings) -> None:
+    """A delivery failing on one server is made by the next one started on the same data."""
     with webhook_receiver(default=500) as receiver:
         with serve(settings) as first, first.client() as client:
             execution = client.post(
