@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from app.client.webhooks import verify_signature
 from app.config import Settings
 from app.notifications.signing import verify
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
@@ -72,6 +73,8 @@ def test_the_terminal_record_is_posted_signed_and_the_attempt_recorded(
     assert post.headers["x-shellgate-execution"] == answered["id"]
     assert post.headers["x-shellgate-attempt"] == "1"
     assert verify(SECRET, post.body, post.headers["x-shellgate-signature"])
+    # The SDK's receiver-side check accepts what the server sends.
+    assert verify_signature(post.body, post.headers["x-shellgate-signature"], SECRET) > 0
     assert not verify(SECRET, post.body + b" ", post.headers["x-shellgate-signature"])
     assert not verify("another-secret-0123456789", post.body, post.headers["x-shellgate-signature"])
     delivered = json.loads(post.body)
