@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import AGENT, LiveServer, make_settings, serve
+from tests.databases import SQLITE
 from tests.test_cli import shellgate
 from tests.waiting import eventually
 from tests.webhook_receiver import webhook_receiver
@@ -49,7 +50,10 @@ def test_run_refuses_an_unknown_idle_action() -> None:
 
 def test_run_notify_url_delivers_the_record(tmp_path: Path) -> None:
     settings = make_settings(
-        tmp_path, notify_allow="http://127.0.0.1:*", notify_secret="notify-secret-0123456789"
+        tmp_path,
+        SQLITE,
+        notify_allow="http://127.0.0.1:*",
+        notify_secret="notify-secret-0123456789",
     )
     with webhook_receiver() as receiver, serve(settings) as server:
         result = shellgate(

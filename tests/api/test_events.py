@@ -14,6 +14,7 @@ import pytest
 
 from app.config import Settings
 from tests.conftest import AGENT2, APPROVER, LiveServer, make_settings, serve
+from tests.databases import SQLITE
 from tests.waiting import eventually
 from tests.webhook_receiver import webhook_receiver
 
@@ -113,6 +114,7 @@ def gated_settings(tmp_path: Path) -> Settings:
     policy.write_text(json.dumps({"default": "allow", "rules": rules}))
     return make_settings(
         tmp_path,
+        SQLITE,
         policy_file=policy,
         notify_allow="http://127.0.0.1:*",
         notify_secret="notify-secret-0123456789",

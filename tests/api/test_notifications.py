@@ -20,7 +20,7 @@ from app.client.webhooks import verify_signature
 from app.config import Settings
 from app.notifications.signing import verify
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
-from tests.test_migrations import POSTGRES_URL, _postgres_reachable
+from tests.databases import POSTGRES_URL, SQLITE, postgres_unreachable_reason
 from tests.waiting import eventually
 from tests.webhook_receiver import webhook_receiver
 
@@ -168,13 +168,14 @@ def test_a_named_host_is_reached_at_its_checked_address_under_its_name_with_the_
 
 
 def test_a_restarted_server_resumes_a_pending_delivery(tmp_path: Path) -> None:
-    restart_resumes(make_settings(tmp_path, **{**LOOPBACK, "notify_backoff_seconds": 3}))
+    restart_resumes(make_settings(tmp_path, SQLITE, **{**LOOPBACK, "notify_backoff_seconds": 3}))
 
 
 @pytest.mark.postgres
 def test_a_restarted_server_resumes_a_pending_delivery_on_postgresql(tmp_path: Path) -> None:
-    if not _postgres_reachable():
-        pytest.skip("no PostgreSQL at SHELLGATE_TEST_POSTGRES_URL")
+    reason = postgres_unreachable_reason()
+    if reason is not None:
+        pytest.skip(reason)
     schema = f"notify_{uuid.uuid4().hex[:12]}"
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
@@ -182,7 +183,9 @@ def test_a_restarted_server_resumes_a_pending_delivery_on_postgresql(tmp_path: P
     try:
         url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
         restart_resumes(
-            make_settings(tmp_path, database_url=url, **{**LOOPBACK, "notify_backoff_seconds": 3})
+            make_settings(
+                tmp_path, SQLITE, database_url=url, **{**LOOPBACK, "notify_backoff_seconds": 3}
+            )
         )
     finally:
         with admin.connect() as connection:
@@ -234,7 +237,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_urls_not_allowed_are_422_and_nothing_runs(tmp_path: Path, case: str) -> None:
     allow, url = REFUSALS[case]
-    settings = make_settings(tmp_path, notify_allow=allow, notify_secret=SECRET)
+    settings = make_settings(tmp_path, SQLITE, notify_allow=allow, notify_secret=SECRET)
     with serve(settings) as server, server.client(ADMIN) as client:
         marker = tmp_path / "ran"
         response = client.post(
@@ -249,7 +252,7 @@ def test_urls_not_allowed_are_422_and_nothing_runs(tmp_path: Path, case: str) ->
 
 
 def test_without_a_signing_secret_a_notify_url_is_422(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, notify_allow="http://127.0.0.1:*")
+    settings = make_settings(tmp_path, SQLITE, notify_allow="http://127.0.0.1:*")
     with serve(settings) as server, server.client() as client:
         response = client.post(
             "/v1/executions", json={"command": "true", "notify_url": "http://127.0.0.1:9/x"}
@@ -264,6 +267,7 @@ def test_the_server_default_is_checked_again_after_dns_at_delivery(tmp_path: Pat
     with webhook_receiver() as receiver:
         settings = make_settings(
             tmp_path,
+            SQLITE,
             notify_allow="http://*",
             notify_url=receiver.url(host="localhost"),
             notify_secret=SECRET,
@@ -352,6 +356,7 @@ def test_https_checks_the_certificate_for_the_urls_host_at_the_checked_address(
     bundle.write_bytes(good[0].read_bytes() + other[0].read_bytes())
     settings = make_settings(
         tmp_path,
+        SQLITE,
         **{
             **LOOPBACK,
             "notify_allow": "https://localhost:*",
