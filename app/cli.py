@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 import uvicorn
@@ -110,6 +111,13 @@ def openapi() -> None:
 VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
 COMMAND_COLUMN_CHARS = 60
 FOREGROUND_POLL_SECONDS = 60.0
+
+
+class IdleAction(StrEnum):
+    background = "background"
+    cancel = "cancel"
+
+
 UNFINISHED_STATES = {
     "timed_out": "timed out",
     "cancelled": "was cancelled",
@@ -141,6 +149,11 @@ def connection_options(
         from_env = parameter_source is not None and parameter_source.name == "ENVIRONMENT"
         source = "SHELLGATE_TOKEN" if from_env else "--token"
     ctx.obj = ConnectionOptions(url=url, token=token or None, token_source=source, verbose=verbose)
+
+
+def _fell_silent(execution: Execution) -> bool:
+    """The server answered because of --idle-timeout (its notice is on the answer)."""
+    return any(notice.startswith("No output for ") for notice in execution.notices)
 
 
 def _exit_with_outcome(execution: Execution) -> NoReturn:
@@ -212,18 +225,45 @@ def run(
         max=3600,
         help="Seconds the server waits for an approval before answering (server default 30).",
     ),
+    idle_timeout: float | None = typer.Option(
+        None,
+        "--idle-timeout",
+        metavar="SECONDS",
+        min=0.001,
+        max=3600,
+        help="Stop waiting (or cancel, see --idle-action) after this long without output.",
+    ),
+    idle_action: IdleAction = typer.Option(
+        IdleAction.background,
+        "--idle-action",
+        help="What --idle-timeout does: leave it running as a job, or cancel it.",
+    ),
+    notify_url: str | None = typer.Option(
+        None, "--notify-url", metavar="URL", help="POST the final record here (signed)."
+    ),
 ) -> None:
     """Run a command; print its result text; exit with its exit code.
 
-    A call the server auto-backgrounds is waited for here until it ends."""
+    A call the server auto-backgrounds is waited for here until it ends; one that fell silent
+    for --idle-timeout is not: its text and job id are printed and the exit code is 1."""
     environment = _parse_env(env)
+    # What the server does once the command ends or falls silent (docs/api.md).
+    later: dict[str, Any] = {"notify_url": notify_url, "idle_timeout": idle_timeout}
+    if idle_timeout is not None:
+        later["idle_action"] = idle_action.value
     if session is not None and not session.strip():
         raise typer.BadParameter("must not be empty", param_hint="--session")
     with _server(ctx) as client:
         try:
             if run_async:
                 execution = client.start(
-                    command, cwd=cwd, timeout=timeout, env=environment, session=session, pty=pty
+                    command,
+                    cwd=cwd,
+                    timeout=timeout,
+                    env=environment,
+                    session=session,
+                    pty=pty,
+                    **later,
                 )
             else:
                 execution = client.run(
@@ -235,6 +275,7 @@ def run(
                     pty=pty,
                     approval_wait=approval_wait,
                     follow=False,
+                    **later,
                 )
         except ApiError as error:
             if error.code != "approval_rejected":
@@ -245,7 +286,7 @@ def run(
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.
-        while execution.state == "running":
+        while execution.state == "running" and not _fell_silent(execution):
             execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
     typer.echo(execution.text)
     _exit_with_outcome(execution)

@@ -57,6 +57,24 @@ def parse_tokens(raw: str) -> list[TokenEntry]:
     return entries
 
 
+def parse_notify_secrets(raw: str) -> dict[str, str]:
+    """`name:secret,…`: the webhook signing secret of each token name (entries named by
+    position in every message, never by their value)."""
+    secrets: dict[str, str] = {}
+    items = [part.strip() for part in raw.split(",") if part.strip()]
+    for position, item in enumerate(items, start=1):
+        name, _, secret = item.partition(":")
+        if not _TOKEN_NAME.match(name) or not secret:
+            raise ValueError(f"SHELLGATE_NOTIFY_SECRETS entry {position} is not name:secret")
+        if len(secret) < MIN_SECRET_LENGTH:
+            raise ValueError(
+                f"SHELLGATE_NOTIFY_SECRETS entry {position}: the secret is shorter than "
+                f"{MIN_SECRET_LENGTH} characters"
+            )
+        secrets[name] = secret
+    return secrets
+
+
 def describe_settings_error(error: ValidationError) -> str:
     """One line per bad setting, naming it and the problem but never echoing the value (a
     pydantic error prints the input, which may be a token secret or a database password)."""
@@ -133,8 +151,21 @@ class Settings(BaseSettings):
     node_url: str = ""
     cluster_secret: str = Field(default="", repr=False)
     node_timeout: float = Field(default=30, ge=1, le=3600)
+    # Completion delivery (docs/api.md#completion-delivery): the URL globs a `notify_url` must
+    # match, a default URL, the HMAC secrets (server-wide, and per token name), the retry window.
+    notify_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    notify_url: str | None = None
+    notify_secret: str = Field(default="", repr=False)
+    notify_secrets: str = Field(default="", repr=False)  # name:secret,… (token names)
+    notify_timeout_seconds: float = Field(default=10, gt=0, le=300)  # one attempt, in all
+    notify_retry_seconds: float = Field(default=3600, ge=0, le=7 * 86400)  # window from the end
+    notify_backoff_seconds: float = Field(default=1, gt=0, le=3600)  # first retry; doubles
+    notify_backoff_max_seconds: float = Field(default=300, gt=0, le=86400)
+    notify_per_host: int = Field(default=4, ge=1, le=1000)  # attempts in flight per receiver
+    notify_ca_file: Path | None = None  # CA bundle for https receivers (default: the system's)
+    sse_heartbeat_seconds: float = Field(default=15, gt=0, le=300)
 
-    @field_validator("data_dir", "workspace", "policy_file")
+    @field_validator("data_dir", "workspace", "policy_file", "notify_ca_file")
     @classmethod
     def _absolute_path(cls, value: Path | None) -> Path | None:
         # Resolved once, against the directory the server starts in: a relative path would
@@ -147,6 +178,26 @@ class Settings(BaseSettings):
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("notify_allow", mode="before")
+    @classmethod
+    def _split_notify_allow(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [glob.strip() for glob in value.split(",") if glob.strip()]
+        return value
+
+    @field_validator("notify_secret")
+    @classmethod
+    def _notify_secret_length(cls, value: str) -> str:
+        if value and len(value) < MIN_SECRET_LENGTH:
+            raise ValueError(f"the secret is shorter than {MIN_SECRET_LENGTH} characters")
+        return value
+
+    @field_validator("notify_secrets")
+    @classmethod
+    def _validate_notify_secrets(cls, value: str) -> str:
+        parse_notify_secrets(value)
         return value
 
     @field_validator("cors_origins")
@@ -183,6 +234,20 @@ class Settings(BaseSettings):
         if not value.startswith("/"):
             raise ValueError("shell must be an absolute path")
         return value
+
+    @model_validator(mode="after")
+    def _notify_default_is_usable(self) -> Settings:
+        if self.notify_url is None:
+            return self
+        from app.notifications.urls import AllowList, UrlRefused
+
+        if not self.notify_secret:
+            raise ValueError("notify_url needs SHELLGATE_NOTIFY_SECRET to sign its deliveries")
+        try:
+            AllowList(self.notify_allow).admit(self.notify_url)
+        except UrlRefused as error:
+            raise ValueError(f"notify_url: {error}") from error
+        return self
 
     @model_validator(mode="after")
     def _workspace_exists(self) -> Settings:

@@ -25,6 +25,7 @@ from app.models import (
     Execution,
     ExecutionState,
     FileOperation,
+    NotifyState,
     PolicyVersion,
     ShellSession,
 )
@@ -374,3 +375,12 @@ def list_file_operations(session: Session, *, owner: str | None, limit: int) -> 
         query = query.where(col(FileOperation.owner) == owner)
     query = query.order_by(col(FileOperation.created_at).desc(), col(FileOperation.id).desc())
     return list(session.exec(query.limit(limit)).all())
+
+
+# --- completion delivery (app/notifications) -------------------------------------------------
+
+
+def executions_awaiting_delivery(session: Session) -> list[Execution]:
+    """Executions whose terminal record is still to be delivered (or that have not ended)."""
+    query = select(Execution).where(col(Execution.notify_state) == NotifyState.waiting.value)
+    return list(session.exec(query).all())

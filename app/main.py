@@ -70,6 +70,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
+        # After the lost executions are recorded: their ends are due too.
+        await services.notifier.start()
         app.state.services = services
         stop_signal.bind(asyncio.get_running_loop(), services.executions.begin_shutdown)
         background = [
@@ -91,6 +93,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.cluster.drain()
             await services.forwarder.close()
             await services.approvals.close()
+            await services.notifier.close()
             services.db.dispose()
             tracing.shutdown()
 

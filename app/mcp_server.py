@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -54,6 +54,12 @@ TOOLS_DESCRIPTION = (
 APPROVAL_WAIT_DESCRIPTION = (
     "Seconds this call holds for a human decision when the policy asks for an approval "
     "(0: answer at once with the ids). Ignored with `async: true`."
+)
+IDLE_TIMEOUT_DESCRIPTION = (
+    "Seconds without any output after which this call returns with the output so far and the "
+    "notice `No output for {N}s; the command may be waiting for input or stuck.` (the command "
+    "goes on as a job: follow it with `job_wait`), or, with `idle_action: cancel`, the command "
+    "is cancelled. Use it for commands that might wait for input."
 )
 
 # Honest hints for a client deciding whether to confirm a call: bash can do anything the
@@ -164,6 +170,13 @@ def build_mcp_server(services: Services) -> MCPServer:
         limits: Annotated[
             ExecutionLimits | None, Field(description=_rest_description("limits"))
         ] = None,
+        idle_timeout: Annotated[
+            float | None,
+            Field(gt=0, le=3600, allow_inf_nan=False, description=IDLE_TIMEOUT_DESCRIPTION),
+        ] = None,
+        idle_action: Annotated[
+            Literal["background", "cancel"], Field(description=_rest_description("idle_action"))
+        ] = "background",
     ) -> Annotated[CallToolResult, ExecutionResult]:
         request = ExecutionCreate(
             command=command,
@@ -174,6 +187,8 @@ def build_mcp_server(services: Services) -> MCPServer:
             tools=tools,
             limits=limits,
             approval_wait=approval_wait,
+            idle_timeout=idle_timeout,
+            idle_action=idle_action,
         )
         try:
             outcome = await executions.submit(_principal(ctx), request)

@@ -54,6 +54,7 @@ class Execution(SQLModel, table=True):
         Index("ix_executions_owner_created", "owner", "created_at"),
         Index("ix_executions_state", "state"),
         Index("ix_executions_node_state", "node", "state"),
+        Index("ix_executions_notify_state", "notify_state"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
@@ -99,6 +100,19 @@ class Execution(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     finished_at: datetime | None = Field(default=None, sa_column=_ts())
+    # Completion delivery (app/notifications): where the terminal record is POSTed, how far
+    # that got (NotifyState; null: no delivery), every attempt (JSON list) and when the next
+    # one is due, so that a restart resumes it.
+    notify_url: str | None = Field(default=None, sa_column=Column(Text))
+    notify_state: str | None = Field(default=None, max_length=16)
+    notify_attempts: str | None = Field(default=None, sa_column=Column(Text))
+    notify_next_at: datetime | None = Field(default=None, sa_column=_ts())
+
+
+class NotifyState(StrEnum):
+    waiting = "waiting"  # the execution has not ended yet, or its delivery is still retried
+    delivered = "delivered"
+    failed = "failed"  # the retry window closed without a 2xx
 
 
 class Approval(SQLModel, table=True):

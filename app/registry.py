@@ -62,6 +62,9 @@ class LiveExecution:
         self.cancelled = False
         self.lost = False
         self.holds_job_slot = False
+        # Read by the idle timeout (executions/idle.py); set by every chunk of output.
+        self.last_output_monotonic = self.started_monotonic
+        self.notify_url: str | None = None  # delivered to once terminal (app/notifications)
         self.notices: list[str] = []
         # The database row as inserted, then as finished: lets the waiting caller answer
         # without reading it back.
@@ -93,6 +96,7 @@ class LiveExecution:
         on the loop when cleaning it is cheap, else through the shared sink worker
         (app/sink_worker.py)."""
         pause = False
+        self.last_output_monotonic = time.monotonic()
         with self._lock:
             if self.storage_full:
                 return  # keep draining the pipe so the command is not blocked

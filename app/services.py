@@ -22,6 +22,7 @@ from app.db import Database, make_engine
 from app.executions import ExecutionService
 from app.files.service import FileService
 from app.metrics import Metrics
+from app.notifications import Notifier
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.policy_service import PolicyService
 from app.registry import Registry
@@ -60,6 +61,7 @@ class Services:
     cluster: Cluster
     relay: ApprovalRelay
     forwarder: Forwarder
+    notifier: Notifier
 
     @classmethod
     def build(
@@ -87,6 +89,7 @@ class Services:
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry, policy, confinement)
         storage = StorageGuard(settings.data_dir)
+        notifier = Notifier(settings, db)
         executions = ExecutionService(
             settings,
             db,
@@ -98,6 +101,7 @@ class Services:
             storage,
             tracing,
             cluster,
+            completion=notifier,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         return cls(
@@ -120,4 +124,5 @@ class Services:
             cluster=cluster,
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
+            notifier=notifier,
         )

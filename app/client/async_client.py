@@ -121,6 +121,9 @@ class AsyncClient:
         approval_wait: float | None = None,
         limits: Mapping[str, int] | None = None,
         tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -144,6 +147,9 @@ class AsyncClient:
                 approval_wait=approval_wait,
                 limits=limits,
                 tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
             )
         )
         return await self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -161,6 +167,9 @@ class AsyncClient:
         cols: int | None = None,
         limits: Mapping[str, int] | None = None,
         tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -178,6 +187,9 @@ class AsyncClient:
                 approval_wait=None,
                 limits=limits,
                 tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
             )
         )
 

@@ -167,6 +167,9 @@ def submit(
     approval_wait: float | None,
     limits: Mapping[str, int] | None,
     tools: list[str] | None,
+    notify_url: str | None = None,
+    idle_timeout: float | None = None,
+    idle_action: str | None = None,
 ) -> Call[Execution]:
     body: dict[str, object] = {"command": command}
     optional: dict[str, object] = {
@@ -179,6 +182,9 @@ def submit(
         "approval_wait": approval_wait,
         "limits": dict(limits) if limits else None,
         "tools": tools,
+        "notify_url": notify_url,
+        "idle_timeout": idle_timeout,
+        "idle_action": idle_action,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     if run_async:

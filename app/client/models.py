@@ -24,6 +24,15 @@ class ApprovalSummary(WireModel):
     expires_at: datetime
 
 
+class NotificationAttempt(WireModel):
+    """One delivery of the terminal record to `notify_url`."""
+
+    at: datetime
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+
+
 class Execution(WireModel):
     """One execution record, as `GET /v1/executions/{id}` answers it."""
 
@@ -56,6 +65,9 @@ class Execution(WireModel):
     is_error: bool
     text: str
     approval: ApprovalSummary | None = None
+    notify_url: str | None = None
+    notify_state: str | None = None  # waiting, delivered, failed (docs/api.md)
+    notifications: list[NotificationAttempt] = []
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -123,6 +123,9 @@ class Client:
         approval_wait: float | None = None,
         limits: Mapping[str, int] | None = None,
         tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -146,6 +149,9 @@ class Client:
                 approval_wait=approval_wait,
                 limits=limits,
                 tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
             )
         )
         return self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -163,6 +169,9 @@ class Client:
         cols: int | None = None,
         limits: Mapping[str, int] | None = None,
         tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -180,6 +189,9 @@ class Client:
                 approval_wait=None,
                 limits=limits,
                 tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
             )
         )
 

@@ -22,6 +22,7 @@ from app.errors import (
     StaleApprovalError,
 )
 from app.executions.answer import Answers, Outcome
+from app.executions.completion import notify_columns
 from app.executions.context import Context
 from app.executions.draft import (
     Draft,
@@ -175,6 +176,7 @@ class ApprovalFlow:
             # The validated request, so that the approved command can start after a restart.
             pending_request=pending_request_json(owner.role, draft),
             created_at=datetime.now(UTC),
+            **notify_columns(draft.notify_url),
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
         await self.approvals.request(record, reason=reason, env=env)

@@ -9,6 +9,7 @@ from app.confinement import Confinement
 from app.db import Database
 from app.executions.changes import StateChanges
 from app.executions.ports import LOCAL_NODE, NodeRole
+from app.executions.completion import NO_DELIVERY, CompletionHooks
 from app.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.registry import Registry
@@ -26,3 +27,4 @@ class Context:
     storage: StorageGuard  # whether the data directory has room for new work
     tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run
     node: NodeRole = LOCAL_NODE  # which awaiting executions this replica settles (app/cluster)
+    completion: CompletionHooks = NO_DELIVERY  # notify_url: admitted at submit, fed the end

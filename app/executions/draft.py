@@ -62,6 +62,10 @@ class Draft:
     # call's). An approved draft runs only if these are still what it would run with.
     shown_cwd: str | None = None
     shown_env: dict[str, str] | None = None
+    # Completion delivery (the admitted URL) and the idle timeout (executions/idle.py).
+    notify_url: str | None = None
+    idle_timeout: float | None = None
+    idle_action: str = "background"
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})
@@ -163,6 +167,8 @@ def draft_from_request(request: ExecutionCreate, *, session_pty: bool | None) ->
         rows=clamp(request.rows, PTY_ROWS),
         cols=clamp(request.cols, PTY_COLS),
         limits=request.limits.model_dump(exclude_none=True) if request.limits else None,
+        idle_timeout=request.idle_timeout,
+        idle_action=request.idle_action,
     )
 
 

@@ -28,6 +28,7 @@ from app.errors import (
     ShuttingDownError,
     StorageFullError,
 )
+from app.executions.completion import notify_columns
 from app.executions.context import Context
 from app.executions.draft import (
     Draft,
@@ -39,6 +40,7 @@ from app.executions.draft import (
     resolve_draft_timeout,
     shown_cwd,
 )
+from app.executions.idle import IdleWatch, watch_idle
 from app.executions.lifecycle import Lifecycle
 from app.executions.pending_record import IntentFiles, PendingRecord
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
@@ -62,6 +64,7 @@ class Launch:
     # Set while the record is only an intent file (pending_record.py): written before an
     # early answer.
     pending: PendingRecord | None = None
+    idle: IdleWatch | None = None  # `idle_timeout`: ends the caller's wait (executions/idle.py)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Launcher:
             raise ShuttingDownError()
         plan = await self._plan(execution_id, owner, draft, caller_waiting, existing)
         live = self._new_live(execution_id, owner.name, plan)
+        live.notify_url = draft.notify_url
         # _plan checked this server's count; other replicas' jobs count too (app/cluster).
         if plan.mode is ExecutionMode.job and not await self._claim_job_slot(live):
             raise JobLimitReachedError(self.ctx.registry.max_jobs)
@@ -123,6 +127,7 @@ class Launcher:
             "run", execution_id=execution_id, mode=plan.mode.value
         )
         self.lifecycle.watch(live, plan.timeout, session_call, run_span, pending)
+        idle = watch_idle(live, draft.idle_timeout, draft.idle_action, self.ctx.registry)
         self.ctx.changes.notify(execution_id)
         self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
         execution_event(
@@ -133,7 +138,7 @@ class Launcher:
             pid=process.pid,
             cwd=plan.cwd,
         )
-        return Launch(live, plan.foreground_wait, plan.timeout.notices, pending)
+        return Launch(live, plan.foreground_wait, plan.timeout.notices, pending, idle)
 
     async def _claim_job_slot(self, live: LiveExecution) -> bool:
         try:
@@ -396,6 +401,7 @@ class Launcher:
             "artifact_path": str(live.log.path),
             "pending_request": None,
             "node": self.ctx.settings.node_id or None,
+            **notify_columns(draft.notify_url),
         }
 
         def write(process: RunningProcess) -> bool:

@@ -47,6 +47,7 @@ class Lifecycle:
         self._metrics = context.metrics
         self._changes = context.changes
         self._confinement = context.confinement
+        self._completion = context.completion
         # The policy's `keep_daemons`, read when each run ends (the policy may change).
         self._policy_keeps_daemons = keeps_daemons
         # Units whose run ended while `keep_daemons` let its processes go on: removed once
@@ -115,6 +116,7 @@ class Lifecycle:
             self._registry.remove(live.id)
             live.finished.set()
             self._changes.notify(live.id)
+            self._completion.ended(live.id, live.notify_url)
             output_bytes = values.get("total_bytes", 0)
             self._finished(live.id, live.owner, state, values, output_bytes, run_span)
 
@@ -276,6 +278,7 @@ class Lifecycle:
         }
         await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
         self._changes.notify(record.id)
+        self._completion.ended(record.id, record.notify_url)
         self._finished(record.id, record.owner, state, values, 0)
 
     # --- the server's stop --------------------------------------------------------------------

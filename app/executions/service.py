@@ -27,6 +27,7 @@ from app.executions import draft as drafts
 from app.executions.answer import Answers, Outcome
 from app.executions.approval_flow import ApprovalFlow
 from app.executions.changes import StateChanges
+from app.executions.completion import NO_DELIVERY, CompletionHooks
 from app.executions.context import Context
 from app.executions.control import Controls, require_control
 from app.executions.launch import Launcher
@@ -59,6 +60,7 @@ class ExecutionService:
         storage: StorageGuard,
         tracing: Tracing = TRACING_OFF,
         node: NodeRole = LOCAL_NODE,
+        completion: CompletionHooks = NO_DELIVERY,
     ) -> None:
         self._settings = settings
         self._policy = policy
@@ -69,8 +71,18 @@ class ExecutionService:
         self._tracing = tracing
         self._changes = StateChanges()
         context = Context(
-            settings, db, registry, metrics, self._changes, confinement, storage, tracing, node
+            settings,
+            db,
+            registry,
+            metrics,
+            self._changes,
+            confinement,
+            storage,
+            tracing,
+            node,
+            completion,
         )
+        self._completion = completion
         self._reader = ExecutionReader(context)
         self._lifecycle = Lifecycle(context, keeps_daemons=lambda: policy.document.keep_daemons)
         self._launcher = Launcher(context, policy, sessions, self._lifecycle)
@@ -92,6 +104,7 @@ class ExecutionService:
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
+        draft.notify_url = await self._completion.admit(principal.name, request.notify_url)
         # Above the server's limits → 422 before the policy (a session's own limits are merged
         # under these at launch).
         self._confinement.resolve(draft.limits)
@@ -228,6 +241,19 @@ class ExecutionService:
 
     def live_for(self, principal: Principal, execution_id: str) -> LiveExecution | None:
         return self._reader.live_for(principal, execution_id)
+
+    async def wait_for_state_change(
+        self, principal: Principal, execution_id: str, seen: str | None, within: float
+    ) -> Execution:
+        """The record once its state is no longer `seen` (None: at once), or as it is after
+        `within` seconds or once the server starts stopping (the SSE feed)."""
+        await self._reader.readable(principal, execution_id)
+        return await self._changes.wait_until(
+            execution_id,
+            lambda: self._reader.record(execution_id),
+            lambda record: record.state != seen,
+            within,
+        )
 
     async def wait_past_approval(
         self, principal: Principal, execution_id: str, within: float

@@ -27,6 +27,7 @@ from app.schemas.executions import (
     ExecutionPublic,
     ExecutionResize,
     ExecutionsPublic,
+    NotificationAttempt,
 )
 from app.schemas.policy import (
     CdRewrite,
@@ -88,6 +89,7 @@ __all__ = [
     "InterceptionPublic",
     "NodePublic",
     "NodesPublic",
+    "NotificationAttempt",
     "PolicyEvaluate",
     "PolicyEvaluation",
     "PolicyVersionPublic",

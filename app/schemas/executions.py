@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
@@ -63,6 +64,31 @@ class ExecutionCreate(StrictModel):
     limits: ExecutionLimits | None = Field(
         default=None, description="Resource limits of this run (only lower than the server's)."
     )
+    notify_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="POST the terminal record here, signed (`X-Shellgate-Signature`); must "
+        "match SHELLGATE_NOTIFY_ALLOW. Default: SHELLGATE_NOTIFY_URL.",
+    )
+    idle_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="Seconds without any output after which the call answers (the command "
+        "goes on as a job) or, with `idle_action: cancel`, the command is cancelled.",
+    )
+    idle_action: Literal["background", "cancel"] = Field(
+        default="background", description="What `idle_timeout` does."
+    )
+
+
+class NotificationAttempt(BaseModel):
+    """One POST of the terminal record to `notify_url`."""
+
+    at: datetime
+    status_code: int | None = Field(description="The receiver's HTTP status (null: no answer).")
+    error: str | None = Field(description="Why the attempt failed (null: a 2xx).")
+    duration_ms: float
 
 
 class ApprovalSummary(BaseModel):
@@ -100,6 +126,9 @@ EXECUTION_EXAMPLE: JsonDict = {
     "is_error": False,
     "text": "hello\n\nWall time: 0.00 seconds",
     "approval": None,
+    "notify_url": None,
+    "notify_state": None,
+    "notifications": [],
     "created_at": "2026-01-05T10:00:00Z",
     "started_at": "2026-01-05T10:00:00Z",
     "finished_at": "2026-01-05T10:00:00Z",
@@ -146,6 +175,15 @@ class ExecutionPublic(BaseModel):
     is_error: bool
     text: str
     approval: ApprovalSummary | None = None
+    notify_url: str | None = Field(default=None, description="Where the end is delivered.")
+    notify_state: Literal["waiting", "delivered", "failed"] | None = Field(
+        default=None,
+        description="waiting (not ended, or retrying), delivered, failed (gave up); "
+        "null without notify_url.",
+    )
+    notifications: list[NotificationAttempt] = Field(
+        default_factory=list, description="Every delivery attempt so far, oldest first."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
