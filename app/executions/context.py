@@ -8,8 +8,8 @@ from app.config import Settings
 from app.confinement import Confinement
 from app.db import Database
 from app.executions.changes import StateChanges
-from app.executions.ports import LOCAL_NODE, NodeRole
 from app.executions.completion import NO_DELIVERY, CompletionHooks
+from app.executions.ports import LOCAL_NODE, NodeRole
 from app.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.registry import Registry
