@@ -286,9 +286,7 @@ def _stop_with_held_calls(tmp_path: Path, round_number: int) -> dict[str, Any]:
                     f"foreground-{index}",
                     lambda index=index: server.client(timeout=60).post(
                         "/v1/executions",
-                        json={
-                            "command": f"echo held-{index}; touch {markers}/{index}; sleep 30"
-                        },
+                        json={"command": f"echo held-{index}; touch {markers}/{index}; sleep 30"},
                     ),
                 )
             )
@@ -299,11 +297,8 @@ def _stop_with_held_calls(tmp_path: Path, round_number: int) -> dict[str, Any]:
                     lambda: server.client(timeout=60).get(f"/v1/executions/{job_id}?wait=600"),
                 )
             )
-        _until(
-            lambda: len(list(markers.iterdir())) == HELD_CALLS, 30, "the held foreground calls"
-        )
-        # The long-polls are in the server once their connections are (they read first).
-        time.sleep(0.2)
+        _until(lambda: len(list(markers.iterdir())) == HELD_CALLS, 30, "the held foreground calls")
+        # The long-polls went out with the calls; the calls' start outlasts their first read.
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(GRACE + 10)
         for thread in threads:
@@ -322,13 +317,15 @@ def _assert_answered_as_at_the_stop(results: dict[str, Any]) -> None:
         assert body["state"] == "running", body
         assert body["exit_code"] is None and body["finished_at"] is None, body
         assert LOST_NOTICE not in body["notices"], body
-        assert body["output"] == f"held-{index}\n", body
+        # Its output so far: the pump may not have read the echo yet on a loaded machine.
+        assert f"held-{index}\n".startswith(body["output"]), body
         waited = results[f"wait-{index}"]
         assert isinstance(waited, httpx.Response), waited
         assert waited.status_code == 200, waited.text
         assert waited.json()["state"] == "running", waited.json()
 
 
+@pytest.mark.timeout(STOP_ROUNDS * 45)
 def test_held_calls_answer_the_state_the_stop_found_in_every_round(tmp_path: Path) -> None:
     """Stress: the stop records every command `lost` while it answers their callers; the
     answers must say `running` every time, never whichever write won."""
@@ -367,9 +364,7 @@ def test_sigterm_with_every_kind_of_wait_open_answers_each_without_a_server_erro
             session_id = client.post("/v1/sessions", json={}).json()["id"]
             approval_session_id = client.post("/v1/sessions", json={}).json()["id"]
         opened = {
-            "long_poll": lambda: server.client(timeout=60).get(
-                f"/v1/executions/{job_id}?wait=600"
-            ),
+            "long_poll": lambda: server.client(timeout=60).get(f"/v1/executions/{job_id}?wait=600"),
             "foreground": lambda: server.client(timeout=60).post(
                 "/v1/executions",
                 json={"command": f"echo fg; touch {markers}/fg; sleep 30"},
@@ -429,3 +424,35 @@ def test_sigterm_with_every_kind_of_wait_open_answers_each_without_a_server_erro
     status, body = answers["session_run_approval"]
     assert status == 503, body
     assert json.loads(body)["error"]["code"] == "shutting_down"
+
+
+def test_a_request_the_stop_cuts_short_gets_503_not_a_500(tmp_path: Path) -> None:
+    """uvicorn cancels what is still open half way through the grace: a POST whose body never
+    finishes arriving, admitted before the stop, must get 503 `shutting_down`, not a 500."""
+    env = server_env(tmp_path)
+    with server_process(env, tmp_path / "server.log") as server:
+        port = int(server.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as stalled:
+            stalled.sendall(
+                b"POST /v1/executions HTTP/1.1\r\nHost: x\r\n"
+                + f"Authorization: Bearer {AGENT}\r\n".encode()
+                + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                + b'{"command": "echo'
+            )
+            # A round trip after it: the stalled request was admitted (before the stop) and
+            # is reading its body. Were it not, it would get the same 503 as new work.
+            with server.client() as client:
+                assert client.get("/healthz").status_code == 200
+            server.process.send_signal(signal.SIGTERM)
+            stalled.settimeout(GRACE + 10)
+            answer = b""
+            with contextlib.suppress(ConnectionError):
+                while chunk := stalled.recv(65536):
+                    answer += chunk
+            server.process.wait(GRACE + 10)
+        log = server.log()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), (answer, log)
+    assert b"retry-after" in head.lower(), answer
+    assert json.loads(body)["error"]["code"] == "shutting_down"
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log
