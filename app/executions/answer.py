@@ -1,20 +1,27 @@
 """What a started call answers its caller: the finished record (200), or, when it runs longer
 than the auto-background threshold (or is a job from the start), a 202 with its output so far
 while it carries on as a background job. When the server starts stopping meanwhile, the caller
-is answered at once, as if backgrounded: it reads the recorded end later."""
+is answered at once, as if backgrounded: it reads the recorded end later.
+
+That stopping answer is the state at the moment the stop reached this call: `running`, with the
+output so far. It is captured before any await, because the stop itself ends the command and
+records it `lost` (in the database and in `live.record`) while the answer is being built; an
+answer read back from the row would say `running` or `lost` depending on which won."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from app import crud
 from app.executions.context import Context
 from app.executions.launch import Launch
 from app.executions.views import ExecutionReader, to_public
-from app.models import ExecutionMode
+from app.models import Execution, ExecutionMode, ExecutionState
 from app.registry import LiveExecution
-from app.result_text import STOPPING_NOTICE, backgrounded_text
+from app.result_text import LOST_NOTICE, STOPPING_NOTICE, backgrounded_text
 from app.schemas import ExecutionPublic
 
 # The output a backgrounded answer previews.
@@ -44,11 +51,20 @@ class Answers:
         waits = self._changes.wait_unless_stopping
         ended = await waits(self._finished_or_idle(launch), launch.foreground_wait)
         if not (ended and live.finished.is_set()):
+            # No await between the check and the copy: see the module's docstring.
+            stopped_first = self._changes.stopping
+            at_stop = _running_copy(live.record) if stopped_first else None
             if launch.pending is not None:
                 # An answer before the end names the id: the row must exist by then.
                 await launch.pending.ensure_written()
             if self._changes.stopping:
-                return Outcome(202, await self._stopping(live, launch.notices))
+                if not stopped_first:
+                    if live.finished.is_set():
+                        # The stop came during that write, and so did the recorded end.
+                        record = live.record or await self._reader.record(live.id)
+                        return Outcome(200, to_public(record))
+                    at_stop = _running_copy(live.record)
+                return Outcome(202, await self._stopping(live, launch.notices, at_stop))
             idle = launch.idle
             fell_silent = idle is not None and idle.fired.is_set() and not live.has_exited
             if idle is not None and fell_silent and idle.notice not in live.notices:
@@ -66,7 +82,8 @@ class Answers:
                 return Outcome(202, await self._backgrounded(live, launch.notices))
             # No room under the cap: keep the caller waiting rather than exceed it.
             if not await waits(live.finished.wait(), None):
-                return Outcome(202, await self._stopping(live, launch.notices))
+                at_stop = _running_copy(live.record)
+                return Outcome(202, await self._stopping(live, launch.notices, at_stop))
         record = live.record or await self._reader.record(live.id)
         return Outcome(200, to_public(record))
 
@@ -87,13 +104,46 @@ class Answers:
             for wait in waits:
                 wait.cancel()
 
-    async def _stopping(self, live: LiveExecution, notices: list[str]) -> ExecutionPublic:
-        return await self._backgrounded(live, [*notices, STOPPING_NOTICE])
+    async def _stopping(
+        self, live: LiveExecution, notices: list[str], at_stop: Execution | None
+    ) -> ExecutionPublic:
+        if at_stop is None:
+            # No copy in memory (an approved call updated its row in place): the row, as it
+            # was while the command ran, whatever the stop wrote into it since.
+            at_stop = _running_copy(await self._reader.record(live.id))
+        return await self._backgrounded(live, [*notices, STOPPING_NOTICE], at_stop)
 
-    async def _backgrounded(self, live: LiveExecution, notices: list[str]) -> ExecutionPublic:
-        public = to_public(await self._reader.record(live.id), live)
+    async def _backgrounded(
+        self, live: LiveExecution, notices: list[str], record: Execution | None = None
+    ) -> ExecutionPublic:
+        if record is None:
+            record = await self._reader.record(live.id)
+        public = to_public(record, live)
         public.notices = [*public.notices, *(n for n in notices if n not in public.notices)]
         public.text = backgrounded_text(
             preview=live.summary().output[-PREVIEW_CHARS:], notices=notices, execution_id=live.id
         )
         return public
+
+
+# What the end of a run writes into its row; a stopping answer shows the row without them.
+_ENDED_COLUMNS: dict[str, Any] = {
+    "state": ExecutionState.running.value,
+    "exit_code": None,
+    "signal": None,
+    "timed_out": False,
+    "wall_time_ms": None,
+    "finished_at": None,
+}
+
+
+def _running_copy(record: Execution | None) -> Execution | None:
+    """A detached copy of a running execution's row as it stood before its end was recorded
+    (None stays None). The copy is the answer: later writes to `record` do not reach it."""
+    if record is None:
+        return None
+    row = crud.execution_row(record)
+    if ExecutionState(row["state"]).is_terminal:
+        notices = [notice for notice in json.loads(row["notices"]) if notice != LOST_NOTICE]
+        row.update(_ENDED_COLUMNS, notices=json.dumps(notices), text=None)
+    return Execution(**row)

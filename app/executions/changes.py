@@ -2,7 +2,9 @@
 one (a long-poll, a caller waiting on an approval, a stream) uses the one loop in `wait_until`.
 
 Every wait here also ends when the server starts stopping (`stop`): the waiting caller is then
-answered at once with the state as it is, rather than hold the shutdown up."""
+answered at once with the state as it was when the stop began, rather than hold the shutdown
+up. A waiter whose record had not changed by then answers with the record it holds: read again,
+it would race the stop's own writes (every running command being recorded `lost`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ class StateChanges:
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
         self._stopping = asyncio.Event()
+        # The waits still unchanged when the stop began (their record in hand is current).
+        self._unchanged_at_stop: set[asyncio.Event] = set()
 
     def notify(self, execution_id: str) -> None:
         event = self._events.pop(execution_id, None)
@@ -31,6 +35,8 @@ class StateChanges:
 
     def stop(self) -> None:
         """End every wait, now and from now on."""
+        if not self._stopping.is_set():
+            self._unchanged_at_stop = set(self._events.values())
         self._stopping.set()
 
     async def until_stopping(self) -> None:
@@ -70,3 +76,5 @@ class StateChanges:
             if done(record) or remaining <= 0 or self.stopping:
                 return record
             await self.wait_unless_stopping(event.wait(), remaining)
+            if self.stopping and event in self._unchanged_at_stop:
+                return record

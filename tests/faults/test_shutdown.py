@@ -258,3 +258,210 @@ def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proo
         assert record["state"] == "lost"
         assert record["signal"] == signal.SIGKILL  # TERM was ignored: the grace ended in KILL
         assert client.get(f"/v1/executions/{stubborn}/output").content == b"stubborn\n"
+
+
+# --- the answers a stop gives are the state when it began, whatever the stop writes meanwhile
+
+HELD_CALLS = 4
+STOP_ROUNDS = 10
+
+
+def _stop_with_held_calls(
+    tmp_path: Path, database: ServerDatabase, round_number: int
+) -> dict[str, Any]:
+    """A real server with held foreground calls and long-polls, then SIGTERM: their answers."""
+    # The calls are still only intent files when the stop comes (the case that raced): the
+    # answer's write of their `running` row and the stop's write of `lost` go together.
+    env = server_env(
+        tmp_path / f"round-{round_number}", database, foreground_record_delay_ms=30_000
+    )
+    markers = tmp_path / f"markers-{round_number}"
+    markers.mkdir()
+    results: dict[str, Any] = {}
+    with server_process(env, tmp_path / f"server-{round_number}.log") as server:
+        with server.client() as client:
+            job = client.post("/v1/executions", json={"command": "sleep 600", "async": True})
+            job_id = job.json()["id"]
+        threads = []
+        for index in range(HELD_CALLS):
+            threads.append(
+                _in_thread(
+                    results,
+                    f"foreground-{index}",
+                    lambda index=index: server.client(timeout=60).post(
+                        "/v1/executions",
+                        json={"command": f"echo held-{index}; touch {markers}/{index}; sleep 30"},
+                    ),
+                )
+            )
+            threads.append(
+                _in_thread(
+                    results,
+                    f"wait-{index}",
+                    lambda: server.client(timeout=60).get(f"/v1/executions/{job_id}?wait=600"),
+                )
+            )
+        _until(lambda: len(list(markers.iterdir())) == HELD_CALLS, 30, "the held foreground calls")
+        # The long-polls went out with the calls; the calls' start outlasts their first read.
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(GRACE + 10)
+        for thread in threads:
+            thread.join(10)
+        results["log"] = server.log()
+    return results
+
+
+def _assert_answered_as_at_the_stop(results: dict[str, Any]) -> None:
+    for index in range(HELD_CALLS):
+        foreground = results[f"foreground-{index}"]
+        assert isinstance(foreground, httpx.Response), foreground
+        body = foreground.json()
+        # A call whose command ran when the stop came: 202, `running`, its output so far.
+        assert foreground.status_code == 202, foreground.text
+        assert body["state"] == "running", body
+        assert body["exit_code"] is None and body["finished_at"] is None, body
+        assert LOST_NOTICE not in body["notices"], body
+        # Its output so far: the pump may not have read the echo yet on a loaded machine.
+        assert f"held-{index}\n".startswith(body["output"]), body
+        waited = results[f"wait-{index}"]
+        assert isinstance(waited, httpx.Response), waited
+        assert waited.status_code == 200, waited.text
+        assert waited.json()["state"] == "running", waited.json()
+
+
+@pytest.mark.sqlite_only("a timing stress: the race is in the server, the same on PostgreSQL")
+@pytest.mark.timeout(STOP_ROUNDS * 45)
+def test_held_calls_answer_the_state_the_stop_found_in_every_round(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """Stress: the stop records every command `lost` while it answers their callers; the
+    answers must say `running` every time, never whichever write won."""
+    for round_number in range(STOP_ROUNDS):
+        results = _stop_with_held_calls(tmp_path, database, round_number)
+        try:
+            _assert_answered_as_at_the_stop(results)
+        except AssertionError as error:
+            raise AssertionError(f"round {round_number}: {error}\n{results['log']}") from error
+
+
+# --- every kind of wait open at the stop: a documented answer, never a 5xx or a traceback
+
+
+def _streamed(server: Any, path: str, body: dict[str, Any]) -> tuple[int, str]:
+    with (
+        server.client(timeout=60) as client,
+        client.stream("POST", path, json=body) as response,
+    ):
+        return response.status_code, response.read().decode()
+
+
+def test_sigterm_with_every_kind_of_wait_open_answers_each_without_a_server_error(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    env = server_env(tmp_path, database, policy_file=str(policy))
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    results: dict[str, Any] = {}
+    with server_process(env, tmp_path / "server.log") as server:
+        with server.client() as client:
+            job = client.post("/v1/executions", json={"command": "sleep 600", "async": True})
+            job_id = job.json()["id"]
+            session_id = client.post("/v1/sessions", json={}).json()["id"]
+            approval_session_id = client.post("/v1/sessions", json={}).json()["id"]
+        opened = {
+            "long_poll": lambda: server.client(timeout=60).get(f"/v1/executions/{job_id}?wait=600"),
+            "foreground": lambda: server.client(timeout=60).post(
+                "/v1/executions",
+                json={"command": f"echo fg; touch {markers}/fg; sleep 30"},
+            ),
+            "approval_wait": lambda: server.client(timeout=60).post(
+                "/v1/executions", json={"command": "echo needs-approval-fg", "approval_wait": 600}
+            ),
+            "file_approval_wait": lambda: server.client(timeout=60).get(
+                "/v1/files", params={"path": str(tmp_path / "held.txt"), "approval_wait": 600}
+            ),
+            # A runner call whose command ignores TERM: it ends only with the KILL.
+            "session_run": lambda: _streamed(
+                server,
+                f"/v1/sessions/{session_id}/run",
+                {"command": f"trap '' TERM; echo run; touch {markers}/run; sleep 30"},
+            ),
+            "session_run_approval": lambda: _streamed(
+                server,
+                f"/v1/sessions/{approval_session_id}/run",
+                {"command": "echo needs-approval-run"},
+            ),
+        }
+        threads = [_in_thread(results, name, call) for name, call in opened.items()]
+        with server.client(APPROVER) as approver:
+
+            def all_open() -> bool:
+                pending = approver.get("/v1/approvals", params={"state": "pending"}).json()
+                return len(pending["data"]) == 3 and len(list(markers.iterdir())) == 2
+
+            _until(all_open, 30, "every wait to be open")
+        time.sleep(0.2)  # the long-poll's read of its record
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(GRACE + 10)
+        elapsed = time.monotonic() - started
+        for thread in threads:
+            thread.join(10)
+        log = server.log()
+    assert elapsed < GRACE, f"stopped after {elapsed:.1f}s\n{log}"
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log
+    answers = {name: results.get(name) for name in opened}
+    for name, answer in answers.items():
+        assert answer is not None and not isinstance(answer, Exception), (name, answer, log)
+    assert answers["long_poll"].status_code == 200
+    assert answers["long_poll"].json()["state"] == "running"
+    assert answers["foreground"].status_code == 202, answers["foreground"].text
+    assert answers["foreground"].json()["state"] == "running"
+    for name in ("approval_wait", "file_approval_wait"):
+        assert answers[name].status_code == 202, (name, answers[name].text)
+        assert answers[name].json()["state"] == "awaiting_approval"
+    status, body = answers["session_run"]
+    # The stream had started: it ends with its last item (the KILL the stop sent), not a cut.
+    assert status == 200, body
+    last = json.loads(body.strip().splitlines()[-1])
+    assert last["signal"] == signal.SIGKILL, body
+    assert "run\n" in "".join(json.loads(line)["stdout"] for line in body.splitlines())
+    status, body = answers["session_run_approval"]
+    assert status == 503, body
+    assert json.loads(body)["error"]["code"] == "shutting_down"
+
+
+def test_a_request_the_stop_cuts_short_gets_503_not_a_500(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """uvicorn cancels what is still open half way through the grace: a POST whose body never
+    finishes arriving, admitted before the stop, must get 503 `shutting_down`, not a 500."""
+    env = server_env(tmp_path, database)
+    with server_process(env, tmp_path / "server.log") as server:
+        port = int(server.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as stalled:
+            stalled.sendall(
+                b"POST /v1/executions HTTP/1.1\r\nHost: x\r\n"
+                + f"Authorization: Bearer {AGENT}\r\n".encode()
+                + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                + b'{"command": "echo'
+            )
+            # A round trip after it: the stalled request was admitted (before the stop) and
+            # is reading its body. Were it not, it would get the same 503 as new work.
+            with server.client() as client:
+                assert client.get("/healthz").status_code == 200
+            server.process.send_signal(signal.SIGTERM)
+            stalled.settimeout(GRACE + 10)
+            answer = b""
+            with contextlib.suppress(ConnectionError):
+                while chunk := stalled.recv(65536):
+                    answer += chunk
+            server.process.wait(GRACE + 10)
+        log = server.log()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), (answer, log)
+    assert b"retry-after" in head.lower(), answer
+    assert json.loads(body)["error"]["code"] == "shutting_down"
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log
