@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from app.shell_syntax import _scanner_safe, read_command
 from tests.ctype_layout import CtypeTable
+from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ import json, os, sys
 import app.main  # noqa: F401
 from app.shell_syntax import _parser, read_command
 from tests.ctype_layout import CtypeTable
+from tests.databases import ServerDatabase
 
 table = CtypeTable.of_this_process()
 unmapped = table.unmapped_lookups("self") if table else []
@@ -87,12 +89,15 @@ def test_characters_that_crash_the_raw_parser_are_read_safely() -> None:
             assert found == [command], (command, found)
 
 
-def test_dry_run_survives_characters_that_crash_the_raw_parser(tmp_path: Path) -> None:
+@pytest.mark.sqlite_only("the crash is in parsing the command; the registry plays no part")
+def test_dry_run_survives_characters_that_crash_the_raw_parser(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
     table = CtypeTable.of_this_process()
     if table is None:
         pytest.skip("this process's ctype table is not in a mapped file")
     for attempt in range(LAYOUT_ATTEMPTS):
-        env = server_env(tmp_path / str(attempt))
+        env = server_env(tmp_path / str(attempt), database)
         with server_process(env, tmp_path / f"server-{attempt}.log") as live:
             unmapped = table.unmapped_lookups(live.process.pid)
             if not unmapped:
