@@ -982,6 +982,29 @@ def _parser() -> tree_sitter.Parser:
     return parser
 
 
+# tree-sitter-bash 0.25.1 (the newest release) crashes the whole process on some input: its
+# scanner tests the character after `{`, `{12`, `{..` or `{1..2` with the C `isdigit()`, whose
+# table only covers -1..255. A larger code point (`{𱡀`, or a lone surrogate) reads up to
+# 2 MiB past that table, and the process dies with SIGSEGV wherever that lands on an unmapped
+# page, which depends on the memory layout of the run (upstream tree-sitter-bash issue #337;
+# the fix, pull request #348, is not released). The grammar therefore never sees such a
+# character: it reads a copy where each one is replaced by as many `_` as it has UTF-8 bytes,
+# so every byte offset still points into the real text, which is what the reader slices. To
+# the grammar both are characters of a word, as they are to bash.
+_SCANNER_UNSAFE = re.compile(r"\{[0-9]*+(?:\.\.[0-9]*+)?+[^\x00-\xff]")
+
+
+def _scanner_safe(text: str) -> bytes:
+    """`text` encoded for tree-sitter-bash, with the characters its scanner cannot test masked
+    (same length in bytes, so that offsets into the parse are offsets into `text`)."""
+
+    def mask(match: re.Match[str]) -> str:
+        unsafe = match.group()[-1]
+        return match.group()[:-1] + "_" * len(unsafe.encode("utf-8", "surrogatepass"))
+
+    return _SCANNER_UNSAFE.sub(mask, text).encode("utf-8", "surrogatepass")
+
+
 def _dequote(raw: str, depth: int) -> ShellWord:
     """One word of source text with quotes removed, read by the lexer (which decodes `$'…'`)."""
     try:
@@ -1242,7 +1265,7 @@ def _lex_backtick(text: str, depth: int) -> list[_SimpleCommand]:
 def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
     """The simple commands tree-sitter-bash finds, or None when the grammar reports an error."""
     source = text.encode("utf-8", "surrogatepass")
-    tree = _parser().parse(source)
+    tree = _parser().parse(_scanner_safe(text))
     if tree.root_node.has_error:
         return None
     reader = _TreeReader(source, depth)
