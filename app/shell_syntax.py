@@ -466,6 +466,8 @@ _MAX_COMMANDS = 20_000
 # variants of one command at `_MAX_VARIANT_CHARS`.
 _MAX_VARIANTS = 64
 _MAX_VARIANT_CHARS = 2_000_000
+# What `((` scans may read beyond four passes over the text (see `_Lexer.arithmetic_budget`).
+_ARITHMETIC_SCAN_SLACK = 65_536
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
 _ANSI_C_ESCAPES = {
@@ -561,6 +563,9 @@ class _Lexer:
         self.n = len(text)
         self.depth = depth
         self.sink = sink
+        # Characters `((` scans may read in all: each scan that turns out not to be arithmetic
+        # reads on to the end of the text, so `((((…` would cost O(n²) without a bound.
+        self.arithmetic_budget = 4 * self.n + _ARITHMETIC_SCAN_SLACK
 
     def lex_all(self) -> None:
         self.lex_list(0, closer=False)
@@ -878,6 +883,13 @@ class _Lexer:
         None when the text is not arithmetic after all: a `)` at depth zero not followed by
         another `)` means `((a); b)` is nested subshells.
         """
+        end = self._scan_arithmetic(i)
+        self.arithmetic_budget -= (self.n if end is None else end) - i
+        if self.arithmetic_budget < 0:
+            raise _LimitError("too many '((' to read")
+        return end
+
+    def _scan_arithmetic(self, i: int) -> int | None:
         text = self.text
         depth = 0
         scratch: list[str] = []

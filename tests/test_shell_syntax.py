@@ -500,3 +500,20 @@ def test_a_tall_stack_of_one_wrapper_reaches_its_command_despite_the_limit() -> 
 def test_text_the_grammar_drops_is_read_by_the_lexer() -> None:
     # tree-sitter-bash loses the `-` before a here-doc without reporting an error.
     assert "python3 -" in policy_segments("python3 - <<'EOF'\nprint(1)\nEOF")
+
+
+def test_a_flood_of_double_parens_is_a_limit_not_quadratic_work() -> None:
+    # Each `((` that is not arithmetic was read to the end of the text: 64 KiB of `(` took
+    # minutes of CPU. The scans now share a budget of a few passes over the text.
+    reading = read_command("(" * 65_536)
+    assert reading.limit_reached == "too many '((' to read"
+    spaced = read_command("( " * 30_000 + "rm -rf /nonexistent-x" + " )" * 30_000)
+    assert spaced.limit_reached is None  # single parens are subshells, read as such
+    assert "rm -rf /nonexistent-x" in spaced.segments
+
+
+def test_arithmetic_within_the_budget_still_reads() -> None:
+    command = "; ".join(f"(( x{i} = {i} + 1 ))" for i in range(200)) + "; echo $((x1 * 2))"
+    reading = read_command(command)
+    assert reading.limit_reached is None and reading.parse_error is None
+    assert "echo $((x1 * 2))" in reading.segments
