@@ -176,8 +176,11 @@ async def signal_once(base_url: str, token: str | None, execution_id: str, name:
     frame = signal_frame(name)
     socket = await open_socket(base_url, token, execution_id, 2**62)
     try:
-        await socket.send(frame)
-        await socket.send(PING_FRAME)
+        try:
+            await socket.send(frame)
+            await socket.send(PING_FRAME)
+        except ConnectionClosed:
+            pass  # an ended run's exit frame is still queued (see sync_stream.signal_once)
         async for message in socket:
             if is_pong(message):
                 return

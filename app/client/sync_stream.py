@@ -192,8 +192,13 @@ def signal_once(base_url: str, token: str | None, execution_id: str, name: str) 
 
 def _confirm_signal(socket: ClientConnection, frame: str, execution_id: str) -> None:
     try:
-        socket.send(frame)
-        socket.send(PING_FRAME)
+        try:
+            socket.send(frame)
+            socket.send(PING_FRAME)
+        except ConnectionClosed:
+            # The stream of an ended run closes at once after its exit frame; that frame is
+            # still queued for reading below, and says why nothing was signalled.
+            pass
         for message in socket:
             if is_pong(message):
                 return
