@@ -74,6 +74,11 @@ APPROVAL_ID_DESCRIPTION = (
     "The approval id an earlier call of this tool answered with: repeat that call with the "
     "same arguments and this id; it waits for the decision and runs once approved (once)."
 )
+# The approval flow's two parameters, the same on every file tool.
+ApprovalWait = Annotated[
+    float, Field(ge=0, le=3600, allow_inf_nan=False, description=APPROVAL_WAIT_DESCRIPTION)
+]
+ApprovalId = Annotated[str | None, Field(max_length=64, description=APPROVAL_ID_DESCRIPTION)]
 POLICY_SENTENCE = (
     "The server's policy judges the path (as written and with symlinks followed): a denied "
     "path is a tool error that says why; a path that needs a human approval holds this call up "
@@ -188,12 +193,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         encoding: Annotated[
             Encoding, Field(description="`text` (UTF-8) or `base64` (any bytes).")
         ] = "text",
-        approval_wait: Annotated[
-            float, Field(ge=0, le=3600, allow_inf_nan=False, description=APPROVAL_WAIT_DESCRIPTION)
-        ] = 30,
-        approval_id: Annotated[
-            str | None, Field(max_length=64, description=APPROVAL_ID_DESCRIPTION)
-        ] = None,
+        approval_wait: ApprovalWait = 30,
+        approval_id: ApprovalId = None,
     ) -> Annotated[CallToolResult, FileReadResult]:
         try:
             outcome = await files.read_range(
@@ -248,12 +249,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
                 "or 0644.",
             ),
         ] = None,
-        approval_wait: Annotated[
-            float, Field(ge=0, le=3600, allow_inf_nan=False, description=APPROVAL_WAIT_DESCRIPTION)
-        ] = 30,
-        approval_id: Annotated[
-            str | None, Field(max_length=64, description=APPROVAL_ID_DESCRIPTION)
-        ] = None,
+        approval_wait: ApprovalWait = 30,
+        approval_id: ApprovalId = None,
     ) -> Annotated[CallToolResult, FileWriteResult]:
         try:
             data = _decode_content(content, encoding)
@@ -289,12 +286,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         ctx: Context,
         path: Annotated[str, Field(description=PATH_DESCRIPTION)],
         sha256: Annotated[bool, Field(description="Also hash the file (reads all of it).")] = False,
-        approval_wait: Annotated[
-            float, Field(ge=0, le=3600, allow_inf_nan=False, description=APPROVAL_WAIT_DESCRIPTION)
-        ] = 30,
-        approval_id: Annotated[
-            str | None, Field(max_length=64, description=APPROVAL_ID_DESCRIPTION)
-        ] = None,
+        approval_wait: ApprovalWait = 30,
+        approval_id: ApprovalId = None,
     ) -> Annotated[CallToolResult, FileStatResult]:
         try:
             outcome = await files.stat(
