@@ -68,6 +68,7 @@ class Execution(WireModel):
     notify_url: str | None = None
     notify_state: str | None = None  # waiting, delivered, failed (docs/api.md)
     notifications: list[NotificationAttempt] = []
+    node: str | None = None  # the replica that runs it (docs/operations.md, several replicas)
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -200,8 +201,10 @@ class Caller(WireModel):
 class Info(WireModel):
     version: str
     caller: Caller
+    node: str  # this replica's node id
     max_jobs: int
     running_jobs: int
+    cluster_running_jobs: int | None = None  # every replica's jobs, on a shared database
     limits: dict[str, Any]
     confinement: str
     execution_limits: dict[str, int | None]
