@@ -6,7 +6,6 @@ import hmac
 import logging
 import os
 import secrets
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -59,7 +58,6 @@ class Principal:
 class TokenBook:
     def __init__(self, entries: list[TokenEntry]) -> None:
         self._entries = entries
-        self._tickets: dict[str, tuple[Principal, float]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenBook:
@@ -77,26 +75,13 @@ class TokenBook:
                 return Principal(entry.name, entry.role)
         raise UnauthenticatedError("invalid bearer token")
 
-    def issue_ticket(self, principal: Principal, ttl_seconds: float) -> tuple[str, float]:
-        self._drop_expired_tickets()
-        ticket = "wst_" + secrets.token_urlsafe(24)
-        expires = time.time() + ttl_seconds
-        self._tickets[ticket] = (principal, expires)
-        return ticket, expires
-
-    def redeem_ticket(self, ticket: str) -> Principal:
-        """A ticket is single-use: browsers cannot send headers on a WebSocket, so the ticket in
-        the query string must be worthless once used or once it has expired."""
-        self._drop_expired_tickets()
-        entry = self._tickets.pop(ticket, None)
-        if entry is None:
-            raise UnauthenticatedError("invalid or expired ticket")
-        return entry[0]
-
-    def _drop_expired_tickets(self) -> None:
-        now = time.time()
-        for key in [key for key, (_, expires) in self._tickets.items() if expires < now]:
-            del self._tickets[key]
+    def configured(self, name: str, role: str) -> Principal | None:
+        """The principal `name` with `role` if a configured token still grants it (a ticket
+        outlives no token: one removed or re-roled since the ticket was issued is refused)."""
+        for entry in self._entries:
+            if entry.name == name and entry.role == role:
+                return Principal(entry.name, entry.role)
+        return None
 
 
 def ensure_generated_admin_token(data_dir: Path) -> TokenEntry:

@@ -28,6 +28,7 @@ from app.models import (
     NotifyState,
     PolicyVersion,
     ShellSession,
+    WsTicket,
 )
 
 ACTIVE_STATES = (ExecutionState.awaiting_approval.value, ExecutionState.running.value)
@@ -384,3 +385,35 @@ def executions_awaiting_delivery(session: Session) -> list[Execution]:
     """Executions whose terminal record is still to be delivered (or that have not ended)."""
     query = select(Execution).where(col(Execution.notify_state) == NotifyState.waiting.value)
     return list(session.exec(query).all())
+
+
+# --- browser WebSocket tickets (app/ws_tickets.py) --------------------------------------------
+
+WS_TICKETS: Table = WsTicket.__table__  # type: ignore[attr-defined]
+
+
+def store_ws_ticket(
+    connection: Connection,
+    *,
+    digest: str,
+    owner: str,
+    role: str,
+    expires_at: datetime,
+    now: datetime,
+) -> None:
+    # Expired tickets go whenever one is issued: the table holds live tickets only.
+    connection.execute(delete(WS_TICKETS).where(WS_TICKETS.c.expires_at < now))
+    connection.execute(
+        insert(WS_TICKETS).values(digest=digest, owner=owner, role=role, expires_at=expires_at)
+    )
+
+
+def take_ws_ticket(connection: Connection, *, digest: str) -> tuple[str, str, datetime] | None:
+    """(owner, role, expires_at) of the ticket, deleting it: whoever deletes the row redeems
+    it, so two replicas racing for one ticket cannot both win."""
+    row = connection.execute(
+        delete(WS_TICKETS)
+        .where(WS_TICKETS.c.digest == digest)
+        .returning(WS_TICKETS.c.owner, WS_TICKETS.c.role, WS_TICKETS.c.expires_at)
+    ).first()
+    return None if row is None else (row.owner, row.role, row.expires_at)

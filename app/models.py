@@ -223,3 +223,18 @@ class JobSlot(SQLModel, table=True):
     execution_id: str = Field(primary_key=True, max_length=64)
     node: str = Field(max_length=64)
     acquired_at: datetime = Field(sa_column=_ts(False))
+
+
+class WsTicket(SQLModel, table=True):
+    """A browser WebSocket ticket not yet redeemed (docs/streaming.md#tickets-for-browsers).
+    Kept in the database, not in one replica's memory, so that any replica behind a gateway
+    redeems it, and only once: redeeming deletes the row. Holds the ticket's sha256, never the
+    ticket itself."""
+
+    __tablename__ = "ws_tickets"
+    __table_args__ = (Index("ix_ws_tickets_expires_at", "expires_at"),)
+
+    digest: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=64)
+    role: str = Field(max_length=16)
+    expires_at: datetime = Field(sa_column=_ts(False))

@@ -29,6 +29,7 @@ from app.registry import Registry
 from app.session_runs import SessionRuns
 from app.sessions import SessionService
 from app.storage import StorageGuard
+from app.ws_tickets import TicketBook
 
 
 def make_private(settings: Settings) -> None:
@@ -48,6 +49,7 @@ class Services:
     settings: Settings
     db: Database
     tokens: TokenBook
+    tickets: TicketBook
     metrics: Metrics
     registry: Registry
     policy: PolicyService
@@ -104,10 +106,12 @@ class Services:
             completion=notifier,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,
             db=db,
-            tokens=TokenBook.from_settings(settings),
+            tokens=tokens,
+            tickets=TicketBook(db, tokens),
             metrics=metrics,
             registry=registry,
             policy=policy,

@@ -53,7 +53,7 @@ async def get_websocket_services(websocket: WebSocket) -> Services:
 WebSocketServicesDep = Annotated[Services, Depends(get_websocket_services)]
 
 
-def websocket_principal(websocket: WebSocket, services: Services) -> Principal:
+async def websocket_principal(websocket: WebSocket, services: Services) -> Principal:
     """The caller of a WebSocket: an `Authorization: Bearer` header, else a single-use
     `?ticket=` from `POST /v1/ws-tickets` (browsers cannot set headers on a WebSocket).
 
@@ -69,5 +69,5 @@ def websocket_principal(websocket: WebSocket, services: Services) -> Principal:
         return services.tokens.authenticate(secret.strip())
     ticket = websocket.query_params.get("ticket")
     if ticket:
-        return services.tokens.redeem_ticket(ticket)
+        return await services.tickets.redeem(ticket)
     raise UnauthenticatedError("missing bearer token or ticket")

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.cluster.replicas import CLUSTER_SECRET, Replica, fresh_database, replica
 from tests.conftest import ADMIN, AGENT, APPROVER
@@ -275,6 +276,62 @@ def test_an_approval_on_b_releases_the_call_waiting_on_a(
         assert answered["at"] - decided_at < 0.2, answered["at"] - decided_at
     finally:
         waiting.join(30)
+
+
+# --- browser tickets ---------------------------------------------------------------------------
+
+
+async def close_of(url: str) -> tuple[int | None, str]:
+    """How the server ended a WebSocket opened without reading it: (close code, reason)."""
+    async with connect(url) as ws:
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await ws.recv()
+    return ws.close_code, ws.close_reason
+
+
+def test_a_ticket_issued_by_one_replica_opens_a_stream_on_the_other_once(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair
+    with a.client() as agent_a, b.client() as agent_b, a.client(APPROVER) as approver_a:
+        done = agent_a.post("/v1/executions", json={"command": "echo via-ticket"}).json()
+        assert done["node"] == "node-a"
+        # B issues, A (the execution's owner, which B forwards to) redeems.
+        ticket = agent_b.post("/v1/ws-tickets").json()["ticket"]
+        url = f"{b.ws_url}/v1/executions/{done['id']}/stream?ticket={ticket}"
+        seen, exit_frame = asyncio.run(output_to_exit_with(url))
+        assert seen == b"via-ticket\n" and exit_frame["state"] == "completed"
+        # Used: refused on either replica.
+        for server in (a, b):
+            again = f"{server.ws_url}/v1/executions/{done['id']}/stream?ticket={ticket}"
+            code, reason = asyncio.run(close_of(again))
+            assert (code, reason) == (4401, "invalid or expired ticket")
+
+        # A issues, B redeems: the approvals stream is served by whichever replica it reaches.
+        ticket = approver_a.post("/v1/ws-tickets").json()["ticket"]
+
+        async def first_event_on_b() -> dict[str, Any]:
+            async with connect(f"{b.ws_url}/v1/approvals/stream?ticket={ticket}") as ws:
+                event: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                return event
+
+        assert asyncio.run(first_event_on_b())["type"] == "snapshot"
+        code, _ = asyncio.run(close_of(f"{a.ws_url}/v1/approvals/stream?ticket={ticket}"))
+        assert code == 4401
+
+
+async def output_to_exit_with(url: str) -> tuple[bytes, dict[str, Any]]:
+    """`output_to_exit` for a URL that carries its own credentials (a ticket)."""
+    async with connect(url) as ws:
+        seen = b""
+        async for message in ws:
+            frame = json.loads(message)
+            if frame["type"] == "output":
+                seen += payload(frame)
+            if frame["type"] == "exit":
+                return seen, frame
+    raise AssertionError(f"closed without an exit frame: {ws.close_code} {ws.close_reason}")
 
 
 # --- sessions ----------------------------------------------------------------------------------

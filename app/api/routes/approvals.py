@@ -129,7 +129,7 @@ async def approvals_stream(websocket: WebSocket, services: WebSocketServicesDep)
     Agents see only the approvals of their own executions. Client frames are ignored."""
     await websocket.accept()
     try:
-        principal = websocket_principal(websocket, services)
+        principal = await websocket_principal(websocket, services)
     except UnauthenticatedError as error:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason=error.message)
         return

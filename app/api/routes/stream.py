@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from datetime import UTC, datetime
 from typing import Final
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -61,8 +60,10 @@ _MAX_REASON_BYTES: Final = 123  # RFC 6455: the close payload is 125 bytes, 2 of
     "identity.",
 )
 async def issue_ws_ticket(principal: PrincipalDep, services: ServicesDep) -> WsTicket:
-    ticket, expires = services.tokens.issue_ticket(principal, services.settings.ws_ticket_seconds)
-    return WsTicket(ticket=ticket, expires_at=datetime.fromtimestamp(expires, UTC))
+    ticket, expires_at = await services.tickets.issue(
+        principal, services.settings.ws_ticket_seconds
+    )
+    return WsTicket(ticket=ticket, expires_at=expires_at)
 
 
 @router.websocket("/v1/executions/{execution_id}/stream")
@@ -71,7 +72,7 @@ async def stream_execution(
 ) -> None:
     await websocket.accept()
     try:
-        principal = websocket_principal(websocket, services)
+        principal = await websocket_principal(websocket, services)
         offset = parse_offset(websocket.query_params.get("offset"))
         record = await services.executions.authorize_read(principal, execution_id)
     except AppError as error:
