@@ -48,7 +48,9 @@ _read = _lock_keeping_read()
 class _Buffer(threading.local):
     def __init__(self) -> None:
         self.data = bytearray(BUFFER_SIZE)
-        self.address = ctypes.addressof((ctypes.c_char * BUFFER_SIZE).from_buffer(self.data))
+        # Kept: while this view exists the bytearray cannot be resized, so the address holds.
+        self.view = (ctypes.c_char * BUFFER_SIZE).from_buffer(self.data)
+        self.address = ctypes.addressof(self.view)
 
 
 _buffer = _Buffer()
