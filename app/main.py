@@ -26,6 +26,7 @@ from app.cluster.forwarding import ForwardToOwner
 from app.cluster.heartbeat import heartbeat_forever
 from app.config import Settings
 from app.executions.pending_record import IntentFiles, recover_pending_records
+from app.memory_trim import trim_memory_when_idle
 from app.metrics import Metrics
 from app.migrate import upgrade_if_behind
 from app.observability.tracing import Tracing
@@ -80,6 +81,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                 heartbeat_forever(services.cluster, services.db, services.settings)
             ),
             asyncio.create_task(services.relay.run()),
+            asyncio.create_task(trim_memory_when_idle(services.registry.live)),
         ]
         try:
             async with mcp.serve(services):

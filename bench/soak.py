@@ -49,6 +49,10 @@ HEALTH_P99_LIMIT_MS = 50.0
 # RSS after the load may stay a little above the baseline taken after the warm-up (the
 # allocator keeps some freed memory); more than this is a leak.
 RSS_SLACK = 1.10
+# After the jobs end: the server gives the heap's free memory back once no execution runs
+# (app/memory_trim.py looks every 0.5 s); RSS is read after this much idle time, for the
+# baseline and at the end alike.
+IDLE_SECONDS_BEFORE_RSS = 2.0
 KINDS = ("foreground", "foreground_text", "job", "pty", "viewer", "stalled_viewer")
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 DATABASE_PREFIX = "shellgate.db"
@@ -297,6 +301,7 @@ async def soak(
     warm_up = Tally()
     await load(base_url, warm_up_seconds, clients, warm_up, seed=1_000_000)
     await settle(base_url, pid, baseline_fds=10**6)
+    await asyncio.sleep(IDLE_SECONDS_BEFORE_RSS)
     baseline = {"fds": open_fds(pid), "database_fds": database_fds(pid), "rss_kib": rss_kib(pid)}
 
     tally = Tally()
@@ -304,6 +309,7 @@ async def soak(
     load_seconds = await load(base_url, seconds, clients, tally, seed=0)
     probe_out, _ = health.communicate(timeout=60)
     await settle(base_url, pid, baseline["fds"])
+    await asyncio.sleep(IDLE_SECONDS_BEFORE_RSS)
     after = {"fds": open_fds(pid), "database_fds": database_fds(pid), "rss_kib": rss_kib(pid)}
     tally.failures += [f"warm-up: {failure}" for failure in warm_up.failures]
 

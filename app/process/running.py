@@ -39,6 +39,7 @@ from ptyprocess import PtyProcess
 
 from app.process.confine_hooks import _bash_confinement_env, _child_setup
 from app.process.groups import group_exists, process_start_ticks, signal_group
+from app.process.loop_read import LoopReader
 from app.process.spec import (
     ExitStatus,
     OutputCallback,
@@ -266,30 +267,30 @@ class RunningProcess:
 
         A terminal hands out at most a few KiB per read whatever it holds, so it is read again
         until it is empty or `size` is reached: one wake-up, one chunk for the log and the
-        window, instead of one per 4 KiB. A pipe's short read means it is empty."""
-        pieces: list[bytes] = []
+        window, instead of one per 4 KiB. A pipe's short read means it is empty. The reads keep
+        the interpreter lock (app/process/loop_read.py)."""
+        reader = LoopReader()
         taken = 0
         at_eof = False
         while taken < size:
             wanted = size - taken
             try:
-                piece = os.read(fd, wanted)
+                count = reader.read_into(fd, wanted)
             except BlockingIOError:
                 break
             except OSError as error:
                 # EIO from a PTY master: every slave fd is closed (the session is gone).
                 if error.errno != errno.EIO:
                     logger.error("reading the output of pid %d failed", self.pid, exc_info=error)
-                piece = b""
-            if not piece:
+                count = 0
+            if not count:
                 at_eof = True
                 break
-            pieces.append(piece)
-            taken += len(piece)
-            if self._pty is None and len(piece) < wanted:
+            taken += count
+            if self._pty is None and count < wanted:
                 break
-        if pieces:
-            self._hand_on(fd, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        if taken:
+            self._hand_on(fd, reader.take())
         if at_eof:
             self._close_stream(fd)
         if taken:
