@@ -59,9 +59,13 @@ FRAME_BYTES: Final = 64 * 1024
 # worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
 READ_BYTES: Final = 256 * 1024
 # A viewer at the live edge frames the bytes it takes from memory on the loop (no thread hop)
-# when they are ASCII (≈ 1.3 ms per 256 KiB at most) or at most this many bytes of anything
-# else (≈ 1.3 ms for random bytes, 0.3 ms for UTF-8 text); larger non-ASCII batches are framed
-# on a worker thread, since binary framing costs ≈ 75 ms per 256 KiB.
+# when they are few: ASCII up to LOOP_FRAMING_ASCII_BYTES (≈ 0.35 ms), anything else up to
+# LOOP_FRAMING_BYTES (≈ 1.3 ms for random bytes, 0.3 ms for UTF-8 text). A larger batch takes
+# the worker thread, which reads the log when it runs: under CPU contention a pipe stream ran
+# 10-30% slower with large batches framed on the loop (serialised with the reads and sends) or
+# framed on the thread from a snapshot taken before the hop (smaller batches, more of them);
+# and binary framing costs ≈ 75 ms per 256 KiB (bench/PROFILE.md).
+LOOP_FRAMING_ASCII_BYTES: Final = 64 * 1024
 LOOP_FRAMING_BYTES: Final = 16 * 1024
 # Inside bytes that are not UTF-8, a valid run shorter than this rides along in the base64
 # frame rather than making a text frame of its own (binary output would otherwise become a
@@ -309,16 +313,18 @@ def _read_batch(
 def _read_live_edge(
     live: LiveExecution, cursor: int, limit: int, frame_bytes: int
 ) -> _Batch | None:
-    """On the loop, for a viewer at (or near) the live edge: the bytes after `cursor` as the
-    reader handed them to the log, from memory (`LiveExecution.recent`), framed here. None
-    when they are not all in memory (the viewer is behind) or framing them could take long:
-    then `_read_batch` on a worker thread, as for any other read. Never claims the end of the
-    log (`complete`): that is settled through `_read_batch` once the process has exited."""
+    """On the loop, for a viewer at the live edge: the few bytes after `cursor` as the reader
+    handed them to the log, from memory (`LiveExecution.recent`), framed here. None when they
+    are not all in memory (the viewer is behind) or too many to frame on the loop: then
+    `_read_batch` on a worker thread. Never claims the end of the log (`complete`): that is
+    settled through `_read_batch` once the process has exited."""
     pieces = live.recent.since(cursor, limit)
     if pieces is None:
         return None
     size = sum(len(data) for _, _, data in pieces)
-    if size > LOOP_FRAMING_BYTES and not all(data.isascii() for _, _, data in pieces):
+    if size > LOOP_FRAMING_BYTES and (
+        size > LOOP_FRAMING_ASCII_BYTES or not all(data.isascii() for _, _, data in pieces)
+    ):
         return None
     frames, framed_end = output_frames(pieces, more_may_follow=True, frame_bytes=frame_bytes)
     encoded = [encode_frame(frame) for frame in frames]
@@ -344,8 +350,8 @@ async def follow_output(
         while True:
             batch = None
             if live is not None and not live.has_exited:
-                # At the live edge the bytes are still in memory: no file read, no thread hop
-                # (each hop cost ≈ 18% of a stream's CPU, and two of them a keystroke's echo).
+                # At the live edge the bytes are still in memory: no file read, and for a
+                # small batch (a keystroke's echo) no thread hop either.
                 batch = _read_live_edge(live, cursor, read_bytes, frame_bytes)
             if batch is None:
                 batch = await anyio.to_thread.run_sync(

@@ -113,14 +113,23 @@ def main() -> None:
             ):
                 kind = "PTY" if pty else "pipe"
                 rates = {"floor": floor(size)}
+                cpu: dict[str, float] = {}
                 for name, server in order:
+                    before = servers.cpu_seconds(server.pid)
                     rates[name] = bounded(shellgate_stream(server, size, pty=pty))
+                    # Server CPU per MB: much less sensitive to other load than the rate.
+                    cpu[name] = (servers.cpu_seconds(server.pid) - before) * 1000 / (size / 1e6)
                 line = ", ".join(f"{name} {value:.1f}" for name, value in rates.items())
+                line += "; server CPU ms/MB: "
+                line += ", ".join(f"{name} {value:.2f}" for name, value in cpu.items())
                 print(f"round {index + 1}: {kind} stream MB/s: {line}", flush=True)
                 for name in ("this tree", "baseline"):
                     ratios.setdefault(f"{kind} {name}/floor", []).append(
                         rates[name] / rates["floor"]
                     )
+                ratios.setdefault(f"{kind} CPU per MB this/baseline", []).append(
+                    cpu["this tree"] / cpu["baseline"]
+                )
     print("median of per-round ratios:")
     for name, values in ratios.items():
         print(f"  {name}: x{statistics.median(values):.2f}")
