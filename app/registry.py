@@ -268,10 +268,7 @@ class LiveExecution:
                 return
             changed = self._changed
             try:
-                # Not `wait_for`, which wraps the wait in a task of its own: the wake then
-                # reaches this viewer two loop turns later (a keystroke's echo waits here).
-                async with asyncio.timeout(remaining):
-                    await changed.wait()
+                await asyncio.wait_for(changed.wait(), remaining)
             except TimeoutError:
                 return
 
