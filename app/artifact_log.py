@@ -182,6 +182,12 @@ class ArtifactLog:
         return self._complete
 
     @property
+    def kept_tail_bytes(self) -> int:
+        """How many of the latest bytes a log being written always keeps, however long the
+        stream: an offset within them is never in an evicted middle (app/live_edge.py)."""
+        return self._ring_size
+
+    @property
     def truncated(self) -> bool:
         """Whether the stream passed max_bytes, so its middle was evicted."""
         return self._ring_start is not None

@@ -25,8 +25,9 @@ TAIL_BYTES: Final = 50 * 1024
 MAX_COLUMNS: Final = 768
 
 _ELLIPSIS: Final = "…".encode()
-# An unterminated OSC/DCS/APC body (a sixel image, kitty graphics) is discarded anyway; past
-# this size only its introducer is carried, so a never-terminated one cannot grow memory.
+# An unfinished escape sequence is carried to the next chunk; past this size only the bytes that
+# still decide anything are kept (see `_shorten_escape`), so a never-terminated one cannot grow
+# memory.
 _MAX_ESCAPE_CARRY: Final = 1024
 
 # Printable text keeps \t, \n and \r (the last becomes a line break separately). ESC is
@@ -34,12 +35,18 @@ _MAX_ESCAPE_CARRY: Final = 1024
 # deletes at ~1 GB/s where a regex character class scans at ~150 MB/s.
 _C0_CONTROLS: Final = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 _C1_CONTROL_RE: Final = re.compile(rb"\xc2[\x80-\x9f]")  # C1 controls, UTF-8 encoded
+# Every byte after an introducer is removed whatever follows it, as a terminal does: a string
+# (OSC, DCS…) ends at BEL/ST or is cancelled by any other ESC, which then starts a sequence
+# of its own; a CSI or nF sequence that meets a byte it cannot hold loses its parameter and
+# intermediate bytes all the same. So what a byte becomes is settled once the bytes before it
+# are known, never by the ones after: the window is the same however reads split the stream,
+# and an unfinished sequence can be carried in a few bytes (`_shorten_escape`).
 _ESCAPE_RE: Final = re.compile(
     rb"\x1b(?:"
-    rb"\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases
-    rb"|\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks; ends with BEL or ST
-    rb"|[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC: sixel and kitty graphics payloads
-    rb"|[ -/]+[0-~]"  # nF: charset selection such as ESC ( B
+    rb"\[[0-?]*[ -/]*[@-~]?"  # CSI: colours, cursor moves, erases
+    rb"|\][^\x07\x1b]*(?:\x07|\x1b\\|(?=\x1b))"  # OSC: titles, hyperlinks; ends with BEL or ST
+    rb"|[PX^_][^\x1b]*(?:\x1b\\|(?=\x1b))"  # DCS, SOS, PM, APC: sixel and kitty graphics
+    rb"|[ -/]+[0-~]?"  # nF: charset selection such as ESC ( B
     rb"|[0-~]"  # two-byte sequences: ESC 7, ESC M, ESC =
     rb")?"  # an ESC that starts nothing known goes alone
 )
@@ -129,9 +136,17 @@ def _partial_escape_start(data: bytes) -> int | None:
 
 
 def _shorten_escape(partial: bytes) -> bytes:
+    """The unfinished sequence `partial`, cut to a few bytes that end it the same way.
+
+    Every byte after the introducer is dropped whatever comes next (see `_ESCAPE_RE`), so
+    only the introducer and the last byte still decide anything: a final ESC may be the
+    start of the ST that ends a string, and a CSI's last byte says whether intermediates
+    have begun (a parameter byte after one ends the sequence). Keeping exactly these keeps
+    the output independent of where reads split a long sequence.
+    """
     if len(partial) <= _MAX_ESCAPE_CARRY:
         return partial
-    return partial[:2] + (b"\x1b" if partial.endswith(b"\x1b") else b"")
+    return partial[:2] + partial[-1:]
 
 
 class OutputSink:
@@ -261,7 +276,9 @@ class OutputSink:
             if start is not None:
                 if not final:
                     self._carry = _shorten_escape(data[start:])
-                data = data[:start]
+                # Keep the partial's ESC (removed below as a lone ESC): a string open before
+                # it ends there whatever the partial becomes, as it does in one read.
+                data = data[: start + 1]
             data = _ESCAPE_RE.sub(b"", data)
         data = data.translate(None, _C0_CONTROLS)
         if b"\xc2" in data:

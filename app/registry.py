@@ -17,6 +17,7 @@ from typing import Protocol
 
 from app.artifact_log import ArtifactLog
 from app.confinement import Unit
+from app.live_edge import RecentOutput
 from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
@@ -35,6 +36,10 @@ SINK_BACKLOG_MAX_BYTES = 2 * 1024 * 1024
 SINK_RESUME_BYTES = 512 * 1024
 # The most bytes the window takes per hold of the lock on the worker's thread.
 SINK_SLICE_BYTES = 32 * 1024
+# The latest output kept in memory for viewers at the live edge (app/live_edge.py): two reads'
+# worth (`app.streaming.READ_BYTES`), so a viewer that waited for a burst to gather a full read
+# still finds it there.
+RECENT_OUTPUT_BYTES = 512 * 1024
 
 
 class LiveExecution:
@@ -52,6 +57,8 @@ class LiveExecution:
         self.owner = owner
         self.log = log
         self.sink = sink
+        # Never further back than the log keeps: a viewer meets the same gaps either way.
+        self.recent = RecentOutput(min(RECENT_OUTPUT_BYTES, log.kept_tail_bytes))
         self.mode = ExecutionMode.foreground
         self.process: RunningProcess | None = None
         # Its confinement: the limits, the evidence of a hit, the whole-tree kill.
@@ -101,12 +108,13 @@ class LiveExecution:
             if self.storage_full:
                 return  # keep draining the pipe so the command is not blocked
             try:
-                self.log.append(data, stream)
+                total = self.log.append(data, stream)
             except OSError as error:
                 if not is_storage_full(error):
                     raise
                 self._storage_ran_out()
                 return
+            self.recent.remember(total - len(data), stream, data)
             if not self._sink_backlogged and (len(data) <= INLINE_FEED_BYTES or data.isascii()):
                 self.sink.feed(data)
             else:

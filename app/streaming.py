@@ -24,12 +24,11 @@ own sends, so a slow viewer holds back nobody, neither the process nor the other
 from __future__ import annotations
 
 import base64
-import codecs
-import re
+import contextlib
 import signal
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, TypedDict
 
 import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
@@ -40,7 +39,7 @@ from app.errors import AppError, InvalidRequestError, UnavailableError
 from app.executions import ExecutionService
 from app.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
 from app.models import Execution, ExecutionState
-from app.process import OutputStream
+from app.output_framing import FRAME_BYTES, OutputFrame, output_frames
 from app.registry import LiveExecution
 from app.schemas import (
     ExecutionPublic,
@@ -50,17 +49,19 @@ from app.schemas import (
     WsResizeFrame,
     WsSignalFrame,
 )
-from app.utf8 import MAX_CONTINUATION, floor_boundary
 
-# The most log bytes one output frame carries: backpressure acts at this grain.
-FRAME_BYTES: Final = 64 * 1024
 # The most log bytes one read of the log takes (split into frames): each read is a hop to a
 # worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
 READ_BYTES: Final = 256 * 1024
-# Inside bytes that are not UTF-8, a valid run shorter than this rides along in the base64
-# frame rather than making a text frame of its own (binary output would otherwise become a
-# storm of tiny frames).
-MIN_TEXT_RUN: Final = 32
+# A viewer at the live edge frames the bytes it takes from memory on the loop (no thread hop)
+# when they are few: ASCII up to LOOP_FRAMING_ASCII_BYTES (≈ 0.35 ms), anything else up to
+# LOOP_FRAMING_BYTES (≈ 1.3 ms for random bytes, 0.3 ms for UTF-8 text). A larger batch takes
+# the worker thread, which reads the log when it runs: under CPU contention a pipe stream ran
+# 10-30% slower with large batches framed on the loop (serialised with the reads and sends) or
+# framed on the thread from a snapshot taken before the hop (smaller batches, more of them);
+# and binary framing costs ≈ 75 ms per 256 KiB (bench/PROFILE.md).
+LOOP_FRAMING_ASCII_BYTES: Final = 64 * 1024
+LOOP_FRAMING_BYTES: Final = 16 * 1024
 # Following a burst of output live: how long a viewer at its edge waits for a full read to
 # gather before reading what there is (small writes are sent at once).
 BURST_COALESCE_SECONDS: Final = 0.005
@@ -83,14 +84,6 @@ SIGNALS_BY_NAME: Final = {
 class StateFrame(TypedDict):
     type: Literal["state"]
     state: str
-
-
-class OutputFrame(TypedDict):
-    type: Literal["output"]
-    stream: str
-    offset: int
-    data: str
-    encoding: NotRequired[Literal["base64"]]
 
 
 # "from" is a Python keyword, hence the functional form.
@@ -143,136 +136,6 @@ def error_frame(code: str, message: str) -> ErrorFrame:
     return {"type": "error", "code": code, "message": message}
 
 
-# --- output framing --------------------------------------------------------------------------
-
-
-def utf8_runs(
-    data: bytes, *, hold_incomplete_tail: bool
-) -> tuple[list[tuple[int, int, bool]], int]:
-    """Split `data` into `(start, end, is_text)` runs; returns them and where they end.
-
-    Text runs are strict UTF-8. A trailing incomplete character (1-3 bytes) is left out when
-    `hold_incomplete_tail` — its continuation may be the next bytes written — and otherwise
-    goes out as bytes. Invalid bytes, with short valid runs between them, go out as bytes.
-
-    Linear in `len(data)`, whatever the bytes: one decode marks every invalid byte, and a
-    regex finds the valid runs long enough to be text (one exception per invalid byte, the
-    obvious way, costs a copy of the rest of the data each, which is quadratic).
-    """
-    size = len(data)
-    # surrogateescape turns each byte that is not part of a valid character into one lone
-    # surrogate U+DC80..U+DCFF, which no valid UTF-8 decodes to; final=False stops before an
-    # incomplete last character instead of escaping it.
-    text, consumed = codecs.utf_8_decode(data, "surrogateescape", False)
-    runs: list[tuple[int, int, bool]] = []
-
-    def add(start: int, end: int, is_text: bool) -> None:
-        if end <= start:
-            return
-        if not is_text and runs and not runs[-1][2]:
-            runs[-1] = (runs[-1][0], end, False)
-        else:
-            runs.append((start, end, is_text))
-
-    emitted = 0  # bytes before this are in `runs`
-    # Where the scan is, in characters of `text` and in bytes of `data`: each piece of text is
-    # measured once.
-    char_position = byte_position = 0
-    leading = _VALID_RUN.match(text)
-    if leading is not None:  # the first run is text however short: nothing precedes it
-        char_position = leading.end()
-        byte_position = emitted = _utf8_size(text, 0, char_position)
-        add(0, emitted, True)
-    for match in _LONG_VALID_RUN.finditer(text, char_position):
-        run_start = byte_position + _utf8_size(text, char_position, match.start())
-        run_end = run_start + _utf8_size(text, match.start(), match.end())
-        char_position, byte_position = match.end(), run_end
-        if run_end - run_start >= MIN_TEXT_RUN:
-            add(emitted, run_start, False)
-            add(run_start, run_end, True)
-            emitted = run_end
-    add(emitted, consumed, False)
-    if consumed < size and not hold_incomplete_tail:
-        add(consumed, size, False)
-        consumed = size
-    return runs, consumed
-
-
-# A valid run of MIN_TEXT_RUN bytes has at least a quarter as many characters (at most four
-# bytes each); shorter ones are measured in bytes by `utf8_runs`.
-_VALID_RUN: Final = re.compile("[^\udc80-\udcff]+")
-_LONG_VALID_RUN: Final = re.compile(f"[^\udc80-\udcff]{{{-(-MIN_TEXT_RUN // 4)},}}")
-
-
-def _utf8_size(text: str, start: int, end: int) -> int:
-    """The number of bytes `text[start:end]` (decoded with surrogateescape) came from."""
-    return len(text[start:end].encode("utf-8", "surrogateescape"))
-
-
-def output_frames(
-    pieces: list[tuple[int, OutputStream, bytes]],
-    *,
-    more_may_follow: bool,
-    frame_bytes: int = FRAME_BYTES,
-) -> tuple[list[OutputFrame], int | None]:
-    """Frames of at most `frame_bytes` log bytes for labelled log pieces, and the offset after
-    the last byte they carry (None for no pieces). Only the last piece may hold back an
-    incomplete character: after a stream switch nothing can complete the one before it."""
-    frames: list[OutputFrame] = []
-    end: int | None = None
-    for index, (offset, stream, data) in enumerate(pieces):
-        hold = more_may_follow and index == len(pieces) - 1
-        view = memoryview(data)
-        if data.isascii():
-            # The common case, decoded once: every byte is a character, so byte cuts are
-            # string cuts.
-            ascii_text = data.decode("ascii")
-            runs, consumed = [(0, len(data), True)], len(data)
-        else:
-            ascii_text = None
-            runs, consumed = utf8_runs(data, hold_incomplete_tail=hold)
-        for run_start, run_stop, is_text in runs:
-            for start, stop in _frame_cuts(data, run_start, run_stop, frame_bytes):
-                if is_text:
-                    if ascii_text is not None:
-                        text = ascii_text[start:stop]
-                    else:
-                        text, _ = codecs.utf_8_decode(view[start:stop], "strict", True)
-                    frames.append(
-                        {
-                            "type": "output",
-                            "stream": stream.value,
-                            "offset": offset + start,
-                            "data": text,
-                        }
-                    )
-                else:
-                    frames.append(
-                        {
-                            "type": "output",
-                            "stream": stream.value,
-                            "offset": offset + start,
-                            "data": base64.b64encode(view[start:stop]).decode("ascii"),
-                            "encoding": "base64",
-                        }
-                    )
-        end = offset + consumed
-    return frames, end
-
-
-def _frame_cuts(data: bytes, start: int, stop: int, frame_bytes: int) -> list[tuple[int, int]]:
-    """`[start, stop)` in pieces of at most `frame_bytes`, each cut moved back (by at most 3
-    bytes) to the start of a character, so that the text pieces stay whole characters."""
-    cuts: list[tuple[int, int]] = []
-    while stop - start > frame_bytes:
-        cut = start + frame_bytes
-        cut = floor_boundary(data, cut, lowest=max(start + 1, cut - MAX_CONTINUATION))
-        cuts.append((start, cut))
-        start = cut
-    cuts.append((start, stop))
-    return cuts
-
-
 @dataclass(frozen=True)
 class _Batch:
     start: int  # where the read began: the cursor, or past the evicted middle it pointed into
@@ -300,6 +163,27 @@ def _read_batch(
     return _Batch(start, encoded, framed_end, end, log.total_bytes, complete)
 
 
+def _read_live_edge(
+    live: LiveExecution, cursor: int, limit: int, frame_bytes: int
+) -> _Batch | None:
+    """On the loop, for a viewer at the live edge: the few bytes after `cursor` as the reader
+    handed them to the log, from memory (`LiveExecution.recent`), framed here. None when they
+    are not all in memory (the viewer is behind) or too many to frame on the loop: then
+    `_read_batch` on a worker thread. Never claims the end of the log (`complete`): that is
+    settled through `_read_batch` once the process has exited."""
+    pieces = live.recent.since(cursor, limit)
+    if pieces is None:
+        return None
+    size = sum(len(data) for _, _, data in pieces)
+    if size > LOOP_FRAMING_BYTES and (
+        size > LOOP_FRAMING_ASCII_BYTES or not all(data.isascii() for _, _, data in pieces)
+    ):
+        return None
+    frames, framed_end = output_frames(pieces, more_may_follow=True, frame_bytes=frame_bytes)
+    encoded = [encode_frame(frame) for frame in frames]
+    return _Batch(cursor, encoded, framed_end, cursor + size, live.log.total_bytes, False)
+
+
 async def follow_output(
     log: ArtifactLog,
     offset: int,
@@ -311,33 +195,50 @@ async def follow_output(
     """Output frames (already JSON: see `encode_frame`) and gap frames from `offset` to the end
     of the log; with `live`, waits for the bytes still to come until the process has exited
     and every byte was sent."""
-    cursor = offset
-    while True:
-        batch = await anyio.to_thread.run_sync(
-            _read_batch, log, cursor, read_bytes, live is None, frame_bytes
-        )
-        if batch.start > cursor:
-            yield gap_frame(cursor, batch.start)
-            cursor = batch.start
-        for frame in batch.frames:
-            yield frame
-        end = batch.framed_end
-        if end is not None and end > cursor:
-            cursor = end
-            if live is not None and not batch.complete and batch.end - batch.start >= frame_bytes:
-                # A burst, and we are at its edge: let a full read gather (or the coalescing
-                # bound pass) rather than pay a read, a thread hop and a send per chunk the
-                # process writes. Keystroke echoes and other small writes never wait here.
-                await live.wait_for_bytes_after(
-                    batch.start + read_bytes - 1, within=BURST_COALESCE_SECONDS
+    if live is not None:
+        # While someone follows, the latest output stays in memory for the live edge.
+        live.recent.follow(log.total_bytes)
+    try:
+        cursor = offset
+        while True:
+            batch = None
+            if live is not None and not live.has_exited:
+                # At the live edge the bytes are still in memory: no file read, and for a
+                # small batch (a keystroke's echo) no thread hop either.
+                batch = _read_live_edge(live, cursor, read_bytes, frame_bytes)
+            if batch is None:
+                batch = await anyio.to_thread.run_sync(
+                    _read_batch, log, cursor, read_bytes, live is None, frame_bytes
                 )
-            continue
-        if batch.complete:
-            return  # at (or, for an offset past the end, beyond) the last byte
-        if batch.end < batch.total:
-            continue  # written while we read, or the kept tail moved on: read again
-        assert live is not None  # a log without a live process is complete
-        await live.wait_for_bytes_after(batch.end, within=LIVE_WAIT_SLICE_SECONDS)
+            if batch.start > cursor:
+                yield gap_frame(cursor, batch.start)
+                cursor = batch.start
+            for frame in batch.frames:
+                yield frame
+            end = batch.framed_end
+            if end is not None and end > cursor:
+                cursor = end
+                if (
+                    live is not None
+                    and not batch.complete
+                    and batch.end - batch.start >= frame_bytes
+                ):
+                    # A burst, and we are at its edge: let a full read gather (or the coalescing
+                    # bound pass) rather than pay a read, a thread hop and a send per chunk the
+                    # process writes. Keystroke echoes and other small writes never wait here.
+                    await live.wait_for_bytes_after(
+                        batch.start + read_bytes - 1, within=BURST_COALESCE_SECONDS
+                    )
+                continue
+            if batch.complete:
+                return  # at (or, for an offset past the end, beyond) the last byte
+            if batch.end < batch.total:
+                continue  # written while we read, or the kept tail moved on: read again
+            assert live is not None  # a log without a live process is complete
+            await live.wait_for_bytes_after(batch.end, within=LIVE_WAIT_SLICE_SECONDS)
+    finally:
+        if live is not None:
+            live.recent.unfollow()
 
 
 class ExecutionViewer:
@@ -383,10 +284,13 @@ class ExecutionViewer:
             state = ExecutionState.running
             yield state_frame(state)
         if log is not None:
-            async for frame in follow_output(
-                log, self._offset, live, frame_bytes=self._frame_bytes
-            ):
-                yield frame
+            # Closed at once when the viewer goes, not when collected: it unregisters from
+            # the live execution's memory of recent output.
+            async with contextlib.aclosing(
+                follow_output(log, self._offset, live, frame_bytes=self._frame_bytes)
+            ) as output:
+                async for frame in output:
+                    yield frame
 
         if final is None or live is not None:
             # The live entry leaves the registry only after the terminal record is written,

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.frame_json import json_string
-from app.streaming import OutputFrame, encode_frame
+from app.output_framing import OutputFrame
+from app.streaming import encode_frame
 
 REFERENCE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 

@@ -11,8 +11,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.output_framing import MIN_TEXT_RUN, output_frames, utf8_runs
 from app.process import OutputStream
-from app.streaming import MIN_TEXT_RUN, output_frames, utf8_runs
 
 PIECES = [b"a", b"\n", "é".encode(), "€".encode(), "😀".encode(), b"\xff", b"\xe2\x82", b"\xc3"]
 MIXED = (

@@ -149,6 +149,7 @@ class RunningProcess:
         self._timer: asyncio.Handle | None = None
         self._drain_left: dict[int, int] = {}
         self._input_ready: asyncio.Future[None] | None = None
+        self._input_lock = asyncio.Lock()
         self._started = self._paused = self._final = False
         if _running_loop() is loop:
             self._start()
@@ -189,21 +190,25 @@ class RunningProcess:
         terminal is closed. When the terminal's input queue is full (the program does not
         read), waits until it takes more: the master is non-blocking."""
         pty = self._require_pty("input")
-        view = memoryview(data)
-        while view:
-            if not self._pty_open:
-                return False
-            try:
-                view = view[os.write(pty.fd, view) :]
-            except BlockingIOError:
-                self._input_ready = self._loop.create_future()
-                self._loop.add_writer(pty.fd, self._input_drained)
+        # Inputs reach the terminal whole and in the order they came: one that arrives while
+        # an earlier one waits for room queues behind it (an uncontended lock never suspends,
+        # so a keystroke still goes straight to the write).
+        async with self._input_lock:
+            view = memoryview(data)
+            while view:
+                if not self._pty_open:
+                    return False
                 try:
-                    await self._input_ready
-                finally:
-                    self._input_ready = None
-                    if self._pty_open:
-                        self._loop.remove_writer(pty.fd)
+                    view = view[os.write(pty.fd, view) :]
+                except BlockingIOError:
+                    self._input_ready = self._loop.create_future()
+                    self._loop.add_writer(pty.fd, self._input_drained)
+                    try:
+                        await self._input_ready
+                    finally:
+                        self._input_ready = None
+                        if self._pty_open:
+                            self._loop.remove_writer(pty.fd)
         return True
 
     def _input_drained(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -136,3 +137,40 @@ def test_keystrokes_reach_a_terminal_that_does_not_read_yet(
         record = client.get(f"/v1/executions/{execution_id}", params={"wait": 30}).json()
     assert record["state"] == "completed", record
     assert str(INPUT_BYTES) in record["output"], record["output"]
+
+
+def test_an_input_sent_while_an_earlier_one_waits_for_room_arrives_after_it(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """Two inputs, the second sent while the first still waits for the terminal to take more:
+    the terminal gets all of the first, then the second, never interleaved."""
+    with serve(make_settings(tmp_path, database)) as server, server.client(timeout=60) as client:
+        command = f"stty -echo -icanon; echo ready; sleep 1; head -c {INPUT_BYTES + 10} | tr -s ab"
+        started = client.post(
+            "/v1/executions", json={"command": command, "async": True, "pty": True}
+        )
+        assert started.status_code == 202, started.text
+        execution_id = started.json()["id"]
+        eventually(
+            lambda: b"ready" in client.get(f"/v1/executions/{execution_id}/output").content,
+            what="the terminal in raw mode",
+        )
+        url = f"/v1/executions/{execution_id}/input"
+        answers: list[int] = []
+
+        def send_first() -> None:
+            with server.client(timeout=60) as first_client:
+                answers.append(first_client.post(url, json={"data": "a" * INPUT_BYTES}).status_code)
+
+        first = threading.Thread(target=send_first)
+        first.start()
+        try:
+            time.sleep(0.3)  # the program sleeps 1 s before reading: the first input waits
+            second = client.post(url, json={"data": "b" * 10})
+        finally:
+            first.join(60)
+        assert second.status_code == 204, second.text
+        assert answers == [204]
+        record = client.get(f"/v1/executions/{execution_id}", params={"wait": 30}).json()
+    assert record["state"] == "completed", record
+    assert record["output"].split("ready", 1)[1].strip() == "ab", record["output"]

@@ -20,7 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from app.artifact_log import OutputStream
-from app.streaming import output_frames
+from app.output_framing import output_frames
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.databases import ServerDatabase
 
