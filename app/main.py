@@ -16,6 +16,7 @@ from starlette.routing import Route
 from app import __version__
 from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
+from app.api.hot_routes import LeanHotRoutes
 from app.api.mcp_mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
@@ -107,6 +108,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         # hands it to uvicorn, FastAPI's own `root_path` argument being deprecated.
     )
     app.state.stop_signal = stop_signal
+    # Innermost of the app's own layers (inside CORS, the stopping refusal, forwarding and the
+    # request observation): the hot requests skip only FastAPI's routing and dependencies.
+    app.add_middleware(LeanHotRoutes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
