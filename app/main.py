@@ -104,6 +104,10 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         description=API_DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        # Spans come from app/observability/tracing.py (README, "Tracing"); FastAPI's own
+        # telemetry would only duplicate them, and it looks up the global OpenTelemetry
+        # providers on every request to learn that it is off.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         # The root path (SHELLGATE_ROOT_PATH) is the server's business: `shellgate serve`
         # hands it to uvicorn, FastAPI's own `root_path` argument being deprecated.
     )
