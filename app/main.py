@@ -16,6 +16,7 @@ from starlette.routing import Route
 from app import __version__
 from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
+from app.api.hot_routes import LeanHotRoutes
 from app.api.mcp_mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
@@ -105,10 +106,17 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         description=API_DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        # Spans come from app/observability/tracing.py (README, "Tracing"); FastAPI's own
+        # telemetry would only duplicate them, and it looks up the global OpenTelemetry
+        # providers on every request to learn that it is off.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         # The root path (SHELLGATE_ROOT_PATH) is the server's business: `shellgate serve`
         # hands it to uvicorn, FastAPI's own `root_path` argument being deprecated.
     )
     app.state.stop_signal = stop_signal
+    # Innermost of the app's own layers (inside CORS, the stopping refusal, forwarding and the
+    # request observation): the hot requests skip only FastAPI's routing and dependencies.
+    app.add_middleware(LeanHotRoutes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -212,17 +212,18 @@ class ExecutionReader:
         concatenates pages never splices the tail onto an earlier offset unknowingly."""
         record = await self.readable(principal, execution_id)
         live = self._registry.get(execution_id)
-        complete = False
-        if live is not None:
-            log = live.log
-        else:
-            complete = is_terminal(record)
-            finished = await self.open_finished_log(execution_id)
-            if finished is None:
-                return OutputPage(b"", 0, complete, offset)
-            log = finished
+        complete = live is None and is_terminal(record)
+        artifacts_dir = self._artifacts_dir
 
         def read() -> OutputPage:
+            # A finished log is opened and read in the same worker-thread hop.
+            if live is not None:
+                log = live.log
+            else:
+                try:
+                    log = ArtifactLog.open_existing(artifacts_dir, execution_id)
+                except OSError:  # never started (rejected, withdrawn) or pruned
+                    return OutputPage(b"", 0, complete, offset)
             kept_from = log.next_available(offset)
             if kept_from != offset:
                 return OutputPage(b"", log.total_bytes, complete, kept_from)

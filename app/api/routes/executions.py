@@ -22,6 +22,7 @@ from app.schemas import (
 router = APIRouter(prefix="/v1/executions", tags=["executions"], route_class=StrictJsonRoute)
 
 MAX_OUTPUT_READ = 16 * 1024 * 1024
+DEFAULT_OUTPUT_READ = 1024 * 1024
 _DIGITS = {"type": "string", "pattern": "^[0-9]+$"}
 OUTPUT_HEADERS = {
     "X-Total-Bytes": {"description": "Bytes the command has written so far.", "schema": _DIGITS},
@@ -224,7 +225,7 @@ async def read_output(
     principal: PrincipalDep,
     services: ServicesDep,
     offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_OUTPUT_READ)] = 1024 * 1024,
+    limit: Annotated[int, Query(ge=1, le=MAX_OUTPUT_READ)] = DEFAULT_OUTPUT_READ,
 ) -> Response:
     """The byte-exact merged stdout/stderr (or PTY) log, from `offset`. Loop on
     `X-Next-Offset` until `X-Complete: true` and an empty body. A log over the artifact cap

@@ -1,0 +1,102 @@
+"""Server CPU per request on the hot routes, this tree against another checkout, same run.
+
+    .venv/bin/python -m bench.hotpath_ab --baseline DIR [--calls 400] [--rounds 3]
+
+`DIR`: `git archive main | tar -x -C DIR`. Both servers run side by side (SQLite, this
+virtualenv); each round sends `--calls` requests of one kind to each in turn, alternating who
+goes first, and reads each server's own utime + stime from `/proc/<pid>/stat` around them
+(`servers.cpu_seconds`). The figures are the median over rounds of CPU ms per request, and of
+the per-round ratio this/baseline. Kinds: a foreground `echo hi` submit, `GET
+/v1/executions/{id}?wait=1` of a finished run, its `/output`, and `/healthz`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from bench import servers
+from bench.profile_session import baseline_server
+
+
+def kinds(client: httpx.Client, finished_id: str) -> dict[str, Callable[[], None]]:
+    def submit() -> None:
+        response = client.post("/v1/executions", json={"command": "echo hi"})
+        assert response.status_code == 200 and response.json()["exit_code"] == 0, response.text
+
+    def read() -> None:
+        response = client.get(f"/v1/executions/{finished_id}", params={"wait": 1})
+        assert response.status_code == 200, response.text
+
+    def output() -> None:
+        response = client.get(f"/v1/executions/{finished_id}/output")
+        assert response.status_code == 200 and response.content == b"hi\n", response.text
+
+    def healthz() -> None:
+        assert client.get("/healthz").status_code == 200
+
+    return {
+        "POST /v1/executions (echo hi)": submit,
+        "GET /v1/executions/{id}?wait=1": read,
+        "GET /v1/executions/{id}/output": output,
+        "GET /healthz": healthz,
+    }
+
+
+def measure(server: servers.Server, call: Callable[[], None], calls: int) -> float:
+    before = servers.cpu_seconds(server.pid)
+    for _ in range(calls):
+        call()
+    return (servers.cpu_seconds(server.pid) - before) * 1000 / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", type=Path, required=True)
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with (
+        servers.shellgate(auto_background_ms="30000") as ours,
+        baseline_server(args.baseline) as theirs,
+    ):
+        assert theirs is not None
+        clients = {}
+        subjects = {}
+        for label, server in (("this", ours), ("baseline", theirs)):
+            client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
+            finished = client.post("/v1/executions", json={"command": "echo hi"}).json()["id"]
+            clients[label] = client
+            subjects[label] = (server, kinds(client, finished))
+        names = list(subjects["this"][1])
+        cpu: dict[tuple[str, str], list[float]] = {}
+        for round_index in range(args.rounds):
+            order = ["this", "baseline"] if round_index % 2 == 0 else ["baseline", "this"]
+            for name in names:
+                for label in order:
+                    server, calls = subjects[label]
+                    for _ in range(20):  # warm up
+                        calls[name]()
+                    cpu.setdefault((name, label), []).append(
+                        measure(server, calls[name], args.calls)
+                    )
+        for client in clients.values():
+            client.close()
+    print(f"{args.rounds} rounds × {args.calls} calls; CPU ms per request, median over rounds")
+    print("| request | baseline | this | this/baseline |")
+    print("|---|---|---|---|")
+    for name in names:
+        this, base = cpu[(name, "this")], cpu[(name, "baseline")]
+        ratio = statistics.median(a / b for a, b in zip(this, base, strict=True) if b)
+        print(
+            f"| {name} | {statistics.median(base):.3f} | {statistics.median(this):.3f} "
+            f"| ×{ratio:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
