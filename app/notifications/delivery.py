@@ -20,9 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from app import __version__, crud
 from app.config import Settings, parse_notify_secrets
@@ -33,6 +31,9 @@ from app.models import Execution, ExecutionState, NotifyState
 from app.notifications.signing import SIGNATURE_HEADER, sign
 from app.notifications.urls import AllowList, UrlRefused
 from app.timestamps import aware_utc
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger("shellgate.notifications")
 
@@ -222,6 +223,10 @@ class Notifier:
         await self._db.run(crud.update_execution, execution_id=execution_id, values=values)
 
     async def _attempt(self, record: Execution, number: int) -> dict[str, Any]:
+        # httpx (with the CLI tools it loads: Rich, Click, Pygments) only once a delivery is
+        # due: most servers never send one (tests/test_lazy_startup.py).
+        import httpx
+
         at = datetime.now(UTC)
         started = time.monotonic()
         status: int | None = None
@@ -247,6 +252,8 @@ class Notifier:
         }
 
     async def _post(self, record: Execution, number: int) -> int:
+        import httpx
+
         assert record.notify_url is not None
         secret = self.secret_for(record.owner)
         if secret is None:
@@ -290,6 +297,8 @@ class Notifier:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             # No proxies from the environment (they would connect elsewhere than the checked
             # address), no redirects.
             self._client = httpx.AsyncClient(

@@ -1,0 +1,119 @@
+"""Start-up A/B: `python -m app serve` from two checkouts, alternating, under the same load.
+
+    .venv/bin/python -m bench.startup /work/main /work/wt/startup-rss --rounds 5
+
+Per round and checkout: seconds from spawn to the first `/healthz` 200 on a fresh data
+directory (migrations due) and again on the directory the first start left (schema current),
+the idle RSS a second after that second start, and the first foreground call's latency
+(`echo hi`, which pays whatever the start left for later). Each checkout runs with its own
+`.venv/bin/python`, from its own directory; servers are stopped by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.servers import TOKEN, free_port, rss_kib
+
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def one_start(tree: Path, scratch: Path, measure_idle: bool) -> dict[str, float]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SHELLGATE_HOST": "127.0.0.1",
+        "SHELLGATE_PORT": str(port),
+        "SHELLGATE_DATA_DIR": str(scratch / "data"),
+        "SHELLGATE_WORKSPACE": str(scratch),
+        "SHELLGATE_TOKENS": f"bench:admin:{TOKEN}",
+        "SHELLGATE_LOG_LEVEL": "warning",
+    }
+    env.pop("VIRTUAL_ENV", None)
+    url = f"http://127.0.0.1:{port}"
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [str(tree / ".venv" / "bin" / "python"), "-m", "app", "serve"],
+        env=env,
+        cwd=tree,
+        start_new_session=True,
+    )
+    try:
+        _wait_ready(url + "/healthz", process)
+        figures = {"start_s": time.perf_counter() - started}
+        if measure_idle:
+            time.sleep(1.0)
+            figures["idle_rss_mib"] = rss_kib(process.pid) / 1024
+            began = time.perf_counter()
+            answer = httpx.post(
+                url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30
+            )
+            figures["first_call_ms"] = (time.perf_counter() - began) * 1000
+            assert answer.status_code == 200, answer.text
+            began = time.perf_counter()
+            httpx.post(
+                url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30
+            )
+            figures["second_call_ms"] = (time.perf_counter() - began) * 1000
+            figures["rss_after_calls_mib"] = rss_kib(process.pid) / 1024
+        return figures
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trees", nargs="+", type=Path)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    results: dict[str, dict[str, list[float]]] = {}
+    for index in range(args.rounds):
+        order = args.trees if index % 2 == 0 else list(reversed(args.trees))
+        for tree in order:
+            scratch = Path(tempfile.mkdtemp(prefix="startup-"))
+            try:
+                fresh = one_start(tree, scratch, measure_idle=False)
+                again = one_start(tree, scratch, measure_idle=True)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            row = results.setdefault(str(tree), {})
+            row.setdefault("fresh_start_s", []).append(fresh["start_s"])
+            for key, value in again.items():
+                row.setdefault(key, []).append(value)
+        print(f"round {index + 1} done, load {os.getloadavg()[0]:.1f}", flush=True)
+    for tree, row in results.items():
+        print(tree)
+        for key, values in row.items():
+            print(f"  {key:20} median {statistics.median(values):8.3f}  all {values}")
+
+
+if __name__ == "__main__":
+    main()
