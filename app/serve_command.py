@@ -15,6 +15,9 @@ from pydantic import ValidationError
 from app.config import Settings, describe_settings_error
 
 EXIT_USAGE = 2
+# What uvicorn exits with when the app's start fails, which a failed migration was before it
+# moved out of the lifespan.
+EXIT_START_FAILED = 3
 
 
 def fail(message: str, status: int) -> NoReturn:
@@ -56,9 +59,19 @@ def serve(host: str | None = None, port: int | None = None) -> None:
     import uvicorn
 
     from app.main import create_app
+    from app.migrate import MigrationFailedError, upgrade_in_child_if_behind
+    from app.services import make_private
     from app.serving import GracefulServer, graceful_shutdown_timeout
 
     app = create_app(settings)
+    # The lifespan would migrate too (it finds nothing due after this), but in the server's
+    # own process, where Alembic's modules would stay loaded for good.
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(settings)
+    try:
+        upgrade_in_child_if_behind(settings.resolved_database_url)
+    except MigrationFailedError as error:
+        fail(str(error), EXIT_START_FAILED)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -2,10 +2,10 @@
 
     .venv/bin/python -m bench.startup /work/main /work/wt/startup-rss --rounds 5
 
-Per round and checkout: seconds from spawn to the first `/healthz` 200 on a fresh data
-directory (migrations due) and again on the directory the first start left (schema current),
-the idle RSS a second after that second start, and the first foreground call's latency
-(`echo hi`, which pays whatever the start left for later). Each checkout runs with its own
+Per round and checkout, once on a fresh data directory (migrations due, as `make bench` starts)
+and again on the directory the first start left (schema current): seconds from spawn to the
+first `/healthz` 200, the idle RSS a second later, the first foreground call's latency (`echo
+hi`, which pays whatever the start left for later) and the second's. Each checkout runs with its own
 `.venv/bin/python`, from its own directory; servers are stopped by pid.
 """
 
@@ -41,7 +41,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
-def one_start(tree: Path, scratch: Path, measure_idle: bool) -> dict[str, float]:
+def one_start(tree: Path, scratch: Path) -> dict[str, float]:
     port = free_port()
     env = {
         **os.environ,
@@ -64,21 +64,18 @@ def one_start(tree: Path, scratch: Path, measure_idle: bool) -> dict[str, float]
     try:
         _wait_ready(url + "/healthz", process)
         figures = {"start_s": time.perf_counter() - started}
-        if measure_idle:
-            time.sleep(1.0)
-            figures["idle_rss_mib"] = rss_kib(process.pid) / 1024
-            began = time.perf_counter()
-            answer = httpx.post(
-                url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30
-            )
-            figures["first_call_ms"] = (time.perf_counter() - began) * 1000
-            assert answer.status_code == 200, answer.text
-            began = time.perf_counter()
-            httpx.post(
-                url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30
-            )
-            figures["second_call_ms"] = (time.perf_counter() - began) * 1000
-            figures["rss_after_calls_mib"] = rss_kib(process.pid) / 1024
+        time.sleep(1.0)
+        figures["idle_rss_mib"] = rss_kib(process.pid) / 1024
+        began = time.perf_counter()
+        answer = httpx.post(
+            url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30
+        )
+        figures["first_call_ms"] = (time.perf_counter() - began) * 1000
+        assert answer.status_code == 200, answer.text
+        began = time.perf_counter()
+        httpx.post(url + "/v1/executions", json={"command": "echo hi"}, headers=HEADERS, timeout=30)
+        figures["second_call_ms"] = (time.perf_counter() - began) * 1000
+        figures["rss_after_calls_mib"] = rss_kib(process.pid) / 1024
         return figures
     finally:
         process.terminate()
@@ -100,14 +97,14 @@ def main() -> None:
         for tree in order:
             scratch = Path(tempfile.mkdtemp(prefix="startup-"))
             try:
-                fresh = one_start(tree, scratch, measure_idle=False)
-                again = one_start(tree, scratch, measure_idle=True)
+                fresh = one_start(tree, scratch)
+                again = one_start(tree, scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             row = results.setdefault(str(tree), {})
-            row.setdefault("fresh_start_s", []).append(fresh["start_s"])
-            for key, value in again.items():
-                row.setdefault(key, []).append(value)
+            for prefix, figures in (("fresh ", fresh), ("again ", again)):
+                for key, value in figures.items():
+                    row.setdefault(prefix + key, []).append(value)
         print(f"round {index + 1} done, load {os.getloadavg()[0]:.1f}", flush=True)
     for tree, row in results.items():
         print(tree)
