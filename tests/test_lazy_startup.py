@@ -84,6 +84,7 @@ NOT_AT_START = (
     "httpx",
     "websockets.asyncio.client",
     "alembic",
+    "yaml",
     "mcp",
     "app.cli",
     "app.client",
