@@ -1,11 +1,16 @@
 """Start-up A/B: `python -m app serve` from two checkouts, alternating, under the same load.
 
-    .venv/bin/python -m bench.startup /work/main /work/wt/startup-rss --rounds 5
+    git -C /work/main archive main | tar -x -C /tmp/main-copy   # A, not touching main's tree
+    .venv/bin/python -m bench.startup /tmp/main-copy . --rounds 5 [--source]
 
 Per round and checkout, once on a fresh data directory (migrations due, as `make bench` starts)
 and again on the directory the first start left (schema current): seconds from spawn to the
 first `/healthz` 200, the idle RSS a second later, the first foreground call's latency (`echo
-hi`, which pays whatever the start left for later) and the second's. Each checkout runs with its own
+hi`, which pays whatever the start left for later) and the second's. Each checkout runs with
+its own `.venv/bin/python` if it has one, else this one (the same dependencies). The checkouts
+are byte-compiled first, as an install is (`bench/servers.py`, `compile_bytecode`), unless
+`--source` asks for every start to compile from source (PYTHONDONTWRITEBYTECODE set, no
+`__pycache__`: what `make bench` measured before it compiled). Each checkout runs with its own
 `.venv/bin/python`, from its own directory; servers are stopped by pid.
 """
 
@@ -16,13 +21,15 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.servers import TOKEN, free_port, rss_kib
+from bench import servers
+from bench.servers import TOKEN, compile_bytecode, free_port, rss_kib
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -55,8 +62,10 @@ def one_start(tree: Path, scratch: Path) -> dict[str, float]:
     env.pop("VIRTUAL_ENV", None)
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
+    own_python = tree / ".venv" / "bin" / "python"
+    python = str(own_python) if own_python.exists() else sys.executable
     process = subprocess.Popen(
-        [str(tree / ".venv" / "bin" / "python"), "-m", "app", "serve"],
+        [python, "-m", "app", "serve"],
         env=env,
         cwd=tree,
         start_new_session=True,
@@ -86,11 +95,31 @@ def one_start(tree: Path, scratch: Path) -> dict[str, float]:
             process.wait()
 
 
+def swerex_start(swerex_remote: Path) -> dict[str, float]:
+    """SWE-ReX's start and idle RSS, as `make bench` measures them (bench/servers.py)."""
+    with servers.swerex(swerex_remote.parent) as server:
+        figures = {"start_s": server.startup_s}
+        time.sleep(1.0)
+        figures["idle_rss_mib"] = rss_kib(server.pid) / 1024
+        return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("trees", nargs="+", type=Path)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--source", action="store_true", help="no bytecode: compile each start")
+    parser.add_argument("--swerex", type=Path, help="a swerex-remote to start alongside")
     args = parser.parse_args()
+    for tree in args.trees:
+        if args.source:
+            for cache in [
+                *tree.glob("app/**/__pycache__"),
+                *tree.glob("migrations/**/__pycache__"),
+            ]:
+                shutil.rmtree(cache)
+        else:
+            compile_bytecode(tree)
     results: dict[str, dict[str, list[float]]] = {}
     for index in range(args.rounds):
         order = args.trees if index % 2 == 0 else list(reversed(args.trees))
@@ -105,6 +134,9 @@ def main() -> None:
             for prefix, figures in (("fresh ", fresh), ("again ", again)):
                 for key, value in figures.items():
                     row.setdefault(prefix + key, []).append(value)
+        if args.swerex is not None:
+            for key, value in swerex_start(args.swerex).items():
+                results.setdefault("SWE-ReX", {}).setdefault(key, []).append(value)
         print(f"round {index + 1} done, load {os.getloadavg()[0]:.1f}", flush=True)
     for tree, row in results.items():
         print(tree)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib
 import json
 import logging
 import re
@@ -78,6 +79,14 @@ _LOG_ACTIONS = {"output", "stream"}
 _ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
 
 
+def _make_client() -> httpx.AsyncClient:
+    import httpx
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
+    )
+
+
 class NodeUnreachableError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -102,14 +111,14 @@ class Forwarder:
         # Made on the first forward: httpx and websockets' client (with the CLI tools httpx
         # loads) stay out of a single node's start (tests/test_lazy_startup.py).
         self._client: httpx.AsyncClient | None = None
+        self._client_made = asyncio.Lock()
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
-            )
+    async def _http(self) -> httpx.AsyncClient:
+        """The client, made on a worker thread the first time (importing httpx and loading
+        the CA bundle would hold the event loop)."""
+        async with self._client_made:
+            if self._client is None:
+                self._client = await anyio.to_thread.run_sync(_make_client)
         return self._client
 
     async def close(self) -> None:
@@ -190,10 +199,10 @@ class Forwarder:
         return headers
 
     async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
+        client = await self._http()
         import httpx
 
         url = target.url + upstream_path(scope)
-        client = self._http()
         request = client.build_request(
             scope["method"], url, headers=self._headers(scope, websocket=False), content=body
         )
@@ -221,6 +230,8 @@ class Forwarder:
     async def forward_websocket(
         self, scope: Scope, receive: Receive, send: Send, target: Target
     ) -> None:
+        # websockets' client: imported on a worker thread the first time, not on the loop.
+        await anyio.to_thread.run_sync(importlib.import_module, "websockets.asyncio.client")
         from websockets.asyncio.client import connect
         from websockets.exceptions import InvalidStatus
 

@@ -22,6 +22,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from app import __version__, crud
 from app.config import Settings, parse_notify_secrets
 from app.db import Database
@@ -75,6 +77,7 @@ class Notifier:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts = _HostLimits(settings.notify_per_host)
         self._client: httpx.AsyncClient | None = None
+        self._client_made = asyncio.Lock()
         self._closed = False
         # Read at start, so that an unreadable bundle stops the server rather than each delivery.
         self._verify: ssl.SSLContext | bool = True
@@ -223,8 +226,13 @@ class Notifier:
         await self._db.run(crud.update_execution, execution_id=execution_id, values=values)
 
     async def _attempt(self, record: Execution, number: int) -> dict[str, Any]:
-        # httpx (with the CLI tools it loads: Rich, Click, Pygments) only once a delivery is
-        # due: most servers never send one (tests/test_lazy_startup.py).
+        # httpx (with the CLI tools it loads: Rich, Click, Pygments) and the client (its CA
+        # bundle) only once a delivery is due, as most servers never send one
+        # (tests/test_lazy_startup.py): made on a worker thread, not the event loop, and before
+        # the attempt's time starts.
+        async with self._client_made:
+            if self._client is None:
+                await anyio.to_thread.run_sync(self._http)
         import httpx
 
         at = datetime.now(UTC)
