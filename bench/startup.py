@@ -1,17 +1,18 @@
 """Start-up A/B: `python -m app serve` from two checkouts, alternating, under the same load.
 
     git -C /work/main archive main | tar -x -C /tmp/main-copy   # A, not touching main's tree
-    .venv/bin/python -m bench.startup /tmp/main-copy . --rounds 5 [--source]
+    .venv/bin/python -m bench.startup /tmp/main-copy . --rounds 5 [--source] [--swerex BIN]
 
 Per round and checkout, once on a fresh data directory (migrations due, as `make bench` starts)
 and again on the directory the first start left (schema current): seconds from spawn to the
-first `/healthz` 200, the idle RSS a second later, the first foreground call's latency (`echo
-hi`, which pays whatever the start left for later) and the second's. Each checkout runs with
-its own `.venv/bin/python` if it has one, else this one (the same dependencies). The checkouts
-are byte-compiled first, as an install is (`bench/servers.py`, `compile_bytecode`), unless
+first `/healthz` 200 and the CPU seconds the process (and the migration child it reaped) used
+by then, the idle RSS a second later, the first foreground call's latency (`echo hi`, which
+pays whatever the start left for later) and the second's. Each checkout runs with its own
+`.venv/bin/python` if it has one, else this one (the same dependencies). The checkouts are
+byte-compiled first, as an install is (`bench/servers.py`, `compile_bytecode`), unless
 `--source` asks for every start to compile from source (PYTHONDONTWRITEBYTECODE set, no
-`__pycache__`: what `make bench` measured before it compiled). Each checkout runs with its own
-`.venv/bin/python`, from its own directory; servers are stopped by pid.
+`__pycache__`: what `make bench` measured before it compiled). `--swerex` starts SWE-ReX's
+`swerex-remote` in each round too (start and idle RSS).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
+def cpu_with_reaped_children(pid: int) -> float:
+    """User + system CPU of the process and of the children it waited for (man 5 proc)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def one_start(tree: Path, scratch: Path) -> dict[str, float]:
     port = free_port()
     env = {
@@ -73,6 +81,8 @@ def one_start(tree: Path, scratch: Path) -> dict[str, float]:
     try:
         _wait_ready(url + "/healthz", process)
         figures = {"start_s": time.perf_counter() - started}
+        # CPU seconds the start used: on a loaded machine the wall time mostly measures the wait.
+        figures["start_cpu_s"] = cpu_with_reaped_children(process.pid)
         time.sleep(1.0)
         figures["idle_rss_mib"] = rss_kib(process.pid) / 1024
         began = time.perf_counter()
@@ -98,7 +108,7 @@ def one_start(tree: Path, scratch: Path) -> dict[str, float]:
 def swerex_start(swerex_remote: Path) -> dict[str, float]:
     """SWE-ReX's start and idle RSS, as `make bench` measures them (bench/servers.py)."""
     with servers.swerex(swerex_remote.parent) as server:
-        figures = {"start_s": server.startup_s}
+        figures = {"start_s": server.startup_s, "start_cpu_s": cpu_with_reaped_children(server.pid)}
         time.sleep(1.0)
         figures["idle_rss_mib"] = rss_kib(server.pid) / 1024
         return figures
