@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-import uvicorn
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -37,9 +35,6 @@ from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
 from app.client import DEFAULT_URL, ApiError, Execution, OutputFrame
-from app.config import Settings, describe_settings_error
-from app.confinement import choose_backend
-from app.observability.logs import configure_logging
 from app.policy_service import PolicyFileError, read_policy_file
 
 cli = typer.Typer(
@@ -53,47 +48,11 @@ def serve(
     port: int | None = typer.Option(None, help="Overrides SHELLGATE_PORT."),
 ) -> None:
     """Apply migrations and serve the API (uvicorn)."""
-    overrides: dict[str, object] = {}
-    if host is not None:
-        overrides["host"] = host
-    if port is not None:
-        overrides["port"] = port
-    try:
-        settings = Settings(**overrides)  # type: ignore[arg-type]
-        if settings.policy_file is not None:
-            # Fail before uvicorn starts, with the file's problem and no traceback.
-            read_policy_file(settings.policy_file)
-        if settings.confinement != "auto":
-            # A backend asked for by name must exist here: say why not, with no traceback.
-            choose_backend(settings.data_dir, settings.confinement)
-    except ValidationError as error:
-        # Never str(error): pydantic's text echoes the input, a token secret included.
-        _fail(describe_settings_error(error), 2)
-    except (PolicyFileError, OSError) as error:
-        _fail(str(error), 2)
-    configure_logging(settings.log_level, settings.log_format)
-    from app.http_server import SWITCH_INTERVAL_SECONDS, limit_malloc_arenas, server_options
+    # A plain `shellgate serve` does not come here (app/entry.py); this is `serve` reached
+    # through the CLI's own parsing, with the same behaviour.
+    from app.serve_command import serve as serve_api
 
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-    limit_malloc_arenas()
-    from app.main import create_app
-    from app.serving import GracefulServer, graceful_shutdown_timeout
-
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        # Our handler formats every line (text or JSON, with the request id); uvicorn's access
-        # line would print query strings, where WebSocket tickets travel: the request
-        # middleware logs the route template instead.
-        log_config=None,
-        access_log=False,
-        **server_options(settings),
-        timeout_graceful_shutdown=graceful_shutdown_timeout(settings.shutdown_grace),
-    )
-    GracefulServer(config, on_stop=app.state.stop_signal.fire, grace=settings.shutdown_grace).run()
+    serve_api(host=host, port=port)
 
 
 @cli.command()

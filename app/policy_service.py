@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
-import yaml
 from pydantic import ValidationError
 
 from app import crud
@@ -48,6 +47,8 @@ class PolicyFileError(ValueError):
 
 def read_policy_file(path: Path) -> PolicyDocument:
     """YAML or JSON (JSON is YAML), the shape of `GET /v1/policy`."""
+    import yaml  # only servers with SHELLGATE_POLICY_FILE read one (tests/test_lazy_startup.py)
+
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:

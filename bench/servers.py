@@ -92,8 +92,19 @@ def running(
             process.wait()
 
 
+def compile_bytecode(tree: Path = BENCH_DIR.parent) -> None:
+    """Byte-compile the app as an install does (pip compiles what it installs; the Dockerfile
+    runs compileall). With PYTHONDONTWRITEBYTECODE set, as on the development VM, an editable
+    checkout would otherwise compile every module from source at every start, which is about
+    half of shellgate's start there (bench/PROFILE.md), a cost the peers, installed into a
+    virtualenv with their bytecode, never pay. A no-op when the bytecode is current."""
+    command = [sys.executable, "-m", "compileall", "-q", "app", "migrations"]
+    subprocess.run(command, cwd=tree, check=True, stdout=subprocess.DEVNULL)
+
+
 @contextlib.contextmanager
 def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
+    compile_bytecode()
     port = port or free_port()
     with tempfile.TemporaryDirectory() as scratch:
         env = {

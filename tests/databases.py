@@ -11,6 +11,7 @@ import contextlib
 import functools
 import itertools
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +53,20 @@ class ServerDatabase:
 
 SQLITE = ServerDatabase("sqlite", None)
 
+# What `PostgresDatabases` names its databases: the run's pid, a tag, then the template or a number.
+RUN_DATABASE = re.compile(r"shellgate_test_(?P<pid>[0-9]+)_[0-9a-f]{6}_(?:template|[0-9]+)")
+LOOPBACK_HOSTS = {None, "", "localhost", "127.0.0.1", "::1"}
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
 
 @functools.cache
 def postgres_unreachable_reason() -> str | None:
@@ -83,12 +98,33 @@ class PostgresDatabases:
         self._prefix = f"shellgate_test_{os.getpid()}_{secrets.token_hex(3)}"
         self._numbers = itertools.count(1)
         self._template = f"{self._prefix}_template"
+        self.drop_orphans()
         self._execute(f'CREATE DATABASE "{self._template}"')
         try:
             upgrade_to_head(self._url_of(self._template))
         except BaseException:
             self.close()
             raise
+
+    def drop_orphans(self) -> list[str]:
+        """Drop the databases of earlier runs that were killed before their own `close` (their
+        pid is gone), and return their names. Only names this class makes are candidates, and
+        only on a server on this machine, where a run's pid means this machine's process."""
+        if self._admin_url.host not in LOOPBACK_HOSTS:
+            return []
+        with self._admin.connect() as connection:
+            names = connection.execute(
+                text("SELECT datname FROM pg_database WHERE datname LIKE 'shellgate_test_%'")
+            ).scalars()
+            orphans = [
+                name
+                for name in names
+                if (run := RUN_DATABASE.fullmatch(name)) is not None
+                and not process_alive(int(run["pid"]))
+            ]
+        for name in orphans:
+            self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return orphans
 
     def _execute(self, statement: str) -> None:
         with self._admin.connect() as connection:

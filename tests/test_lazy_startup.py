@@ -1,13 +1,26 @@
-"""What the start leaves out until it is needed: the MCP SDK (first `/mcp` request) and
-Alembic (a database behind the head revision)."""
+"""What the start leaves out until it is needed: the MCP SDK (first `/mcp` request), Alembic
+(a database behind the head revision, and then in a child), the CLI's Typer/Rich stack and the
+SDK (`serve` enters by app/entry.py), httpx and websockets' client (first forward or
+notification)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
 
 from app.api.mcp_mount import MCP_PATH
+from app.entry import plain_serve
 from app.mcp_server import MCP_PATH as SERVER_MCP_PATH
+from app.migrate import upgrade_to_head
+from tests.conftest import AGENT, TOKENS, free_port
+from tests.databases import ServerDatabase
 
 CHECK = """
 import asyncio, sys, tempfile
@@ -59,3 +72,143 @@ def test_the_mcp_sdk_and_alembic_load_only_when_needed() -> None:
 
 def test_the_lazy_route_serves_the_mcp_servers_path() -> None:
     assert MCP_PATH == SERVER_MCP_PATH
+
+
+# What a server start leaves unimported: the CLI's own stack (Typer, Rich), the SDK, the HTTP
+# and WebSocket clients (httpx loads Rich, Click and Pygments for its own CLI), Alembic and the
+# MCP SDK (Click stays: uvicorn's package imports its own command line). bench/PROFILE.md,
+# "Start-up and idle memory", says what each costs.
+NOT_AT_START = (
+    "typer",
+    "rich",
+    "pygments",
+    "httpx",
+    "websockets.asyncio.client",
+    "alembic",
+    "yaml",
+    "mcp",
+    "app.cli",
+    "app.client",
+)
+
+
+def imported_modules(importtime_stderr: str) -> set[str]:
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_serve_reaches_healthz_without_the_cli_clients_or_alembic(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    # A current schema, as on every start but the first (that one migrates in a child).
+    upgrade_to_head(database.url or f"sqlite:///{data_dir / 'shellgate.db'}")
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
+    env.update(
+        SHELLGATE_PORT=str(port),
+        SHELLGATE_DATA_DIR=str(data_dir),
+        SHELLGATE_WORKSPACE=str(tmp_path),
+        SHELLGATE_TOKENS=TOKENS,
+        SHELLGATE_LOG_LEVEL="warning",
+        PYTHONPROFILEIMPORTTIME="1",
+        **database.environment(),
+    )
+    stderr_path = tmp_path / "server.err"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve"], cwd=tmp_path, env=env, stderr=stderr
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, stderr_path.read_text()[-2000:]
+            assert time.monotonic() < deadline, "no /healthz 200 within 60 s"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.05)  # polling a starting process: nothing to await
+        modules = imported_modules(stderr_path.read_text())
+        assert "app.main" in modules and "uvicorn" in modules  # the profile is of the server
+        assert not [name for name in NOT_AT_START if name in modules]
+        if database.kind == "sqlite":
+            assert "sqlalchemy.dialects.postgresql" not in modules
+        # Features behind what stayed out still work: a command runs (the policy, the registry).
+        ran = httpx.post(
+            f"{url}/v1/executions",
+            json={"command": "echo lazy-serve"},
+            headers={"Authorization": f"Bearer {AGENT}"},
+            timeout=30,
+        )
+        assert ran.status_code == 200 and ran.json()["output"] == "lazy-serve\n", ran.text
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+UPGRADE_IN_CHILD = """
+import sys
+from app.migrate import MigrationFailedError, head_revisions, stored_revisions
+from app.migrate import upgrade_in_child_if_behind
+from app.db import make_engine
+
+url = sys.argv[1]
+assert upgrade_in_child_if_behind(url) is True  # a database with no tables: migrated
+assert "alembic" not in sys.modules, "the upgrade ran in this process"
+engine = make_engine(url)
+assert stored_revisions(engine) == head_revisions()
+engine.dispose()
+assert upgrade_in_child_if_behind(url) is False  # at the head: nothing runs
+try:
+    upgrade_in_child_if_behind("sqlite:////nonexistent-shellgate-dir/x.db")
+except MigrationFailedError as error:
+    assert "exit status 1" in str(error), error
+else:
+    raise AssertionError("a database that cannot be opened migrated")
+print("ok")
+"""
+
+
+def test_a_due_migration_runs_in_a_child_and_its_failure_is_reported(
+    empty_database_url: str,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", UPGRADE_IN_CHILD, empty_database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert "unable to open database file" in result.stderr  # the child's own error, printed
+
+
+@pytest.mark.parametrize(
+    ("args", "options"),
+    [
+        (["serve"], {}),
+        (["serve", "--port", "9000"], {"port": "9000"}),
+        (["serve", "--host=0.0.0.0", "--port=1"], {"host": "0.0.0.0", "port": "1"}),
+        (["serve", "--help"], None),
+        (["serve", "--port"], None),
+        (["serve", "--port", "1", "--port", "2"], None),
+        (["serve", "--reload"], None),
+        (["run", "echo hi"], None),
+        (["--url", "http://x", "serve"], None),
+        ([], None),
+    ],
+)
+def test_only_a_plain_serve_skips_the_cli(args: list[str], options: dict[str, str] | None) -> None:
+    assert plain_serve(args) == options
+
+
+def test_serve_help_and_usage_errors_still_come_from_the_cli() -> None:
+    run = [sys.executable, "-m", "app", "serve"]
+    shown = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "Overrides SHELLGATE_PORT" in shown.stdout, shown.stderr
+    refused = subprocess.run([*run, "--port", "x"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "'x' is not a valid int" in refused.stderr

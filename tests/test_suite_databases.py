@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine, text
 
 from tests.conftest import free_port
+from tests.databases import POSTGRES_URL, PostgresDatabases, process_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,3 +75,40 @@ def test_the_ci_check_fails_without_postgres_and_passes_with_it() -> None:
     if reachable.returncode != 0:
         pytest.skip(reachable.stdout.strip())
     assert "answers" in reachable.stdout
+
+
+def _database_names(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        return set(connection.execute(text("SELECT datname FROM pg_database")).scalars())
+
+
+def test_a_killed_runs_databases_are_dropped_and_nothing_else(
+    postgres_databases: PostgresDatabases,
+) -> None:
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead = finished.pid
+    if process_alive(dead):
+        pytest.skip(f"pid {dead} was reused already")
+    orphans = {f"shellgate_test_{dead}_a1b2c3_template", f"shellgate_test_{dead}_a1b2c3_7"}
+    kept = {
+        f"shellgate_test_{os.getpid()}_a1b2c3_7",  # a run still going (this one)
+        f"shellgate_test_{dead}_a1b2c3_7_copy",  # not a name the suite makes
+        f"shellgate_testing_{dead}_a1b2c3_7",
+        f"mine_{dead}_a1b2c3_7",
+    }
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            for name in orphans | kept:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+        dropped = postgres_databases.drop_orphans()
+        left = _database_names(admin)
+        assert not orphans & left
+        assert kept <= left
+        assert not kept & set(dropped)
+    finally:
+        with admin.connect() as connection:
+            for name in orphans | kept:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -16,24 +16,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-import httpx
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from app.cluster import store
 from app.cluster.node import Cluster
 from app.config import Settings
 from app.db import Database
 from app.models import ExecutionState
+
+if TYPE_CHECKING:
+    import httpx
+    from websockets.asyncio.client import ClientConnection
 
 logger = logging.getLogger("shellgate.cluster")
 
@@ -77,6 +79,14 @@ _LOG_ACTIONS = {"output", "stream"}
 _ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
 
 
+def _make_client() -> httpx.AsyncClient:
+    import httpx
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
+    )
+
+
 class NodeUnreachableError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -98,12 +108,22 @@ class Forwarder:
         self._db = db
         self.secret = settings.cluster_secret.encode()
         self.enabled = bool(settings.cluster_secret) and cluster.shared
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
-        )
+        # Made on the first forward: httpx and websockets' client (with the CLI tools httpx
+        # loads) stay out of a single node's start (tests/test_lazy_startup.py).
+        self._client: httpx.AsyncClient | None = None
+        self._client_made = asyncio.Lock()
+
+    async def _http(self) -> httpx.AsyncClient:
+        """The client, made on a worker thread the first time (importing httpx and loading
+        the CA bundle would hold the event loop)."""
+        async with self._client_made:
+            if self._client is None:
+                self._client = await anyio.to_thread.run_sync(_make_client)
+        return self._client
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     def is_forwarded(self, headers: list[tuple[bytes, bytes]]) -> bool | None:
         """None: no marker; True: a genuine forward; False: a forged or unverifiable one."""
@@ -179,12 +199,15 @@ class Forwarder:
         return headers
 
     async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
+        client = await self._http()
+        import httpx
+
         url = target.url + upstream_path(scope)
-        request = self._client.build_request(
+        request = client.build_request(
             scope["method"], url, headers=self._headers(scope, websocket=False), content=body
         )
         try:
-            response = await self._client.send(request, stream=True)
+            response = await client.send(request, stream=True)
         except httpx.TransportError as error:
             raise NodeUnreachableError(
                 f"replica {target.node_id} did not answer: {type(error).__name__}"
@@ -207,6 +230,11 @@ class Forwarder:
     async def forward_websocket(
         self, scope: Scope, receive: Receive, send: Send, target: Target
     ) -> None:
+        # websockets' client: imported on a worker thread the first time, not on the loop.
+        await anyio.to_thread.run_sync(importlib.import_module, "websockets.asyncio.client")
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus
+
         url = "ws" + target.url.removeprefix("http") + upstream_path(scope)
         await receive()  # websocket.connect: the handshake is answered once the owner answers
         try:
@@ -238,6 +266,8 @@ class Forwarder:
 
 
 async def _relay_websocket(upstream: ClientConnection, receive: Receive, send: Send) -> None:
+    from websockets.exceptions import ConnectionClosed
+
     async def downstream_to_upstream() -> None:
         while True:
             message = await receive()

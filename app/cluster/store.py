@@ -6,9 +6,9 @@ PostgreSQL-only statement says so."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import DateTime, String, delete, func, literal, or_, text, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -29,12 +29,24 @@ def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
+def _upsert_dialect(session: Session) -> Any:
+    """The dialect module whose `insert` has ON CONFLICT, imported here: the PostgreSQL dialect
+    (2 MiB) stays out of a server on SQLite (tests/test_lazy_startup.py)."""
+    if _is_postgres(session):
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite
+
+
 def heartbeat(
     session: Session, *, node_id: str, url: str | None, version: str, now: datetime
 ) -> None:
     """Register the node, or refresh its heartbeat (and URL, after a restart)."""
     values = {"id": node_id, "url": url, "version": version, "started_at": now}
-    dialect = postgresql if _is_postgres(session) else sqlite
+    dialect = _upsert_dialect(session)
     statement = dialect.insert(Node).values(**values, last_heartbeat=now)
     statement = statement.on_conflict_do_update(
         index_elements=["id"], set_={"url": url, "version": version, "last_heartbeat": now}
@@ -96,7 +108,7 @@ def acquire_job_slot(
     if _is_postgres(session):
         session.execute(text("SELECT pg_advisory_xact_lock(hashtext('shellgate.job-slots'))"))
     taken = select(func.count()).select_from(JobSlot).scalar_subquery()
-    dialect = postgresql if _is_postgres(session) else sqlite
+    dialect = _upsert_dialect(session)
     rows = select(
         literal(execution_id, String()),
         literal(node_id, String()),

@@ -20,9 +20,9 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+import anyio.to_thread
 
 from app import __version__, crud
 from app.config import Settings, parse_notify_secrets
@@ -33,6 +33,9 @@ from app.models import Execution, ExecutionState, NotifyState
 from app.notifications.signing import SIGNATURE_HEADER, sign
 from app.notifications.urls import AllowList, UrlRefused
 from app.timestamps import aware_utc
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger("shellgate.notifications")
 
@@ -74,6 +77,7 @@ class Notifier:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts = _HostLimits(settings.notify_per_host)
         self._client: httpx.AsyncClient | None = None
+        self._client_made = asyncio.Lock()
         self._closed = False
         # Read at start, so that an unreadable bundle stops the server rather than each delivery.
         self._verify: ssl.SSLContext | bool = True
@@ -222,6 +226,15 @@ class Notifier:
         await self._db.run(crud.update_execution, execution_id=execution_id, values=values)
 
     async def _attempt(self, record: Execution, number: int) -> dict[str, Any]:
+        # httpx (with the CLI tools it loads: Rich, Click, Pygments) and the client (its CA
+        # bundle) only once a delivery is due, as most servers never send one
+        # (tests/test_lazy_startup.py): made on a worker thread, not the event loop, and before
+        # the attempt's time starts.
+        async with self._client_made:
+            if self._client is None:
+                await anyio.to_thread.run_sync(self._http)
+        import httpx
+
         at = datetime.now(UTC)
         started = time.monotonic()
         status: int | None = None
@@ -247,6 +260,8 @@ class Notifier:
         }
 
     async def _post(self, record: Execution, number: int) -> int:
+        import httpx
+
         assert record.notify_url is not None
         secret = self.secret_for(record.owner)
         if secret is None:
@@ -290,6 +305,8 @@ class Notifier:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             # No proxies from the environment (they would connect elsewhere than the checked
             # address), no redirects.
             self._client = httpx.AsyncClient(
