@@ -1,5 +1,5 @@
-"""The async client's live feeds, the twins of sync_feeds.py (docs/sdk.md#events-and-the-
-approvals-feed)."""
+"""The async client's live feeds, the twins of sync_feeds.py
+(docs/sdk.md#events-and-the-approvals-feed)."""
 
 from __future__ import annotations
 
