@@ -17,7 +17,6 @@ import httpx
 
 from app.client import calls, transfers
 from app.client.calls import Call
-from app.client.errors import ServerUnreachableError
 from app.client.models import FileCheck, FileDownload, FileOperation, FileOperationList, FileStat
 from app.client.reconnect import Backoff
 from app.client.transfers import DEFAULT_APPROVAL_WAIT, FILES_PATH, UploadSource
@@ -61,14 +60,8 @@ class AsyncFiles:
                 headers=body.headers(),
                 timeout=calls.timeout(transfers.read_seconds(approval_wait)),
             )
-        except httpx.TimeoutException as error:
-            raise ServerUnreachableError(
-                f"no answer from {self.base_url} in time ({type(error).__name__})"
-            ) from None
         except (httpx.TransportError, httpx.InvalidURL) as error:
-            raise ServerUnreachableError(
-                f"the transfer with {self.base_url} broke off: {error or type(error).__name__}"
-            ) from None
+            raise transfers.unreachable(self.base_url, error, "cannot upload to") from None
         finally:
             await anyio.to_thread.run_sync(body.closed)
         if response.status_code >= 400:
@@ -109,8 +102,11 @@ class AsyncFiles:
                         backoff.progressed()
                         yield chunk
                 return
-            except (httpx.TransportError, httpx.StreamError):
-                pass
+            except (httpx.TransportError, httpx.StreamError) as error:
+                if not cursor.started:
+                    # Nothing came yet: no download to resume, the server is not reachable.
+                    raise transfers.unreachable(self.base_url, error) from None
+                # Reconnect below, from the byte after the last one handed out.
             await asyncio.sleep(backoff.failed(f"the download of {path}"))
 
     async def read_file(

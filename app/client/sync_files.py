@@ -17,7 +17,6 @@ import httpx
 
 from app.client import calls, transfers
 from app.client.calls import Call
-from app.client.errors import ServerUnreachableError
 from app.client.models import FileCheck, FileDownload, FileOperation, FileOperationList, FileStat
 from app.client.reconnect import Backoff
 from app.client.transfers import DEFAULT_APPROVAL_WAIT, FILES_PATH, UploadSource
@@ -54,14 +53,15 @@ class SyncFiles:
         params = transfers.transfer_params(path, approval_wait, approval_id, **extra)
         body = transfers.upload_body(source)
         try:
-            with self._transfer_errors():
-                response = self._http.put(
-                    FILES_PATH,
-                    params=params,
-                    content=body.hashed(),
-                    headers=body.headers(),
-                    timeout=calls.timeout(transfers.read_seconds(approval_wait)),
-                )
+            response = self._http.put(
+                FILES_PATH,
+                params=params,
+                content=body.hashed(),
+                headers=body.headers(),
+                timeout=calls.timeout(transfers.read_seconds(approval_wait)),
+            )
+        except (httpx.TransportError, httpx.InvalidURL) as error:
+            raise transfers.unreachable(self.base_url, error, "cannot upload to") from None
         finally:
             body.closed()
         if response.status_code >= 400:
@@ -105,8 +105,11 @@ class SyncFiles:
                         backoff.progressed()
                         yield chunk
                 return
-            except (httpx.TransportError, httpx.StreamError):
-                pass  # reconnect below, from the byte after the last one handed out
+            except (httpx.TransportError, httpx.StreamError) as error:
+                if not cursor.started:
+                    # Nothing came yet: no download to resume, the server is not reachable.
+                    raise transfers.unreachable(self.base_url, error) from None
+                # Reconnect below, from the byte after the last one handed out.
             time.sleep(backoff.failed(f"the download of {path}"))
 
     def read_file(
@@ -169,19 +172,6 @@ class SyncFiles:
     def list_file_operations(self, *, limit: int = 100) -> FileOperationList:
         """The recorded reads, writes and stats, newest first."""
         return self._call(transfers.file_operations(limit))
-
-    @contextlib.contextmanager
-    def _transfer_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except httpx.TimeoutException as error:
-            raise ServerUnreachableError(
-                f"no answer from {self.base_url} in time ({type(error).__name__})"
-            ) from None
-        except (httpx.TransportError, httpx.InvalidURL) as error:
-            raise ServerUnreachableError(
-                f"the transfer with {self.base_url} broke off: {error or type(error).__name__}"
-            ) from None
 
 
 def _write(chunks: Iterator[bytes], handle: IO[bytes]) -> tuple[int, str]:

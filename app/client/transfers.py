@@ -14,7 +14,7 @@ from typing import IO, Union
 import httpx
 
 from app.client.calls import ANSWER_MARGIN_SECONDS, Call, error_from, model
-from app.client.errors import ApprovalPendingError, TransferError
+from app.client.errors import ApprovalPendingError, ServerUnreachableError, TransferError
 from app.client.models import FileCheck, FileOperation, FileOperationList, FileStat
 
 CHUNK_BYTES = 1024 * 1024
@@ -40,6 +40,15 @@ def transfer_params(
 def read_seconds(approval_wait: float) -> float:
     """The read deadline of a transfer: the server may hold it for an approval first."""
     return approval_wait + ANSWER_MARGIN_SECONDS
+
+
+def unreachable(
+    base_url: str, error: Exception, what: str = "cannot reach the server at"
+) -> ServerUnreachableError:
+    """The SDK's exception for an httpx one (callers never see httpx's)."""
+    if isinstance(error, httpx.TimeoutException):
+        return ServerUnreachableError(f"no answer from {base_url} in time ({type(error).__name__})")
+    return ServerUnreachableError(f"{what} {base_url}: {error or type(error).__name__}")
 
 
 def pending(response: httpx.Response) -> ApprovalPendingError:

@@ -20,6 +20,7 @@ from app.client import (
     AsyncClient,
     Client,
     NotFoundError,
+    ServerUnreachableError,
     TransferError,
 )
 from tests.conftest import AGENT, LiveServer
@@ -102,6 +103,16 @@ def test_refusals_and_the_dry_run(client: Client, sdk_server: LiveServer, tmp_pa
     assert inside.verdict == "allow" and inside.rule is None
     outside = client.check_file(str(tmp_path / "x"), access="read")
     assert outside.verdict == "prompt"
+
+
+def test_a_server_that_cannot_be_reached_is_said_so_without_retrying() -> None:
+    # Port 9 (discard) is closed on loopback: the connection is refused. Only a download that
+    # began is resumed, so the first refusal is the answer, not "broke off 8 times in a row".
+    with Client("http://127.0.0.1:9", AGENT, reconnects=8) as nowhere:
+        with pytest.raises(ServerUnreachableError, match="cannot reach the server"):
+            nowhere.read_file("anything.txt")
+        with pytest.raises(ServerUnreachableError, match="cannot upload to"):
+            nowhere.put_file("anything.txt", b"data")
 
 
 def test_a_prompted_upload_waits_for_its_approval(
