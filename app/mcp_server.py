@@ -27,7 +27,13 @@ from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
 from app.errors import AppError, UnauthenticatedError, UnavailableError
-from app.mcp_tools import McpHelpers, register_file_tools, register_session_tools
+from app.mcp_tools import (
+    IDLE_TIMEOUT_DESCRIPTION,
+    NOTIFY_URL_DESCRIPTION,
+    McpHelpers,
+    register_file_tools,
+    register_session_tools,
+)
 from app.models import ExecutionState
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
 from app.services import Services
@@ -55,13 +61,6 @@ APPROVAL_WAIT_DESCRIPTION = (
     "Seconds this call holds for a human decision when the policy asks for an approval "
     "(0: answer at once with the ids). Ignored with `async: true`."
 )
-IDLE_TIMEOUT_DESCRIPTION = (
-    "Seconds without any output after which this call returns with the output so far and the "
-    "notice `No output for {N}s; the command may be waiting for input or stuck.` (the command "
-    "goes on as a job: follow it with `job_wait`), or, with `idle_action: cancel`, the command "
-    "is cancelled. Use it for commands that might wait for input."
-)
-
 # Honest hints for a client deciding whether to confirm a call: bash can do anything the
 # server's user can, the network included; the job tools read or stop this server's executions.
 BASH_ANNOTATIONS = ToolAnnotations(
@@ -177,6 +176,9 @@ def build_mcp_server(services: Services) -> MCPServer:
         idle_action: Annotated[
             Literal["background", "cancel"], Field(description=_rest_description("idle_action"))
         ] = "background",
+        notify_url: Annotated[
+            str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
+        ] = None,
     ) -> Annotated[CallToolResult, ExecutionResult]:
         request = ExecutionCreate(
             command=command,
@@ -189,6 +191,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             approval_wait=approval_wait,
             idle_timeout=idle_timeout,
             idle_action=idle_action,
+            notify_url=notify_url,
         )
         try:
             outcome = await executions.submit(_principal(ctx), request)

@@ -62,6 +62,19 @@ SESSION_CLOSE_ANNOTATIONS = ToolAnnotations(
     open_world_hint=False,
 )
 
+IDLE_TIMEOUT_DESCRIPTION = (
+    "Seconds without any output after which this call returns with the output so far and the "
+    "notice `No output for {N}s; the command may be waiting for input or stuck.` (the command "
+    "goes on as a job: follow it with `job_wait`), or, with `idle_action: cancel`, the command "
+    "is cancelled. Use it for commands that might wait for input."
+)
+NOTIFY_URL_DESCRIPTION = (
+    "A URL to receive the final result without asking for it: when the command ends (also "
+    "after this call answered and it went on as a job), the server POSTs its final record as "
+    "JSON there, signed with HMAC-SHA256 in the `X-Shellgate-Signature` header, retrying for a "
+    "while if the receiver fails. Only URLs the server's operator allows are accepted."
+)
+
 PATH_DESCRIPTION = (
     "The file: absolute, or relative to the workspace (where commands run by default). "
     "Symlinks are followed."
@@ -392,13 +405,29 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
                 "for an approval (0: answer at once with the ids).",
             ),
         ] = 30,
+        idle_timeout: Annotated[
+            float | None,
+            Field(gt=0, le=3600, allow_inf_nan=False, description=IDLE_TIMEOUT_DESCRIPTION),
+        ] = None,
+        idle_action: Annotated[
+            Literal["background", "cancel"], Field(description="What `idle_timeout` does.")
+        ] = "background",
+        notify_url: Annotated[
+            str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
+        ] = None,
     ) -> CallToolResult:
         try:
             principal = helpers.principal(ctx)
             if timeout is None:
                 timeout = (await sessions.get(principal, session)).timeout_ms / 1000
             request = ExecutionCreate(
-                command=command, session=session, timeout=timeout, approval_wait=approval_wait
+                command=command,
+                session=session,
+                timeout=timeout,
+                approval_wait=approval_wait,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
+                notify_url=notify_url,
             )
             outcome = await executions.submit(principal, request)
         except AppError as error:

@@ -1,6 +1,7 @@
 """shellgate's Python SDK: a sync `Client` and an asyncio `AsyncClient` for the REST and
 WebSocket API, with typed results, streams that resume by offset, PTY attachment, sessions,
-approvals, policy dry runs and webhook signature checks. docs/sdk.md shows it in use.
+approvals and their live feed, files (streamed, resumed, sha256-checked), execution events
+(Server-Sent Events), policy dry runs and webhook signature checks. docs/sdk.md shows it in use.
 
 It imports httpx, websockets and pydantic only, never the server's own modules (FastAPI,
 SQLAlchemy, the policy engine): `app/client/ruff.toml` bans them and
@@ -14,6 +15,7 @@ from app.client.async_stream import AsyncAttachment
 from app.client.calls import ANSWER_MARGIN_SECONDS, DEFAULT_URL
 from app.client.errors import (
     ApiError,
+    ApprovalPendingError,
     AuthenticationError,
     ConflictError,
     InvalidRequestError,
@@ -23,15 +25,23 @@ from app.client.errors import (
     ServerError,
     ServerUnreachableError,
     ShellgateError,
+    TransferError,
 )
 from app.client.frames import ErrorFrame, ExitFrame, Frame, GapFrame, OutputFrame, StateFrame
 from app.client.models import (
     TERMINAL_STATES,
     Approval,
+    ApprovalEvent,
     ApprovalList,
     Caller,
     Execution,
+    ExecutionEvent,
     ExecutionPage,
+    FileCheck,
+    FileDownload,
+    FileOperation,
+    FileOperationList,
+    FileStat,
     Info,
     OutputChunk,
     PolicyEvaluation,
@@ -51,7 +61,9 @@ __all__ = [
     "TERMINAL_STATES",
     "ApiError",
     "Approval",
+    "ApprovalEvent",
     "ApprovalList",
+    "ApprovalPendingError",
     "AsyncAttachment",
     "AsyncClient",
     "Attachment",
@@ -61,8 +73,14 @@ __all__ = [
     "ConflictError",
     "ErrorFrame",
     "Execution",
+    "ExecutionEvent",
     "ExecutionPage",
     "ExitFrame",
+    "FileCheck",
+    "FileDownload",
+    "FileOperation",
+    "FileOperationList",
+    "FileStat",
     "Frame",
     "GapFrame",
     "Info",
@@ -82,5 +100,6 @@ __all__ = [
     "ShellgateError",
     "SignatureError",
     "StateFrame",
+    "TransferError",
     "verify_signature",
 ]

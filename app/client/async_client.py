@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import httpx
 
 from app.client import calls
+from app.client.async_feeds import AsyncFeeds
+from app.client.async_files import AsyncFiles
 from app.client.async_stream import AsyncAttachment, signal_once
 from app.client.calls import DEFAULT_URL, LONG_POLL_SECONDS, OUTPUT_PAGE_BYTES, Call
 from app.client.errors import ServerUnreachableError
@@ -33,7 +35,7 @@ from app.client.models import (
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncFiles, AsyncFeeds):
     """A shellgate server, for asyncio. Use it as an async context manager, or await
     `close()`.
 

@@ -102,3 +102,21 @@ def api_error(
         request_id=request_id,
         retry_after=retry_after,
     )
+
+
+class ApprovalPendingError(ShellgateError):
+    """A file transfer the policy prompts for, and nobody decided within `approval_wait`:
+    once it is approved, send the same call again with `approval_id=error.approval_id`."""
+
+    def __init__(self, operation: Any) -> None:
+        self.operation = operation  # the FileOperation record (state awaiting_approval)
+        self.approval_id: str = operation.approval_id or ""
+        super().__init__(
+            f"the {operation.op} of {operation.path} awaits approval {self.approval_id} "
+            f"({operation.reason})"
+        )
+
+
+class TransferError(ShellgateError):
+    """A file transfer arrived other than it was sent: the stored sha256 differs from the
+    bytes sent, or the file changed on the server while a download resumed."""

@@ -208,3 +208,90 @@ class Info(WireModel):
     limits: dict[str, Any]
     confinement: str
     execution_limits: dict[str, int | None]
+
+
+# --- files (docs/api.md#files) ----------------------------------------------------------------
+
+
+class FileOperation(WireModel):
+    """One recorded read, write or stat; a write's record carries the sha256 of what was
+    stored. `state` is awaiting_approval when the policy prompted and nobody decided in time."""
+
+    id: str
+    owner: str
+    op: str  # read, write, stat
+    path: str
+    resolved_path: str
+    size: int | None
+    mode: str | None
+    sha256: str | None
+    verdict: str  # allow, prompt, deny
+    reason: str
+    state: str
+    message: str | None
+    approval_id: str | None
+    execution_id: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class FileOperationList(WireModel):
+    data: list[FileOperation]
+
+
+class FileStat(WireModel):
+    path: str
+    resolved_path: str
+    type: str  # file, directory, other
+    size: int
+    mode: str  # permission bits in octal, e.g. 0644
+    mtime: datetime
+    symlink: bool
+    sha256: str | None
+
+
+class FileRule(WireModel):
+    match: str
+    approval: str
+    access: str = "any"
+
+
+class FileCheck(WireModel):
+    """A dry run of the policy's `files` rules (`GET /v1/files/check`)."""
+
+    verdict: str
+    reason: str
+    rule: FileRule | None
+    path: str
+    resolved_path: str
+    judged_path: str
+
+
+class FileDownload(WireModel):
+    """A download saved locally: where, how many bytes, and their sha256."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+# --- live feeds -------------------------------------------------------------------------------
+
+
+class ExecutionEvent(WireModel):
+    """One Server-Sent Event of `GET /v1/executions/{id}/events`: `event` is `state` (id 1:
+    awaiting_approval, 2: running) or `end` (id 3, the terminal record, and the last event)."""
+
+    id: int
+    event: str
+    execution: Execution
+
+
+class ApprovalEvent(WireModel):
+    """One frame of the approvals feed (`WS /v1/approvals/stream`): `snapshot` with the
+    pending `approvals` (first, and again after each reconnect), then `approval.requested` and
+    `approval.decided` with one `approval`."""
+
+    type: str
+    approval: Approval | None = None
+    approvals: list[Approval] = []

@@ -4,7 +4,6 @@ loop of them; what each sends and how its answer is read lives in `calls.py`, sh
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -30,12 +29,14 @@ from app.client.models import (
     Session,
     SessionList,
 )
+from app.client.sync_feeds import SyncFeeds
+from app.client.sync_files import SyncFiles
 from app.client.sync_stream import Attachment, signal_once
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(SyncFiles, SyncFeeds):
     """A shellgate server, synchronously. Use it as a context manager, or call `close()`.
 
     >>> with Client("http://127.0.0.1:8000", token="…") as client:
@@ -361,44 +362,6 @@ class Client:
         """Run `command` in the session with its saved shell state (the NDJSON runner);
         stdout and stderr come back apart."""
         return calls.collect_runner(self.session_items(session_id, command, timeout_ms=timeout_ms))
-
-    # --- any route, streamed both ways ----------------------------------------------------------
-
-    @contextlib.contextmanager
-    def request_stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str | int | float] | None = None,
-        content: Iterator[bytes] | None = None,
-        headers: Mapping[str, str] | None = None,
-        read_seconds: float | None = calls.DEFAULT_READ_SECONDS,
-    ) -> Iterator[httpx.Response]:
-        """A request to any route whose body (`content`) and answer are streamed, for routes
-        this SDK does not wrap yet (the file transfers of `shellgate files`): the caller
-        reads the response; an error status raises `ApiError` as every call does."""
-        try:
-            with self._http.stream(
-                method,
-                path,
-                params=params,
-                content=content,
-                headers=headers,
-                timeout=calls.timeout(read_seconds),
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise calls.error_from(response)
-                yield response
-        except httpx.TimeoutException as error:
-            raise ServerUnreachableError(
-                f"no answer from {self.base_url} in time ({type(error).__name__})"
-            ) from None
-        except (httpx.TransportError, httpx.InvalidURL) as error:
-            raise ServerUnreachableError(
-                f"cannot reach the server at {self.base_url}: {error or type(error).__name__}"
-            ) from None
 
     # --- service ------------------------------------------------------------------------------
 

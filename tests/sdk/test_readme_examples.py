@@ -43,6 +43,6 @@ def test_a_readme_example_runs(
         exec(compile(source, f"README example {index}", "exec"), {"__name__": "readme"})
     if index == 0:
         assert printed.getvalue().startswith("hello\nLinux\n")
-        assert printed.getvalue().endswith("1\n2\n3\n")
+        assert printed.getvalue().endswith("1\n2\n3\nend 0\n")
     else:
         assert printed.getvalue() == "['shard 0\\n', 'shard 1\\n', 'shard 2\\n']\n"

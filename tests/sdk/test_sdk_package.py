@@ -65,6 +65,11 @@ SCHEMA_OF_MODEL: dict[str, type[BaseModel]] = {
     "EnvVerdictPublic": models.EnvVerdict,
     "Info": models.Info,
     "Caller": models.Caller,
+    "FileOperationPublic": models.FileOperation,
+    "FileOperationsPublic": models.FileOperationList,
+    "FileStatPublic": models.FileStat,
+    "FileCheckPublic": models.FileCheck,
+    "FileRule": models.FileRule,
 }
 
 

@@ -37,6 +37,8 @@ PROMPT_PREFIX = "echo needs-approval"
 XSS = "<img src=x onerror=alert(1)>"
 
 # Each browser test module sets `pytestmark = NEEDS_CHROMIUM`.
+# A files rule of the console's policy: writes under it are denied, reads left to the defaults.
+FILE_DENY_GLOB = "/nonexistent-x/*"
 NEEDS_CHROMIUM = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
@@ -51,6 +53,11 @@ def console_server(
         policy = {
             "default": "allow",
             "rules": [{"match": f"{PROMPT_PREFIX}*", "approval": "prompt"}],
+            "files": {
+                "workspace": "allow",
+                "outside": "prompt",
+                "rules": [{"match": FILE_DENY_GLOB, "approval": "deny", "access": "write"}],
+            },
         }
         with live.client(ADMIN) as admin:
             response = admin.put("/v1/policy", json=policy)

@@ -12,6 +12,7 @@ from playwright.sync_api import Page, Request, WebSocketRoute, expect
 from tests.conftest import AGENT, APPROVER, LiveServer
 from tests.web.browser import (
     ARTIFACTS,
+    FILE_DENY_GLOB,
     NEEDS_CHROMIUM,
     PROMPT_PREFIX,
     XSS,
@@ -346,3 +347,39 @@ def test_policy_dry_run_shows_the_verdict_and_what_decided_it(
     }
     assert after == before  # a dry run runs nothing
     assert page.locator("img").count() == 0
+
+
+def test_policy_page_shows_the_file_rules_and_dry_runs_a_file_access(
+    page: Page, console_server: LiveServer
+) -> None:
+    sign_in(page, console_server, AGENT)
+    page.get_by_role("tab", name="Policy").click()
+    expect(page.locator("#policy-files-summary [data-fact='outside']")).to_have_text(
+        "outside: prompt"
+    )
+    rows = page.locator("#policy-files tr")
+    expect(rows).to_have_count(1)
+    expect(rows.nth(0)).to_contain_text(FILE_DENY_GLOB)
+    expect(rows.nth(0)).to_contain_text("write")
+    expect(rows.nth(0)).to_have_attribute("data-approval", "deny")
+    expect(page.locator("#policy-files-empty")).to_be_hidden()
+
+    form = page.locator("#file-check-form")
+    result = page.locator("#file-check-result")
+    form.get_by_label("Path to judge").fill("/nonexistent-x/target")
+    form.get_by_label("Access").select_option("write")
+    form.get_by_role("button", name="Check").click()
+    expect(page.locator("#file-check-verdict")).to_have_attribute("data-verdict", "deny")
+    expect(result.locator("dd[data-field='rule']")).to_contain_text(FILE_DENY_GLOB)
+    expect(result.locator("dd[data-field='judged']")).to_have_text("/nonexistent-x/target")
+    # The same path read: no rule covers it, the outside default decides.
+    form.get_by_label("Access").select_option("read")
+    form.get_by_role("button", name="Check").click()
+    expect(page.locator("#file-check-verdict")).to_have_attribute("data-verdict", "prompt")
+    expect(result.locator("dd[data-field='rule']")).to_have_text("no rule: a default decided")
+    form.get_by_label("Path to judge").fill("notes.txt")  # relative: inside the workspace
+    form.get_by_role("button", name="Check").click()
+    expect(page.locator("#file-check-verdict")).to_have_attribute("data-verdict", "allow")
+    expect(result.locator("dd[data-field='path']")).to_have_text(
+        str(console_server.settings.workspace / "notes.txt")
+    )

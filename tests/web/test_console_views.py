@@ -178,6 +178,7 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert saved["rules"][0] == {"match": "echo edited-in-browser*", "approval": "deny"}
         assert saved["rules"][1:] == original["rules"]
         assert saved["interceptor"] == original["interceptor"]  # fields not edited are kept
+        assert saved["files"] == original["files"] and saved["files"]["rules"]
 
         page.get_by_role("button", name="Edit rules").click()
         editor.get_by_label("Match", exact=True).first.fill("   ")

@@ -1,9 +1,11 @@
 // The policy panel: the rules in force as a table, the env rules, and a dry-run form that asks
 // `POST /v1/policy/evaluate` what a command (with its env and cwd) would meet. Nothing runs.
+// The files rules and their own dry run are policy-files.js's.
 
 import { api } from "./api.js";
 import { byId, el, showError } from "./dom.js";
 import { PolicyEditor } from "./policy-editor.js";
+import { FilePolicy } from "./policy-files.js";
 
 const ENV_LINE = /^([^=]*)=(.*)$/s;
 
@@ -42,6 +44,7 @@ export class PolicyPanel {
     this.result = byId("dry-run-result");
     this.formError = byId("dry-run-error");
 
+    this.files = new FilePolicy();
     this.editor = new PolicyEditor({ onSaved: (document) => this.#render(document) });
     byId("refresh-policy").addEventListener("click", () => this.refresh());
     this.form.addEventListener("submit", (event) => {
@@ -60,6 +63,7 @@ export class PolicyPanel {
     this.rulesBody.replaceChildren();
     this.summary.replaceChildren();
     this.envRules.replaceChildren();
+    this.files.clear();
     this.result.replaceChildren();
     this.result.hidden = true;
   }
@@ -103,6 +107,7 @@ export class PolicyPanel {
       ...row("env deny", listOrNone(env.deny, "globs")),
       ...row("env prompt", listOrNone(env.prompt, "globs")),
     );
+    this.files.render(policy.files);
   }
 
   async #evaluate() {
