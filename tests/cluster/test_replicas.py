@@ -66,8 +66,12 @@ async def output_until(ws: ClientConnection, needle: bytes) -> bytes:
     return seen
 
 
-async def output_to_exit(url: str) -> tuple[bytes, dict[str, Any]]:
-    async with connect(url, additional_headers=auth()) as ws:
+async def output_to_exit(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[bytes, dict[str, Any]]:
+    """Output and exit frame of a stream; the agent's token unless `headers` (empty: the URL
+    carries its own credentials, a ticket)."""
+    async with connect(url, additional_headers=auth() if headers is None else headers) as ws:
         seen = b""
         async for message in ws:
             frame = json.loads(message)
@@ -300,7 +304,7 @@ def test_a_ticket_issued_by_one_replica_opens_a_stream_on_the_other_once(
         # B issues, A (the execution's owner, which B forwards to) redeems.
         ticket = agent_b.post("/v1/ws-tickets").json()["ticket"]
         url = f"{b.ws_url}/v1/executions/{done['id']}/stream?ticket={ticket}"
-        seen, exit_frame = asyncio.run(output_to_exit_with(url))
+        seen, exit_frame = asyncio.run(output_to_exit(url, headers={}))
         assert seen == b"via-ticket\n" and exit_frame["state"] == "completed"
         # Used: refused on either replica.
         for server in (a, b):
@@ -319,19 +323,6 @@ def test_a_ticket_issued_by_one_replica_opens_a_stream_on_the_other_once(
         assert asyncio.run(first_event_on_b())["type"] == "snapshot"
         code, _ = asyncio.run(close_of(f"{a.ws_url}/v1/approvals/stream?ticket={ticket}"))
         assert code == 4401
-
-
-async def output_to_exit_with(url: str) -> tuple[bytes, dict[str, Any]]:
-    """`output_to_exit` for a URL that carries its own credentials (a ticket)."""
-    async with connect(url) as ws:
-        seen = b""
-        async for message in ws:
-            frame = json.loads(message)
-            if frame["type"] == "output":
-                seen += payload(frame)
-            if frame["type"] == "exit":
-                return seen, frame
-    raise AssertionError(f"closed without an exit frame: {ws.close_code} {ws.close_reason}")
 
 
 # --- sessions ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from app.client import Client
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
 from tests.databases import Databases
+from tests.faults.cuttable_proxy import CuttableProxy
 
 POLICY = {
     "default": "allow",
@@ -68,3 +69,15 @@ def numbered_lines_bytes(rounds: int, lines: int) -> bytes:
         parts.append("".join(f"r{i}-{n:06d}\n" for n in range(1, lines + 1)).encode())
         parts.append(b"bin\xff\xfe\n")
     return b"".join(parts)
+
+
+@pytest.fixture
+def proxy(sdk_server: LiveServer) -> Iterator[CuttableProxy]:
+    """A TCP proxy in front of the server whose connections a test can cut (resume tests)."""
+    port = int(sdk_server.base_url.rsplit(":", 1)[1])
+    cuttable = CuttableProxy(("127.0.0.1", port))
+    cuttable.start()
+    try:
+        yield cuttable
+    finally:
+        cuttable.cut()

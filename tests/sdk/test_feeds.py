@@ -5,25 +5,12 @@ after a cut."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
 from app.client import AsyncClient, AuthenticationError, Client
 from tests.conftest import AGENT, APPROVER, LiveServer
 from tests.faults.cuttable_proxy import CuttableProxy
-
-
-@pytest.fixture
-def proxy(sdk_server: LiveServer) -> Iterator[CuttableProxy]:
-    port = int(sdk_server.base_url.rsplit(":", 1)[1])
-    cuttable = CuttableProxy(("127.0.0.1", port))
-    cuttable.start()
-    try:
-        yield cuttable
-    finally:
-        cuttable.cut()
 
 
 def test_events_resume_after_the_socket_is_cut(client: Client, proxy: CuttableProxy) -> None:

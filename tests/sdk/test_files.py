@@ -31,17 +31,6 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@pytest.fixture
-def proxy(sdk_server: LiveServer) -> Iterator[CuttableProxy]:
-    port = int(sdk_server.base_url.rsplit(":", 1)[1])
-    cuttable = CuttableProxy(("127.0.0.1", port))
-    cuttable.start()
-    try:
-        yield cuttable
-    finally:
-        cuttable.cut()
-
-
 def test_every_upload_source_round_trips_byte_exact(
     client: Client, sdk_server: LiveServer, tmp_path: Path
 ) -> None:

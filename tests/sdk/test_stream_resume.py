@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -20,17 +19,6 @@ from tests.waiting import eventually
 
 ROUNDS, LINES = 60, 400  # about 400 KB over more than half a second
 CUT_AFTER = (60_000, 200_000)
-
-
-@pytest.fixture
-def proxy(sdk_server: LiveServer) -> Iterator[CuttableProxy]:
-    port = int(sdk_server.base_url.rsplit(":", 1)[1])
-    cuttable = CuttableProxy(("127.0.0.1", port))
-    cuttable.start()
-    try:
-        yield cuttable
-    finally:
-        cuttable.cut()
 
 
 def _reset(proxy: CuttableProxy) -> None:
