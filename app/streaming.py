@@ -207,8 +207,12 @@ async def follow_output(
                 # small batch (a keystroke's echo) no thread hop either.
                 batch = _read_live_edge(live, cursor, read_bytes, frame_bytes)
             if batch is None:
+                # Final once the process exited: `exited` is settled only after the log's
+                # finish was attempted, so nothing can be appended past it — even when the
+                # finish failed (a full disk) and the log never says it is complete.
+                final = live is None or live.has_exited
                 batch = await anyio.to_thread.run_sync(
-                    _read_batch, log, cursor, read_bytes, live is None, frame_bytes
+                    _read_batch, log, cursor, read_bytes, final, frame_bytes
                 )
             if batch.start > cursor:
                 yield gap_frame(cursor, batch.start)

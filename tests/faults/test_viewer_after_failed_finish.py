@@ -1,0 +1,69 @@
+"""A viewer following an execution whose log could not be finished (the disk filled before the
+`.done` marker was written) still ends, with every byte: once the process has exited and the
+finish was attempted, nothing more can be appended, whether the marker exists or not. Before,
+such a viewer looped on worker-thread reads for as long as it stayed connected."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.artifact_log import ArtifactLog
+from app.output import OutputSink
+from app.process import ExitStatus, OutputStream
+from app.registry import LiveExecution
+from app.storage import OUTPUT_STORAGE_FULL_NOTICE
+from app.streaming import follow_output
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def _fill_completely(directory: Path) -> None:
+    stats = os.statvfs(directory)
+    with (directory / "filler").open("wb") as file:
+        os.posix_fallocate(file.fileno(), 0, stats.f_bavail * stats.f_frsize)
+
+
+async def test_a_viewer_ends_when_the_log_could_not_be_finished(small_disk: Path) -> None:
+    log = ArtifactLog.create(small_disk, "run", max_bytes=10_000_000)
+    live = LiveExecution(
+        "run", owner="alice", log=log, sink=OutputSink(), loop=asyncio.get_running_loop()
+    )
+    live.accept_output(b"kept before the disk filled\n", OutputStream.stdout)
+
+    async def view() -> bytes:
+        frames = [frame async for frame in follow_output(log, 0, live)]
+        return "".join(str(frame) for frame in frames).encode()
+
+    viewer = asyncio.ensure_future(view())
+    await asyncio.sleep(0.2)  # the viewer is at the live edge, waiting
+    _fill_completely(small_disk)
+    live.accept_exit(ExitStatus(exit_code=0, signal=None))
+    await asyncio.wait_for(asyncio.shield(live.exited), 10)
+    assert not log.complete  # the `.done` marker could not be written
+    assert OUTPUT_STORAGE_FULL_NOTICE in live.notices
+
+    seen = await asyncio.wait_for(viewer, 5)
+    assert b"kept before the disk filled" in seen
