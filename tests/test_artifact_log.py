@@ -260,3 +260,15 @@ def test_delete_removes_every_file(tmp_path: Path) -> None:
 def test_unsafe_execution_id_is_refused(tmp_path: Path, execution_id: str) -> None:
     with pytest.raises(ValueError):
         ArtifactLog.create(tmp_path, execution_id)
+
+
+def test_the_first_log_makes_its_directory_and_the_next_ones_reuse_it(tmp_path: Path) -> None:
+    directory = tmp_path / "not" / "yet"
+    first = ArtifactLog.create(directory, "first")
+    second = ArtifactLog.create(directory, "second")
+    for log, data in ((first, b"one\n"), (second, b"two\n")):
+        log.append(data, OutputStream.stdout)
+        log.finish()
+        assert log.read(0, 100) == data
+    with pytest.raises(FileExistsError):
+        ArtifactLog.create(directory, "first")  # never overwrites a log
