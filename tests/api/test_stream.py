@@ -419,10 +419,19 @@ async def test_bad_client_frames_get_error_frames_and_the_stream_goes_on(
 
 @pytest.mark.anyio
 async def test_an_idle_stream_sends_ping_frames(tmp_path: Path, database: ServerDatabase) -> None:
+    # The command stays silent until the test has seen two pings (not for a fixed time: a
+    # slow connect on a loaded machine would eat into it), then prints and ends.
+    go = tmp_path / "go"
+    silent_until_go = f"while [ ! -e {go} ]; do sleep 0.05; done; echo done"
     with serve(make_settings(tmp_path, database, ws_ping_seconds=0.3)) as server:
-        job = await start_job(server, "sleep 1.2; echo done")
-        with anyio.fail_after(20):
-            frames = await watch(server, job)
+        job = await start_job(server, silent_until_go)
+        with anyio.fail_after(30):
+            async with connect(stream_url(server, job), additional_headers=auth()) as ws:
+                frames: list[Frame] = []
+                while [frame["type"] for frame in frames].count("ping") < 2:
+                    frames.append(json.loads(await ws.recv()))
+                go.touch()
+                frames += await read_frames(ws)
     kinds = [frame["type"] for frame in frames]
     assert kinds.count("ping") >= 2
     assert kinds.index("ping") < kinds.index("output")
