@@ -84,12 +84,17 @@ def running(
         _wait_ready(base_url + health, headers, process)
         yield Server(base_url, process.pid, time.perf_counter() - started, headers)
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """TERM the server we started, KILL it if it outlives 15 s."""
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def compile_bytecode(tree: Path = BENCH_DIR.parent) -> None:

@@ -97,12 +97,7 @@ def one_start(tree: Path, scratch: Path) -> dict[str, float]:
         figures["rss_after_calls_mib"] = rss_kib(process.pid) / 1024
         return figures
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        servers.stop(process)
 
 
 def swerex_start(swerex_remote: Path) -> dict[str, float]:

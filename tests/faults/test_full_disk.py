@@ -5,7 +5,6 @@ until space returns; then everything works again without a restart. Never a 500.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from app.storage import OUTPUT_STORAGE_FULL_NOTICE
 from tests.conftest import AGENT, make_settings, serve
 from tests.databases import ServerDatabase
+from tests.faults.tmpfs import small_tmpfs
 
 DISK_MB = 24
 FREE_FOR_THE_TEST_MB = 8
@@ -22,19 +22,8 @@ FREE_FOR_THE_TEST_MB = 8
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", DISK_MB) as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
 def _fill(directory: Path, leave_mb: int) -> Path:

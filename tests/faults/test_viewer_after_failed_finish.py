@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,25 +18,15 @@ from app.process import ExitStatus, OutputStream
 from app.registry import LiveExecution
 from app.storage import OUTPUT_STORAGE_FULL_NOTICE
 from app.streaming import follow_output
+from tests.faults.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", 4) as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
 def _fill_completely(directory: Path) -> None:
