@@ -272,3 +272,36 @@ def test_the_first_log_makes_its_directory_and_the_next_ones_reuse_it(tmp_path: 
         assert log.read(0, 100) == data
     with pytest.raises(FileExistsError):
         ArtifactLog.create(directory, "first")  # never overwrites a log
+
+
+def test_a_new_log_has_no_file_until_it_is_started(tmp_path: Path) -> None:
+    # The loop makes the object; the spawn's worker thread creates the files.
+    log = ArtifactLog.new(tmp_path, "ex_later")
+    assert not log.started
+    assert files_of(tmp_path) == set()
+    with pytest.raises(RuntimeError):
+        log.append(b"early", OUT)
+    log.start()
+    assert log.started
+    assert log.append(b"abc", OUT) == 3
+    log.finish()
+    assert log.path.read_bytes() == b"abc"
+    assert ArtifactLog.open_existing(tmp_path, "ex_later").read(0, 10) == b"abc"
+
+
+def test_a_log_refused_before_its_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    # A job refused at the cap, or a spawn refused before the log started: finish and delete
+    # make no file (no `.done` for a log that never was).
+    for refuse in (ArtifactLog.delete, ArtifactLog.finish):
+        log = ArtifactLog.new(tmp_path, "ex_refused")
+        refuse(log)
+        assert files_of(tmp_path) == set()
+
+
+def test_a_start_that_fails_half_way_removes_what_it_made(tmp_path: Path) -> None:
+    (tmp_path / "ex_half.idx").write_bytes(b"")  # the second file cannot be created
+    log = ArtifactLog.new(tmp_path, "ex_half")
+    with pytest.raises(FileExistsError):
+        log.start()
+    assert not log.started
+    assert files_of(tmp_path) == {"ex_half.idx"}

@@ -50,10 +50,21 @@ from app.output import OutputSink
 from app.policy_service import PolicyService
 from app.process import RunningProcess, SpawnSpec, boot_id
 from app.registry import LiveExecution
-from app.storage import is_storage_full
+from app.storage import StorageGuard, is_storage_full
 from app.timeouts import ResolvedTimeout
 
 logger = logging.getLogger("shellgate.executions")
+
+
+def start_log(log: ArtifactLog, storage: StorageGuard) -> None:
+    """Create the execution's log files (worker thread); a full disk is `storage_full`."""
+    try:
+        log.start()
+    except OSError as error:
+        if not is_storage_full(error):
+            raise
+        storage.release_reserve()
+        raise StorageFullError() from error
 
 
 @dataclass
@@ -246,17 +257,12 @@ class Launcher:
         return delay
 
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
-        try:
-            log = ArtifactLog.create(
-                self.ctx.settings.artifacts_dir,
-                execution_id,
-                max_bytes=self.ctx.settings.artifact_max_bytes,
-            )
-        except OSError as error:
-            if not is_storage_full(error):
-                raise
-            self.ctx.storage.release_reserve()
-            raise StorageFullError() from error
+        # Its files are created in the spawn's worker-thread hop (`_start_log`).
+        log = ArtifactLog.new(
+            self.ctx.settings.artifacts_dir,
+            execution_id,
+            max_bytes=self.ctx.settings.artifact_max_bytes,
+        )
         live = LiveExecution(
             execution_id,
             owner=owner,
@@ -326,6 +332,7 @@ class Launcher:
                 raise StorageFullError()
             if not existing:
                 db.run_in_transaction(crud.ping_connection)
+            start_log(live.log, storage)
             unit = confinement.open_unit(live.id, plan.limits)
             opened.append(unit)
             spec = SpawnSpec(

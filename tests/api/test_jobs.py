@@ -149,6 +149,8 @@ def test_explicit_async_at_the_cap_is_429_with_retry_after(fresh_server: LiveSer
         assert response.headers["Retry-After"].isdigit()
         error = response.json()["error"]
         assert error["code"] == "job_limit_reached"
+        logged = {path.name.split(".")[0] for path in fresh_server.settings.artifacts_dir.iterdir()}
+        assert logged == {first["id"], second["id"]}  # the refused job left no file behind
         assert error["message"] == (
             "Background job limit reached (2). Wait for running jobs to finish or cancel one."
         )
