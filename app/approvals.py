@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import math
-import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -29,6 +28,7 @@ from app.errors import (
 from app.metrics import Metrics
 from app.models import Approval, ApprovalState, Execution, ExecutionState
 from app.observability.events import execution_event
+from app.random_ids import random_token
 from app.schemas import ApprovalPublic
 from app.timestamps import aware_utc
 
@@ -47,7 +47,7 @@ WITHDRAWN_REASON = "execution cancelled by its requester"
 
 
 def new_approval_id() -> str:
-    return "ap_" + secrets.token_urlsafe(15)
+    return "ap_" + random_token(15)
 
 
 def approval_public(approval: Approval) -> ApprovalPublic:

@@ -35,7 +35,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,6 +56,7 @@ from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.models import ShellSession
 from app.policy_service import PolicyService
+from app.random_ids import random_token
 from app.registry import LiveExecution, Registry
 from app.runner import runner_tool
 from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
@@ -72,7 +72,7 @@ WRAPPER = resources.files("app").joinpath("session_wrapper.sh").read_text(encodi
 
 
 def new_session_id() -> str:
-    return "se_" + secrets.token_urlsafe(15)
+    return "se_" + random_token(15)
 
 
 # --- the snapshot on disk ---------------------------------------------------------------------

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shlex
 from dataclasses import asdict, dataclass, fields
 from typing import Any, get_args
 
 from app.config import Role
 from app.errors import InvalidRequestError, StaleApprovalError
+from app.random_ids import random_token
 from app.schemas import ExecutionCreate
 from app.shell_syntax import extract_leading_cd
 from app.timeouts import ResolvedTimeout, resolve_timeout
@@ -29,7 +29,7 @@ DRAFT_VERSION = 1
 
 
 def new_execution_id() -> str:
-    return "ex_" + secrets.token_urlsafe(15)
+    return "ex_" + random_token(15)
 
 
 def clamp(value: int, bounds: tuple[int, int]) -> int:

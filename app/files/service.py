@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from app.files.rules import FileAccess, FileVerdict, judge_file
 from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
 from app.models import FileOperation
 from app.policy_service import PolicyService
+from app.random_ids import random_token
 from app.schemas.files import FileOperationPublic
 from app.timestamps import aware_utc
 
@@ -46,7 +46,7 @@ WRITE_BATCH_BYTES = 1024 * 1024
 
 
 def new_file_operation_id() -> str:
-    return "fo_" + secrets.token_urlsafe(15)
+    return "fo_" + random_token(15)
 
 
 def parse_mode(text: str | None) -> int | None:
