@@ -413,7 +413,20 @@ class RunningProcess:
         status = self._status
         if cut is not None:
             status = ExitStatus(status.exit_code, status.signal, cut)
-        self._on_exit(status)
+        on_exit = self._on_exit
+        # The callbacks are the execution's bound methods, and the execution holds this
+        # process: left in place, that cycle kept both (windows, buffers, file objects) until
+        # the cyclic collector's next full pass, which RSS measured as growth under load.
+        self._on_output, self._on_exit = _ignore_output, _ignore_exit
+        on_exit(status)
+
+
+def _ignore_output(data: bytes, stream: OutputStream) -> None:
+    pass
+
+
+def _ignore_exit(status: ExitStatus) -> None:
+    pass
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
