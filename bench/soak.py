@@ -6,7 +6,9 @@ back its file descriptors and memory.
 
 Loopback only; at most 300 s of load (plus the wind-down). The server runs in its own process
 (`bench.servers.shellgate`), the `/healthz` probe in another, so neither shares an interpreter
-with the 64 clients. Client `i` does work kind `i % 6`, in a loop until the time is up:
+with the 64 clients. A second probe times the minimal app (`bench/yardstick.py`) in the same
+minutes, for what the loaded machine itself leaves a server with nothing else to do (reported,
+not judged). Client `i` does work kind `i % 6`, in a loop until the time is up:
 
 - `foreground` / `foreground_text`: a foreground call writing random bytes (or their base64);
 - `job`: an async job of random bytes, waited for with `?wait=` (a 429 at the cap is retried
@@ -42,7 +44,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
-from bench.servers import TOKEN, rss_kib, shellgate
+from bench.servers import TOKEN, rss_kib, shellgate, yardstick
 
 MAX_SECONDS = 300
 HEALTH_P99_LIMIT_MS = 50.0
@@ -292,8 +294,24 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def latency_summary(report: dict[str, Any]) -> dict[str, Any]:
+    latencies = report["latencies_ms"]
+    return {
+        "probes": len(latencies),
+        "median": round(statistics.median(latencies), 2),
+        "p99": round(percentile(latencies, 0.99), 2),
+        "max": round(max(latencies), 2),
+        "errors": report["errors"],
+    }
+
+
 async def soak(
-    base_url: str, pid: int, seconds: float, clients: int, warm_up_seconds: float
+    base_url: str,
+    pid: int,
+    seconds: float,
+    clients: int,
+    warm_up_seconds: float,
+    yardstick_url: str | None = None,
 ) -> dict[str, Any]:
     # Warm-up: the same load for a fraction of the time, so that the baseline includes what
     # any load leaves allocated for good (thread pools, allocator arenas, caches); a leak
@@ -306,8 +324,12 @@ async def soak(
 
     tally = Tally()
     health = start_probe(base_url, seconds)
+    # The same probe against the minimal app (bench/yardstick.py) in the same minutes: what
+    # the loaded machine itself leaves a server that has nothing else to do.
+    yard = start_probe(yardstick_url, seconds) if yardstick_url else None
     load_seconds = await load(base_url, seconds, clients, tally, seed=0)
     probe_out, _ = health.communicate(timeout=60)
+    yard_out = yard.communicate(timeout=60)[0] if yard else None
     await settle(base_url, pid, baseline["fds"])
     await asyncio.sleep(IDLE_SECONDS_BEFORE_RSS)
     after = {"fds": open_fds(pid), "database_fds": database_fds(pid), "rss_kib": rss_kib(pid)}
@@ -330,13 +352,8 @@ async def soak(
         "runs_total": sum(tally.runs.values()),
         "verified_mib": round(tally.verified_bytes / 2**20, 1),
         "statuses": {str(status): count for status, count in sorted(tally.statuses.items())},
-        "healthz_ms": {
-            "probes": len(latencies),
-            "median": round(statistics.median(latencies), 2),
-            "p99": round(percentile(latencies, 0.99), 2),
-            "max": round(max(latencies), 2),
-            "errors": health_report["errors"],
-        },
+        "healthz_ms": latency_summary(health_report),
+        "minimal_app_healthz_ms": latency_summary(json.loads(yard_out)) if yard_out else None,
         "baseline": baseline,
         "after": after,
         "failures": tally.failures,
@@ -357,9 +374,18 @@ def main() -> int:
     if args.probe:
         probe(args.probe, seconds)
         return 0
-    with shellgate(max_jobs=str(args.max_jobs)) as server:
+    with shellgate(max_jobs=str(args.max_jobs)) as server, yardstick() as minimal_app:
         warm_up = args.warm_up if args.warm_up is not None else max(10.0, seconds / 6)
-        report = asyncio.run(soak(server.base_url, server.pid, seconds, args.clients, warm_up))
+        report = asyncio.run(
+            soak(
+                server.base_url,
+                server.pid,
+                seconds,
+                args.clients,
+                warm_up,
+                yardstick_url=minimal_app.base_url,
+            )
+        )
     report["max_jobs"] = args.max_jobs
     print(json.dumps(report, indent=2))
     return 0 if report["passed"] else 1
