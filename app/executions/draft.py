@@ -1,6 +1,6 @@
 """A request's checks and rewrites, before anything runs: the `Draft` they produce and the pure
 rules every entry point applies the same way (size, env names, the leading `cd`, artifact
-references, the working directory, the timeout). No I/O here except `resolve_cwd`'s stat."""
+references, the working directory, the timeout). No I/O here except `check_directory`'s stat."""
 
 from __future__ import annotations
 
@@ -236,6 +236,13 @@ def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:
 def resolve_cwd(cwd_request: str | None, base: str) -> str:
     """The validated working directory (does a stat: call it from a thread)."""
     resolved = working_directory(cwd_request, base)
+    check_directory(resolved)
+    return resolved
+
+
+def check_directory(resolved: str) -> None:
+    """Refuse a working directory that is missing or not a directory (a stat: call it from a
+    thread; on the event loop it gives up the interpreter lock and may wait for it)."""
     try:
         is_dir = os.path.isdir(resolved)
         exists = is_dir or os.path.exists(resolved)
@@ -245,7 +252,6 @@ def resolve_cwd(cwd_request: str | None, base: str) -> str:
         raise InvalidRequestError(f"Working directory does not exist: {resolved}")
     if not is_dir:
         raise InvalidRequestError(f"Working directory is not a directory: {resolved}")
-    return resolved
 
 
 def shown_cwd(cwd_request: str | None, base: str) -> str:

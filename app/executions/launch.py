@@ -34,9 +34,9 @@ from app.executions.draft import (
     Draft,
     Expanded,
     check_as_shown,
+    check_directory,
     expand_artifacts,
     referenced_artifacts,
-    resolve_cwd,
     resolve_draft_timeout,
     shown_cwd,
 )
@@ -185,7 +185,8 @@ class Launcher:
         if draft.session is not None:
             session = await self.sessions.context(draft.session, owner)
         base = session.cwd if session is not None else str(self.ctx.settings.workspace)
-        cwd = resolve_cwd(expanded.cwd_request, base)
+        # Checked in the spawn's worker-thread hop (`check_directory`), not here on the loop.
+        cwd = shown_cwd(expanded.cwd_request, base)
         check_as_shown(draft, session_env=session.env if session else None, base=base)
         timeout = resolve_draft_timeout(draft, max_timeout=self.ctx.settings.max_timeout)
         limits = self.ctx.confinement.resolve(
@@ -328,6 +329,7 @@ class Launcher:
             # confinement hooks and exec'd, which on a loaded machine is the child's scheduling
             # delay: the loop would stall for it. The output is then read on the loop
             # (RunningProcess starts its readers there).
+            check_directory(plan.cwd)
             if not storage.has_room():
                 raise StorageFullError()
             if not existing:

@@ -90,12 +90,21 @@ def test_a_tiny_timeout_is_clamped_to_one_second_and_still_expires(fg: httpx.Cli
 
 
 # 11
-def test_missing_cwd_is_refused_with_the_reference_message(fg: httpx.Client) -> None:
+def test_missing_cwd_is_refused_with_the_reference_message(
+    fg: httpx.Client, fg_server: LiveServer
+) -> None:
+    artifacts = fg_server.settings.artifacts_dir
+    before = set(artifacts.iterdir()) if artifacts.exists() else set()
     response = fg.post("/v1/executions", json={"command": "pwd", "cwd": "/nonexistent-dir-x"})
     assert response.status_code == 422
     assert response.json()["error"]["message"] == (
         "Working directory does not exist: /nonexistent-dir-x"
     )
+    # Refused before anything ran: no log, no record, no job slot.
+    assert (set(artifacts.iterdir()) if artifacts.exists() else set()) == before
+    listed = fg.get("/v1/executions", params={"limit": 200}).json()["data"]
+    assert not [item for item in listed if item["cwd"] == "/nonexistent-dir-x"]
+    assert fg.get("/v1/info").json()["running_jobs"] == 0
 
 
 def test_cwd_that_is_a_file_is_refused(fg: httpx.Client, tmp_path: Path) -> None:
