@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from pathlib import Path
 
 import anyio
 import pytest
@@ -21,6 +22,16 @@ ROUNDS, LINES = 60, 400  # about 400 KB over more than half a second
 CUT_AFTER = (60_000, 200_000)
 
 
+def held_open(command: str, gate: Path) -> str:
+    """`command`, then no exit until `gate` exists: a cut always meets a stream that is still
+    running (a consumer lagging on a loaded machine could otherwise hold the whole output and
+    the exit frame in its buffer already, and rightly never reconnect). At most 30 s, so a
+    test that never opens the gate fails instead of hanging."""
+    return (
+        f"{command}; n=0; while [ ! -e {gate} ] && [ $n -lt 3000 ]; do sleep 0.01; n=$((n+1)); done"
+    )
+
+
 def _reset(proxy: CuttableProxy) -> None:
     """Every open connection dies mid-stream; new ones are accepted again at once."""
     proxy.cut()
@@ -28,9 +39,10 @@ def _reset(proxy: CuttableProxy) -> None:
 
 
 def test_sync_stream_resumes_exactly_after_the_socket_drops(
-    client: Client, proxy: CuttableProxy
+    client: Client, proxy: CuttableProxy, tmp_path: Path
 ) -> None:
-    job = client.start(numbered_lines_command(ROUNDS, LINES))
+    gate = tmp_path / "gate"
+    job = client.start(held_open(numbered_lines_command(ROUNDS, LINES), gate))
     expected = numbered_lines_bytes(ROUNDS, LINES)
     received = bytearray()
     cuts = list(CUT_AFTER)
@@ -44,6 +56,8 @@ def test_sync_stream_resumes_exactly_after_the_socket_drops(
                 if cuts and len(received) >= cuts[0]:
                     cuts.pop(0)
                     _reset(proxy)
+                    if not cuts:
+                        gate.touch()
     assert not cuts, "the stream ended before both cuts"
     assert proxy.accepted >= 3, "the SDK did not reconnect after each cut"
     assert isinstance(frames[-1], ExitFrame) and frames[-1].exit_code == 0
@@ -53,14 +67,15 @@ def test_sync_stream_resumes_exactly_after_the_socket_drops(
 
 @pytest.mark.anyio
 async def test_async_stream_resumes_exactly_after_the_socket_drops(
-    sdk_server: LiveServer, proxy: CuttableProxy
+    sdk_server: LiveServer, proxy: CuttableProxy, tmp_path: Path
 ) -> None:
+    gate = tmp_path / "gate"
     expected = numbered_lines_bytes(ROUNDS, LINES)
     received = bytearray()
     cuts = list(CUT_AFTER)
     last = None
     async with AsyncClient(sdk_server.base_url, AGENT) as direct:
-        job = await direct.start(numbered_lines_command(ROUNDS, LINES))
+        job = await direct.start(held_open(numbered_lines_command(ROUNDS, LINES), gate))
         async with AsyncClient(f"http://127.0.0.1:{proxy.port}", AGENT) as through_proxy:
             with anyio.fail_after(60):
                 async for frame in through_proxy.stream(job.id):
@@ -71,6 +86,8 @@ async def test_async_stream_resumes_exactly_after_the_socket_drops(
                         if cuts and len(received) >= cuts[0]:
                             cuts.pop(0)
                             await anyio.to_thread.run_sync(_reset, proxy)
+                            if not cuts:
+                                gate.touch()
     assert not cuts, "the stream ended before both cuts"
     assert proxy.accepted >= 3, "the SDK did not reconnect after each cut"
     assert isinstance(last, ExitFrame) and last.exit_code == 0
