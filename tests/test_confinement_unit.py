@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.confinement import Limits, Unit, instance_name, own_cgroups, resolve_limits
+from app.confinement.cgroups import _pids_in
 from app.errors import InvalidRequestError
 from app.process import ChildConfinement, ExitStatus
 
@@ -67,3 +68,10 @@ def test_a_failed_allocation_reads_as_the_memory_limit_only_when_the_run_failed(
         Unit("ex_x", Limits(), ChildConfinement()).evidence(ExitStatus(1, None), "MemoryError")
         is None
     )
+
+
+def test_a_cgroup_file_is_read_to_its_end_however_long(tmp_path: Path) -> None:
+    # `cgroup.procs` of a large tree outgrows one read: a pid missed is a process not killed.
+    pids = list(range(100_000, 130_000))  # ~210 KB of text
+    (tmp_path / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in pids))
+    assert _pids_in(tmp_path) == pids

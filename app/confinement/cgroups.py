@@ -56,12 +56,16 @@ def _read(path: str | Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return ""
+    pieces: list[bytes] = []
     try:
-        return os.read(fd, 65536).decode("ascii", "replace")
+        # To the end: `cgroup.procs` of a large tree outgrows any single read.
+        while piece := os.read(fd, 65536):
+            pieces.append(piece)
     except OSError:
         return ""
     finally:
         os.close(fd)
+    return b"".join(pieces).decode("ascii", "replace")
 
 
 def _keyed(text: str) -> dict[str, int]:

@@ -258,7 +258,7 @@ class Launcher:
         return delay
 
     def _new_live(self, execution_id: str, owner: str, plan: _Plan) -> LiveExecution:
-        # Its files are created in the spawn's worker-thread hop (`_start_log`).
+        # Its files are created in the spawn's worker-thread hop (`start_log`).
         log = ArtifactLog.new(
             self.ctx.settings.artifacts_dir,
             execution_id,
