@@ -77,7 +77,13 @@ class LiveExecution:
         # without reading it back.
         self.record: Execution | None = None
         self._loop = loop
+        # Two locks, so the loop never waits for a window being fed. `_lock` guards the log's
+        # writes, the recent output, the backlog and its flags: held for a few microseconds.
+        # `_sink_lock` guards the window (`sink`), which the worker holds for a whole slice
+        # (≈ 1 ms of random bytes): only a summary waits for it. Order: `_lock`, then
+        # `_sink_lock`, never the other way.
         self._lock = threading.Lock()
+        self._sink_lock = threading.Lock()
         self._on_storage_full = on_storage_full
         # Set when a write to the log failed for lack of space: later output is dropped (the
         # log keeps an exact prefix, never a stream with a hole) and the record says so.
@@ -102,7 +108,7 @@ class LiveExecution:
         page cache, tens of microseconds, so it stays on the loop — and to the inline window:
         on the loop when cleaning it is cheap, else through the shared sink worker
         (app/sink_worker.py)."""
-        pause = False
+        pause = feed_here = False
         self.last_output_monotonic = time.monotonic()
         with self._lock:
             if self.storage_full:
@@ -116,13 +122,18 @@ class LiveExecution:
                 return
             self.recent.remember(total - len(data), stream, data)
             if not self._sink_backlogged and (len(data) <= INLINE_FEED_BYTES or data.isascii()):
-                self.sink.feed(data)
+                # Not backlogged: the worker is done with this window (it clears the flag
+                # only once its last slice is fed), and only the loop sets the flag again.
+                feed_here = True
             else:
                 self._sink_backlog += data
                 pause = len(self._sink_backlog) > SINK_BACKLOG_MAX_BYTES
                 if not self._sink_backlogged:
                     self._sink_backlogged = True
                     SINK_WORKER.submit(self)
+        if feed_here:
+            with self._sink_lock:
+                self.sink.feed(data)
         if pause and self.process is not None and not self._reading_paused:
             self._reading_paused = True
             self.process.pause_reading()
@@ -156,9 +167,9 @@ class LiveExecution:
     # --- called on the shared sink worker's thread ---------------------------------------------
 
     def feed_backlog(self, budget: int) -> bool:
-        """Feed up to `budget` backlog bytes to the window, a slice per hold of the lock (a
-        summary on the loop waits for one slice at most), then the exit if it came; True when
-        some is left."""
+        """Feed up to `budget` backlog bytes to the window, a slice per hold of the window's
+        lock (a summary on the loop waits for one slice at most; the loop's reader never
+        waits), then the exit if it came; True when some is left."""
         fed = 0
         while True:
             with self._lock:
@@ -169,12 +180,18 @@ class LiveExecution:
                     return True
                 piece = bytes(self._sink_backlog[:SINK_SLICE_BYTES])
                 del self._sink_backlog[:SINK_SLICE_BYTES]  # amortised O(1) from the front
+                resume = self._reading_paused and len(self._sink_backlog) < SINK_RESUME_BYTES
+            # The slice is fed outside `_lock`: the loop keeps appending meanwhile.
+            with self._sink_lock:
                 try:
                     self.sink.feed(piece)
+                    failed = False
                 except Exception:
                     logger.exception("inline window of %s failed (the log is whole)", self.id)
+                    failed = True
+            if failed:
+                with self._lock:
                     self._sink_backlog.clear()
-                resume = self._reading_paused and len(self._sink_backlog) < SINK_RESUME_BYTES
             fed += len(piece)
             if resume:
                 self._loop.call_soon_threadsafe(self._resume_reading)
@@ -196,7 +213,8 @@ class LiveExecution:
         self._sink_backlogged = False
         status, self._exit_after_backlog = self._exit_after_backlog, None
         if status is not None:
-            self.sink.flush()
+            with self._sink_lock:
+                self.sink.flush()
         if self._reading_paused:
             self._loop.call_soon_threadsafe(self._resume_reading)
         return status
@@ -247,7 +265,7 @@ class LiveExecution:
         self._wake()
 
     def summary(self, notice: str | None = None) -> OutputSummary:
-        with self._lock:
+        with self._sink_lock:
             return self.sink.summary(notice)
 
     @property
