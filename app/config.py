@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # Confinement (app/confinement.py): the backend (`auto` = the strongest the host gives) and
     # the server's per-execution limits, which requests may only lower; 0 = no limit.
     confinement: Literal["auto", "cgroup2", "cgroup1", "rlimit"] = "auto"
+    # Keep the next command's shell started ahead inside its cgroups (cgroup backends only):
+    # joining them on the request's path waits for the kernel (app/process/standby.py).
+    spawn_ahead: bool = True
     limit_memory_mb: int | None = Field(default=None, ge=0)  # None: half the host (cgroups)
     limit_processes: int = Field(default=512, ge=0)
     limit_cpu_seconds: int = Field(default=0, ge=0)

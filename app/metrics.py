@@ -53,6 +53,13 @@ class Metrics:
             ["mode"],
             registry=self.registry,
         )
+        self.spawns = Counter(
+            "shellgate_spawns_total",
+            "Commands started, by how: exec'd by the shell started ahead in its cgroups, or "
+            "spawned on the request's path",
+            ["how"],
+            registry=self.registry,
+        )
         self.executions_finished = Counter(
             "shellgate_executions_finished_total",
             "Executions finished, by terminal state",

@@ -30,7 +30,9 @@ from app.confinement.cgroups import CgroupBackend, instance_name, own_cgroups
 from app.confinement.choice import Choice, choose_backend
 from app.confinement.limits import Limits, host_memory_mb, resolve_limits
 from app.confinement.monitor import Monitor
+from app.confinement.standby import SpawnAhead
 from app.confinement.units import Backend, Unit
+from app.process import StandbyShell
 
 __all__ = [
     "Backend",
@@ -58,6 +60,7 @@ class Confinement:
         self.backend = backend
         self.ceiling = ceiling
         self.monitor = Monitor()
+        self._spawn_ahead: SpawnAhead | None = None
 
     @property
     def name(self) -> str:
@@ -77,14 +80,37 @@ class Confinement:
         self.monitor.watch(unit)
         return unit
 
+    def start_spawning_ahead(self, shell: str, data_dir: Path) -> None:
+        """Keep a standby shell ready in a unit with the server's limits
+        (app/confinement/standby.py); only the cgroup backends have a use for it."""
+        if isinstance(self.backend, CgroupBackend) and self._spawn_ahead is None:
+            self._spawn_ahead = SpawnAhead(self.backend, self.ceiling, shell, data_dir)
+            self._spawn_ahead.start()
+
+    def take_standby(self, execution_id: str, limits: Limits) -> tuple[Unit, StandbyShell] | None:
+        """A unit for `execution_id` with a shell already in it, or None (open a unit)."""
+        if self._spawn_ahead is None:
+            return None
+        standby = self._spawn_ahead.take(execution_id, limits)
+        if standby is None:
+            return None
+        self.monitor.watch(standby.unit)
+        return standby.unit, standby.shell
+
     def close_unit(self, unit: Unit, *, kill: bool, sweep: bool = True) -> bool:
         """End the unit (killing what is left unless `kill` is false); False when kept
         processes still run in it."""
         self.monitor.forget(unit)
-        return unit.release(kill=kill, sweep=sweep)
+        released = unit.release(kill=kill, sweep=sweep)
+        if self._spawn_ahead is not None:
+            self._spawn_ahead.unit_closed()
+        return released
 
     def close(self) -> None:
-        """At server stop: the monitor ends and this server's (empty) cgroup folders go."""
+        """At server stop: the standby, the monitor end and this server's (empty) cgroup
+        folders go."""
+        if self._spawn_ahead is not None:
+            self._spawn_ahead.stop()
         self.monitor.stop()
         self.backend.close()
 

@@ -289,6 +289,27 @@ class CgroupBackend(Backend):
         )
         return CgroupUnit(execution_id, limits, child, directories, self.version)
 
+    def adopt(self, unit: CgroupUnit, execution_id: str) -> CgroupUnit:
+        """A standby's unit (app/confinement/standby.py) becomes `execution_id`'s: its
+        cgroups take the execution's name where the hierarchy allows a rename (v1; cgroup v2
+        has none, so there they keep the standby's name), and its kill sweep the execution's
+        marker."""
+        directories = dict(unit.directories)
+        if self.version == 1:
+            for controller, directory in unit.directories.items():
+                renamed = directory.with_name(execution_id)
+                try:
+                    os.rename(directory, renamed)
+                except OSError as error:
+                    logger.warning("could not rename the cgroup %s: %s", directory, error)
+                    continue
+                directories[controller] = renamed
+        child = ChildConfinement(
+            cgroup_procs=tuple(f"{path}/cgroup.procs" for path in directories.values()),
+            rlimits=unit.child.rlimits,
+        )
+        return CgroupUnit(execution_id, unit.limits, child, directories, self.version)
+
     def _apply(self, directories: dict[str, Path], limits: Limits) -> None:
         if self.version == 2:
             directory = directories[""]

@@ -48,7 +48,7 @@ from app.models import Execution, ExecutionMode, ExecutionState
 from app.observability.events import execution_event
 from app.output import OutputSink
 from app.policy_service import PolicyService
-from app.process import RunningProcess, SpawnSpec, boot_id
+from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
 from app.registry import LiveExecution
 from app.storage import StorageGuard, is_storage_full
 from app.timeouts import ResolvedTimeout
@@ -317,7 +317,37 @@ class Launcher:
         only_intent: list[bool] = []
         write_record = self._record_writer(live, owner, draft, plan, existing, deferred)
 
-        storage, db = self.ctx.storage, self.ctx.db
+        storage, db, metrics = self.ctx.storage, self.ctx.db, self.ctx.metrics
+
+        def spawn(standby: tuple[Unit, StandbyShell] | None) -> RunningProcess:
+            """In the standby's unit, by that shell, or (None, or the standby ended before it
+            could take the command) in a unit opened now, by a spawn."""
+            if standby is not None:
+                unit, shell = standby
+            else:
+                unit, shell = confinement.open_unit(live.id, plan.limits), None
+            opened[:] = [unit]
+            spec = SpawnSpec(
+                argv=argv,
+                cwd=plan.cwd,
+                env=env,
+                pty=draft.pty,
+                rows=draft.rows,
+                cols=draft.cols,
+                confinement=unit.child,
+            )
+            try:
+                process = RunningProcess(
+                    spec, live.accept_output, live.accept_exit, live.loop, shell
+                )
+            except StandbyGone:
+                confinement.close_unit(unit, kill=True)
+                return spawn(None)
+            except OSError:
+                confinement.close_unit(unit, kill=True)
+                raise
+            metrics.spawns.labels("standby" if shell is not None else "spawn").inc()
+            return process
 
         def spawn_and_record() -> RunningProcess:
             # Refuse before anything runs when the data directory is full or the database does
@@ -335,29 +365,16 @@ class Launcher:
             if not existing:
                 db.run_in_transaction(crud.ping_connection)
             start_log(live.log, storage)
-            unit = confinement.open_unit(live.id, plan.limits)
-            opened.append(unit)
-            spec = SpawnSpec(
-                argv=argv,
-                cwd=plan.cwd,
-                env=env,
-                pty=draft.pty,
-                rows=draft.rows,
-                cols=draft.cols,
-                confinement=unit.child,
+            process = spawn(
+                confinement.take_standby(live.id, plan.limits) if not draft.pty else None
             )
-            try:
-                process = RunningProcess(spec, live.accept_output, live.accept_exit, live.loop)
-            except OSError:
-                confinement.close_unit(unit, kill=True)
-                raise
             spawned.append(process)
             try:
                 only_intent.append(write_record(process))
             except Exception:
                 # Without a record nobody could ever see or cancel it: do not let it run.
                 process.kill_group()
-                confinement.close_unit(unit, kill=True)
+                confinement.close_unit(opened[0], kill=True)
                 raise
             return process
 

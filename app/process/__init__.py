@@ -3,11 +3,12 @@ descriptors, ptyprocess and signals.
 
 `spec` holds what a spawn is given and reports, `running` the spawned process and the event
 loop callbacks that read its output and see its exit, `groups` the process groups and `/proc`,
-`confine_hooks` what runs in the child before exec (and the environment for `app/confine.sh`)."""
+`confine_hooks` what runs in the child before exec (and the environment for `app/confine.sh`),
+`standby` a shell started ahead of its command (`app/standby.sh`)."""
 
 from __future__ import annotations
 
-from app.process.confine_hooks import BASH_CONFINE_SCRIPT
+from app.process.confine_hooks import BASH_CONFINE_SCRIPT, ulimit_steps
 from app.process.groups import (
     boot_id,
     group_exists,
@@ -28,6 +29,7 @@ from app.process.spec import (
     OutputStream,
     SpawnSpec,
 )
+from app.process.standby import StandbyGone, StandbyShell
 
 __all__ = [
     "BASH_CONFINE_SCRIPT",
@@ -38,6 +40,8 @@ __all__ = [
     "OutputStream",
     "RunningProcess",
     "SpawnSpec",
+    "StandbyGone",
+    "StandbyShell",
     "boot_id",
     "bytes_buffered",
     "group_exists",
@@ -49,4 +53,5 @@ __all__ = [
     "process_start_ticks",
     "select_one",
     "signal_group",
+    "ulimit_steps",
 ]

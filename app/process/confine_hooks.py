@@ -60,8 +60,21 @@ def _bash_confinement_env(spec: SpawnSpec) -> dict[str, str] | None:
         # The caller's own BASH_ENV (the policy's env rules let it through): bash must read
         # exactly that, so this spawn confines itself between fork and exec instead.
         return None
+    steps = ulimit_steps(confinement.rlimits)
+    if steps is None:
+        return None
+    return {
+        "BASH_ENV": str(BASH_CONFINE_SCRIPT),
+        "__SHELLGATE_CGROUPS": "\n".join(confinement.cgroup_procs),
+        "__SHELLGATE_ULIMITS": steps,
+    }
+
+
+def ulimit_steps(rlimits: tuple[tuple[int, int, int], ...]) -> str | None:
+    """The setrlimit triples as one bash command list (`:` for none), or None when one of
+    them has no `ulimit` flag."""
     steps = []
-    for number, soft, hard in confinement.rlimits:
+    for number, soft, hard in rlimits:
         if number not in _ULIMIT_FLAGS:
             return None
         flag, unit = _ULIMIT_FLAGS[number]
@@ -72,11 +85,7 @@ def _bash_confinement_env(spec: SpawnSpec) -> dict[str, str] | None:
         # Soft first: a hard limit below the current soft one would be refused.
         steps.append(f"builtin ulimit -S {flag} {value(soft)}")
         steps.append(f"builtin ulimit -H {flag} {value(hard)}")
-    return {
-        "BASH_ENV": str(BASH_CONFINE_SCRIPT),
-        "__SHELLGATE_CGROUPS": "\n".join(confinement.cgroup_procs),
-        "__SHELLGATE_ULIMITS": " && ".join(steps) or ":",
-    }
+    return " && ".join(steps) or ":"
 
 
 def _child_setup(spec: SpawnSpec, pty: bool) -> Callable[[], None] | None:

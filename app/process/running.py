@@ -37,7 +37,7 @@ from typing import IO
 
 from ptyprocess import PtyProcess
 
-from app.process.confine_hooks import _bash_confinement_env, _child_setup
+from app.process.confine_hooks import _bash_confinement_env, _child_setup, ulimit_steps
 from app.process.groups import group_exists, process_start_ticks, signal_group
 from app.process.loop_read import LoopReader
 from app.process.spec import (
@@ -47,6 +47,7 @@ from app.process.spec import (
     OutputStream,
     SpawnSpec,
 )
+from app.process.standby import StandbyShell
 
 logger = logging.getLogger("shellgate.process")
 
@@ -90,7 +91,10 @@ class RunningProcess:
         on_output: OutputCallback,
         on_exit: Callable[[ExitStatus], None],
         loop: asyncio.AbstractEventLoop,
+        standby: StandbyShell | None = None,
     ) -> None:
+        """With `standby`, the command is exec'd by that shell (already in the cgroups of
+        `spec.confinement`, whose limits its claim sets) instead of spawned here."""
         self._on_output = on_output
         self._on_exit = on_exit
         self._loop = loop
@@ -114,22 +118,10 @@ class RunningProcess:
             self.pid: int = self._pty.pid
             self._streams[self._pty.fd] = OutputStream.pty
         else:
-            bash_env = _bash_confinement_env(spec)
-            try:
-                self._popen = subprocess.Popen(
-                    spec.argv,
-                    cwd=spec.cwd,
-                    env=spec.env if bash_env is None else {**spec.env, **bash_env},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    close_fds=True,
-                    preexec_fn=None if bash_env is not None else _child_setup(spec, pty=False),
-                )
-            except subprocess.SubprocessError as error:
-                # The child could not confine itself (and exited without running anything).
-                raise OSError(errno.EPERM, "could not confine the command") from error
+            if standby is not None:
+                self._popen = _claim(standby, spec)
+            else:
+                self._popen = _spawn_with_pipes(spec)
             assert self._popen.stdout is not None and self._popen.stderr is not None
             self.pid = self._popen.pid
             self._pipes = {pipe.fileno(): pipe for pipe in (self._popen.stdout, self._popen.stderr)}
@@ -419,6 +411,38 @@ class RunningProcess:
         # the cyclic collector's next full pass, which RSS measured as growth under load.
         self._on_output, self._on_exit = _ignore_output, _ignore_exit
         on_exit(status)
+
+
+def _spawn_with_pipes(spec: SpawnSpec) -> subprocess.Popen[bytes]:
+    bash_env = _bash_confinement_env(spec)
+    try:
+        return subprocess.Popen(
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env if bash_env is None else {**spec.env, **bash_env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if bash_env is not None else _child_setup(spec, pty=False),
+        )
+    except subprocess.SubprocessError as error:
+        # The child could not confine itself (and exited without running anything).
+        raise OSError(errno.EPERM, "could not confine the command") from error
+
+
+def _claim(standby: StandbyShell, spec: SpawnSpec) -> subprocess.Popen[bytes]:
+    rlimits = spec.confinement.rlimits if spec.confinement is not None else ()
+    steps = ulimit_steps(rlimits)
+    if steps is None:
+        raise ValueError("a standby cannot set these limits: spawn the usual way")
+    try:
+        standby.claim(spec.argv, spec.cwd, spec.env, steps)
+    except BaseException:
+        standby.dismiss()  # it has exited, or exits now: reaped, its pipes closed
+        raise
+    return standby.popen
 
 
 def _ignore_output(data: bytes, stream: OutputStream) -> None:

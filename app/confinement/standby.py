@@ -1,0 +1,135 @@
+"""Spawn ahead: one standby shell (app/process/standby.py) kept ready in a cgroup unit of its own,
+with the server's limits, so that the next execution with those limits starts without moving
+into its cgroups on the request's path. A thread of its own makes the next standby once an
+execution's unit is released (see `unit_closed`); the request never waits for it (no standby
+ready: the usual spawn).
+
+Only for the cgroup backends (the `rlimit` backend moves nothing) and for commands on pipes (a
+terminal is made by ptyprocess at the spawn).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.confinement.cgroups import CgroupBackend, CgroupUnit
+from app.confinement.limits import Limits
+from app.confinement.units import child_rlimits
+from app.process import StandbyShell, ulimit_steps
+from app.random_ids import random_token
+
+logger = logging.getLogger("shellgate.confinement")
+
+# The standby's unit is named like an execution (so a restarted server's sweep removes it) but
+# can never be mistaken for one: ids are `ex_` + 20 characters.
+STANDBY_PREFIX = "ex_standby_"
+SPEC_DIRECTORY = "standby"
+# After a standby could not be made (or died unclaimed): how long before the next try, so a
+# broken setup costs one attempt now and then, not a loop.
+RETRY_SECONDS = 5.0
+
+
+@dataclass
+class Standby:
+    unit: CgroupUnit
+    shell: StandbyShell
+
+
+class SpawnAhead:
+    def __init__(self, backend: CgroupBackend, limits: Limits, shell: str, data_dir: Path) -> None:
+        self._backend = backend
+        self._limits = limits
+        self._shell = shell
+        self._spec_directory = data_dir / SPEC_DIRECTORY
+        # Limits bash cannot set: the usual spawn, every time.
+        self._usable = ulimit_steps(tuple(self._rlimits())) is not None
+        self._ready: Standby | None = None
+        self._wanted = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def _rlimits(self) -> list[tuple[int, int, int]]:
+        # As CgroupBackend.open_unit sets them.
+        return child_rlimits(self._limits, address_space=False, processes=False)
+
+    def start(self) -> None:
+        if not self._usable or self._thread is not None:
+            return
+        shutil.rmtree(self._spec_directory, ignore_errors=True)
+        self._spec_directory.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._keep_one_ready, name="spawn-ahead")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def take(self, execution_id: str, limits: Limits) -> Standby | None:
+        """The ready standby, its unit now `execution_id`'s; None when there is none for
+        these limits (spawn the usual way)."""
+        with self._wanted:
+            standby, self._ready = self._ready, None
+            if standby is None:
+                return None
+            if limits != self._limits:
+                self._ready = standby
+                return None
+        if not standby.shell.alive():
+            self._discard(standby)
+            return None
+        standby.unit = self._backend.adopt(standby.unit, execution_id)
+        return standby
+
+    def unit_closed(self) -> None:
+        """An execution's unit was released: time for the next standby, if none is ready.
+        Not at the take: a standby joining its cgroups holds the kernel's cgroup lock through
+        the wait this is all about, and the claiming run's own cgroup work (the rename, the
+        release at its end) would wait behind it."""
+        with self._wanted:
+            self._wanted.notify()
+
+    def stop(self) -> None:
+        with self._wanted:
+            self._stopped = True
+            standby, self._ready = self._ready, None
+            self._wanted.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if standby is not None:
+            self._discard(standby)
+
+    def _keep_one_ready(self) -> None:
+        while True:
+            with self._wanted:
+                while self._ready is not None and not self._stopped:
+                    self._wanted.wait()
+                if self._stopped:
+                    return
+            try:
+                standby = self._make()
+            except Exception:
+                logger.exception("no standby shell could be made; commands spawn the usual way")
+                time.sleep(RETRY_SECONDS)
+                continue
+            with self._wanted:
+                kept = not self._stopped
+                if kept:
+                    self._ready = standby
+            if not kept:
+                self._discard(standby)
+
+    def _make(self) -> Standby:
+        unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
+        assert isinstance(unit, CgroupUnit)
+        try:
+            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._spec_directory)
+        except BaseException:
+            unit.release(kill=True)
+            raise
+        return Standby(unit, shell)
+
+    def _discard(self, standby: Standby) -> None:
+        standby.shell.dismiss()
+        standby.unit.release(kill=True)

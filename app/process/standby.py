@@ -1,0 +1,120 @@
+"""A shell started ahead of its command: the next execution's process, already inside its
+cgroups, waiting to exec the command it is given (`app/standby.sh`).
+
+Why: moving a process into a cgroup (a write to `cgroup.procs`, v1 or v2) takes the kernel's
+`cgroup_threadgroup_rwsem` for writing, and when no cgroup move happened in the last few
+milliseconds that waits for an RCU grace period. Measured on the 2-core VM (cgroup v1): a spawn
+that joins its cgroups took 1.3 ms back to back but 7-14 ms when the calls were 20-500 ms apart
+(an agent's pace), where a plain spawn took 2.2 ms; with `rcu_expedited` set the difference went
+away, which is how the cause was confirmed. A standby pays that wait while nobody waits for it;
+a forked or exec'd process stays in its parent's cgroups for free.
+
+The claim is as strict as `Popen`: the command's argv, environment (exactly: `env -i`), working
+directory and resource limits, stdin from /dev/null, its own session and process group (the
+standby's), and a failure to enter the directory or to set the limits is an `OSError` before
+anything runs, not an exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from pathlib import Path
+
+STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
+_FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
+
+
+class StandbyGone(Exception):
+    """The standby ended before it could take its command (it never joined its cgroups, or was
+    killed): spawn the usual way instead."""
+
+
+class StandbyShell:
+    """One waiting shell. `claim` hands it its command and returns its `Popen` (stdout and
+    stderr are pipes, as `RunningProcess` reads them)."""
+
+    def __init__(self, shell: str, cgroup_procs: tuple[str, ...], spec_directory: Path) -> None:
+        self._spec_directory = spec_directory
+        status_read, status_write = os.pipe2(os.O_CLOEXEC)
+        try:
+            self.popen: subprocess.Popen[bytes] = subprocess.Popen(
+                [shell, "--noprofile", "--norc", str(STANDBY_SCRIPT), str(status_write)],
+                cwd="/",
+                env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(status_write,),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(status_read)
+            raise
+        finally:
+            os.close(status_write)
+        self._status = status_read
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
+        """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
+        directory or limits were refused (the standby then exits), `StandbyGone` when the
+        standby could not take it."""
+        assert self.popen.stdin is not None
+        spec = Path(self._spec_directory, f"{self.pid}.spec")
+        fields = [cwd, ulimit_steps, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+        try:
+            spec.write_bytes(b"".join(os.fsencode(field) + b"\0" for field in fields))
+            try:
+                self.popen.stdin.write(os.fsencode(str(spec)) + b"\n")
+                self.popen.stdin.close()
+            except BrokenPipeError as error:
+                raise StandbyGone() from error
+            status = self._read_status()
+        finally:
+            with contextlib.suppress(OSError):
+                spec.unlink()
+        if not status.startswith(b"J"):
+            raise StandbyGone()
+        step = status[1:].strip()
+        if step:
+            self.popen.wait()
+            code = _FAILED_STEPS.get(step, errno.EINVAL)
+            raise OSError(code, os.strerror(code))
+
+    def _read_status(self) -> bytes:
+        """Everything on the status pipe up to its close (the exec, or the shell's end)."""
+        pieces = []
+        try:
+            while piece := os.read(self._status, 64):
+                pieces.append(piece)
+        finally:
+            os.close(self._status)
+            self._status = -1
+        return b"".join(pieces)
+
+    def dismiss(self) -> None:
+        """Blocking: the unclaimed standby ends (EOF on its stdin) and is reaped."""
+        with contextlib.suppress(OSError):
+            if self.popen.stdin is not None:
+                self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        if self._status >= 0:  # kept open until now: its `J` must not meet a closed pipe
+            os.close(self._status)
+            self._status = -1
+        for pipe in (self.popen.stdout, self.popen.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# A shell started ahead of its command (app/process/standby.py). It joins its execution's
+# cgroups now, while nobody waits for it, then waits for a spec and execs the command in
+# place, so the command starts inside its cgroups without being moved there.
+#
+#   bash --noprofile --norc standby.sh STATUS_FD
+#
+# stdin: one line, the path of the spec file, or EOF when the standby is dismissed.
+# STATUS_FD: `J` once joined; then a failed step's name (`cwd`, `limits`), or nothing: it is
+# closed right before the exec. Any failure to join ends the shell before anything runs.
+# The spec file: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
+# entries, N entries `NAME=value`, then the argv.
+status_fd=$1
+IFS=$'\n'
+set -f
+for cgroup_procs in ${__SHELLGATE_CGROUPS-}; do
+  echo 0 >"$cgroup_procs" || exit 126
+done
+set +f
+unset -v IFS __SHELLGATE_CGROUPS cgroup_procs
+echo J >&"$status_fd"
+
+IFS= read -r spec_file || exit 0
+exec 0</dev/null
+mapfile -d '' -t spec <"$spec_file" || exit 126
+count=${spec[2]}
+environment=("${spec[@]:3:count}")
+argv=("${spec[@]:3+count}")
+if ! builtin cd -- "${spec[0]}" 2>/dev/null; then
+  echo cwd >&"$status_fd"
+  exit 126
+fi
+if ! builtin eval "${spec[1]}" 2>/dev/null; then
+  echo limits >&"$status_fd"
+  exit 126
+fi
+exec {status_fd}>&-
+exec /usr/bin/env -i -- "${environment[@]}" "${argv[@]}"

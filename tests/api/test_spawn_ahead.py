@@ -1,0 +1,165 @@
+"""Spawn ahead (app/confinement/standby.py): with a cgroup backend, the server keeps one shell
+started ahead inside a unit of its own, and a command with the server's limits is exec'd by it
+instead of being spawned and moved into its cgroups on the request's path. What must hold:
+the command is that shell (same pid), in cgroups named after its execution, counted in
+`/metrics`; a standby that died is replaced by a spawn, not an error; none is left after the
+server stops; and no standby is made when the setting is off."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.confinement import choose_backend, instance_name
+from app.confinement.standby import STANDBY_PREFIX
+from app.process.standby import STANDBY_SCRIPT
+from tests.conftest import ADMIN, LiveServer, make_settings, serve
+from tests.conftest import run_foreground as run
+from tests.databases import SQLITE
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.sqlite_only("a process and cgroup matter, not the database")
+
+
+def cgroup_backend(data_dir: Path) -> str:
+    for name in ("cgroup2", "cgroup1"):
+        try:
+            choice = choose_backend(data_dir, name)
+        except OSError:
+            continue
+        choice.backend.close()
+        return name
+    pytest.skip("no cgroup backend on this machine: nothing to spawn ahead")
+
+
+def standby_pids(server: LiveServer) -> list[int]:
+    """The standby shells of `server` (in-process, so children of this process) that have
+    joined its cgroups."""
+    instance = instance_name(server.data_dir)
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+            with open(f"/proc/{entry.name}/cgroup") as cgroup:
+                joined = f"/{instance}/{STANDBY_PREFIX}" in cgroup.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and os.fsencode(STANDBY_SCRIPT) in arguments and joined:
+            found.append(int(entry.name))
+    return found
+
+
+def one_standby(server: LiveServer) -> int:
+    pids = eventually(lambda: standby_pids(server), what="a standby shell", within=15)
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def spawns(server: LiveServer, how: str) -> float:
+    with server.client(ADMIN) as client:
+        text = client.get("/metrics").text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "shellgate_spawns_total" and sample.labels == {"how": how}:
+                return sample.value
+    return 0.0
+
+
+def standby_cgroups(server: LiveServer, backend: str) -> list[str]:
+    """`server`'s cgroups named like a standby's, under the mounted hierarchies."""
+    instance = instance_name(server.data_dir)
+    root = Path("/sys/fs/cgroup")
+    controllers = [root] if backend == "cgroup2" else [root / name for name in ("pids", "memory")]
+    return [
+        path
+        for controller in controllers
+        for path, _, _ in os.walk(controller)
+        if os.path.basename(path).startswith(STANDBY_PREFIX) and f"/{instance}/" in path
+    ]
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> str:
+    return cgroup_backend(tmp_path / "probe")
+
+
+@pytest.fixture
+def server(tmp_path: Path, backend: str) -> Iterator[LiveServer]:
+    settings = make_settings(tmp_path, SQLITE, confinement=backend, auto_background_ms=0)
+    with serve(settings) as live:
+        yield live
+
+
+@pytest.fixture
+def client(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+def test_a_command_is_the_shell_started_ahead_in_cgroups_named_after_it(
+    server: LiveServer, client: httpx.Client, backend: str
+) -> None:
+    standby = one_standby(server)
+    before = spawns(server, "standby")
+    result = run(client, "echo $$; cat /proc/self/cgroup")
+    assert result["exit_code"] == 0, result
+    pid, *cgroups = str(result["output"]).splitlines()
+    assert int(pid) == standby
+    assert spawns(server, "standby") == before + 1
+    if backend == "cgroup1":  # cgroup v2 cannot rename: there the unit keeps its own name
+        controllers = ("pids", "memory", "freezer")
+        for controller in controllers:
+            (line,) = [line for line in cgroups if controller in line.split(":")[1].split(",")]
+            assert line.endswith(f"/{result['id']}"), line
+    # Its end makes the next one: a command later finds a new shell waiting.
+    assert one_standby(server) != standby
+
+
+def test_the_command_sees_only_its_own_environment(
+    server: LiveServer, client: httpx.Client
+) -> None:
+    one_standby(server)
+    result = run(client, "env | cut -d= -f1 | sort", env={"MINE": "1"})
+    names = str(result["output"]).split()
+    assert "MINE" in names
+    assert not [name for name in names if name.startswith("__SHELLGATE") or name == "BASH_ENV"]
+
+
+def test_a_standby_that_died_is_replaced_by_a_spawn(
+    server: LiveServer, client: httpx.Client
+) -> None:
+    os.kill(one_standby(server), 9)
+    spawned = spawns(server, "spawn")
+    result = run(client, "echo still runs")
+    assert (result["exit_code"], result["output"]) == (0, "still runs\n")
+    assert spawns(server, "spawn") == spawned + 1
+
+
+def test_no_standby_is_left_after_the_server_stops(tmp_path: Path, backend: str) -> None:
+    settings = make_settings(tmp_path, SQLITE, confinement=backend)
+    with serve(settings) as live, live.client() as client:
+        run(client, "true")
+        standby = one_standby(live)
+        assert standby_cgroups(live, backend)
+    assert not os.path.exists(f"/proc/{standby}")  # ended and reaped: not even a zombie
+    assert standby_cgroups(live, backend) == []
+
+
+def test_with_the_setting_off_no_shell_is_started_ahead(tmp_path: Path, backend: str) -> None:
+    settings = make_settings(tmp_path, SQLITE, confinement=backend, spawn_ahead=False)
+    with serve(settings) as live, live.client() as client:
+        run(client, "true")
+        run(client, "true")
+        assert standby_pids(live) == []
+        assert spawns(live, "standby") == 0
+        assert spawns(live, "spawn") == 2

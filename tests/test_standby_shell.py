@@ -1,0 +1,120 @@
+"""The shell started ahead (app/process/standby.py) runs its command as strictly as `Popen`:
+the exact argv, environment and directory, stdin from /dev/null, default SIGPIPE, its own
+session, and a refused directory is an `OSError` before anything runs. No cgroups here (the
+API tests cover the join): the standby is given none to enter."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.process import StandbyGone, StandbyShell, ulimit_steps
+
+
+@pytest.fixture
+def standby(tmp_path: Path) -> Iterator[StandbyShell]:
+    shell = StandbyShell("/bin/bash", (), tmp_path)
+    try:
+        yield shell
+    finally:
+        shell.dismiss()
+
+
+def finish(shell: StandbyShell) -> tuple[int, bytes, bytes]:
+    assert shell.popen.stdout is not None and shell.popen.stderr is not None
+    out, err = shell.popen.stdout.read(), shell.popen.stderr.read()
+    return shell.popen.wait(), out, err
+
+
+def test_the_command_gets_exactly_its_argv_environment_and_directory(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    env = {"ONLY": "this", "SPACED": "a b\tc", "EMPTY": "", "NEWLINE": "x\ny"}
+    argv = ["/usr/bin/env", "-0"]
+    standby.claim(argv, str(tmp_path), env, ":")
+    code, out, _ = finish(standby)
+    assert code == 0
+    assert sorted(out.split(b"\0")[:-1]) == sorted(f"{k}={v}".encode() for k, v in env.items())
+
+
+def test_argv_words_are_passed_untouched(standby: StandbyShell, tmp_path: Path) -> None:
+    words = ["-n", "two  spaces", "$HOME", "*", "a=b", ""]
+    standby.claim(["/bin/bash", "-c", 'printf "%s|" "$@"', "name", *words], "/", {}, ":")
+    code, out, _ = finish(standby)
+    assert (code, out) == (0, "|".join(words).encode() + b"|")
+
+
+def test_directory_stdin_signals_and_session_are_those_of_a_spawn(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    script = (
+        'pwd; read -r line; echo "read=$?"; yes | head -n 1; '
+        'echo "pgid=$(ps -o pgid= $$ | tr -d " ") sid=$(ps -o sid= $$ | tr -d " ") pid=$$"'
+    )
+    standby.claim(["/bin/bash", "-c", script], str(tmp_path), {"PATH": os.defpath}, ":")
+    code, out, err = finish(standby)
+    lines = out.decode().splitlines()
+    assert code == 0, err
+    assert lines[0] == str(tmp_path)
+    assert lines[1] == "read=1"  # stdin is /dev/null: EOF at once
+    assert lines[2] == "y"  # `yes` ends on SIGPIPE quietly: not ignored
+    assert err == b""
+    pid = standby.pid
+    assert lines[3] == f"pgid={pid} sid={pid} pid={pid}"
+
+
+def test_limits_are_set_before_the_command(standby: StandbyShell) -> None:
+    steps = ulimit_steps(((resource.RLIMIT_NOFILE, 123, 456),))
+    assert steps is not None
+    standby.claim(["/bin/bash", "-c", "ulimit -Sn; ulimit -Hn"], "/", {}, steps)
+    code, out, _ = finish(standby)
+    assert (code, out) == (0, b"123\n456\n")
+
+
+def test_a_missing_directory_is_an_oserror_and_nothing_runs(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    with pytest.raises(FileNotFoundError):
+        standby.claim(["/bin/bash", "-c", f"touch {marker}"], "/nonexistent-x", {}, ":")
+    assert standby.popen.poll() is not None  # ended, and reaped
+    assert not marker.exists()
+    assert list(tmp_path.glob("*.spec")) == []
+
+
+def test_a_standby_that_ended_before_its_claim_is_gone(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    os.kill(standby.pid, signal.SIGKILL)
+    standby.popen.wait()
+    with pytest.raises(StandbyGone):
+        standby.claim(["/bin/true"], "/", {}, ":")
+
+
+def test_a_dismissed_standby_is_reaped_with_its_pipes_closed(tmp_path: Path) -> None:
+    shell = StandbyShell("/bin/bash", (), tmp_path)
+    pid = shell.pid
+    shell.dismiss()
+    assert shell.popen.returncode == 0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # no zombie left to reap
+    assert shell.popen.stdout is not None and shell.popen.stdout.closed
+
+
+def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(tmp_path: Path) -> None:
+    shell = StandbyShell(
+        "/bin/bash", (str(tmp_path / "no-such-cgroup" / "cgroup.procs"),), tmp_path
+    )
+    try:
+        assert shell.popen.wait(timeout=10) == 126
+        with pytest.raises(StandbyGone):
+            shell.claim(["/bin/true"], "/", {}, ":")
+    finally:
+        shell.dismiss()
+    assert subprocess.run(["true"], check=False).returncode == 0
