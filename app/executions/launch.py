@@ -321,33 +321,36 @@ class Launcher:
 
         def spawn(standby: tuple[Unit, StandbyShell] | None) -> RunningProcess:
             """In the standby's unit, by that shell, or (None, or the standby ended before it
-            could take the command) in a unit opened now, by a spawn."""
-            if standby is not None:
-                unit, shell = standby
-            else:
-                unit, shell = confinement.open_unit(live.id, plan.limits), None
-            opened[:] = [unit]
-            spec = SpawnSpec(
-                argv=argv,
-                cwd=plan.cwd,
-                env=env,
-                pty=draft.pty,
-                rows=draft.rows,
-                cols=draft.cols,
-                confinement=unit.child,
-            )
-            try:
-                process = RunningProcess(
-                    spec, live.accept_output, live.accept_exit, live.loop, shell
+            could take the command) in a unit opened now, by a spawn. (A loop, not a recursive
+            call: a closure that names itself is a reference cycle holding the execution.)"""
+            while True:
+                if standby is not None:
+                    unit, shell = standby
+                else:
+                    unit, shell = confinement.open_unit(live.id, plan.limits), None
+                opened[:] = [unit]
+                spec = SpawnSpec(
+                    argv=argv,
+                    cwd=plan.cwd,
+                    env=env,
+                    pty=draft.pty,
+                    rows=draft.rows,
+                    cols=draft.cols,
+                    confinement=unit.child,
                 )
-            except StandbyGone:
-                confinement.close_unit(unit, kill=True)
-                return spawn(None)
-            except OSError:
-                confinement.close_unit(unit, kill=True)
-                raise
-            metrics.spawns.labels("standby" if shell is not None else "spawn").inc()
-            return process
+                try:
+                    process = RunningProcess(
+                        spec, live.accept_output, live.accept_exit, live.loop, shell
+                    )
+                except StandbyGone:
+                    confinement.close_unit(unit, kill=True)
+                    standby = None
+                    continue
+                except OSError:
+                    confinement.close_unit(unit, kill=True)
+                    raise
+                metrics.spawns.labels("standby" if shell is not None else "spawn").inc()
+                return process
 
         def spawn_and_record() -> RunningProcess:
             # Refuse before anything runs when the data directory is full or the database does
