@@ -11,6 +11,7 @@ terminal is made by ptyprocess at the spawn).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -21,6 +22,7 @@ from app.confinement.cgroups import CgroupBackend, CgroupUnit
 from app.confinement.limits import Limits
 from app.confinement.units import child_rlimits
 from app.process import StandbyShell, ulimit_steps
+from app.process.standby import ENV_PROGRAM
 from app.random_ids import random_token
 
 logger = logging.getLogger("shellgate.confinement")
@@ -46,8 +48,11 @@ class SpawnAhead:
         self._limits = limits
         self._shell = shell
         self._spec_directory = data_dir / SPEC_DIRECTORY
-        # Limits bash cannot set: the usual spawn, every time.
-        self._usable = ulimit_steps(tuple(self._rlimits())) is not None
+        # Limits bash cannot set, or no `env` to exec the command with an exact environment:
+        # the usual spawn, every time.
+        self._usable = ulimit_steps(tuple(self._rlimits())) is not None and os.access(
+            ENV_PROGRAM, os.X_OK
+        )
         self._ready: Standby | None = None
         self._wanted = threading.Condition()
         self._stopped = False

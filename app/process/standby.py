@@ -24,7 +24,19 @@ import subprocess
 from pathlib import Path
 
 STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
+# What standby.sh execs the command with (`env -i`: the exact environment, nothing of bash's).
+ENV_PROGRAM = "/usr/bin/env"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 class StandbyGone(Exception):
@@ -73,7 +85,12 @@ class StandbyShell:
         spec = Path(self._spec_directory, f"{self.pid}.spec")
         fields = [cwd, ulimit_steps, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
         try:
-            spec.write_bytes(b"".join(os.fsencode(field) + b"\0" for field in fields))
+            # Readable by the server's user alone: the environment may hold secrets. It lives
+            # until the shell has read it (the status pipe's close), then goes.
+            try:
+                _write_private(spec, b"".join(os.fsencode(field) + b"\0" for field in fields))
+            except OSError as error:  # a full disk: the usual spawn needs no file
+                raise StandbyGone() from error
             try:
                 self.popen.stdin.write(os.fsencode(str(spec)) + b"\n")
                 self.popen.stdin.close()
