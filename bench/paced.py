@@ -37,7 +37,7 @@ def subjects(with_swerex: bool) -> Iterator[dict[str, tuple[httpx.Client, str]]]
             client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
             found[name] = (stack.enter_context(client), "/v1/executions")
         if with_swerex:
-            peer = stack.enter_context(servers.swerex(servers.ensure_peers_venv() / "bin"))
+            peer = stack.enter_context(servers.swerex(servers.ensure_peers_venv()))
             client = httpx.Client(base_url=peer.base_url, headers=peer.headers, timeout=30)
             found["SWE-ReX"] = (stack.enter_context(client), "/execute")
         yield found
