@@ -246,7 +246,6 @@ class Launcher:
             self.ctx.settings.foreground_record_delay_ms > 0
             and plan.mode is ExecutionMode.foreground
             and not (existing or draft.pty or draft.streamed)
-            and session_call is None
         )
 
     def _record_delay(self, plan: _Plan) -> float:

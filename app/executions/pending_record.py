@@ -1,6 +1,6 @@
 """One database write for a foreground call that ends quickly.
 
-A plain foreground call (no session, no PTY, no approval, not streamed) does not insert its
+A plain foreground call (a session's too; no PTY, no approval, not streamed) does not insert its
 `running` row at the spawn. Instead, in the spawn's worker-thread hop, the row is written to a
 small *intent file* (`<data_dir>/pending-records/<id>.json`, a page-cache write, no fsync). Then
 either

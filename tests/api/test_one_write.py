@@ -73,6 +73,22 @@ def test_a_fast_foreground_call_is_one_insert_of_its_finished_row(
 
 
 @pytest.mark.sqlite_only("counts the writes with SQLite triggers")
+@pytest.mark.settings(foreground_record_delay_ms=30_000, auto_background_ms=0)
+def test_a_fast_call_in_a_session_is_one_insert_and_keeps_the_session_state(
+    fresh_server: LiveServer, write_log: sqlite3.Connection
+) -> None:
+    with fresh_server.client() as client:
+        session = client.post("/v1/sessions", json={}).json()["id"]
+        first = run_foreground(client, "export KEPT=yes", session=session)
+        second = run_foreground(client, 'echo "$KEPT"', session=session)
+    assert second["output"] == "yes\n"
+    for record in (first, second):
+        assert writes(write_log, str(record["id"])) == [("insert", "completed")]
+        assert record["session"] == session
+    assert intents(fresh_server.data_dir) == []
+
+
+@pytest.mark.sqlite_only("counts the writes with SQLite triggers")
 @pytest.mark.settings(foreground_record_delay_ms=200, auto_background_ms=0)
 def test_a_call_running_past_the_delay_is_listed_as_running_then_finished(
     fresh_server: LiveServer, write_log: sqlite3.Connection
