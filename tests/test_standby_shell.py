@@ -5,16 +5,22 @@ API tests cover the join): the standby is given none to enter."""
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from app.confinement import Limits, Unit
+from app.confinement.cgroups import CgroupBackend
+from app.confinement.standby import SpawnAhead
 from app.process import StandbyGone, StandbyShell, ulimit_steps
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -118,3 +124,35 @@ def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(tmp_path: Path)
     finally:
         shell.dismiss()
     assert subprocess.run(["true"], check=False).returncode == 0
+
+
+class CountingBackend(CgroupBackend):
+    """A real cgroup-v1 backend whose base does not exist: every unit fails to open."""
+
+    def __init__(self) -> None:
+        super().__init__(root=True, bases={"pids": Path("/nonexistent-x/base")}, version=1)
+        self.attempts = 0
+
+    def open_unit(self, execution_id: str, limits: Limits) -> Unit:
+        self.attempts += 1
+        return super().open_unit(execution_id, limits)
+
+
+def test_a_standby_that_cannot_be_made_is_tried_once_per_release_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = CountingBackend()
+    ahead = SpawnAhead(backend, Limits(), "/bin/bash", tmp_path)
+    ahead.start()
+    try:
+        eventually(lambda: backend.attempts == 1, what="the first attempt")
+        time.sleep(0.3)
+        assert backend.attempts == 1  # no retry loop of its own
+        for expected in (2, 3):
+            ahead.unit_closed()
+            eventually(lambda n=expected: backend.attempts == n, what=f"attempt {expected}")
+        assert ahead.take("ex_x", Limits()) is None  # the usual spawn
+    finally:
+        ahead.stop()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors

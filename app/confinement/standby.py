@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +30,6 @@ logger = logging.getLogger("shellgate.confinement")
 # can never be mistaken for one: ids are `ex_` + 20 characters.
 STANDBY_PREFIX = "ex_standby_"
 SPEC_DIRECTORY = "standby"
-# After a standby could not be made (or died unclaimed): how long before the next try, so a
-# broken setup costs one attempt now and then, not a loop.
-RETRY_SECONDS = 5.0
 
 
 @dataclass
@@ -54,6 +50,11 @@ class SpawnAhead:
             ENV_PROGRAM, os.X_OK
         )
         self._ready: Standby | None = None
+        # Set when a standby should be made (at the start, then at each unit's release); a
+        # failed attempt waits for the next release, so a broken setup costs one attempt per
+        # execution at most, never a loop, and logs its traceback once.
+        self._want = True
+        self._failing = False
         self._wanted = threading.Condition()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -93,6 +94,7 @@ class SpawnAhead:
         the wait this is all about, and the claiming run's own cgroup work (the rename, the
         release at its end) would wait behind it."""
         with self._wanted:
+            self._want = True
             self._wanted.notify()
 
     def stop(self) -> None:
@@ -108,16 +110,21 @@ class SpawnAhead:
     def _keep_one_ready(self) -> None:
         while True:
             with self._wanted:
-                while self._ready is not None and not self._stopped:
+                while not self._stopped and (self._ready is not None or not self._want):
                     self._wanted.wait()
                 if self._stopped:
                     return
+                self._want = False
             try:
                 standby = self._make()
             except Exception:
-                logger.exception("no standby shell could be made; commands spawn the usual way")
-                time.sleep(RETRY_SECONDS)
+                if not self._failing:
+                    logger.exception("no standby shell could be made: commands spawn as usual")
+                self._failing = True
                 continue
+            if self._failing:
+                logger.info("a standby shell could be made again")
+            self._failing = False
             with self._wanted:
                 kept = not self._stopped
                 if kept:
