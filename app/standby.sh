@@ -3,8 +3,10 @@
 # cgroups now, while nobody waits for it, then waits for a spec and execs the command in
 # place, so the command starts inside its cgroups without being moved there.
 #
-#   bash --noprofile --norc standby.sh STATUS_FD
+#   bash --noprofile --norc standby.sh STATUS_FD reset|keep
 #
+# `reset`: the command starts with every signal at its default (`env --default-signal`), not
+# with what the server inherited ignored (app/process/signal_defaults.py).
 # stdin: one line, the path of the spec file, or EOF when the standby is dismissed.
 # STATUS_FD: `J` once joined; then a failed step's name (`cwd`, `limits`), or nothing: it is
 # closed right before the exec. Any failure to join ends the shell before anything runs.
@@ -34,5 +36,9 @@ if ! builtin eval "${spec[1]}" 2>/dev/null; then
   echo limits >&"$status_fd"
   exit 126
 fi
+signal_reset=()
+if [[ ${2-} == reset ]]; then
+  signal_reset=(--default-signal)
+fi
 exec {status_fd}>&-
-exec /usr/bin/env -i -- "${environment[@]}" "${argv[@]}"
+exec /usr/bin/env -i "${signal_reset[@]}" -- "${environment[@]}" "${argv[@]}"

@@ -9,14 +9,17 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from app.process.signal_defaults import INHERITED
 from app.process.spec import ChildConfinement, SpawnSpec
 
 
 def _restore_default_signals() -> None:
     """Runs in the PTY child before exec: Python ignores SIGPIPE and SIGXFSZ, ignored signals
     survive exec, and ptyprocess (unlike subprocess) does not restore them, so `yes | head`
-    would complain of a broken pipe instead of ending quietly."""
-    for number in (signal.SIGPIPE, signal.SIGXFSZ):
+    would complain of a broken pipe instead of ending quietly. The server may also have
+    inherited INT, QUIT or HUP ignored from its launcher (app/process/signal_defaults.py): a
+    Ctrl-C must still interrupt."""
+    for number in (signal.SIGPIPE, signal.SIGXFSZ, *INHERITED):
         signal.signal(number, signal.SIG_DFL)
 
 

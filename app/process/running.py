@@ -40,6 +40,7 @@ from ptyprocess import PtyProcess
 from app.process.confine_hooks import _bash_confinement_env, _child_setup, ulimit_steps
 from app.process.groups import group_exists, process_start_ticks, signal_group
 from app.process.loop_read import LoopReader
+from app.process.signal_defaults import reset_prefix
 from app.process.spec import (
     ExitStatus,
     OutputCallback,
@@ -417,7 +418,7 @@ def _spawn_with_pipes(spec: SpawnSpec) -> subprocess.Popen[bytes]:
     bash_env = _bash_confinement_env(spec)
     try:
         return subprocess.Popen(
-            spec.argv,
+            [*reset_prefix(), *spec.argv],
             cwd=spec.cwd,
             env=spec.env if bash_env is None else {**spec.env, **bash_env},
             stdin=subprocess.DEVNULL,

@@ -23,9 +23,13 @@ import os
 import subprocess
 from pathlib import Path
 
+from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
+
+__all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
+
+# standby.sh execs the command with ENV_PROGRAM (`env -i`: the exact environment, nothing of
+# bash's).
 STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
-# What standby.sh execs the command with (`env -i`: the exact environment, nothing of bash's).
-ENV_PROGRAM = "/usr/bin/env"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 
 
@@ -53,7 +57,14 @@ class StandbyShell:
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
         try:
             self.popen: subprocess.Popen[bytes] = subprocess.Popen(
-                [shell, "--noprofile", "--norc", str(STANDBY_SCRIPT), str(status_write)],
+                [
+                    shell,
+                    "--noprofile",
+                    "--norc",
+                    str(STANDBY_SCRIPT),
+                    str(status_write),
+                    "reset" if env_resets_signals() else "keep",
+                ],
                 cwd="/",
                 env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},
                 stdin=subprocess.PIPE,
