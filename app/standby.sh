@@ -8,7 +8,7 @@
 # `reset`: the command starts with every signal at its default (`env --default-signal`), not
 # with what the server inherited ignored (app/process/signal_defaults.py).
 # stdin: one line, the path of the spec file, or EOF when the standby is dismissed.
-# STATUS_FD: `J` once joined; then a failed step's name (`cwd`, `limits`), or nothing: it is
+# STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or nothing: it is
 # closed right before the exec. Any failure to join ends the shell before anything runs.
 # The spec file: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
 # entries, N entries `NAME=value`, then the argv.
@@ -24,7 +24,12 @@ echo J >&"$status_fd"
 
 IFS= read -r spec_file || exit 0
 exec 0</dev/null
-mapfile -d '' -t spec <"$spec_file" || exit 126
+# A spec that cannot be read is the server's failure, not the command's: say so (the server
+# then spawns the usual way) rather than exit as if the command had run.
+if ! mapfile -d '' -t spec <"$spec_file" || [[ ! ${spec[2]-} =~ ^[0-9]+$ ]]; then
+  echo spec >&"$status_fd"
+  exit 126
+fi
 count=${spec[2]}
 environment=("${spec[@]:3:count}")
 argv=("${spec[@]:3+count}")

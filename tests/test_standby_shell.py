@@ -20,6 +20,7 @@ from app.confinement import Limits, Unit
 from app.confinement.cgroups import CgroupBackend
 from app.confinement.standby import SpawnAhead
 from app.process import StandbyGone, StandbyShell, ulimit_steps
+from app.process.standby import STANDBY_SCRIPT
 from tests.waiting import eventually
 
 
@@ -94,6 +95,25 @@ def test_a_missing_directory_is_an_oserror_and_nothing_runs(
     assert list(tmp_path.glob("*.spec")) == []
 
 
+def test_a_spec_the_shell_cannot_read_is_reported_not_run(tmp_path: Path) -> None:
+    """The script's side of `StandbyGone` for an unreadable spec: it says `spec` on the status
+    pipe and exits before running anything, so the server spawns the usual way instead of
+    recording an exit status for a command that never ran."""
+    status_read, status_write = os.pipe()
+    script = subprocess.Popen(
+        ["/bin/bash", "--noprofile", "--norc", str(STANDBY_SCRIPT), str(status_write), "keep"],
+        stdin=subprocess.PIPE,
+        pass_fds=(status_write,),
+    )
+    os.close(status_write)
+    assert script.stdin is not None
+    script.stdin.write(str(tmp_path / "no-such.spec").encode() + b"\n")
+    script.stdin.close()
+    assert script.wait(timeout=10) == 126
+    with os.fdopen(status_read, "rb") as status:
+        assert status.read().split() == [b"J", b"spec"]
+
+
 def test_a_standby_that_ended_before_its_claim_is_gone(
     standby: StandbyShell, tmp_path: Path
 ) -> None:
@@ -123,7 +143,6 @@ def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(tmp_path: Path)
             shell.claim(["/bin/true"], "/", {}, ":")
     finally:
         shell.dismiss()
-    assert subprocess.run(["true"], check=False).returncode == 0
 
 
 class CountingBackend(CgroupBackend):

@@ -66,8 +66,6 @@ class SpawnAhead:
     def start(self) -> None:
         if not self._usable or self._thread is not None:
             return
-        shutil.rmtree(self._spec_directory, ignore_errors=True)
-        self._spec_directory.mkdir(parents=True, exist_ok=True)
         self._thread = threading.Thread(target=self._keep_one_ready, name="spawn-ahead")
         self._thread.daemon = True
         self._thread.start()
@@ -108,6 +106,13 @@ class SpawnAhead:
             self._discard(standby)
 
     def _keep_one_ready(self) -> None:
+        # Here, not in `start` (called on the event loop): what a killed server left goes.
+        shutil.rmtree(self._spec_directory, ignore_errors=True)
+        try:
+            self._spec_directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            logger.exception("no standby shells: commands spawn as usual")
+            return
         while True:
             with self._wanted:
                 while not self._stopped and (self._ready is not None or not self._want):

@@ -48,7 +48,7 @@ from app.process.spec import (
     OutputStream,
     SpawnSpec,
 )
-from app.process.standby import StandbyShell
+from app.process.standby import StandbyGone, StandbyShell
 
 logger = logging.getLogger("shellgate.process")
 
@@ -437,7 +437,8 @@ def _claim(standby: StandbyShell, spec: SpawnSpec) -> subprocess.Popen[bytes]:
     rlimits = spec.confinement.rlimits if spec.confinement is not None else ()
     steps = ulimit_steps(rlimits)
     if steps is None:
-        raise ValueError("a standby cannot set these limits: spawn the usual way")
+        standby.dismiss()
+        raise StandbyGone()  # limits bash cannot set: the usual spawn sets them
     try:
         standby.claim(spec.argv, spec.cwd, spec.env, steps)
     except BaseException:

@@ -91,7 +91,7 @@ class StandbyShell:
     def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
         """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
         directory or limits were refused (the standby then exits), `StandbyGone` when the
-        standby could not take it."""
+        standby could not take it (ended, or could not read its spec)."""
         assert self.popen.stdin is not None
         spec = Path(self._spec_directory, f"{self.pid}.spec")
         fields = [cwd, ulimit_steps, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
@@ -114,6 +114,9 @@ class StandbyShell:
         if not status.startswith(b"J"):
             raise StandbyGone()
         step = status[1:].strip()
+        if step == b"spec":  # the shell could not read what it was given: nothing ran
+            self.popen.wait()
+            raise StandbyGone()
         if step:
             self.popen.wait()
             code = _FAILED_STEPS.get(step, errno.EINVAL)
