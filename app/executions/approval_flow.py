@@ -76,9 +76,10 @@ class ApprovalFlow:
         # Callers holding their request open for a decision; the result None means "it ended
         # without running (cancelled): answer with the record".
         self._waiters: dict[str, asyncio.Future[Launch | None]] = {}
-        # Executions being settled now: a decision heard twice (another replica's notification
-        # and the polling fallback) starts the command once.
-        self._settling: set[str] = set()
+        # Executions being settled now: a decision heard twice (the approver's own call and
+        # the polling fallback, or a notification) starts the command once, and the second
+        # hearer waits for the first, so a decision's answer always comes after its effect.
+        self._settling: dict[str, asyncio.Event] = {}
         self._node = context.node
 
     # --- asking -------------------------------------------------------------------------------
@@ -185,9 +186,11 @@ class ApprovalFlow:
 
     async def settled(self, approval: Approval) -> None:
         """An approval left `pending`: start or reject its execution, and answer its caller."""
-        if approval.execution_id in self._settling:
+        in_flight = self._settling.get(approval.execution_id)
+        if in_flight is not None:
+            await in_flight.wait()
             return
-        self._settling.add(approval.execution_id)
+        done = self._settling[approval.execution_id] = asyncio.Event()
         waiter = self._waiters.pop(approval.execution_id, None)
         launch: Launch | None = None
         failure: Exception | None = None
@@ -196,7 +199,8 @@ class ApprovalFlow:
         except Exception as error:
             failure = error
         finally:
-            self._settling.discard(approval.execution_id)
+            del self._settling[approval.execution_id]
+            done.set()
             # A caller holding its request open always gets an answer, whatever happened.
             if waiter is not None and not waiter.done():
                 if failure is not None:
