@@ -129,6 +129,14 @@ class Metrics:
         )
         gauge.set_function(read)
 
+    def watch_waiting_calls(self, read: Callable[[], int]) -> None:
+        gauge = Gauge(
+            "shellgate_waiting_calls",
+            "Calls held until an execution's state changes (long-polls, event feeds)",
+            registry=self.registry,
+        )
+        gauge.set_function(read)
+
     def watch_pending_approvals(self, read: Callable[[], int]) -> None:
         gauge = Gauge(
             "shellgate_pending_approvals",

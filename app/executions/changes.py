@@ -21,6 +21,9 @@ class StateChanges:
         self._stopping = asyncio.Event()
         # The waits still unchanged when the stop began (their record in hand is current).
         self._unchanged_at_stop: set[asyncio.Event] = set()
+        # Calls inside `wait_until` now (long-polls, event feeds, streamed approvals): the
+        # `shellgate_waiting_calls` gauge, which tells an operator (and a test) who is held.
+        self.waiting = 0
 
     def notify(self, execution_id: str) -> None:
         event = self._events.pop(execution_id, None)
@@ -66,6 +69,19 @@ class StateChanges:
     ) -> Execution:
         """The record once `done(record)` holds, or as it is after `within` seconds or once the
         server starts stopping."""
+        self.waiting += 1
+        try:
+            return await self._wait_until(execution_id, read, done, within)
+        finally:
+            self.waiting -= 1
+
+    async def _wait_until(
+        self,
+        execution_id: str,
+        read: Callable[[], Awaitable[Execution]],
+        done: Callable[[Execution], bool],
+        within: float,
+    ) -> Execution:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while True:

@@ -70,6 +70,7 @@ class ExecutionService:
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
         self._tracing = tracing
         self._changes = StateChanges()
+        metrics.watch_waiting_calls(lambda: self._changes.waiting)
         context = Context(
             settings,
             db,

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect
@@ -142,3 +144,21 @@ def test_process_and_build_info_are_exported(gated: LiveServer) -> None:
     assert value(samples, "process_cpu_seconds_total") > 0
     build = [labels for name, labels in samples if name == "shellgate_build_info"]
     assert build and ("version", __version__) in build[0]
+
+
+def test_a_held_long_poll_is_counted_while_it_waits(gated: LiveServer) -> None:
+    name = "shellgate_waiting_calls"
+    with gated.client(AGENT) as agent:
+        job = agent.post("/v1/executions", json={"command": "sleep 30", "async": True}).json()
+
+        def long_poll() -> httpx.Response:
+            with gated.client(AGENT) as poller:
+                return poller.get(f"/v1/executions/{job['id']}?wait=30")
+
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(long_poll)
+            during = wait_for_sample(gated, name, 1)
+            assert value(during, name) == 1
+            assert agent.post(f"/v1/executions/{job['id']}/cancel").status_code == 200
+            assert held.result(timeout=30).json()["state"] == "cancelled"
+    assert value(wait_for_sample(gated, name, 0), name) == 0

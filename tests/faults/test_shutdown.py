@@ -302,13 +302,22 @@ def _stop_with_held_calls(
                 )
             )
         _until(lambda: len(list(markers.iterdir())) == HELD_CALLS, 30, "the held foreground calls")
-        # The long-polls went out with the calls; the calls' start outlasts their first read.
+        # A long-poll that reached the server after the stop began would rightly read `lost`.
+        with server.client() as client:
+            _until(lambda: _waiting_calls(client) == HELD_CALLS, 30, "the long-polls to be held")
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(GRACE + 10)
         for thread in threads:
             thread.join(10)
         results["log"] = server.log()
     return results
+
+
+def _waiting_calls(client: httpx.Client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("shellgate_waiting_calls "):
+            return float(line.split()[1])
+    raise AssertionError("/metrics has no shellgate_waiting_calls")
 
 
 def _assert_answered_as_at_the_stop(results: dict[str, Any]) -> None:
