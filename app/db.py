@@ -8,11 +8,11 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, event, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlmodel import Session, create_engine
 
-from app.errors import DatabaseUnavailableError, StorageFullError
+from app.errors import DatabaseUnavailableError, InvalidRequestError, StorageFullError
 
 T = TypeVar("T")
 # The first parameter says which door a crud function needs: an ORM Session or a Core
@@ -69,14 +69,19 @@ def make_engine(url: str) -> Engine:
     )
 
 
-DATABASE_ERRORS = (OperationalError, InterfaceError, SQLAlchemyTimeoutError)
+DATABASE_ERRORS = (OperationalError, InterfaceError, SQLAlchemyTimeoutError, DataError)
 
 
 def as_app_error(error: Exception) -> Exception:
     """A database that cannot be reached is DatabaseUnavailableError (503, retry), one out of
-    space StorageFullError (507)."""
+    space StorageFullError (507), a value it cannot hold InvalidRequestError (422): PostgreSQL
+    refuses a NUL character in text (an id looked up, a name stored) where SQLite keeps it."""
     if is_disk_full(error):
         return StorageFullError()
+    if isinstance(error, DataError):
+        if "NUL" in str(error.orig):
+            return InvalidRequestError("text must not contain a NUL character")
+        return InvalidRequestError("the database cannot hold a value of this request")
     return DatabaseUnavailableError()
 
 
@@ -85,6 +90,21 @@ class Database:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # An embedded file answers as long as the process runs; its one failure that matters
+        # before a spawn, a full disk, is the storage guard's. A server's must be asked.
+        self._networked = engine.dialect.name != "sqlite"
+
+    def confirm_reachable(self) -> None:
+        """Before a command runs: raise DatabaseUnavailableError unless the database answers,
+        so that its record can be written. On a server, checking a connection out is the
+        round trip (the pool pings each one it hands out); SQLite needs none. Blocking."""
+        if not self._networked:
+            return
+        try:
+            with self.engine.connect():
+                pass
+        except DATABASE_ERRORS as error:
+            raise as_app_error(error) from error
 
     def run_sync(
         self, fn: Callable[Concatenate[Session, P], T], /, *args: P.args, **kwargs: P.kwargs
