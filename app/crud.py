@@ -50,10 +50,6 @@ def ping(session: Session) -> None:
     session.execute(_SELECT_ONE)
 
 
-def ping_connection(connection: Connection) -> None:
-    connection.execute(_SELECT_ONE)
-
-
 def schema_revisions(connection: Connection) -> set[str]:
     """The revisions Alembic recorded (raises when it never ran on this database)."""
     rows = connection.execute(text("SELECT version_num FROM alembic_version"))

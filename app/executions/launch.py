@@ -365,7 +365,7 @@ class Launcher:
             if not storage.has_room():
                 raise StorageFullError()
             if not existing:
-                db.run_in_transaction(crud.ping_connection)
+                db.confirm_reachable()
             start_log(live.log, storage)
             process = spawn(
                 confinement.take_standby(live.id, plan.limits) if not draft.pty else None
