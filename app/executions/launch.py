@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio.to_thread
-
 from app import crud
 from app.artifact_log import ArtifactLog
 from app.auth import Principal
+from app.blocking import run_blocking
 from app.confinement import Limits, Unit
 from app.environment import build_environment
 from app.errors import (
@@ -381,7 +380,7 @@ class Launcher:
             return process
 
         try:
-            process = await anyio.to_thread.run_sync(spawn_and_record)
+            process = await run_blocking(spawn_and_record)
         except Exception as error:
             self.ctx.registry.release_job_slot(live)
             if session_call is not None:

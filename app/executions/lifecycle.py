@@ -16,6 +16,7 @@ from typing import Any
 import anyio.to_thread
 
 from app import crud
+from app.blocking import run_blocking
 from app.confinement import Confinement, Unit
 from app.errors import DatabaseUnavailableError
 from app.executions.context import Context
@@ -86,8 +87,8 @@ class Lifecycle:
         written: bool | None = None
         if session_call is None:
             # The unit's end and the terminal record in one worker-thread hop.
-            limit_notice, state, values, written = await anyio.to_thread.run_sync(
-                self._end_and_record, live, status, limit, close_unit, write
+            limit_notice, state, values, written = await run_blocking(
+                functools.partial(self._end_and_record, live, status, limit, close_unit, write)
             )
         else:
             limit_notice = await self._end_unit(close_unit)

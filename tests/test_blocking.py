@@ -1,0 +1,55 @@
+"""app/blocking.py: the work runs in the caller's context, its exception reaches the caller,
+and a cancelled caller gets the cancel only once the work has ended."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from app.blocking import run_blocking
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+def test_the_work_sees_the_callers_context_and_runs_off_the_loop() -> None:
+    async def main() -> tuple[str, bool]:
+        REQUEST_ID.set("req-1")
+        loop_thread = threading.get_ident()
+        return await run_blocking(lambda: (REQUEST_ID.get(), threading.get_ident() != loop_thread))
+
+    assert asyncio.run(main()) == ("req-1", True)
+
+
+def test_the_works_exception_reaches_the_caller() -> None:
+    def fail() -> None:
+        raise OSError("refused")
+
+    with pytest.raises(OSError, match="refused"):
+        asyncio.run(run_blocking(fail))
+
+
+def test_a_cancelled_caller_waits_for_the_work_to_end_even_when_cancelled_twice() -> None:
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def work() -> None:
+        started.set()
+        release.wait(10)
+        ended.set()
+
+    async def main() -> bool:
+        task = asyncio.create_task(run_blocking(work))
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        still_waiting = not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return still_waiting and ended.is_set()
+
+    assert asyncio.run(main())
