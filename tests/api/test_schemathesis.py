@@ -9,6 +9,7 @@ operation, so nothing generated runs or touches a file. Checks: no 5xx
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from app.openapi_export import openapi_document
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.databases import Databases
 
-EXAMPLES_PER_OPERATION = 25  # per operation and mode (valid data, then invalid data)
+# Per operation and mode (valid data, then invalid data); a deeper run sets more.
+EXAMPLES_PER_OPERATION = int(os.environ.get("SHELLGATE_FUZZ_EXAMPLES", "25"))
 
 
 @pytest.fixture(scope="module")
