@@ -139,7 +139,8 @@ class Launcher:
         self.lifecycle.watch(live, plan.timeout, session_call, run_span, pending)
         idle = watch_idle(live, draft.idle_timeout, draft.idle_action, self.ctx.registry)
         self.ctx.changes.notify(execution_id)
-        self.ctx.metrics.executions_started.labels(plan.mode.value).inc()
+        metrics = self.ctx.metrics
+        metrics.labelled(metrics.executions_started, plan.mode.value).inc()
         execution_event(
             "started",
             execution_id=execution_id,
@@ -347,7 +348,7 @@ class Launcher:
                 except OSError:
                     confinement.close_unit(unit, kill=True)
                     raise
-                metrics.spawns.labels("standby" if shell is not None else "spawn").inc()
+                metrics.labelled(metrics.spawns, "spawn" if shell is None else "standby").inc()
                 return process
 
         def spawn_and_record() -> RunningProcess:

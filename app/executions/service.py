@@ -198,7 +198,7 @@ class ExecutionService:
         the two; a deny ends the call here (403) and nothing is stored."""
         with self._tracing.span("policy"):
             judgement = await self._policy.judge(command, env_names=env, cwd=cwd)
-        self._metrics.policy_verdicts.labels(judgement.approval.value).inc()
+        self._metrics.labelled(self._metrics.policy_verdicts, judgement.approval.value).inc()
         execution_event(
             "verdict",
             execution_id=execution_id,
