@@ -21,6 +21,12 @@ logger = logging.getLogger("shellgate.confinement")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
+def cgroup_child_rlimits(limits: Limits) -> list[tuple[int, int, int]]:
+    """The rlimits a command in a cgroup unit gets (memory and processes are the cgroup's):
+    one definition for the units opened here and the standby shell that sets them itself."""
+    return child_rlimits(limits, address_space=False, processes=False)
+
+
 def instance_name(data_dir: Path) -> str:
     """`shellgate-<12 hex>` naming this data directory: the same after a restart, another for
     another server on the same host."""
@@ -282,10 +288,9 @@ class CgroupBackend(Backend):
             for directory in directories.values():
                 _remove_directory(directory)
             raise
-        rlimits = child_rlimits(limits, address_space=False, processes=False)
         child = ChildConfinement(
             cgroup_procs=tuple(f"{path}/cgroup.procs" for path in directories.values()),
-            rlimits=tuple(rlimits),
+            rlimits=tuple(cgroup_child_rlimits(limits)),
         )
         return CgroupUnit(execution_id, limits, child, directories, self.version)
 

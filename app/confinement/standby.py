@@ -17,9 +17,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.confinement.cgroups import CgroupBackend, CgroupUnit
+from app.confinement.cgroups import CgroupBackend, CgroupUnit, cgroup_child_rlimits
 from app.confinement.limits import Limits
-from app.confinement.units import child_rlimits
 from app.process import StandbyShell, ulimit_steps
 from app.process.standby import ENV_PROGRAM
 from app.random_ids import random_token
@@ -60,8 +59,7 @@ class SpawnAhead:
         self._thread: threading.Thread | None = None
 
     def _rlimits(self) -> list[tuple[int, int, int]]:
-        # As CgroupBackend.open_unit sets them.
-        return child_rlimits(self._limits, address_space=False, processes=False)
+        return cgroup_child_rlimits(self._limits)
 
     def start(self) -> None:
         if not self._usable or self._thread is not None:
