@@ -71,26 +71,17 @@ class StateChanges:
         server starts stopping."""
         self.waiting += 1
         try:
-            return await self._wait_until(execution_id, read, done, within)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + within
+            while True:
+                # Registered before the read, so a change between the read and the wait wakes us.
+                event = self._events.setdefault(execution_id, asyncio.Event())
+                record = await read()
+                remaining = deadline - loop.time()
+                if done(record) or remaining <= 0 or self.stopping:
+                    return record
+                await self.wait_unless_stopping(event.wait(), remaining)
+                if self.stopping and event in self._unchanged_at_stop:
+                    return record
         finally:
             self.waiting -= 1
-
-    async def _wait_until(
-        self,
-        execution_id: str,
-        read: Callable[[], Awaitable[Execution]],
-        done: Callable[[Execution], bool],
-        within: float,
-    ) -> Execution:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while True:
-            # Registered before the read, so a change between the read and the wait wakes us.
-            event = self._events.setdefault(execution_id, asyncio.Event())
-            record = await read()
-            remaining = deadline - loop.time()
-            if done(record) or remaining <= 0 or self.stopping:
-                return record
-            await self.wait_unless_stopping(event.wait(), remaining)
-            if self.stopping and event in self._unchanged_at_stop:
-                return record
