@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -42,6 +43,8 @@ async def _prune_forever(services: Services) -> None:
     while True:
         try:
             await prune_expired(services.db, services.settings)
+            # Replicas gone as long as the records they ran are kept: nothing points at them.
+            await services.cluster.forget_silent(timedelta(days=services.settings.retention_days))
         except Exception:
             logger.exception("retention pruning failed")
         await asyncio.sleep(services.settings.prune_interval_seconds)

@@ -90,6 +90,25 @@ class Cluster:
             for node in await self._db.call(store.list_nodes)
         ]
 
+    async def forget_silent(self, silent_for: timedelta) -> list[str]:
+        """Drop the rows of replicas silent for longer than `silent_for` that hold no work any
+        more (store.forget_silent_nodes); the ids dropped."""
+        if not self.shared:
+            return []
+        forgotten = await self._db.call(
+            store.forget_silent_nodes,
+            me=self.node_id,
+            silent_before=datetime.now(UTC) - silent_for,
+        )
+        if forgotten:
+            logger.info(
+                "forgot %d replicas silent for over %s: %s",
+                len(forgotten),
+                silent_for,
+                ", ".join(forgotten),
+            )
+        return forgotten
+
     # --- the job cap across replicas (the Registry's ledger) ----------------------------------
 
     async def acquire(self, execution_id: str) -> bool:

@@ -87,6 +87,43 @@ def release_slots_of_dead_nodes(session: Session, *, me: str, cutoff: datetime) 
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+def forget_silent_nodes(session: Session, *, me: str, silent_before: datetime) -> list[str]:
+    """Delete the rows of replicas silent since `silent_before` that hold nothing any more: no
+    execution running or awaiting approval (the takeover and the approvals' fallback find
+    those through the row), no job slot, no session still open. Replicas come and go (a pod
+    with a fresh data dir is a new node): their rows would otherwise pile up for ever."""
+    holds_work = (
+        select(Execution.id)
+        .where(
+            col(Execution.node) == col(Node.id),
+            col(Execution.state).in_(
+                (ExecutionState.running.value, ExecutionState.awaiting_approval.value)
+            ),
+        )
+        .exists()
+    )
+    holds_slot = select(JobSlot.execution_id).where(col(JobSlot.node) == col(Node.id)).exists()
+    holds_session = (
+        select(ShellSession.id)
+        .where(col(ShellSession.node) == col(Node.id), col(ShellSession.deleted_at).is_(None))
+        .exists()
+    )
+    result = session.execute(
+        delete(Node)
+        .where(
+            col(Node.last_heartbeat) < silent_before,
+            col(Node.id) != me,
+            ~holds_work,
+            ~holds_slot,
+            ~holds_session,
+        )
+        .returning(col(Node.id))
+    )
+    forgotten = sorted(str(row[0]) for row in result)
+    session.commit()
+    return forgotten
+
+
 def release_slots_of(session: Session, *, node_id: str) -> None:
     """At start: the slots a previous run of this node held are free (its jobs are lost)."""
     session.execute(delete(JobSlot).where(col(JobSlot.node) == node_id))
