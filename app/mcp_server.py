@@ -266,7 +266,10 @@ def build_mcp_server(services: Services) -> MCPServer:
         )
 
     helpers = McpHelpers(
-        principal=_principal, execution_result=_execution_result, tool_error=_tool_error
+        principal=_principal,
+        execution_result=_execution_result,
+        tool_error=_tool_error,
+        authorization=_authorization,
     )
     register_file_tools(server, services, helpers)
     register_session_tools(server, services, helpers)
@@ -280,6 +283,14 @@ def _principal(ctx: Context) -> Principal:
         # McpEndpoint authenticates every request; reaching a tool without it is a wiring bug.
         raise UnauthenticatedError("missing bearer token")
     return user.principal
+
+
+def _authorization(ctx: Context) -> str:
+    request = ctx.request_context.request
+    header = request.headers.get("authorization") if isinstance(request, Request) else None
+    if not header:
+        raise UnauthenticatedError("missing bearer token")  # as _principal: a wiring bug
+    return str(header)
 
 
 def _tool_error(error: AppError) -> CallToolResult:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError
 from app.files.service import Pending, parse_mode
+from app.mcp_forward import call_on_owner, run_on_owner
 from app.schemas import ExecutionCreate, ExecutionPublic, SessionCreate
 from app.services import Services
 
@@ -105,6 +106,7 @@ class McpHelpers:
     principal: Callable[[Context], Principal]
     execution_result: Callable[[ExecutionPublic], CallToolResult]
     tool_error: Callable[[AppError], CallToolResult]
+    authorization: Callable[[Context], str]  # the caller's header, for a call on the owner
 
 
 class FileResult(BaseModel):
@@ -429,6 +431,15 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
                 idle_action=idle_action,
                 notify_url=notify_url,
             )
+            owner = await services.forwarder.session_owner(session)
+            if owner is not None:
+                return await run_on_owner(
+                    services.forwarder,
+                    owner,
+                    authorization=helpers.authorization(ctx),
+                    body=request.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    execution_result=helpers.execution_result,
+                )
             outcome = await executions.submit(principal, request)
         except AppError as error:
             return helpers.tool_error(error)
@@ -447,7 +458,17 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
         session: Annotated[str, Field(max_length=64, description="The id from session_start.")],
     ) -> CallToolResult:
         try:
-            await sessions.delete(helpers.principal(ctx), session)
+            owner = await services.forwarder.session_owner(session)
+            if owner is None:
+                await sessions.delete(helpers.principal(ctx), session)
+            else:
+                await call_on_owner(
+                    services.forwarder,
+                    owner,
+                    authorization=helpers.authorization(ctx),
+                    method="DELETE",
+                    path=f"/v1/sessions/{session}",
+                )
         except AppError as error:
             return helpers.tool_error(error)
         return CallToolResult(content=[TextContent(type="text", text=f"Session {session} closed.")])

@@ -198,6 +198,43 @@ class Forwarder:
         headers.append((FORWARDED_FROM_HEADER, self._cluster.node_id.encode()))
         return headers
 
+    # --- calls made here on another replica's behalf (the MCP tools: one /mcp request can
+    # reach any replica, while a session's shell lives on one) --------------------------------
+
+    async def session_owner(self, session_id: str) -> Target | None:
+        """The live replica a session's shell lives on when it is another one (None: here)."""
+        if not self.enabled:
+            return None
+        return await self._session_target(session_id)
+
+    async def call(
+        self, target: Target, method: str, path: str, *, authorization: str, body: Any = None
+    ) -> tuple[int, Any]:
+        """A REST call to `target` as the caller (their own bearer token), marked as a
+        forward so that the owner serves it itself: its status and JSON answer."""
+        client = await self._http()
+        import httpx
+
+        headers = {
+            "Authorization": authorization,
+            INTERNAL_HEADER.decode(): self.secret.decode(),
+            FORWARDED_FROM_HEADER.decode(): self._cluster.node_id,
+        }
+        try:
+            response = await client.request(method, target.url + path, headers=headers, json=body)
+        except httpx.TransportError as error:
+            raise NodeUnreachableError(
+                f"replica {target.node_id} did not answer: {type(error).__name__}"
+            ) from error
+        if not response.content:
+            return response.status_code, None  # 204: a session closed
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            raise NodeUnreachableError(
+                f"replica {target.node_id} answered {response.status_code} without JSON"
+            ) from None
+
     async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
         client = await self._http()
         import httpx

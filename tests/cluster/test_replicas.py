@@ -15,12 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp_types import CallToolResult
 from sqlalchemy import create_engine, text
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.api.test_mcp import mcp_client, structured, text_of
 from tests.cluster.replicas import CLUSTER_SECRET, Replica, fresh_database, replica
 from tests.conftest import ADMIN, AGENT, APPROVER
 from tests.waiting import eventually, pending_approval_for
@@ -355,6 +358,39 @@ def test_a_session_made_on_a_keeps_its_state_through_b(pair: tuple[Replica, Repl
         assert ran.status_code == 200, ran.text
         assert "kept" in ran.text
         assert agent_b.delete(f"/v1/sessions/{session_id}").status_code in (200, 204)
+        assert agent_a.get(f"/v1/sessions/{session_id}").status_code == 404
+
+
+def test_mcp_session_calls_on_b_run_in_the_shell_on_a(pair: tuple[Replica, Replica]) -> None:
+    """An MCP call reaches whichever replica the gateway picked: the session tools run it
+    where the session's shell lives, as the REST forward does."""
+    a, b = pair
+    with a.client() as agent_a:
+        made = agent_a.post("/v1/sessions", json={})
+        assert made.status_code in (200, 201), made.text
+        session_id = made.json()["id"]
+
+    async def through_b() -> list[CallToolResult]:
+        with anyio.fail_after(60):
+            async with mcp_client(b, AGENT) as client:  # type: ignore[arg-type]
+                return [
+                    await client.call_tool("session_run", {"session": session_id, **arguments})
+                    for arguments in (
+                        {"command": "export MCP_VAR=kept"},
+                        {"command": "echo $MCP_VAR"},
+                        {"command": "exit 3"},
+                    )
+                ] + [await client.call_tool("session_close", {"session": session_id})]
+
+    exported, echoed, failed, closed = anyio.run(through_b)
+    assert not exported.is_error, text_of(exported)
+    assert "kept" in text_of(echoed), text_of(echoed)
+    assert failed.is_error and structured(failed)["exit_code"] == 3
+    assert not closed.is_error, text_of(closed)
+    with a.client() as agent_a:
+        ran_on = agent_a.get(f"/v1/executions/{structured(echoed)['id']}").json()["node"]
+        assert ran_on == "node-a"
+        # The owner itself closed it: its shell and its memory of the session are gone.
         assert agent_a.get(f"/v1/sessions/{session_id}").status_code == 404
 
 
