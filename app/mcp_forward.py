@@ -45,6 +45,16 @@ async def call_on_owner(
     return status, answer
 
 
+async def record_from_owner(
+    forwarder: Forwarder, target: Target, *, authorization: str, method: str, path: str
+) -> ExecutionPublic:
+    """An execution's record as its owner answers `method path` (a wait, a cancel)."""
+    _, answer = await call_on_owner(
+        forwarder, target, authorization=authorization, method=method, path=path
+    )
+    return ExecutionPublic.model_validate(answer)
+
+
 async def run_on_owner(
     forwarder: Forwarder,
     target: Target,

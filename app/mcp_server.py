@@ -27,6 +27,7 @@ from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
 from app.errors import AppError, UnauthenticatedError, UnavailableError
+from app.mcp_forward import record_from_owner
 from app.mcp_tools import (
     IDLE_TIMEOUT_DESCRIPTION,
     NOTIFY_URL_DESCRIPTION,
@@ -215,7 +216,19 @@ def build_mcp_server(services: Services) -> MCPServer:
         ] = 30,
     ) -> Annotated[CallToolResult, ExecutionResult]:
         try:
-            execution = await executions.get(_principal(ctx), id, wait=seconds)
+            principal = _principal(ctx)
+            # A run on another replica changes state there: only its owner can hold the wait.
+            owner = await services.forwarder.execution_owner(id) if seconds > 0 else None
+            if owner is None:
+                execution = await executions.get(principal, id, wait=seconds)
+            else:
+                execution = await record_from_owner(
+                    services.forwarder,
+                    owner,
+                    authorization=_authorization(ctx),
+                    method="GET",
+                    path=f"/v1/executions/{id}?wait={seconds:g}",
+                )
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)
@@ -230,7 +243,19 @@ def build_mcp_server(services: Services) -> MCPServer:
         ctx: Context, id: Annotated[str, Field(description="The execution id (ex_…).")]
     ) -> Annotated[CallToolResult, ExecutionResult]:
         try:
-            execution = await executions.cancel(_principal(ctx), id)
+            principal = _principal(ctx)
+            # Its process group is on the replica that runs it.
+            owner = await services.forwarder.execution_owner(id, "cancel")
+            if owner is None:
+                execution = await executions.cancel(principal, id)
+            else:
+                execution = await record_from_owner(
+                    services.forwarder,
+                    owner,
+                    authorization=_authorization(ctx),
+                    method="POST",
+                    path=f"/v1/executions/{id}/cancel",
+                )
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)

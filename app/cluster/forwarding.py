@@ -201,6 +201,13 @@ class Forwarder:
     # --- calls made here on another replica's behalf (the MCP tools: one /mcp request can
     # reach any replica, while a session's shell lives on one) --------------------------------
 
+    async def execution_owner(self, execution_id: str, action: str | None = None) -> Target | None:
+        """The live replica an active execution runs on (or, for a log `action`, the one with
+        its log) when it is another one (None: here)."""
+        if not self.enabled:
+            return None
+        return await self._execution_target(execution_id, action)
+
     async def session_owner(self, session_id: str) -> Target | None:
         """The live replica a session's shell lives on when it is another one (None: here)."""
         if not self.enabled:

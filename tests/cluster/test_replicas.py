@@ -394,6 +394,38 @@ def test_mcp_session_calls_on_b_run_in_the_shell_on_a(pair: tuple[Replica, Repli
         assert agent_a.get(f"/v1/sessions/{session_id}").status_code == 404
 
 
+def test_mcp_job_wait_and_cancel_on_b_reach_the_job_running_on_a(
+    pair: tuple[Replica, Replica],
+) -> None:
+    """The job's state changes on A: a wait held on B would hear nothing until its deadline,
+    and a cancel on B would find no process to stop."""
+    a, b = pair
+    with a.client() as agent_a:
+        short = agent_a.post(
+            "/v1/executions", json={"command": "sleep 1; echo done", "async": True}
+        ).json()["id"]
+        long = agent_a.post("/v1/executions", json={"command": "sleep 600", "async": True}).json()[
+            "id"
+        ]
+
+    async def through_b() -> tuple[CallToolResult, float, CallToolResult]:
+        with anyio.fail_after(60):
+            async with mcp_client(b, AGENT) as client:  # type: ignore[arg-type]
+                started = time.monotonic()
+                waited = await client.call_tool("job_wait", {"id": short, "seconds": 45})
+                elapsed = time.monotonic() - started
+                cancelled = await client.call_tool("job_cancel", {"id": long})
+                return waited, elapsed, cancelled
+
+    waited, elapsed, cancelled = anyio.run(through_b)
+    assert structured(waited)["state"] == "completed", text_of(waited)
+    assert "done" in text_of(waited)
+    assert elapsed < 30, f"the wait ended at {elapsed:.1f}s: it did not hear the end on A"
+    assert structured(cancelled)["state"] == "cancelled", text_of(cancelled)
+    with a.client() as agent_a:
+        assert agent_a.get(f"/v1/executions/{long}").json()["state"] == "cancelled"
+
+
 # --- a replica that dies -------------------------------------------------------------------------
 
 
