@@ -9,17 +9,25 @@ none of the session's state (it is in the owner's data dir) and saved its own be
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp_types import CallToolResult
 
 from app.cluster.forwarding import Forwarder, NodeUnreachableError, Target
 from app.errors import AppError
+from app.executions.views import OutputPage
 from app.schemas import ExecutionPublic
 
 
 class OwnerRefused(AppError):
     code = "owner_refused"
+
+
+def _refusal(target: Target, status: int, answer: Any) -> OwnerRefused:
+    envelope = answer.get("error") if isinstance(answer, dict) else None
+    message = envelope.get("message") if isinstance(envelope, dict) else None
+    return OwnerRefused(message or f"replica {target.node_id} answered {status}: {answer}")
 
 
 async def call_on_owner(
@@ -39,10 +47,39 @@ async def call_on_owner(
     except NodeUnreachableError as error:
         raise OwnerRefused(error.message) from None
     if status >= 400:
-        envelope = answer.get("error") if isinstance(answer, dict) else None
-        message = envelope.get("message") if isinstance(envelope, dict) else None
-        raise OwnerRefused(message or f"replica {target.node_id} answered {status}: {answer}")
+        raise _refusal(target, status, answer)
     return status, answer
+
+
+async def output_from_owner(
+    forwarder: Forwarder,
+    target: Target,
+    *,
+    authorization: str,
+    execution_id: str,
+    offset: int,
+    limit: int,
+) -> OutputPage:
+    """A page of the log the owner has (`GET /v1/executions/{id}/output`)."""
+    path = f"/v1/executions/{execution_id}/output?offset={offset}&limit={limit}"
+    try:
+        status, headers, content = await forwarder.call_raw(
+            target, "GET", path, authorization=authorization
+        )
+    except NodeUnreachableError as error:
+        raise OwnerRefused(error.message) from None
+    if status >= 400:
+        try:
+            answer: Any = json.loads(content)
+        except ValueError:
+            answer = content[:200]
+        raise _refusal(target, status, answer)
+    return OutputPage(
+        data=content,
+        total_bytes=int(headers["x-total-bytes"]),
+        complete=headers["x-complete"] == "true",
+        next_offset=int(headers["x-next-offset"]),
+    )
 
 
 async def record_from_owner(

@@ -27,7 +27,7 @@ from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
 from app.errors import AppError, UnauthenticatedError, UnavailableError
-from app.mcp_forward import record_from_owner
+from app.mcp_forward import output_from_owner, record_from_owner
 from app.mcp_tools import (
     IDLE_TIMEOUT_DESCRIPTION,
     NOTIFY_URL_DESCRIPTION,
@@ -276,7 +276,20 @@ def build_mcp_server(services: Services) -> MCPServer:
         ),
     ) -> Annotated[CallToolResult, OutputPageResult]:
         try:
-            page = await executions.read_output(_principal(ctx), id, offset, limit)
+            principal = _principal(ctx)
+            # A log still being written on another replica (without a shared data dir) is there.
+            owner = await services.forwarder.execution_owner(id, "output")
+            if owner is None:
+                page = await executions.read_output(principal, id, offset, limit)
+            else:
+                page = await output_from_owner(
+                    services.forwarder,
+                    owner,
+                    authorization=_authorization(ctx),
+                    execution_id=id,
+                    offset=offset,
+                    limit=limit,
+                )
         except AppError as error:
             return _tool_error(error)
         text, next_offset = _decode_page(

@@ -219,6 +219,22 @@ class Forwarder:
     ) -> tuple[int, Any]:
         """A REST call to `target` as the caller (their own bearer token), marked as a
         forward so that the owner serves it itself: its status and JSON answer."""
+        status, _, content = await self.call_raw(
+            target, method, path, authorization=authorization, body=body
+        )
+        if not content:
+            return status, None  # 204: a session closed
+        try:
+            return status, json.loads(content)
+        except ValueError:
+            raise NodeUnreachableError(
+                f"replica {target.node_id} answered {status} without JSON"
+            ) from None
+
+    async def call_raw(
+        self, target: Target, method: str, path: str, *, authorization: str, body: Any = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """As `call`, with the answer's headers and raw bytes (a log page)."""
         client = await self._http()
         import httpx
 
@@ -233,14 +249,7 @@ class Forwarder:
             raise NodeUnreachableError(
                 f"replica {target.node_id} did not answer: {type(error).__name__}"
             ) from error
-        if not response.content:
-            return response.status_code, None  # 204: a session closed
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            raise NodeUnreachableError(
-                f"replica {target.node_id} answered {response.status_code} without JSON"
-            ) from None
+        return response.status_code, dict(response.headers), response.content
 
     async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
         client = await self._http()

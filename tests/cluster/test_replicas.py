@@ -394,7 +394,7 @@ def test_mcp_session_calls_on_b_run_in_the_shell_on_a(pair: tuple[Replica, Repli
         assert agent_a.get(f"/v1/sessions/{session_id}").status_code == 404
 
 
-def test_mcp_job_wait_and_cancel_on_b_reach_the_job_running_on_a(
+def test_mcp_job_tools_on_b_reach_the_job_on_a(
     pair: tuple[Replica, Replica],
 ) -> None:
     """The job's state changes on A: a wait held on B would hear nothing until its deadline,
@@ -408,16 +408,21 @@ def test_mcp_job_wait_and_cancel_on_b_reach_the_job_running_on_a(
             "id"
         ]
 
-    async def through_b() -> tuple[CallToolResult, float, CallToolResult]:
+    async def through_b() -> tuple[CallToolResult, float, CallToolResult, CallToolResult]:
         with anyio.fail_after(60):
             async with mcp_client(b, AGENT) as client:  # type: ignore[arg-type]
                 started = time.monotonic()
                 waited = await client.call_tool("job_wait", {"id": short, "seconds": 45})
                 elapsed = time.monotonic() - started
+                # Its log is in A's data dir (the replicas share none here).
+                page = await client.call_tool("read_output", {"id": short})
                 cancelled = await client.call_tool("job_cancel", {"id": long})
-                return waited, elapsed, cancelled
+                return waited, elapsed, page, cancelled
 
-    waited, elapsed, cancelled = anyio.run(through_b)
+    waited, elapsed, page, cancelled = anyio.run(through_b)
+    assert not page.is_error, text_of(page)
+    assert text_of(page) == "done\n"
+    assert structured(page)["complete"] is True
     assert structured(waited)["state"] == "completed", text_of(waited)
     assert "done" in text_of(waited)
     assert elapsed < 30, f"the wait ended at {elapsed:.1f}s: it did not hear the end on A"
