@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
+from app.cluster.forwarding import Target
 from app.errors import AppError, UnauthenticatedError, UnavailableError
 from app.mcp_forward import output_from_owner, record_from_owner
 from app.mcp_tools import (
@@ -143,6 +144,12 @@ def build_mcp_server(services: Services) -> MCPServer:
     )
     executions = services.executions
 
+    async def on_owner(ctx: Context, owner: Target, method: str, path: str) -> ExecutionPublic:
+        """An execution's record as the replica running it answers (app/mcp_forward.py)."""
+        return await record_from_owner(
+            services.forwarder, owner, authorization=_authorization(ctx), method=method, path=path
+        )
+
     @server.tool(
         name="bash",
         description=mcp_bash_description(services.settings),
@@ -222,12 +229,8 @@ def build_mcp_server(services: Services) -> MCPServer:
             if owner is None:
                 execution = await executions.get(principal, id, wait=seconds)
             else:
-                execution = await record_from_owner(
-                    services.forwarder,
-                    owner,
-                    authorization=_authorization(ctx),
-                    method="GET",
-                    path=f"/v1/executions/{id}?wait={seconds:g}",
+                execution = await on_owner(
+                    ctx, owner, "GET", f"/v1/executions/{id}?wait={seconds:g}"
                 )
         except AppError as error:
             return _tool_error(error)
@@ -249,13 +252,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             if owner is None:
                 execution = await executions.cancel(principal, id)
             else:
-                execution = await record_from_owner(
-                    services.forwarder,
-                    owner,
-                    authorization=_authorization(ctx),
-                    method="POST",
-                    path=f"/v1/executions/{id}/cancel",
-                )
+                execution = await on_owner(ctx, owner, "POST", f"/v1/executions/{id}/cancel")
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)
