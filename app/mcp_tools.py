@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError
 from app.files.service import Pending, parse_mode
-from app.mcp_forward import call_on_owner, run_on_owner
+from app.mcp_forward import ask_owner, record_from_owner
 from app.schemas import ExecutionCreate, ExecutionPublic, SessionCreate
 from app.services import Services
 
@@ -433,13 +433,15 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
             )
             owner = await services.forwarder.session_owner(session)
             if owner is not None:
-                return await run_on_owner(
+                ran = await record_from_owner(
                     services.forwarder,
                     owner,
                     authorization=helpers.authorization(ctx),
+                    method="POST",
+                    path="/v1/executions",
                     body=request.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    execution_result=helpers.execution_result,
                 )
+                return helpers.execution_result(ran)
             outcome = await executions.submit(principal, request)
         except AppError as error:
             return helpers.tool_error(error)
@@ -462,7 +464,7 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
             if owner is None:
                 await sessions.delete(helpers.principal(ctx), session)
             else:
-                await call_on_owner(
+                await ask_owner(
                     services.forwarder,
                     owner,
                     authorization=helpers.authorization(ctx),

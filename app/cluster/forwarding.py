@@ -216,25 +216,9 @@ class Forwarder:
 
     async def call(
         self, target: Target, method: str, path: str, *, authorization: str, body: Any = None
-    ) -> tuple[int, Any]:
-        """A REST call to `target` as the caller (their own bearer token), marked as a
-        forward so that the owner serves it itself: its status and JSON answer."""
-        status, _, content = await self.call_raw(
-            target, method, path, authorization=authorization, body=body
-        )
-        if not content:
-            return status, None  # 204: a session closed
-        try:
-            return status, json.loads(content)
-        except ValueError:
-            raise NodeUnreachableError(
-                f"replica {target.node_id} answered {status} without JSON"
-            ) from None
-
-    async def call_raw(
-        self, target: Target, method: str, path: str, *, authorization: str, body: Any = None
     ) -> tuple[int, dict[str, str], bytes]:
-        """As `call`, with the answer's headers and raw bytes (a log page)."""
+        """A REST call to `target` as the caller (their own bearer token), marked as a
+        forward so that the owner serves it itself: its status, headers and body."""
         client = await self._http()
         import httpx
 
