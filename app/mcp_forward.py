@@ -11,6 +11,7 @@ log read no log.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,73 +26,58 @@ class OwnerRefused(AppError):
     code = "owner_refused"
 
 
-async def ask_owner(
-    forwarder: Forwarder,
-    target: Target,
-    *,
-    authorization: str,
-    method: str,
-    path: str,
-    body: dict[str, Any] | None = None,
-) -> tuple[dict[str, str], bytes]:
-    """The owner's answer (headers, body); OwnerRefused, with its message, when it refused or
-    did not answer."""
-    try:
-        status, headers, content = await forwarder.call(
-            target, method, path, authorization=authorization, body=body
-        )
-    except NodeUnreachableError as error:
-        raise OwnerRefused(error.message) from None
-    if status >= 400:
+@dataclass(frozen=True)
+class Owner:
+    """The replica a session or an execution lives on, called as this MCP caller."""
+
+    forwarder: Forwarder
+    target: Target
+    authorization: str  # the caller's own header: the owner checks the token itself
+
+    async def ask(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[dict[str, str], bytes]:
+        """The owner's answer (headers, body); OwnerRefused, with its message, when it refused
+        or did not answer."""
+        node = self.target.node_id
         try:
-            answer: Any = json.loads(content)
-        except ValueError:
-            answer = content[:200]
-        envelope = answer.get("error") if isinstance(answer, dict) else None
-        message = envelope.get("message") if isinstance(envelope, dict) else None
-        raise OwnerRefused(message or f"replica {target.node_id} answered {status}: {answer}")
-    return headers, content
+            status, headers, content = await self.forwarder.call(
+                self.target, method, path, authorization=self.authorization, body=body
+            )
+        except NodeUnreachableError as error:
+            raise OwnerRefused(error.message) from None
+        if status >= 400:
+            try:
+                answer: Any = json.loads(content)
+            except ValueError:
+                answer = content[:200]
+            envelope = answer.get("error") if isinstance(answer, dict) else None
+            message = envelope.get("message") if isinstance(envelope, dict) else None
+            raise OwnerRefused(message or f"replica {node} answered {status}: {answer}")
+        return headers, content
 
+    async def record(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> ExecutionPublic:
+        """An execution's record as the owner answers `method path` (a run, a wait, a cancel)."""
+        _, content = await self.ask(method, path, body)
+        try:
+            return ExecutionPublic.model_validate_json(content)
+        except ValidationError:
+            raise OwnerRefused(
+                f"replica {self.target.node_id} answered no execution record"
+            ) from None
 
-async def record_from_owner(
-    forwarder: Forwarder,
-    target: Target,
-    *,
-    authorization: str,
-    method: str,
-    path: str,
-    body: dict[str, Any] | None = None,
-) -> ExecutionPublic:
-    """An execution's record as its owner answers `method path` (a run, a wait, a cancel)."""
-    _, content = await ask_owner(
-        forwarder, target, authorization=authorization, method=method, path=path, body=body
-    )
-    try:
-        return ExecutionPublic.model_validate_json(content)
-    except ValidationError:
-        raise OwnerRefused(f"replica {target.node_id} answered no execution record") from None
-
-
-async def output_from_owner(
-    forwarder: Forwarder,
-    target: Target,
-    *,
-    authorization: str,
-    execution_id: str,
-    offset: int,
-    limit: int,
-) -> OutputPage:
-    """A page of the log the owner has (`GET /v1/executions/{id}/output`)."""
-    path = f"/v1/executions/{execution_id}/output?offset={offset}&limit={limit}"
-    headers, content = await ask_owner(
-        forwarder, target, authorization=authorization, method="GET", path=path
-    )
-    try:
-        return OutputPage(
-            data=content,
-            total_bytes=int(headers["x-total-bytes"]),
-            complete=headers["x-complete"] == "true",
-            next_offset=int(headers["x-next-offset"]),
-        )
-    except (KeyError, ValueError):
-        raise OwnerRefused(f"replica {target.node_id} answered no log page") from None
+    async def output(self, execution_id: str, offset: int, limit: int) -> OutputPage:
+        """A page of the log the owner has (`GET /v1/executions/{id}/output`)."""
+        path = f"/v1/executions/{execution_id}/output?offset={offset}&limit={limit}"
+        headers, content = await self.ask("GET", path)
+        try:
+            return OutputPage(
+                data=content,
+                total_bytes=int(headers["x-total-bytes"]),
+                complete=headers["x-complete"] == "true",
+                next_offset=int(headers["x-next-offset"]),
+            )
+        except (KeyError, ValueError):
+            raise OwnerRefused(f"replica {self.target.node_id} answered no log page") from None

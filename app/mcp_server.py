@@ -26,9 +26,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
-from app.cluster.forwarding import Target
 from app.errors import AppError, UnauthenticatedError, UnavailableError
-from app.mcp_forward import output_from_owner, record_from_owner
+from app.mcp_forward import Owner
 from app.mcp_tools import (
     IDLE_TIMEOUT_DESCRIPTION,
     NOTIFY_URL_DESCRIPTION,
@@ -144,11 +143,11 @@ def build_mcp_server(services: Services) -> MCPServer:
     )
     executions = services.executions
 
-    async def on_owner(ctx: Context, owner: Target, method: str, path: str) -> ExecutionPublic:
-        """An execution's record as the replica running it answers (app/mcp_forward.py)."""
-        return await record_from_owner(
-            services.forwarder, owner, authorization=_authorization(ctx), method=method, path=path
-        )
+    async def execution_owner(ctx: Context, execution_id: str, action: str | None) -> Owner | None:
+        """The replica running (or holding the log of) an execution when it is another one,
+        called as this caller (app/mcp_forward.py); None: served here."""
+        target = await services.forwarder.execution_owner(execution_id, action)
+        return None if target is None else Owner(services.forwarder, target, _authorization(ctx))
 
     @server.tool(
         name="bash",
@@ -225,13 +224,11 @@ def build_mcp_server(services: Services) -> MCPServer:
         try:
             principal = _principal(ctx)
             # A run on another replica changes state there: only its owner can hold the wait.
-            owner = await services.forwarder.execution_owner(id) if seconds > 0 else None
+            owner = await execution_owner(ctx, id, None) if seconds > 0 else None
             if owner is None:
                 execution = await executions.get(principal, id, wait=seconds)
             else:
-                execution = await on_owner(
-                    ctx, owner, "GET", f"/v1/executions/{id}?wait={seconds:g}"
-                )
+                execution = await owner.record("GET", f"/v1/executions/{id}?wait={seconds:g}")
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)
@@ -248,11 +245,11 @@ def build_mcp_server(services: Services) -> MCPServer:
         try:
             principal = _principal(ctx)
             # Its process group is on the replica that runs it.
-            owner = await services.forwarder.execution_owner(id, "cancel")
+            owner = await execution_owner(ctx, id, "cancel")
             if owner is None:
                 execution = await executions.cancel(principal, id)
             else:
-                execution = await on_owner(ctx, owner, "POST", f"/v1/executions/{id}/cancel")
+                execution = await owner.record("POST", f"/v1/executions/{id}/cancel")
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)
@@ -275,18 +272,11 @@ def build_mcp_server(services: Services) -> MCPServer:
         try:
             principal = _principal(ctx)
             # A log still being written on another replica (without a shared data dir) is there.
-            owner = await services.forwarder.execution_owner(id, "output")
+            owner = await execution_owner(ctx, id, "output")
             if owner is None:
                 page = await executions.read_output(principal, id, offset, limit)
             else:
-                page = await output_from_owner(
-                    services.forwarder,
-                    owner,
-                    authorization=_authorization(ctx),
-                    execution_id=id,
-                    offset=offset,
-                    limit=limit,
-                )
+                page = await owner.output(id, offset, limit)
         except AppError as error:
             return _tool_error(error)
         text, next_offset = _decode_page(

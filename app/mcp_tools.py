@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from app.auth import Principal
 from app.errors import AppError, InvalidRequestError
 from app.files.service import Pending, parse_mode
-from app.mcp_forward import ask_owner, record_from_owner
+from app.mcp_forward import Owner
 from app.schemas import ExecutionCreate, ExecutionPublic, SessionCreate
 from app.services import Services
 
@@ -433,15 +433,11 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
             )
             owner = await services.forwarder.session_owner(session)
             if owner is not None:
-                ran = await record_from_owner(
-                    services.forwarder,
-                    owner,
-                    authorization=helpers.authorization(ctx),
-                    method="POST",
-                    path="/v1/executions",
-                    body=request.model_dump(mode="json", by_alias=True, exclude_none=True),
+                on_owner = Owner(services.forwarder, owner, helpers.authorization(ctx))
+                body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+                return helpers.execution_result(
+                    await on_owner.record("POST", "/v1/executions", body)
                 )
-                return helpers.execution_result(ran)
             outcome = await executions.submit(principal, request)
         except AppError as error:
             return helpers.tool_error(error)
@@ -464,13 +460,8 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
             if owner is None:
                 await sessions.delete(helpers.principal(ctx), session)
             else:
-                await ask_owner(
-                    services.forwarder,
-                    owner,
-                    authorization=helpers.authorization(ctx),
-                    method="DELETE",
-                    path=f"/v1/sessions/{session}",
-                )
+                on_owner = Owner(services.forwarder, owner, helpers.authorization(ctx))
+                await on_owner.ask("DELETE", f"/v1/sessions/{session}")
         except AppError as error:
             return helpers.tool_error(error)
         return CallToolResult(content=[TextContent(type="text", text=f"Session {session} closed.")])
