@@ -110,6 +110,32 @@ class DatabaseUnavailableError(UnavailableError):
         super().__init__("The database is unreachable; retry in a moment.")
 
 
+class OutputGoneError(AppError):
+    """An execution ran, but its output log is no longer in the data directory (deleted or
+    lost with the disk): the record's inline output is all that is left."""
+
+    code = "output_gone"
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(
+            f"The output log of {execution_id} is no longer on this server's disk; "
+            "the record's inline output is all that is left of it."
+        )
+
+
+class LogOwnerUnreachableError(UnavailableError):
+    """The log is on the disk of the replica that ran the execution (data directories not
+    shared), and that replica does not answer."""
+
+    code = "node_unreachable"
+
+    def __init__(self, execution_id: str, node_id: str) -> None:
+        super().__init__(
+            f"The output log of {execution_id} is on replica {node_id}, which does not "
+            "answer; retry once it is back."
+        )
+
+
 class StorageFullError(AppError):
     code = "storage_full"
 

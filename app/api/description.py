@@ -44,8 +44,9 @@ Client to server (the owner or an admin; approvers may only watch):
 group; TERM and KILL cancel), `{"type": "ping"}` (answered with `pong`).
 
 Close codes: 1000 after `exit`; 4000 + the HTTP status the same error would get on REST (4401
-no or bad credentials, 4404 unknown or another agent's execution, 4422 a bad offset); 1011 a
-server-side failure.
+no or bad credentials, 4404 unknown or another agent's execution, 4410 the execution's log is
+gone from disk, 4422 a bad offset); 1011 a server-side failure; 1013 a temporary one (the
+database, or the replica holding the log, does not answer): reconnect later.
 
 ## WebSocket `GET /v1/approvals/stream`
 First `{"type": "snapshot", "approvals": [...pending...]}`, then `{"type":

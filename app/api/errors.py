@@ -27,6 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ApprovalRejectedError: 403,
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
+    errors.OutputGoneError: 410,
     errors.PayloadTooLargeError: 413,
     errors.TooManyRequestsError: 429,
     errors.UnavailableError: 503,
@@ -52,12 +53,14 @@ _STATUS_DESCRIPTIONS = {
     403: "The caller's role may not do this (`forbidden`).",
     404: "No such resource, or one the caller may not see (`not_found`).",
     409: "The resource is not in a state that allows this (`conflict`).",
+    410: "The execution ran, but its output log is no longer on disk (`output_gone`).",
     413: "The body is larger than the server accepts (`too_large`); nothing was kept.",
     422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
-    503: "Temporarily unavailable: the server is stopping (`shutting_down`) or the database "
-    "does not answer (`database_unavailable`); retry after the `Retry-After` seconds.",
+    503: "Temporarily unavailable: the server is stopping (`shutting_down`), the database "
+    "does not answer (`database_unavailable`), or the replica that holds the execution does "
+    "not (`node_unreachable`); retry after the `Retry-After` seconds.",
     507: "The server's data storage is full (`storage_full`): nothing was started.",
 }
 _RETRY_AFTER = {

@@ -11,7 +11,13 @@ import anyio.to_thread
 from app import crud
 from app.artifact_log import ArtifactLog
 from app.auth import Principal
-from app.errors import InvalidRequestError, NotFoundError
+from app.errors import (
+    AppError,
+    InvalidRequestError,
+    LogOwnerUnreachableError,
+    NotFoundError,
+    OutputGoneError,
+)
 from app.executions.context import Context
 from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 from app.registry import LiveExecution
@@ -131,6 +137,7 @@ class ExecutionReader:
         self._registry = context.registry
         self._changes = context.changes
         self._artifacts_dir = context.settings.artifacts_dir
+        self._node_id = context.settings.node_id
 
     async def record(self, execution_id: str) -> Execution:
         record = await self._db.call(crud.get_execution, execution_id=execution_id)
@@ -196,13 +203,27 @@ class ExecutionReader:
 
     async def open_finished_log(self, execution_id: str) -> ArtifactLog | None:
         """The log of an execution that is no longer live; None when it never started
-        (rejected, cancelled while awaiting approval) or was pruned."""
+        (rejected, cancelled while awaiting approval). One that started and has no log here is
+        an error (`_missing_log`), never an empty log."""
         try:
             return await anyio.to_thread.run_sync(
                 ArtifactLog.open_existing, self._artifacts_dir, execution_id
             )
         except OSError:
+            pass
+        record = await self.record(execution_id)
+        if record.started_at is None:
             return None
+        raise self._missing_log(record)
+
+    def _missing_log(self, record: Execution) -> AppError:
+        """Why an execution that ran has no log here: the replica that ran it keeps it on its
+        own disk and does not answer (a live one is asked by the forwarding), or it was
+        deleted from this data directory. Either way the reader must not take the silence
+        for an empty log."""
+        if record.node and record.node != self._node_id:
+            return LogOwnerUnreachableError(record.id, record.node)
+        return OutputGoneError(record.id)
 
     async def read_output(
         self, principal: Principal, execution_id: str, offset: int, limit: int
@@ -215,19 +236,25 @@ class ExecutionReader:
         complete = live is None and is_terminal(record)
         artifacts_dir = self._artifacts_dir
 
-        def read() -> OutputPage:
+        def read() -> OutputPage | None:
+            """None: there is no log here."""
             # A finished log is opened and read in the same worker-thread hop.
             if live is not None:
                 log = live.log
             else:
                 try:
                     log = ArtifactLog.open_existing(artifacts_dir, execution_id)
-                except OSError:  # never started (rejected, withdrawn) or pruned
-                    return OutputPage(b"", 0, complete, offset)
+                except OSError:
+                    return None
             kept_from = log.next_available(offset)
             if kept_from != offset:
                 return OutputPage(b"", log.total_bytes, complete, kept_from)
             data = log.read(offset, limit)
             return OutputPage(data, log.total_bytes, complete, offset + len(data))
 
-        return await anyio.to_thread.run_sync(read)
+        page = await anyio.to_thread.run_sync(read)
+        if page is not None:
+            return page
+        if record.started_at is None:  # never started (rejected, withdrawn): nothing was written
+            return OutputPage(b"", 0, complete, offset)
+        raise self._missing_log(record)

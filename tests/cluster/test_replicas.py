@@ -288,9 +288,9 @@ def test_an_approval_on_b_releases_the_call_waiting_on_a(
 # --- browser tickets ---------------------------------------------------------------------------
 
 
-async def close_of(url: str) -> tuple[int | None, str]:
+async def close_of(url: str, headers: dict[str, str] | None = None) -> tuple[int | None, str]:
     """How the server ended a WebSocket opened without reading it: (close code, reason)."""
-    async with connect(url) as ws:
+    async with connect(url, additional_headers=headers) as ws:
         with pytest.raises(ConnectionClosed):
             while True:
                 await ws.recv()
@@ -550,6 +550,45 @@ def test_a_shared_data_dir_serves_finished_logs_from_any_replica(
         rest, exit_frame = asyncio.run(output_to_exit(url))
         assert rest == expected[offset:]
         assert exit_frame["state"] == "completed"
+
+
+def test_a_stopped_replicas_own_log_is_unreachable_not_empty(tmp_path: Path, database: str) -> None:
+    """Data directories not shared: A's finished log is on A's disk only. Once A is gone
+    (silent past the node timeout, so B no longer tries to forward), B must say the log is out
+    of reach (503 `node_unreachable`, retry later), not answer an empty, complete log."""
+    timeout = 2
+    with replica(tmp_path, "node-b", database, node_timeout=timeout) as b:
+        with (
+            replica(tmp_path, "node-a", database, node_timeout=timeout) as a,
+            a.client() as agent_a,
+        ):
+            done = agent_a.post("/v1/executions", json={"command": "seq 1 2000"}).json()
+            assert done["state"] == "completed"
+        with b.client(ADMIN) as admin_b:
+
+            def a_is_gone() -> bool:
+                nodes = admin_b.get("/v1/nodes").json()["data"]
+                return not next(node for node in nodes if node["id"] == "node-a")["alive"]
+
+            eventually(a_is_gone, what="B seeing A silent", within=timeout + 15)
+        with b.client() as agent_b:
+            page = agent_b.get(f"/v1/executions/{done['id']}/output")
+        assert page.status_code == 503, page.text
+        error = page.json()["error"]
+        assert error["code"] == "node_unreachable"
+        assert "log" in error["message"] and "node-a" in error["message"]
+        assert int(page.headers["Retry-After"]) > 0
+        url = f"{b.ws_url}/v1/executions/{done['id']}/stream"
+        code, reason = asyncio.run(close_of(url, auth()))
+        assert (code, "log" in reason and "node-a" in reason) == (1013, True), (code, reason)
+        result = anyio.run(_read_output_over_mcp, b, done["id"])
+        assert result.is_error and "node-a" in text_of(result), text_of(result)
+
+
+async def _read_output_over_mcp(server: Replica, execution_id: str) -> CallToolResult:
+    with anyio.fail_after(30):
+        async with mcp_client(server, AGENT) as client:  # type: ignore[arg-type]
+            return await client.call_tool("read_output", {"id": execution_id})
 
 
 def test_a_missed_notification_is_caught_by_the_poll(

@@ -216,7 +216,7 @@ async def cancel_execution(
             "description": "Up to `limit` raw bytes of the merged log from `offset`.",
             "headers": OUTPUT_HEADERS,
         },
-        **error_responses(401, 404, 422, described={404: _NOT_FOUND}),
+        **error_responses(401, 404, 410, 422, described={404: _NOT_FOUND}),
     },
     summary="Read the raw output log",
 )

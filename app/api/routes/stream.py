@@ -5,7 +5,9 @@ socket plumbing: handshake, close codes, one sender, one reader, keepalive.
 
 Close codes: 1000 after the exit frame; 4000 + the HTTP status the same error would have on
 REST (4401 unauthenticated, 4403 forbidden, 4404 not found or another agent's, 4422 a bad
-offset); 1011 when the stream fails on the server's side; 1012 when the server stops. The
+offset, 4410 a log gone from disk); 1011 when the stream fails on the server's side; 1012 when
+the server stops; 1013 for a temporary condition (the database or the replica holding the
+log does not answer). The
 socket is accepted before authenticating so that the client sees these codes and their
 reasons; a refusal before the handshake would reach it as a bare HTTP 403.
 """
@@ -24,7 +26,7 @@ from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websoc
 from app.api.errors import error_responses, status_for
 from app.api.strict_route import StrictJsonRoute
 from app.auth import Principal
-from app.errors import AppError
+from app.errors import AppError, UnavailableError
 from app.schemas import WsTicket
 from app.services import Services
 from app.streaming import (
@@ -44,6 +46,10 @@ router = APIRouter(tags=["stream"], route_class=StrictJsonRoute)
 CLOSE_NORMAL: Final = 1000
 CLOSE_INTERNAL_ERROR: Final = 1011
 CLOSE_SERVICE_RESTART: Final = 1012
+# A temporary condition (the database or the replica holding the log does not answer): the
+# standard "try again later", which a client reconnects on, as it does when the forwarding
+# cannot reach an owner; a 4xxx code tells it to give up.
+CLOSE_TRY_AGAIN_LATER: Final = 1013
 _MAX_REASON_BYTES: Final = 123  # RFC 6455: the close payload is 125 bytes, 2 of them the code
 
 
@@ -76,7 +82,7 @@ async def stream_execution(
         offset = parse_offset(websocket.query_params.get("offset"))
         record = await services.executions.authorize_read(principal, execution_id)
     except AppError as error:
-        await _close(websocket, 4000 + status_for(error), error.message)
+        await _close(websocket, close_code_for(error), error.message)
         return
     viewer = ExecutionViewer(services.executions, principal, record, offset)
     with services.metrics.stream_viewers.track_inprogress():
@@ -116,7 +122,7 @@ class _Conversation:
             if error is None:
                 await _close(self._websocket, CLOSE_NORMAL, "exit")
             elif isinstance(error, AppError):
-                await _close(self._websocket, 4000 + status_for(error), error.message)
+                await _close(self._websocket, close_code_for(error), error.message)
             elif not isinstance(error, WebSocketDisconnect):
                 logger.error("stream of %s failed", self._execution_id, exc_info=error)
                 await _close(self._websocket, CLOSE_INTERNAL_ERROR, "stream failed")
@@ -161,6 +167,13 @@ class _Conversation:
                 await self._send(PING_FRAME)
             else:
                 await asyncio.sleep(interval - quiet_for)
+
+
+def close_code_for(error: AppError) -> int:
+    """4000 + the HTTP status the same problem gets on REST; 1013 for a temporary one."""
+    if isinstance(error, UnavailableError):
+        return CLOSE_TRY_AGAIN_LATER
+    return 4000 + status_for(error)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
