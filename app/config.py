@@ -167,7 +167,9 @@ class Settings(BaseSettings):
     notify_backoff_max_seconds: float = Field(default=300, gt=0, le=86400)
     notify_per_host: int = Field(default=4, ge=1, le=1000)  # attempts in flight per receiver
     notify_ca_file: Path | None = None  # CA bundle for https receivers (default: the system's)
-    sse_heartbeat_seconds: float = Field(default=15, gt=0, le=300)
+    # At most 30: clients (the SDK among them) take 60 s without a byte for a dead connection,
+    # and gateways cut idle streams after 60 s; a rarer heartbeat would end healthy streams.
+    sse_heartbeat_seconds: float = Field(default=15, gt=0, le=30)
 
     @field_validator("data_dir", "workspace", "policy_file", "notify_ca_file")
     @classmethod

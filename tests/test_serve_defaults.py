@@ -235,3 +235,12 @@ def test_a_bad_setting_is_named_without_echoing_its_value(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert "SHELLGATE_PORT" in result.stderr
     assert "s3cret" not in result.stderr
+
+
+def test_an_sse_heartbeat_rarer_than_clients_tolerate_is_refused(tmp_path: Path) -> None:
+    """Clients (the SDK) and gateways take 60 s without a byte for a dead stream; the cap, 30 s,
+    keeps a heartbeat (and its delay on a busy server) well inside that."""
+    env = server_environment(port=str(free_port()), sse_heartbeat_seconds="31")
+    result = run_serve(tmp_path, env)
+    assert result.returncode == 2
+    assert "SHELLGATE_SSE_HEARTBEAT_SECONDS" in result.stderr

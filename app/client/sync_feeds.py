@@ -17,8 +17,8 @@ from app.client import calls, feeds
 from app.client.models import ApprovalEvent, ExecutionEvent
 from app.client.reconnect import Backoff
 
-# The server sends a comment every 15 s by default (SHELLGATE_SSE_HEARTBEAT_SECONDS); a read
-# that hears nothing for longer is a dead connection, reopened.
+# The server sends a comment every 15 s by default (SHELLGATE_SSE_HEARTBEAT_SECONDS, at most
+# 30); a read that hears nothing for longer is a dead connection, reopened.
 EVENTS_READ_SECONDS = 60.0
 
 
