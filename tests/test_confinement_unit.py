@@ -57,15 +57,20 @@ def test_the_instance_name_follows_the_data_dir(tmp_path: Path) -> None:
 )
 def test_rlimit_evidence_is_the_signal_of_the_limit(status: ExitStatus, notice: str | None) -> None:
     unit = Unit("ex_x", Limits(cpu_seconds=2, file_size_mb=10), ChildConfinement())
-    assert unit.evidence(status, "") == notice
+    assert unit.evidence(status, lambda: "") == notice
 
 
 def test_a_failed_allocation_reads_as_the_memory_limit_only_when_the_run_failed() -> None:
     unit = Unit("ex_x", Limits(memory_mb=100), ChildConfinement())
-    assert unit.evidence(ExitStatus(1, None), "MemoryError") == "Memory limit of 100 MB reached"
-    assert unit.evidence(ExitStatus(0, None), "MemoryError") is None
     assert (
-        Unit("ex_x", Limits(), ChildConfinement()).evidence(ExitStatus(1, None), "MemoryError")
+        unit.evidence(ExitStatus(1, None), lambda: "MemoryError")
+        == "Memory limit of 100 MB reached"
+    )
+    assert unit.evidence(ExitStatus(0, None), lambda: "MemoryError") is None
+    assert (
+        Unit("ex_x", Limits(), ChildConfinement()).evidence(
+            ExitStatus(1, None), lambda: "MemoryError"
+        )
         is None
     )
 
@@ -75,3 +80,20 @@ def test_a_cgroup_file_is_read_to_its_end_however_long(tmp_path: Path) -> None:
     pids = list(range(100_000, 130_000))  # ~210 KB of text
     (tmp_path / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in pids))
     assert _pids_in(tmp_path) == pids
+
+
+def test_the_output_tail_is_only_built_when_it_can_decide() -> None:
+    """Building it means building the run's inline window: not for every run's end."""
+
+    def not_needed() -> str:
+        raise AssertionError("the output tail was built for nothing")
+
+    assert (
+        Unit("ex_x", Limits(memory_mb=100), ChildConfinement()).evidence(
+            ExitStatus(0, None), not_needed
+        )
+        is None
+    )
+    assert (
+        Unit("ex_x", Limits(), ChildConfinement()).evidence(ExitStatus(1, None), not_needed) is None
+    )

@@ -186,7 +186,7 @@ class CgroupUnit(Unit):
                 return cpu_notice(limits.cpu_seconds)
         return None
 
-    def evidence(self, status: ExitStatus, output_tail: str) -> str | None:
+    def evidence(self, status: ExitStatus, output_tail: Callable[[], str]) -> str | None:
         if self.hit:
             return self.hit
         return self.check_running() or signal_evidence(self.limits, status)

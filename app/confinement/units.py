@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import resource
 import signal
+from collections.abc import Callable
 
 from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
 from app.environment import EXECUTION_MARKER
@@ -90,8 +91,10 @@ class Unit:
         """A limit hit now (monitor thread), else None."""
         return None
 
-    def evidence(self, status: ExitStatus, output_tail: str) -> str | None:
-        """After the exit: the notice of the limit that ended it, from the backend's evidence."""
+    def evidence(self, status: ExitStatus, output_tail: Callable[[], str]) -> str | None:
+        """After the exit: the notice of the limit that ended it, from the backend's evidence.
+        `output_tail` gives the end of the run's output; asked only when it can decide (it
+        builds the inline window, which most runs need not pay for twice)."""
         if self.hit:
             return self.hit
         notice = signal_evidence(self.limits, status)
@@ -101,7 +104,7 @@ class Unit:
         if (
             failed
             and self.limits.memory_mb is not None
-            and any(word in output_tail for word in ALLOCATION_FAILURES)
+            and any(word in output_tail() for word in ALLOCATION_FAILURES)
         ):
             return memory_notice(self.limits.memory_mb)
         return None

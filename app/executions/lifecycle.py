@@ -361,8 +361,8 @@ class _UnitCloser:
 
     def run(self) -> str | None:
         try:
-            tail = self._live.summary().output[-4096:]
-            notice = self._unit.evidence(self._status, tail)
+            live = self._live
+            notice = self._unit.evidence(self._status, lambda: live.summary().output[-4096:])
             confinement = self._confinement
             self.still_kept = [
                 old for old in self._kept if not confinement.close_unit(old, kill=False)
