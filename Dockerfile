@@ -14,12 +14,13 @@ RUN apt-get update \
  && mkdir /data && chown shellgate:shellgate /data
 
 WORKDIR /app
-COPY pyproject.toml setup.py README.md alembic.ini ./
+COPY pyproject.toml setup.py README.md alembic.ini constraints.txt ./
 COPY app ./app
 COPY migrations ./migrations
 COPY --from=console /build/node_modules ./node_modules
 # Editable, so that the app finds node_modules/ (the console's xterm.js) beside its package.
-RUN pip install --no-cache-dir -e '.[postgres]'
+# The versions the suite passed on (constraints.txt), as `make run` installs them.
+RUN pip install --no-cache-dir -c constraints.txt -e '.[postgres]'
 # The server runs as a user that cannot write here, so without this every start would compile
 # the app's modules from source again (about half of the start: bench/PROFILE.md).
 RUN python -m compileall -q app migrations

@@ -12,21 +12,34 @@ RUNTIME_EXTRAS := $(if $(findstring postgresql,$(DATABASE_URL)),[postgres],)
 RUNTIME_STAMP := $(VENV)/.installed-runtime$(if $(RUNTIME_EXTRAS),-postgres,)
 # The console's xterm.js files (served from node_modules/, no build step).
 NODE_STAMP := node_modules/.stamp
+# Every install takes the versions the suite passed on (constraints.txt; `make lock` renews it).
+PIP_INSTALL := $(BIN)/pip install -q -c constraints.txt
 
-.PHONY: run test lint format openapi bench clean console-deps wheel
+.PHONY: run test lint format openapi bench clean console-deps wheel lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(RUNTIME_STAMP): pyproject.toml setup.py | $(BIN)/python
-	$(BIN)/pip install -q -e '.$(RUNTIME_EXTRAS)'
+$(RUNTIME_STAMP): pyproject.toml setup.py constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.$(RUNTIME_EXTRAS)'
 	touch $@
 
-$(DEV_STAMP): pyproject.toml setup.py | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(DEV_STAMP): pyproject.toml setup.py constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
+
+# Resolve pyproject.toml's ranges afresh in a scratch venv and record the result: the next
+# `make test` runs on it, and CI on exactly what that run passed on.
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install -q --upgrade pip
+	.venv-lock/bin/pip install -q -e '.[dev,postgres]'
+	{ sed -n '/^#/p' constraints.txt; .venv-lock/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-lock
 
 $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "need npm (Node.js) for the console's xterm.js"; exit 1; }

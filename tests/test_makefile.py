@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,8 +36,11 @@ def planned(target: str, *make_arguments: str, **env: str) -> str:
 @pytest.mark.parametrize(
     ("database_url", "install"),
     [
-        ("", "pip install -q -e '.'"),
-        ("postgresql+psycopg://app@db/shellgate", "pip install -q -e '.[postgres]'"),
+        ("", "pip install -q -c constraints.txt -e '.'"),
+        (
+            "postgresql+psycopg://app@db/shellgate",
+            "pip install -q -c constraints.txt -e '.[postgres]'",
+        ),
     ],
 )
 def test_make_run_installs_the_runtime_dependencies_only(database_url: str, install: str) -> None:
@@ -43,7 +50,7 @@ def test_make_run_installs_the_runtime_dependencies_only(database_url: str, inst
 
 
 def test_make_test_installs_the_dev_extra() -> None:
-    assert "pip install -q -e '.[dev]'" in planned("test")
+    assert "pip install -q -c constraints.txt -e '.[dev]'" in planned("test")
 
 
 @pytest.mark.parametrize(
@@ -51,7 +58,7 @@ def test_make_test_installs_the_dev_extra() -> None:
     [
         ("SHELLGATE_DATABASE_URL=postgresql+psycopg://app@db/shellgate", "'.[postgres]'"),
         ("SHELLGATE_DATABASE_URL = postgresql://app@db/shellgate", "'.[postgres]'"),
-        ("SHELLGATE_TOKENS=a:agent:0123456789abcdef", "pip install -q -e '.'"),
+        ("SHELLGATE_TOKENS=a:agent:0123456789abcdef", "pip install -q -c constraints.txt -e '.'"),
     ],
 )
 def test_make_run_reads_the_database_url_from_the_env_file(
@@ -60,3 +67,27 @@ def test_make_run_reads_the_database_url_from_the_env_file(
     env_file = tmp_path / ".env"
     env_file.write_text(f"SHELLGATE_LOG_LEVEL=info\n{line}\n")
     assert install in planned("run", f"ENV_FILE={env_file}")
+
+
+def test_every_dependency_is_locked_at_a_version_its_range_allows() -> None:
+    """What `make` installs (constraints.txt) and what pyproject.toml asks for must not drift
+    apart: a dependency added or re-ranged there without `make lock` fails here, not on a
+    fresh machine that resolves it to whatever is newest that day."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    locked: dict[str, Version] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not an exact pin"
+            locked[canonicalize_name(name)] = Version(version)
+    wanted = [*project["dependencies"]]
+    for extra, requirements in project["optional-dependencies"].items():
+        wanted += [r for r in requirements if not r.startswith("shellgate[")]
+        assert extra in ("postgres", "otel", "dev"), extra
+    for text in wanted:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement.name} is not in constraints.txt: run make lock"
+        assert requirement.specifier.contains(locked[name], prereleases=True), (
+            f"constraints.txt has {requirement.name}=={locked[name]}, outside {text!r}"
+        )
