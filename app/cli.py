@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 
@@ -147,6 +148,29 @@ def _parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
+class CommandWords(typer.core.TyperCommand):
+    """A command whose COMMAND... words may not start with `-` unless they follow `--`: say so
+    when a word like `-la` is taken for an option of ours."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as error:
+            # typer vendors its own click: recognise its NoSuchOption by name.
+            if type(error).__name__ == "NoSuchOption":
+                usage = f"{ctx.command_path} [OPTIONS] -- COMMAND..."
+                hint = f"Words of the command that start with `-` go after `--`: {usage}"
+                error.message = f"{getattr(error, 'message', error)}. {hint}"  # type: ignore[attr-defined]
+            raise
+
+
+def _command_text(words: list[str]) -> str:
+    """`shellgate run echo hi` runs `echo hi`: the words are joined with single spaces and the
+    server's bash parses the result, as `ssh host echo hi` does. Quoting that must survive is
+    the caller's (`shellgate run 'echo "a  b"'`)."""
+    return " ".join(words)
+
+
 def _when(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
 
@@ -162,10 +186,15 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
-@cli.command()
+@cli.command(cls=CommandWords)
 def run(
     ctx: typer.Context,
-    command: str = typer.Argument(..., help="Shell text, run as `bash -c COMMAND`."),
+    words: list[str] = typer.Argument(
+        ...,
+        metavar="COMMAND...",
+        help="Shell text, run as `bash -c COMMAND`; several words are joined with spaces (as "
+        "ssh does). Put `--` before a command whose words start with `-`.",
+    ),
     cwd: str | None = typer.Option(None, help="Working directory on the server."),
     timeout: float | None = typer.Option(
         None, help="Seconds (server default 300; 0 disables the deadline)."
@@ -205,6 +234,7 @@ def run(
 
     A call the server auto-backgrounds is waited for here until it ends; one that fell silent
     for --idle-timeout is not: its text and job id are printed and the exit code is 1."""
+    command = _command_text(words)
     environment = _parse_env(env)
     # What the server does once the command ends or falls silent (docs/api.md).
     later: dict[str, Any] = {"notify_url": notify_url, "idle_timeout": idle_timeout}
@@ -415,10 +445,15 @@ def policy_set(
     typer.echo(f"policy replaced: {rules} rules, default {stored.get('default')}")
 
 
-@policy_cli.command("check")
+@policy_cli.command("check", cls=CommandWords)
 def policy_check(
     ctx: typer.Context,
-    command: str = typer.Argument(..., help="The command as an agent would send it."),
+    words: list[str] = typer.Argument(
+        ...,
+        metavar="COMMAND...",
+        help="The command as an agent would send it; several words are joined with spaces, as "
+        "`run` does (`--` before words that start with `-`).",
+    ),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable: judged too."),
     cwd: str | None = typer.Option(None, "--cwd", help="The working directory it would run in."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
@@ -427,7 +462,7 @@ def policy_check(
 
     Exits with the verdict: 0 allow, 10 prompt, 11 deny."""
     with _server(ctx) as client:
-        evaluation = client.evaluate(command, env=_parse_env(env) or None, cwd=cwd)
+        evaluation = client.evaluate(_command_text(words), env=_parse_env(env) or None, cwd=cwd)
     verdict = evaluation.verdict
     if as_json:
         typer.echo(evaluation.model_dump_json(indent=2))

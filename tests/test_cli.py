@@ -43,6 +43,33 @@ def test_run_exits_with_the_commands_exit_code(server: LiveServer) -> None:
     assert "Command exited with code 3" in result.stdout
 
 
+def test_run_joins_several_words_into_one_command_as_ssh_does(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "echo", "joined", "words", "--env", "X=1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("joined words\n")
+    # After `--` every word is the command's, options of ours included.
+    dashed = shellgate(server.base_url, AGENT, "run", "--", "printf", "%s:%s", "-a", "--env")
+    assert dashed.exit_code == 0, dashed.output
+    assert dashed.stdout.startswith("-a:--env")
+
+
+def test_run_names_the_double_dash_when_a_command_word_looks_like_an_option(
+    server: LiveServer,
+) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "ls", "-la")
+    assert result.exit_code == 2
+    assert "No such option: -l" in result.output
+    assert "go after `--`" in result.output
+
+
+def test_policy_check_joins_words_like_run(server: LiveServer) -> None:
+    result = shellgate(
+        server.base_url, AGENT, "policy", "check", "--", "rm", "-rf", "/nonexistent-x"
+    )
+    assert result.exit_code == 10, result.output
+    assert "Critical pattern" in result.stdout
+
+
 def test_run_passes_env_and_cwd(server: LiveServer, tmp_path: Path) -> None:
     options = ["--env", "GREETING=hi", "--cwd", str(tmp_path)]
     result = shellgate(server.base_url, AGENT, "run", 'echo "$GREETING $PWD"', *options)
