@@ -30,6 +30,7 @@ from app.cli_connection import (
     EXIT_NOT_FINISHED,
     EXIT_REFUSED,
     ConnectionOptions,
+    execution_id_argument,
     generated_token_path,
 )
 from app.cli_connection import fail as _fail
@@ -284,7 +285,7 @@ def run(
 @cli.command()
 def wait(
     ctx: typer.Context,
-    execution_id: str = typer.Argument(..., metavar="ID"),
+    execution_id: str = execution_id_argument(),
     seconds: float = typer.Option(60, min=0, max=600, help="Longest wait for a terminal state."),
 ) -> None:
     """Wait for an execution to end; print its result text; exit with its exit code."""
@@ -295,7 +296,7 @@ def wait(
 
 
 @cli.command()
-def cancel(ctx: typer.Context, execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+def cancel(ctx: typer.Context, execution_id: str = execution_id_argument()) -> None:
     """Cancel a running or awaiting execution (its whole process group is ended)."""
     with _server(ctx) as client:
         execution = client.cancel(execution_id)
@@ -334,7 +335,7 @@ def jobs(
 @cli.command()
 def logs(
     ctx: typer.Context,
-    execution_id: str = typer.Argument(..., metavar="ID"),
+    execution_id: str = execution_id_argument(),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading until it ends."),
 ) -> None:
     """Write an execution's raw output log (stdout and stderr merged) from byte 0, byte-exact."""

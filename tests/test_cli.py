@@ -117,6 +117,20 @@ def test_logs_writes_the_exact_bytes(server: LiveServer) -> None:
     assert again.stdout_bytes == b"a\nbc"
 
 
+def test_logs_and_wait_take_the_artifact_url_the_result_text_points_at(
+    server: LiveServer,
+) -> None:
+    # A long line is cut in `text`, which then says "Read artifact://<id> for full output".
+    ran = shellgate(server.base_url, AGENT, "run", "head -c 2000 /dev/zero | tr '\\0' a")
+    assert ran.exit_code == 0, ran.output
+    artifact = next(word for word in ran.stdout.split() if word.startswith("artifact://"))
+    logs = shellgate(server.base_url, AGENT, "logs", artifact)
+    assert logs.exit_code == 0, logs.output
+    assert logs.stdout_bytes == b"a" * 2000
+    waited = shellgate(server.base_url, AGENT, "wait", artifact, "--seconds", "0")
+    assert waited.exit_code == 0, waited.output
+
+
 def test_logs_follow_receives_bytes_written_after_it_started(server: LiveServer) -> None:
     # The job is still running when `logs --follow` connects; the rest arrives on the stream.
     execution_id = start_job(server, "printf 'first\\n'; sleep 1; printf '\\xff-second'")
