@@ -70,6 +70,8 @@ def openapi() -> None:
 
 # `policy check` exits with the verdict, so scripts can branch on it without parsing text.
 VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
+# Ctrl-C: the shell's 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 COMMAND_COLUMN_CHARS = 60
 FOREGROUND_POLL_SECONDS = 60.0
 
@@ -271,13 +273,29 @@ def run(
             if error.code != "approval_rejected":
                 raise
             _fail(error.message, EXIT_NOT_FINISHED)
+        except KeyboardInterrupt:
+            # A foreground call whose client goes away keeps running (docs/api.md): say so.
+            _fail(
+                "interrupted before the server answered; the command goes on under its "
+                "timeout if it started (`shellgate jobs --state running` lists it, "
+                "`shellgate cancel ID` stops it)",
+                EXIT_INTERRUPTED,
+            )
         if run_async:
             typer.echo(execution.id)
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.
-        while execution.state == "running" and not _fell_silent(execution):
-            execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
+        try:
+            while execution.state == "running" and not _fell_silent(execution):
+                execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
+        except KeyboardInterrupt:
+            _fail(
+                f"interrupted; execution {execution.id} goes on running on the server "
+                f"(`shellgate wait {execution.id}` waits again, "
+                f"`shellgate cancel {execution.id}` stops it)",
+                EXIT_INTERRUPTED,
+            )
     typer.echo(execution.text)
     _exit_with_outcome(execution)
 

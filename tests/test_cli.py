@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +18,7 @@ from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, free_port, make_s
 from tests.databases import Databases
 
 runner = CliRunner()
+SHELLGATE = str(Path(sys.executable).parent / "shellgate")
 
 
 def shellgate(url: str, token: str | None, *args: str, **env: str) -> Result:
@@ -228,6 +233,39 @@ def test_run_waits_for_an_auto_backgrounded_command_to_end(policed: LiveServer) 
     assert result.exit_code == 5, result.output
     assert result.stdout.startswith("finally\n")
     assert "Backgrounded" not in result.stdout
+
+
+def test_ctrl_c_while_waiting_names_the_execution_that_goes_on_running(
+    policed: LiveServer,
+) -> None:
+    marker = "sleep 30 # ctrl-c-while-waiting"
+    argv = [SHELLGATE, "--url", policed.base_url, "--token", AGENT, "run", marker]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with policed.client(AGENT) as rest:
+        try:
+            # Auto-backgrounded after 200 ms: the CLI is then waiting on the job.
+            for _ in range(100):
+                listed = rest.get("/v1/executions", params={"state": "running"}).json()["data"]
+                running = [item for item in listed if item["command"] == marker]
+                if running:
+                    break
+                time.sleep(0.1)
+            assert running, "the command never ran"
+            time.sleep(1)
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=20)
+            execution_id = running[0]["id"]
+            assert process.returncode == 130
+            assert f"execution {execution_id} goes on running" in stderr.decode()
+            assert f"shellgate cancel {execution_id}" in stderr.decode()
+            assert b"Traceback" not in stderr
+            assert rest.get(f"/v1/executions/{execution_id}").json()["state"] == "running"
+        finally:
+            process.kill()
+            process.wait(timeout=10)
+            for item in rest.get("/v1/executions", params={"state": "running"}).json()["data"]:
+                if item["command"] == marker:
+                    rest.post(f"/v1/executions/{item['id']}/cancel")
 
 
 def test_policy_set_needs_the_admin_token(policed: LiveServer, tmp_path: Path) -> None:
