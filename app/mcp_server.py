@@ -159,8 +159,14 @@ def build_mcp_server(services: Services) -> MCPServer:
         command: Annotated[str, Field(description=_rest_description("command"))],
         # The command's deadline (a tool input), not a deadline of this coroutine.
         timeout: Annotated[  # noqa: ASYNC109
-            float, Field(allow_inf_nan=False, description=_rest_description("timeout"))
-        ] = 300,
+            float | None,
+            Field(
+                allow_inf_nan=False,
+                description=_rest_description("timeout"),
+                # What the server applies when it is left out (lower under a lower ceiling).
+                json_schema_extra={"default": 300},
+            ),
+        ] = None,
         cwd: Annotated[str | None, Field(description=_rest_description("cwd"))] = None,
         env: Annotated[dict[str, str] | None, Field(description=_rest_description("env"))] = None,
         async_: Annotated[
@@ -187,9 +193,11 @@ def build_mcp_server(services: Services) -> MCPServer:
             str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
         ] = None,
     ) -> Annotated[CallToolResult, ExecutionResult]:
+        # Left out when not given: the server's default then applies without a clamp notice.
+        asked = {} if timeout is None else {"timeout": timeout}
         request = ExecutionCreate(
             command=command,
-            timeout=timeout,
+            **asked,
             cwd=cwd,
             env=env,
             async_=async_,
