@@ -119,6 +119,13 @@ def _fell_silent(execution: Execution) -> bool:
     return any(notice.startswith("No output for ") for notice in execution.notices)
 
 
+def _print_result(execution: Execution) -> None:
+    """The result text on stdout; none for a command that has not run yet (awaiting approval:
+    its text would be a misleading "(no output)"; stderr says what it waits for)."""
+    if execution.state != "awaiting_approval":
+        typer.echo(execution.text)
+
+
 def _exit_with_outcome(execution: Execution) -> NoReturn:
     """The execution's own exit code when it finished; 1 with a one-line reason otherwise."""
     state = execution.state
@@ -296,7 +303,7 @@ def run(
                 f"`shellgate cancel {execution.id}` stops it)",
                 EXIT_INTERRUPTED,
             )
-    typer.echo(execution.text)
+    _print_result(execution)
     _exit_with_outcome(execution)
 
 
@@ -309,7 +316,7 @@ def wait(
     """Wait for an execution to end; print its result text; exit with its exit code."""
     with _server(ctx) as client:
         execution = client.wait(execution_id, timeout=seconds)
-    typer.echo(execution.text)
+    _print_result(execution)
     _exit_with_outcome(execution)
 
 

@@ -369,6 +369,7 @@ def test_run_with_approval_wait_zero_answers_at_once_awaiting_approval(
     result = shellgate(url, AGENT, "run", "--approval-wait", "0", "echo needs-approval later")
     assert result.exit_code == 1, result.output
     assert "is awaiting approval (approval " in result.stderr
+    assert result.stdout == ""  # nothing ran: no "(no output)" for a script to capture
     listing = json.loads(shellgate(url, APPROVER, "approvals", "--json").stdout)
     (approval,) = [
         item for item in listing["data"] if item["command"] == "echo needs-approval later"
