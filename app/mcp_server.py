@@ -306,7 +306,20 @@ def build_mcp_server(services: Services) -> MCPServer:
     )
     register_file_tools(server, services, helpers)
     register_session_tools(server, services, helpers)
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """REST refuses a field it does not know (docs/api.md, Conventions); the MCP SDK drops one
+    silently, so `{"command": "make clean", "workdir": "/src"}` ran in the workspace root and
+    `{"asynch": true}` in the foreground. Every tool's arguments are strict too, and its input
+    schema says so (`additionalProperties: false`)."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False
 
 
 def _principal(ctx: Context) -> Principal:

@@ -482,3 +482,22 @@ async def test_an_omitted_timeout_under_a_lower_ceiling_is_the_ceiling_without_a
             assert "Timeout clamped to 60s (requested 300s" in asked["text"]
         explicit = await call(live, "bash", {"command": "true", "timeout": 300})
         assert "Timeout clamped to 60s (requested 300s" in text_of(explicit)
+
+
+@pytest.mark.anyio
+async def test_an_argument_no_tool_has_is_refused_and_nothing_runs(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    # As REST refuses an unknown field: a misspelt `cwd` must not run in the workspace root.
+    marker = tmp_path / "must-not-exist"
+    result = await call(server, "bash", {"command": f"touch {marker}", "workdir": str(tmp_path)})
+    assert result.is_error
+    assert "workdir" in text_of(result) and "Extra inputs are not permitted" in text_of(result)
+    assert not marker.exists()
+    with anyio.fail_after(20):
+        async with mcp_client(server) as client:
+            listed = await client.list_tools()
+    assert {tool.input_schema.get("additionalProperties") for tool in listed.tools} == {False}
+    # The alias `async` is an argument of `bash`, not an unknown one.
+    started = await call(server, "bash", {"command": "true", "async": True})
+    assert not started.is_error, text_of(started)
