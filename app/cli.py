@@ -36,7 +36,7 @@ from app.cli_connection import (
 from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
-from app.client import DEFAULT_URL, ApiError, Execution, OutputFrame
+from app.client import DEFAULT_URL, ApiError, Client, Execution, OutputFrame
 from app.policy_service import PolicyFileError, read_policy_file
 
 cli = typer.Typer(
@@ -215,6 +215,12 @@ def run(
         None, "--session", metavar="ID", help="Run in this session (its cwd and env carry over)."
     ),
     pty: bool = typer.Option(False, "--pty", help="Run in a pseudo-terminal."),
+    raw: bool = typer.Option(
+        False,
+        "--raw",
+        help="Print the output byte-exact (stdout and stderr merged, no result text) once it "
+        "ends; notices go to stderr.",
+    ),
     approval_wait: float | None = typer.Option(
         None,
         "--approval-wait",
@@ -252,6 +258,8 @@ def run(
         later["idle_action"] = idle_action.value
     if session is not None and not session.strip():
         raise typer.BadParameter("must not be empty", param_hint="--session")
+    if raw and run_async:
+        raise typer.BadParameter("--async prints the job's id, not its output", param_hint="--raw")
     with _server(ctx) as client:
         try:
             if run_async:
@@ -303,6 +311,13 @@ def run(
                 f"`shellgate cancel {execution.id}` stops it)",
                 EXIT_INTERRUPTED,
             )
+        if raw and execution.state != "awaiting_approval" and not _fell_silent(execution):
+            # The result text is for a model (CRLF folded, invalid bytes replaced, long lines
+            # and the middle of long output cut); a script piping the output wants the bytes.
+            _write_log(client, execution.id)
+            for notice in execution.notices:
+                typer.echo(f"shellgate: {notice}", err=True)
+            _exit_with_outcome(execution)
     _print_result(execution)
     _exit_with_outcome(execution)
 
@@ -365,7 +380,6 @@ def logs(
 ) -> None:
     """Write an execution's raw output log (stdout and stderr merged) from byte 0, byte-exact."""
     out = sys.stdout.buffer
-    offset = 0
     with _server(ctx) as client:
         if follow:
             for frame in client.stream(execution_id):
@@ -373,18 +387,25 @@ def logs(
                     out.write(frame.data)
                     out.flush()
             return
-        while True:
-            page = client.read(execution_id, offset=offset)
-            if page.data:
-                out.write(page.data)
-                out.flush()
-            # X-Next-Offset may jump past a dropped middle of a capped log with no data read.
-            progressed = page.next_offset > offset
-            offset = page.next_offset
-            if page.complete and offset >= page.total_bytes:
-                return
-            if not progressed:
-                return
+        _write_log(client, execution_id)
+
+
+def _write_log(client: Client, execution_id: str) -> None:
+    """The log as written so far, from byte 0, byte-exact, to stdout."""
+    out = sys.stdout.buffer
+    offset = 0
+    while True:
+        page = client.read(execution_id, offset=offset)
+        if page.data:
+            out.write(page.data)
+            out.flush()
+        # X-Next-Offset may jump past a dropped middle of a capped log with no data read.
+        progressed = page.next_offset > offset
+        offset = page.next_offset
+        if page.complete and offset >= page.total_bytes:
+            return
+        if not progressed:
+            return
 
 
 @cli.command()

@@ -75,6 +75,18 @@ def test_policy_check_joins_words_like_run(server: LiveServer) -> None:
     assert "Critical pattern" in result.stdout
 
 
+def test_run_raw_prints_the_output_byte_exact_and_exits_with_its_code(
+    server: LiveServer,
+) -> None:
+    # CRLF, an invalid byte and a line far over the text's 768-character cut, as written.
+    command = "printf 'a\\r\\nb\\xff\\n'; head -c 5000 /dev/zero | tr '\\0' x; exit 3"
+    result = shellgate(server.base_url, AGENT, "run", "--raw", command)
+    assert result.exit_code == 3, result.output
+    assert result.stdout_bytes == b"a\r\nb\xff\n" + b"x" * 5000
+    refused = shellgate(server.base_url, AGENT, "run", "--raw", "--async", "true")
+    assert refused.exit_code == 2
+
+
 def test_run_passes_env_and_cwd(server: LiveServer, tmp_path: Path) -> None:
     options = ["--env", "GREETING=hi", "--cwd", str(tmp_path)]
     result = shellgate(server.base_url, AGENT, "run", 'echo "$GREETING $PWD"', *options)
