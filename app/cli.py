@@ -359,13 +359,15 @@ def jobs(
     if not page.data:
         typer.echo("none")
         return
-    table = Table("id", "state", "exit", "created", "command")
+    # An approver or admin lists everyone's: say whose each one is.
+    table = Table("id", "state", "exit", "owner", "created", "command")
     for execution in page.data:
         exit_code = "" if execution.exit_code is None else str(execution.exit_code)
         table.add_row(
             execution.id,
             execution.state,
             exit_code,
+            execution.owner,
             _when(execution.created_at),
             _cut(execution.command),
         )

@@ -118,6 +118,11 @@ def test_jobs_lists_the_job_with_its_command_cut_to_60_chars(server: LiveServer)
     assert command[:59] + "…" in row
     assert command not in row
 
+    # An approver lists everyone's executions: each row says whose it is.
+    seen_by_approver = shellgate(server.base_url, APPROVER, "jobs", "--limit", "50")
+    row = next(line for line in seen_by_approver.stdout.splitlines() if execution_id in line)
+    assert " alice " in row
+
     as_json = shellgate(server.base_url, AGENT, "jobs", "--json", "--state", "completed")
     page = json.loads(as_json.stdout)
     assert execution_id in [item["id"] for item in page["data"]]
