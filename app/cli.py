@@ -17,7 +17,6 @@ import json
 import sys
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -25,10 +24,10 @@ import typer.core
 from rich.console import Console
 from rich.table import Table
 
+from app.cli_arguments import CommandWords, command_text, parse_env
 from app.cli_attach import attach
 from app.cli_connection import (
     EXIT_NOT_FINISHED,
-    EXIT_REFUSED,
     ConnectionOptions,
     execution_id_argument,
     generated_token_path,
@@ -36,8 +35,8 @@ from app.cli_connection import (
 from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
+from app.cli_policy import policy_cli
 from app.client import DEFAULT_URL, ApiError, Client, Execution, OutputFrame
-from app.policy_service import PolicyFileError, read_policy_file
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -68,8 +67,6 @@ def openapi() -> None:
 # ---------------------------------------------------------------------------------------------
 # Client commands
 
-# `policy check` exits with the verdict, so scripts can branch on it without parsing text.
-VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
 # Ctrl-C: the shell's 128 + SIGINT.
 EXIT_INTERRUPTED = 130
 COMMAND_COLUMN_CHARS = 60
@@ -148,39 +145,6 @@ def _exit_with_outcome(execution: Execution) -> NoReturn:
     )
 
 
-def _parse_env(pairs: list[str]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, separator, value = pair.partition("=")
-        if not separator or not key:
-            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
-        env[key] = value
-    return env
-
-
-class CommandWords(typer.core.TyperCommand):
-    """A command whose COMMAND... words may not start with `-` unless they follow `--`: say so
-    when a word like `-la` is taken for an option of ours."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as error:
-            # typer vendors its own click: recognise its NoSuchOption by name.
-            if type(error).__name__ == "NoSuchOption":
-                usage = f"{ctx.command_path} [OPTIONS] -- COMMAND..."
-                hint = f"Words of the command that start with `-` go after `--`: {usage}"
-                error.message = f"{getattr(error, 'message', error)}. {hint}"  # type: ignore[attr-defined]
-            raise
-
-
-def _command_text(words: list[str]) -> str:
-    """`shellgate run echo hi` runs `echo hi`: the words are joined with single spaces and the
-    server's bash parses the result, as `ssh host echo hi` does. Quoting that must survive is
-    the caller's (`shellgate run 'echo "a  b"'`)."""
-    return " ".join(words)
-
-
 def _when(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
 
@@ -250,8 +214,8 @@ def run(
 
     A call the server auto-backgrounds is waited for here until it ends; one that fell silent
     for --idle-timeout is not: its text and job id are printed and the exit code is 1."""
-    command = _command_text(words)
-    environment = _parse_env(env)
+    command = command_text(words)
+    environment = parse_env(env)
     # What the server does once the command ends or falls silent (docs/api.md).
     later: dict[str, Any] = {"notify_url": notify_url, "idle_timeout": idle_timeout}
     if idle_timeout is not None:
@@ -466,65 +430,7 @@ def deny(
 
 
 cli.add_typer(files_cli, name="files")
-policy_cli = typer.Typer(help="Show, replace or dry-run the policy.", no_args_is_help=True)
 cli.add_typer(policy_cli, name="policy")
-
-
-@policy_cli.command("show")
-def policy_show(ctx: typer.Context) -> None:
-    """Print the policy in force (JSON)."""
-    with _server(ctx) as client:
-        document = client.get_policy()
-    typer.echo(json.dumps(document, indent=2))
-
-
-@policy_cli.command("set")
-def policy_set(
-    ctx: typer.Context,
-    file: Path = typer.Argument(..., help="YAML or JSON, the shape of `policy show`."),
-) -> None:
-    """Replace the policy (admin token)."""
-    try:
-        document = read_policy_file(file)
-    except PolicyFileError as error:
-        _fail(str(error), EXIT_REFUSED)
-    with _server(ctx) as client:
-        stored = client.put_policy(document.model_dump(mode="json"))
-    rules = len(stored.get("rules") or [])
-    typer.echo(f"policy replaced: {rules} rules, default {stored.get('default')}")
-
-
-@policy_cli.command("check", cls=CommandWords)
-def policy_check(
-    ctx: typer.Context,
-    words: list[str] = typer.Argument(
-        ...,
-        metavar="COMMAND...",
-        help="The command as an agent would send it; several words are joined with spaces, as "
-        "`run` does (`--` before words that start with `-`).",
-    ),
-    env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable: judged too."),
-    cwd: str | None = typer.Option(None, "--cwd", help="The working directory it would run in."),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
-) -> None:
-    """Dry run: what the policy would decide for COMMAND with its env (runs nothing).
-
-    Exits with the verdict: 0 allow, 10 prompt, 11 deny."""
-    with _server(ctx) as client:
-        evaluation = client.evaluate(_command_text(words), env=_parse_env(env) or None, cwd=cwd)
-    verdict = evaluation.verdict
-    if as_json:
-        typer.echo(evaluation.model_dump_json(indent=2))
-    else:
-        typer.echo(f"verdict: {verdict}")
-        typer.echo(f"reason: {evaluation.reason}")
-        for item in evaluation.env:
-            if item.verdict != "allow":
-                typer.echo(f"env {item.name}: {item.verdict} ({item.rule})")
-    # Fail closed: a verdict this client does not know is treated as deny.
-    raise typer.Exit(VERDICT_EXIT_CODES.get(str(verdict), VERDICT_EXIT_CODES["deny"]))
-
-
 cli.command()(attach)
 
 
