@@ -17,25 +17,26 @@ import json
 import sys
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 
+from app.cli_arguments import CommandWords, command_text, parse_env
 from app.cli_attach import attach
 from app.cli_connection import (
     EXIT_NOT_FINISHED,
-    EXIT_REFUSED,
     ConnectionOptions,
+    execution_id_argument,
     generated_token_path,
 )
 from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
-from app.client import DEFAULT_URL, ApiError, Execution, OutputFrame
-from app.policy_service import PolicyFileError, read_policy_file
+from app.cli_policy import policy_cli
+from app.client import DEFAULT_URL, ApiError, Client, Execution, OutputFrame
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -66,8 +67,8 @@ def openapi() -> None:
 # ---------------------------------------------------------------------------------------------
 # Client commands
 
-# `policy check` exits with the verdict, so scripts can branch on it without parsing text.
-VERDICT_EXIT_CODES = {"allow": 0, "prompt": 10, "deny": 11}
+# Ctrl-C: the shell's 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 COMMAND_COLUMN_CHARS = 60
 FOREGROUND_POLL_SECONDS = 60.0
 
@@ -115,6 +116,13 @@ def _fell_silent(execution: Execution) -> bool:
     return any(notice.startswith("No output for ") for notice in execution.notices)
 
 
+def _print_result(execution: Execution) -> None:
+    """The result text on stdout; none for a command that has not run yet (awaiting approval:
+    its text would be a misleading "(no output)"; stderr says what it waits for)."""
+    if execution.state != "awaiting_approval":
+        typer.echo(execution.text)
+
+
 def _exit_with_outcome(execution: Execution) -> NoReturn:
     """The execution's own exit code when it finished; 1 with a one-line reason otherwise."""
     state = execution.state
@@ -137,16 +145,6 @@ def _exit_with_outcome(execution: Execution) -> NoReturn:
     )
 
 
-def _parse_env(pairs: list[str]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, separator, value = pair.partition("=")
-        if not separator or not key:
-            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
-        env[key] = value
-    return env
-
-
 def _when(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
 
@@ -162,10 +160,15 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
-@cli.command()
+@cli.command(cls=CommandWords)
 def run(
     ctx: typer.Context,
-    command: str = typer.Argument(..., help="Shell text, run as `bash -c COMMAND`."),
+    words: list[str] = typer.Argument(
+        ...,
+        metavar="COMMAND...",
+        help="Shell text, run as `bash -c COMMAND`; several words are joined with spaces (as "
+        "ssh does). Put `--` before a command whose words start with `-`.",
+    ),
     cwd: str | None = typer.Option(None, help="Working directory on the server."),
     timeout: float | None = typer.Option(
         None, help="Seconds (server default 300; 0 disables the deadline)."
@@ -176,6 +179,12 @@ def run(
         None, "--session", metavar="ID", help="Run in this session (its cwd and env carry over)."
     ),
     pty: bool = typer.Option(False, "--pty", help="Run in a pseudo-terminal."),
+    raw: bool = typer.Option(
+        False,
+        "--raw",
+        help="Print the output byte-exact (stdout and stderr merged, no result text) once it "
+        "ends; notices go to stderr.",
+    ),
     approval_wait: float | None = typer.Option(
         None,
         "--approval-wait",
@@ -205,13 +214,16 @@ def run(
 
     A call the server auto-backgrounds is waited for here until it ends; one that fell silent
     for --idle-timeout is not: its text and job id are printed and the exit code is 1."""
-    environment = _parse_env(env)
+    command = command_text(words)
+    environment = parse_env(env)
     # What the server does once the command ends or falls silent (docs/api.md).
     later: dict[str, Any] = {"notify_url": notify_url, "idle_timeout": idle_timeout}
     if idle_timeout is not None:
         later["idle_action"] = idle_action.value
     if session is not None and not session.strip():
         raise typer.BadParameter("must not be empty", param_hint="--session")
+    if raw and run_async:
+        raise typer.BadParameter("--async prints the job's id, not its output", param_hint="--raw")
     with _server(ctx) as client:
         try:
             if run_async:
@@ -240,32 +252,55 @@ def run(
             if error.code != "approval_rejected":
                 raise
             _fail(error.message, EXIT_NOT_FINISHED)
+        except KeyboardInterrupt:
+            # A foreground call whose client goes away keeps running (docs/api.md): say so.
+            _fail(
+                "interrupted before the server answered; the command goes on under its "
+                "timeout if it started (`shellgate jobs --state running` lists it, "
+                "`shellgate cancel ID` stops it)",
+                EXIT_INTERRUPTED,
+            )
         if run_async:
             typer.echo(execution.id)
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.
-        while execution.state == "running" and not _fell_silent(execution):
-            execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
-    typer.echo(execution.text)
+        try:
+            while execution.state == "running" and not _fell_silent(execution):
+                execution = client.wait(execution.id, timeout=FOREGROUND_POLL_SECONDS)
+        except KeyboardInterrupt:
+            _fail(
+                f"interrupted; execution {execution.id} goes on running on the server "
+                f"(`shellgate wait {execution.id}` waits again, "
+                f"`shellgate cancel {execution.id}` stops it)",
+                EXIT_INTERRUPTED,
+            )
+        if raw and execution.state != "awaiting_approval" and not _fell_silent(execution):
+            # The result text is for a model (CRLF folded, invalid bytes replaced, long lines
+            # and the middle of long output cut); a script piping the output wants the bytes.
+            _write_log(client, execution.id)
+            for notice in execution.notices:
+                typer.echo(f"shellgate: {notice}", err=True)
+            _exit_with_outcome(execution)
+    _print_result(execution)
     _exit_with_outcome(execution)
 
 
 @cli.command()
 def wait(
     ctx: typer.Context,
-    execution_id: str = typer.Argument(..., metavar="ID"),
+    execution_id: str = execution_id_argument(),
     seconds: float = typer.Option(60, min=0, max=600, help="Longest wait for a terminal state."),
 ) -> None:
     """Wait for an execution to end; print its result text; exit with its exit code."""
     with _server(ctx) as client:
         execution = client.wait(execution_id, timeout=seconds)
-    typer.echo(execution.text)
+    _print_result(execution)
     _exit_with_outcome(execution)
 
 
 @cli.command()
-def cancel(ctx: typer.Context, execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+def cancel(ctx: typer.Context, execution_id: str = execution_id_argument()) -> None:
     """Cancel a running or awaiting execution (its whole process group is ended)."""
     with _server(ctx) as client:
         execution = client.cancel(execution_id)
@@ -288,13 +323,15 @@ def jobs(
     if not page.data:
         typer.echo("none")
         return
-    table = Table("id", "state", "exit", "created", "command")
+    # An approver or admin lists everyone's: say whose each one is.
+    table = Table("id", "state", "exit", "owner", "created", "command")
     for execution in page.data:
         exit_code = "" if execution.exit_code is None else str(execution.exit_code)
         table.add_row(
             execution.id,
             execution.state,
             exit_code,
+            execution.owner,
             _when(execution.created_at),
             _cut(execution.command),
         )
@@ -304,12 +341,11 @@ def jobs(
 @cli.command()
 def logs(
     ctx: typer.Context,
-    execution_id: str = typer.Argument(..., metavar="ID"),
+    execution_id: str = execution_id_argument(),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading until it ends."),
 ) -> None:
     """Write an execution's raw output log (stdout and stderr merged) from byte 0, byte-exact."""
     out = sys.stdout.buffer
-    offset = 0
     with _server(ctx) as client:
         if follow:
             for frame in client.stream(execution_id):
@@ -317,18 +353,25 @@ def logs(
                     out.write(frame.data)
                     out.flush()
             return
-        while True:
-            page = client.read(execution_id, offset=offset)
-            if page.data:
-                out.write(page.data)
-                out.flush()
-            # X-Next-Offset may jump past a dropped middle of a capped log with no data read.
-            progressed = page.next_offset > offset
-            offset = page.next_offset
-            if page.complete and offset >= page.total_bytes:
-                return
-            if not progressed:
-                return
+        _write_log(client, execution_id)
+
+
+def _write_log(client: Client, execution_id: str) -> None:
+    """The log as written so far, from byte 0, byte-exact, to stdout."""
+    out = sys.stdout.buffer
+    offset = 0
+    while True:
+        page = client.read(execution_id, offset=offset)
+        if page.data:
+            out.write(page.data)
+            out.flush()
+        # X-Next-Offset may jump past a dropped middle of a capped log with no data read.
+        progressed = page.next_offset > offset
+        offset = page.next_offset
+        if page.complete and offset >= page.total_bytes:
+            return
+        if not progressed:
+            return
 
 
 @cli.command()
@@ -387,60 +430,7 @@ def deny(
 
 
 cli.add_typer(files_cli, name="files")
-policy_cli = typer.Typer(help="Show, replace or dry-run the policy.", no_args_is_help=True)
 cli.add_typer(policy_cli, name="policy")
-
-
-@policy_cli.command("show")
-def policy_show(ctx: typer.Context) -> None:
-    """Print the policy in force (JSON)."""
-    with _server(ctx) as client:
-        document = client.get_policy()
-    typer.echo(json.dumps(document, indent=2))
-
-
-@policy_cli.command("set")
-def policy_set(
-    ctx: typer.Context,
-    file: Path = typer.Argument(..., help="YAML or JSON, the shape of `policy show`."),
-) -> None:
-    """Replace the policy (admin token)."""
-    try:
-        document = read_policy_file(file)
-    except PolicyFileError as error:
-        _fail(str(error), EXIT_REFUSED)
-    with _server(ctx) as client:
-        stored = client.put_policy(document.model_dump(mode="json"))
-    rules = len(stored.get("rules") or [])
-    typer.echo(f"policy replaced: {rules} rules, default {stored.get('default')}")
-
-
-@policy_cli.command("check")
-def policy_check(
-    ctx: typer.Context,
-    command: str = typer.Argument(..., help="The command as an agent would send it."),
-    env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable: judged too."),
-    cwd: str | None = typer.Option(None, "--cwd", help="The working directory it would run in."),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole evaluation."),
-) -> None:
-    """Dry run: what the policy would decide for COMMAND with its env (runs nothing).
-
-    Exits with the verdict: 0 allow, 10 prompt, 11 deny."""
-    with _server(ctx) as client:
-        evaluation = client.evaluate(command, env=_parse_env(env) or None, cwd=cwd)
-    verdict = evaluation.verdict
-    if as_json:
-        typer.echo(evaluation.model_dump_json(indent=2))
-    else:
-        typer.echo(f"verdict: {verdict}")
-        typer.echo(f"reason: {evaluation.reason}")
-        for item in evaluation.env:
-            if item.verdict != "allow":
-                typer.echo(f"env {item.name}: {item.verdict} ({item.rule})")
-    # Fail closed: a verdict this client does not know is treated as deny.
-    raise typer.Exit(VERDICT_EXIT_CODES.get(str(verdict), VERDICT_EXIT_CODES["deny"]))
-
-
 cli.command()(attach)
 
 

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 
 import typer
 
-from app.cli_connection import EXIT_NOT_FINISHED, EXIT_REFUSED, fail, server
+from app.cli_connection import (
+    EXIT_NOT_FINISHED,
+    EXIT_REFUSED,
+    execution_id_argument,
+    fail,
+    server,
+)
 from app.client import AsyncAttachment, ExitFrame, OutputFrame
 
 DETACH_KEY = b"\x1d"  # Ctrl-], as telnet has it: rare in programs, easy to type
@@ -53,7 +59,7 @@ class Outcome:
 
 def attach(
     ctx: typer.Context,
-    execution_id: str = typer.Argument(..., metavar="ID"),
+    execution_id: str = execution_id_argument(),
     replay: bool = typer.Option(
         True, "--replay/--no-replay", help="Replay the screen from the log's start first."
     ),

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -34,6 +34,21 @@ class ConnectionOptions:
 class ResolvedToken:
     value: str | None
     file: Path | None  # set when the token was read from the generated token file
+
+
+def _execution_id(value: str) -> str:
+    """An execution's result text points at its log as `artifact://<id>`: take that as the id."""
+    return value.removeprefix("artifact://")
+
+
+def execution_id_argument() -> Any:
+    """The ID argument of the commands that name one execution (ex_… or artifact://ex_…)."""
+    return typer.Argument(
+        ...,
+        metavar="ID",
+        help="The execution id (ex_…, or artifact://ex_…).",
+        callback=_execution_id,
+    )
 
 
 def fail(message: str, status: int) -> NoReturn:

@@ -90,7 +90,10 @@ def files_put(
     approval_wait: float = APPROVAL_WAIT,
     approval_id: str | None = APPROVAL_ID,
 ) -> None:
-    """Upload LOCAL to REMOTE on the server (replaced whole and at once; checked by sha256)."""
+    """Upload LOCAL to REMOTE on the server (replaced whole and at once; checked by sha256).
+    A REMOTE that ends with `/` is a directory: the file keeps LOCAL's name there."""
+    if remote.endswith("/"):
+        remote += local.name
     try:
         handle = local.open("rb")
     except OSError as error:

@@ -159,8 +159,14 @@ def build_mcp_server(services: Services) -> MCPServer:
         command: Annotated[str, Field(description=_rest_description("command"))],
         # The command's deadline (a tool input), not a deadline of this coroutine.
         timeout: Annotated[  # noqa: ASYNC109
-            float, Field(allow_inf_nan=False, description=_rest_description("timeout"))
-        ] = 300,
+            float | None,
+            Field(
+                allow_inf_nan=False,
+                description=_rest_description("timeout"),
+                # What the server applies when it is left out (lower under a lower ceiling).
+                json_schema_extra={"default": 300},
+            ),
+        ] = None,
         cwd: Annotated[str | None, Field(description=_rest_description("cwd"))] = None,
         env: Annotated[dict[str, str] | None, Field(description=_rest_description("env"))] = None,
         async_: Annotated[
@@ -187,9 +193,11 @@ def build_mcp_server(services: Services) -> MCPServer:
             str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
         ] = None,
     ) -> Annotated[CallToolResult, ExecutionResult]:
+        # Left out when not given: the server's default then applies without a clamp notice.
+        asked = {} if timeout is None else {"timeout": timeout}
         request = ExecutionCreate(
             command=command,
-            timeout=timeout,
+            **asked,
             cwd=cwd,
             env=env,
             async_=async_,
@@ -298,7 +306,20 @@ def build_mcp_server(services: Services) -> MCPServer:
     )
     register_file_tools(server, services, helpers)
     register_session_tools(server, services, helpers)
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """REST refuses a field it does not know (docs/api.md, Conventions); the MCP SDK drops one
+    silently, so `{"command": "make clean", "workdir": "/src"}` ran in the workspace root and
+    `{"asynch": true}` in the foreground. Every tool's arguments are strict too, and its input
+    schema says so (`additionalProperties: false`)."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False
 
 
 def _principal(ctx: Context) -> Principal:

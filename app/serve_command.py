@@ -7,6 +7,7 @@ plain `shellgate serve [--host H] [--port N]` (bench/PROFILE.md, "Start-up and i
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -58,16 +59,29 @@ def serve(host: str | None = None, port: int | None = None) -> None:
     limit_malloc_arenas()
     import uvicorn
 
+    from app.cluster.identity import with_node_id
     from app.main import create_app
     from app.migrate import MigrationFailedError, upgrade_in_child_if_behind
+    from app.process.instance_lock import InstanceLockedError, hold_instance_lock
     from app.services import make_private
     from app.serving import GracefulServer, graceful_shutdown_timeout
 
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(settings)
+    # One server per data directory and node: a second start's recovery would remove the
+    # live one's cgroups and kill its running commands as `lost` (docs/operations.md).
+    node_id = with_node_id(settings).node_id
+    try:
+        instance_lock = hold_instance_lock(settings.data_dir / f".serve-{node_id}.lock")
+    except InstanceLockedError as locked:
+        fail(
+            f"another shellgate server (pid {locked.holder}) is serving {settings.data_dir} "
+            f"as node {node_id}; stop it first, or give this one its own SHELLGATE_DATA_DIR",
+            EXIT_START_FAILED,
+        )
     app = create_app(settings)
     # The lifespan would migrate too (it finds nothing due after this), but in the server's
     # own process, where Alembic's modules would stay loaded for good.
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    make_private(settings)
     try:
         upgrade_in_child_if_behind(settings.resolved_database_url)
     except MigrationFailedError as error:
@@ -86,3 +100,4 @@ def serve(host: str | None = None, port: int | None = None) -> None:
         timeout_graceful_shutdown=graceful_shutdown_timeout(settings.shutdown_grace),
     )
     GracefulServer(config, on_stop=app.state.stop_signal.fire, grace=settings.shutdown_grace).run()
+    os.close(instance_lock)

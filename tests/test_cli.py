@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +18,7 @@ from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, free_port, make_s
 from tests.databases import Databases
 
 runner = CliRunner()
+SHELLGATE = str(Path(sys.executable).parent / "shellgate")
 
 
 def shellgate(url: str, token: str | None, *args: str, **env: str) -> Result:
@@ -41,6 +46,45 @@ def test_run_exits_with_the_commands_exit_code(server: LiveServer) -> None:
     assert result.exit_code == 3
     assert "before-exit" in result.stdout
     assert "Command exited with code 3" in result.stdout
+
+
+def test_run_joins_several_words_into_one_command_as_ssh_does(server: LiveServer) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "echo", "joined", "words", "--env", "X=1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("joined words\n")
+    # After `--` every word is the command's, options of ours included.
+    dashed = shellgate(server.base_url, AGENT, "run", "--", "printf", "%s:%s", "-a", "--env")
+    assert dashed.exit_code == 0, dashed.output
+    assert dashed.stdout.startswith("-a:--env")
+
+
+def test_run_names_the_double_dash_when_a_command_word_looks_like_an_option(
+    server: LiveServer,
+) -> None:
+    result = shellgate(server.base_url, AGENT, "run", "ls", "-la")
+    assert result.exit_code == 2
+    assert "No such option: -l" in result.output
+    assert "go after `--`" in result.output
+
+
+def test_policy_check_joins_words_like_run(server: LiveServer) -> None:
+    result = shellgate(
+        server.base_url, AGENT, "policy", "check", "--", "rm", "-rf", "/nonexistent-x"
+    )
+    assert result.exit_code == 10, result.output
+    assert "Critical pattern" in result.stdout
+
+
+def test_run_raw_prints_the_output_byte_exact_and_exits_with_its_code(
+    server: LiveServer,
+) -> None:
+    # CRLF, an invalid byte and a line far over the text's 768-character cut, as written.
+    command = "printf 'a\\r\\nb\\xff\\n'; head -c 5000 /dev/zero | tr '\\0' x; exit 3"
+    result = shellgate(server.base_url, AGENT, "run", "--raw", command)
+    assert result.exit_code == 3, result.output
+    assert result.stdout_bytes == b"a\r\nb\xff\n" + b"x" * 5000
+    refused = shellgate(server.base_url, AGENT, "run", "--raw", "--async", "true")
+    assert refused.exit_code == 2
 
 
 def test_run_passes_env_and_cwd(server: LiveServer, tmp_path: Path) -> None:
@@ -74,6 +118,11 @@ def test_jobs_lists_the_job_with_its_command_cut_to_60_chars(server: LiveServer)
     assert command[:59] + "…" in row
     assert command not in row
 
+    # An approver lists everyone's executions: each row says whose it is.
+    seen_by_approver = shellgate(server.base_url, APPROVER, "jobs", "--limit", "50")
+    row = next(line for line in seen_by_approver.stdout.splitlines() if execution_id in line)
+    assert " alice " in row
+
     as_json = shellgate(server.base_url, AGENT, "jobs", "--json", "--state", "completed")
     page = json.loads(as_json.stdout)
     assert execution_id in [item["id"] for item in page["data"]]
@@ -88,6 +137,20 @@ def test_logs_writes_the_exact_bytes(server: LiveServer) -> None:
 
     again = shellgate(server.base_url, AGENT, "logs", execution_id)
     assert again.stdout_bytes == b"a\nbc"
+
+
+def test_logs_and_wait_take_the_artifact_url_the_result_text_points_at(
+    server: LiveServer,
+) -> None:
+    # A long line is cut in `text`, which then says "Read artifact://<id> for full output".
+    ran = shellgate(server.base_url, AGENT, "run", "head -c 2000 /dev/zero | tr '\\0' a")
+    assert ran.exit_code == 0, ran.output
+    artifact = next(word for word in ran.stdout.split() if word.startswith("artifact://"))
+    logs = shellgate(server.base_url, AGENT, "logs", artifact)
+    assert logs.exit_code == 0, logs.output
+    assert logs.stdout_bytes == b"a" * 2000
+    waited = shellgate(server.base_url, AGENT, "wait", artifact, "--seconds", "0")
+    assert waited.exit_code == 0, waited.output
 
 
 def test_logs_follow_receives_bytes_written_after_it_started(server: LiveServer) -> None:
@@ -187,6 +250,39 @@ def test_run_waits_for_an_auto_backgrounded_command_to_end(policed: LiveServer) 
     assert result.exit_code == 5, result.output
     assert result.stdout.startswith("finally\n")
     assert "Backgrounded" not in result.stdout
+
+
+def test_ctrl_c_while_waiting_names_the_execution_that_goes_on_running(
+    policed: LiveServer,
+) -> None:
+    marker = "sleep 30 # ctrl-c-while-waiting"
+    argv = [SHELLGATE, "--url", policed.base_url, "--token", AGENT, "run", marker]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with policed.client(AGENT) as rest:
+        try:
+            # Auto-backgrounded after 200 ms: the CLI is then waiting on the job.
+            for _ in range(100):
+                listed = rest.get("/v1/executions", params={"state": "running"}).json()["data"]
+                running = [item for item in listed if item["command"] == marker]
+                if running:
+                    break
+                time.sleep(0.1)
+            assert running, "the command never ran"
+            time.sleep(1)
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=20)
+            execution_id = running[0]["id"]
+            assert process.returncode == 130
+            assert f"execution {execution_id} goes on running" in stderr.decode()
+            assert f"shellgate cancel {execution_id}" in stderr.decode()
+            assert b"Traceback" not in stderr
+            assert rest.get(f"/v1/executions/{execution_id}").json()["state"] == "running"
+        finally:
+            process.kill()
+            process.wait(timeout=10)
+            for item in rest.get("/v1/executions", params={"state": "running"}).json()["data"]:
+                if item["command"] == marker:
+                    rest.post(f"/v1/executions/{item['id']}/cancel")
 
 
 def test_policy_set_needs_the_admin_token(policed: LiveServer, tmp_path: Path) -> None:
@@ -290,6 +386,7 @@ def test_run_with_approval_wait_zero_answers_at_once_awaiting_approval(
     result = shellgate(url, AGENT, "run", "--approval-wait", "0", "echo needs-approval later")
     assert result.exit_code == 1, result.output
     assert "is awaiting approval (approval " in result.stderr
+    assert result.stdout == ""  # nothing ran: no "(no output)" for a script to capture
     listing = json.loads(shellgate(url, APPROVER, "approvals", "--json").stdout)
     (approval,) = [
         item for item in listing["data"] if item["command"] == "echo needs-approval later"

@@ -39,6 +39,21 @@ def test_put_then_get_round_trips_bytes_exactly(server: LiveServer, tmp_path: Pa
     assert [p.name for p in into.iterdir()] == ["up.bin"]  # no temporary file left
 
 
+def test_put_into_a_remote_directory_ending_with_a_slash_keeps_the_local_name(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    local = tmp_path / "named.txt"
+    local.write_bytes(b"into a directory\n")
+    (server.settings.workspace / "cli-into").mkdir(exist_ok=True)
+    put = shellgate(server.base_url, AGENT, "files", "put", str(local), "cli-into/")
+    assert put.exit_code == 0, put.output
+    assert (server.settings.workspace / "cli-into" / "named.txt").read_bytes() == local.read_bytes()
+    # A directory that is not there is a 404, never a file called `cli-missing`.
+    missing = shellgate(server.base_url, AGENT, "files", "put", str(local), "cli-missing/")
+    assert missing.exit_code == EXIT_REFUSED
+    assert not (server.settings.workspace / "cli-missing").exists()
+
+
 def test_get_to_stdout_and_an_empty_file(server: LiveServer, tmp_path: Path) -> None:
     (server.settings.workspace / "empty.txt").write_bytes(b"")
     (server.settings.workspace / "hello.txt").write_bytes(b"hello\n")

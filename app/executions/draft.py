@@ -16,7 +16,7 @@ from app.errors import InvalidRequestError, StaleApprovalError
 from app.random_ids import random_token
 from app.schemas import ExecutionCreate
 from app.shell_syntax import extract_leading_cd
-from app.timeouts import ResolvedTimeout, resolve_timeout
+from app.timeouts import DEFAULT_TIMEOUT, ResolvedTimeout, resolve_timeout
 from app.working_directory import working_directory
 
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
@@ -45,7 +45,8 @@ class Draft:
     command: str
     cwd_request: str | None = None
     env: dict[str, str] | None = None
-    timeout: float = 300
+    # None: the request did not ask for one; the server's default applies (resolve_draft_timeout).
+    timeout: float | None = 300
     pty: bool = False
     async_: bool = False
     session: str | None = None
@@ -159,7 +160,7 @@ def draft_from_request(request: ExecutionCreate, *, session_pty: bool | None) ->
         command=command,
         cwd_request=cwd_request,
         env=request.env or None,
-        timeout=request.timeout,
+        timeout=request.timeout if "timeout" in request.model_fields_set else None,
         pty=pty,
         async_=request.async_,
         session=request.session,
@@ -187,6 +188,11 @@ def runner_draft(command: str, *, session_id: str, timeout_seconds: float, pty: 
 
 
 def resolve_draft_timeout(draft: Draft, *, max_timeout: float) -> ResolvedTimeout:
+    if draft.timeout is None:
+        # Nobody asked for 300 s: under a lower SHELLGATE_MAX_TIMEOUT the default is the
+        # ceiling, without a "clamped (requested 300s)" notice on every call.
+        seconds = min(DEFAULT_TIMEOUT, max_timeout) if max_timeout > 0 else DEFAULT_TIMEOUT
+        return ResolvedTimeout(seconds=seconds, requested=seconds)
     if draft.streamed:
         # The runner's deadline is the session's timeout_ms (or the call's raised one) as
         # given: the 1..3600 s clamp belongs to executions; the server ceiling still holds.

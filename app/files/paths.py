@@ -52,6 +52,12 @@ def locate(requested: str, workspace: str) -> Located:
     return Located(requested, path, resolved)
 
 
+def names_a_directory(requested: str) -> bool:
+    """`dir/`, `dir/.` and `dir/..` name a directory, whether or not one exists there: POSIX
+    never creates a file by such a name, but normalising (`locate`) would drop the hint."""
+    return requested.endswith("/") or os.path.basename(requested) in (".", "..")
+
+
 def workspace_roots(workspace: str) -> tuple[str, ...]:
     """The workspace as configured and with its own symlinks followed (`/tmp` may be a link)."""
     return tuple(dict.fromkeys((os.path.normpath(workspace), os.path.realpath(workspace))))

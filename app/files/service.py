@@ -29,7 +29,7 @@ from app.errors import (
     StaleApprovalError,
 )
 from app.files.approval import FileApprovals
-from app.files.paths import Located, locate, os_error, workspace_roots
+from app.files.paths import Located, locate, names_a_directory, os_error, workspace_roots
 from app.files.rules import FileAccess, FileVerdict, judge_file
 from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
 from app.models import FileOperation
@@ -354,6 +354,12 @@ class FileService:
     ) -> FileOperationPublic | Pending:
         """Stream `body` into place: never more than one batch in memory; over the cap → 413
         and the old file untouched; a failure of any kind leaves no temporary file behind."""
+        if names_a_directory(requested):
+            # `new/` would otherwise become a file called `new`.
+            raise InvalidRequestError(
+                f"{requested} names a directory (it ends with `/`, `.` or `..`): "
+                "give the file's own name"
+            )
         located = await self.locate(requested)
         authorized = await self._authorize(
             principal,

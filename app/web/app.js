@@ -46,7 +46,7 @@ async function enter() {
   workspace.hidden = false;
   tabsNav.hidden = false;
   signOutButton.hidden = false;
-  approvals.start();
+  approvals.start({ canDecide: info.caller.role !== "agent" });
   executions.start();
   policy.start({ canEdit: info.caller.role === "admin" });
   // A deep link followed before signing in opens now.

@@ -201,6 +201,19 @@ def test_directories_missing_files_and_fifos_are_clear_4xx(
     assert alice.get("/v1/files", params={"path": "a-fifo"}).status_code == 409  # not blocked
 
 
+@pytest.mark.parametrize("path", ["not-yet-a-dir/", "not-yet-a-dir/.", "adir/", "adir/sub/.."])
+def test_an_upload_to_a_path_that_names_a_directory_writes_no_file(
+    alice: httpx.Client, workspace: Path, path: str
+) -> None:
+    # POSIX creates no file called `not-yet-a-dir` for `not-yet-a-dir/`; neither does this.
+    (workspace / "adir" / "sub").mkdir(parents=True, exist_ok=True)
+    response = alice.put("/v1/files", params={"path": path}, content=b"x")
+    assert response.status_code == 422, response.text
+    assert "names a directory" in error_of(response)["message"]
+    assert not (workspace / "not-yet-a-dir").exists()
+    assert (workspace / "adir").is_dir()
+
+
 @pytest.mark.parametrize(
     "raw_query",
     [

@@ -460,3 +460,44 @@ async def test_a_prompted_call_answers_its_ids_once_approval_wait_runs_out(
     assert pending["approval_id"].startswith("ap_")
     assert f"Call job_wait with id {pending['id']}" in text_of(held)
     assert structured(withdrawn)["state"] == "cancelled"
+
+
+@pytest.mark.anyio
+async def test_an_omitted_timeout_under_a_lower_ceiling_is_the_ceiling_without_a_notice(
+    tmp_path: Path, database: Any
+) -> None:
+    # SHELLGATE_MAX_TIMEOUT 60: nobody asked for 300 s, so no call says "requested 300s".
+    with serve(make_settings(tmp_path, database, max_timeout=60)) as live:
+        over_mcp = await call(live, "bash", {"command": "echo default-timeout"})
+        assert "clamped" not in text_of(over_mcp)
+        with live.client(AGENT) as rest:
+            record = rest.get(f"/v1/executions/{structured(over_mcp)['id']}").json()
+            assert (record["timeout_seconds"], record["notices"]) == (60, [])
+            assert record["requested_timeout_seconds"] is None
+            omitted = rest.post("/v1/executions", json={"command": "true"}).json()
+            assert (omitted["timeout_seconds"], omitted["notices"]) == (60, [])
+            # One that asks for more than the ceiling is still told.
+            asked = rest.post("/v1/executions", json={"command": "true", "timeout": 300}).json()
+            assert asked["timeout_seconds"] == 60
+            assert "Timeout clamped to 60s (requested 300s" in asked["text"]
+        explicit = await call(live, "bash", {"command": "true", "timeout": 300})
+        assert "Timeout clamped to 60s (requested 300s" in text_of(explicit)
+
+
+@pytest.mark.anyio
+async def test_an_argument_no_tool_has_is_refused_and_nothing_runs(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    # As REST refuses an unknown field: a misspelt `cwd` must not run in the workspace root.
+    marker = tmp_path / "must-not-exist"
+    result = await call(server, "bash", {"command": f"touch {marker}", "workdir": str(tmp_path)})
+    assert result.is_error
+    assert "workdir" in text_of(result) and "Extra inputs are not permitted" in text_of(result)
+    assert not marker.exists()
+    with anyio.fail_after(20):
+        async with mcp_client(server) as client:
+            listed = await client.list_tools()
+    assert {tool.input_schema.get("additionalProperties") for tool in listed.tools} == {False}
+    # The alias `async` is an argument of `bash`, not an unknown one.
+    started = await call(server, "bash", {"command": "true", "async": True})
+    assert not started.is_error, text_of(started)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,41 @@ def test_a_readme_example_runs(
         assert printed.getvalue().endswith("1\n2\n3\nend 0\n")
     else:
         assert printed.getvalue() == "['shard 0\\n', 'shard 1\\n', 'shard 2\\n']\n"
+
+
+SDK_GUIDE = README.parent / "docs" / "sdk.md"
+
+
+def guide_example(heading: str) -> str:
+    section = SDK_GUIDE.read_text("utf-8").split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
+
+
+def test_the_sdk_guides_attach_example_runs_to_its_end(sdk_server: LiveServer) -> None:
+    # Copied as written it must end: a prompt that arrives in pieces must still be seen, and
+    # the loop must not type into the interpreter forever.
+    from app.client import Client, OutputFrame
+
+    printed = io.StringIO()
+    with Client(sdk_server.base_url, AGENT) as client:
+        scope = {"client": client, "OutputFrame": OutputFrame, "__name__": "guide"}
+        source = guide_example("Driving a PTY: attach")
+        with contextlib.redirect_stdout(printed), _alarm(30):
+            exec(compile(source, "docs/sdk.md attach example", "exec"), scope)
+    assert printed.getvalue() == "0\n"
+
+
+@contextlib.contextmanager
+def _alarm(seconds: int) -> Iterator[None]:
+    """A hanging example fails the test instead of the run (SIGALRM: this is the main thread)."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"the example did not end within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -53,6 +53,25 @@ def test_signing_in_as_approver_shows_the_pending_approvals(
     approver.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
 
 
+def test_an_agent_sees_its_pending_approval_without_buttons_it_cannot_use(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    # Deciding needs an approver or admin (403 otherwise): an agent gets no Approve / Deny.
+    execution = request_approval(agent, f"{PROMPT_PREFIX} agent-waits")
+    approval_id = execution["approval"]["id"]
+    try:
+        sign_in(page, console_server, AGENT)
+        card = pending_card(page, approval_id)
+        expect(card.locator("pre.command")).to_have_text(f"{PROMPT_PREFIX} agent-waits")
+        expect(card).to_contain_text("Waiting for an approver's decision")
+        expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+        expect(card.get_by_role("button", name="Deny")).to_have_count(0)
+        card.get_by_role("button", name="View execution").click()
+        expect(shown_view(page).locator(".view-id")).to_have_text(execution["id"])
+    finally:
+        approver.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
+
+
 def test_a_new_approval_appears_live_and_approve_runs_the_command(
     page: Page, console_server: LiveServer, agent: httpx.Client
 ) -> None:

@@ -64,6 +64,23 @@ def test_a_deep_link_opens_its_execution_after_sign_in_and_tabs_keep_several_ope
     expect(page.locator("#overview")).to_be_visible()
 
 
+def test_a_running_executions_facts_name_its_owner_and_nothing_else(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    # No duration yet: the line must not read "owner alicenull".
+    response = agent.post("/v1/executions", json={"command": "sleep 30", "async": True})
+    assert response.status_code == 202, response.text
+    execution_id = response.json()["id"]
+    try:
+        page.goto(f"{console_server.base_url}/console/#/executions/{execution_id}")
+        page.get_by_label("Token").fill(AGENT)
+        page.get_by_role("button", name="Sign in").click()
+        expect(shown_view(page).locator(".view-state")).to_contain_text("running")
+        expect(shown_view(page).locator(".view-facts")).to_have_text("owner alice")
+    finally:
+        agent.post(f"/v1/executions/{execution_id}/cancel")
+
+
 def test_output_is_copied_as_text_downloaded_byte_exact_and_searched(
     browser: Browser, console_server: LiveServer, agent: httpx.Client
 ) -> None:

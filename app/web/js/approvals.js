@@ -33,6 +33,7 @@ export class ApprovalsPanel {
     this.liveBadge = byId("approvals-live");
     this.errorEl = byId("approvals-error");
     this.pending = new Map();
+    this.canDecide = true;
     this.history = [];
     this.socket = null;
     this.stopped = true;
@@ -41,7 +42,10 @@ export class ApprovalsPanel {
     this.snapshots = 0;
   }
 
-  async start() {
+  // `canDecide`: an approver or admin; an agent sees its own approvals but cannot decide them
+  // (the server answers 403), so its cards offer no Approve / Deny.
+  async start({ canDecide = true } = {}) {
+    this.canDecide = canDecide;
     this.stopped = false;
     this.snapshots = 0;
     this.#setLive("connecting", "connecting…");
@@ -223,6 +227,31 @@ export class ApprovalsPanel {
       event.preventDefault();
       this.#decide(approval, approve, reasonInput.value.trim(), card);
     };
+    const openButton = el(
+      "button",
+      {
+        type: "button",
+        class: "link",
+        onclick: () => this.onOpenExecution(approval.execution_id),
+      },
+      "View execution",
+    );
+    const decision = this.canDecide
+      ? el(
+          "form",
+          { class: "decision", onsubmit: decide(true) },
+          el("label", { for: reasonId, class: "visually-hidden" }, "Decision reason"),
+          reasonInput,
+          el("button", { type: "submit", class: "approve" }, "Approve"),
+          el("button", { type: "button", class: "deny", onclick: decide(false) }, "Deny"),
+          openButton,
+        )
+      : el(
+          "p",
+          { class: "decision waiting" },
+          el("span", { class: "muted" }, "Waiting for an approver's decision. "),
+          openButton,
+        );
     card.append(
       el("pre", { class: "command" }, approval.command),
       el(
@@ -236,23 +265,7 @@ export class ApprovalsPanel {
         field("requested by", approval.requested_by),
         field("expires", timeEl(approval.expires_at)),
       ),
-      el(
-        "form",
-        { class: "decision", onsubmit: decide(true) },
-        el("label", { for: reasonId, class: "visually-hidden" }, "Decision reason"),
-        reasonInput,
-        el("button", { type: "submit", class: "approve" }, "Approve"),
-        el("button", { type: "button", class: "deny", onclick: decide(false) }, "Deny"),
-        el(
-          "button",
-          {
-            type: "button",
-            class: "link",
-            onclick: () => this.onOpenExecution(approval.execution_id),
-          },
-          "View execution",
-        ),
-      ),
+      decision,
       el("p", { class: "error", role: "alert" }),
     );
     return card;

@@ -148,10 +148,10 @@ export class ExecutionView {
 
   #renderFacts(execution) {
     const duration = execution.finished_at ? durationText(execution) : null;
-    this.factsEl.replaceChildren(
-      el("span", {}, `owner ${execution.owner}`),
-      duration ? el("span", { class: "view-duration" }, ` · ${duration}`) : null,
-    );
+    // replaceChildren() writes a null as the text "null": leave the duration out instead.
+    const facts = [el("span", {}, `owner ${execution.owner}`)];
+    if (duration) facts.push(el("span", { class: "view-duration" }, ` · ${duration}`));
+    this.factsEl.replaceChildren(...facts);
   }
 
   async #refreshFacts() {

@@ -1,0 +1,42 @@
+"""Arguments the `shellgate` client commands share: a command given as several words (`run`,
+`policy check`) and `--env KEY=VALUE` pairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+import typer.core
+
+
+class CommandWords(typer.core.TyperCommand):
+    """A command whose COMMAND... words may not start with `-` unless they follow `--`: say so
+    when a word like `-la` is taken for an option of ours."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as error:
+            # typer vendors its own click: recognise its NoSuchOption by name.
+            if type(error).__name__ == "NoSuchOption":
+                usage = f"{ctx.command_path} [OPTIONS] -- COMMAND..."
+                hint = f"Words of the command that start with `-` go after `--`: {usage}"
+                error.message = f"{getattr(error, 'message', error)}. {hint}"  # type: ignore[attr-defined]
+            raise
+
+
+def command_text(words: list[str]) -> str:
+    """`shellgate run echo hi` runs `echo hi`: the words are joined with single spaces and the
+    server's bash parses the result, as `ssh host echo hi` does. Quoting that must survive is
+    the caller's (`shellgate run 'echo "a  b"'`)."""
+    return " ".join(words)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+        env[key] = value
+    return env
