@@ -1,0 +1,181 @@
+"""One hostile request at a time against a real server, while another client probes `/healthz`
+(RELIABILITY.md "One request against all the others"): the worst probe latency during the
+request and the server's RSS, for each case.
+
+    .venv/bin/python -m bench.liveness [--list] [CASE ...]
+
+The server is `python -m app serve` on loopback (bench/servers.py), the prober a process of its
+own (`python -m bench.liveness --probe URL PID`) that asks every 5 ms and samples the server's
+`VmRSS`. Every command the cases send is harmless (`true`, `echo`, absent targets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from bench.servers import Server, rss_kib, shellgate
+
+PROBE_EVERY_S = 0.005
+
+
+def probe(url: str, pid: int) -> None:
+    """Probe until stdin closes; then print `[[monotonic, latency_ms, rss_kib], ...]`."""
+    import os
+    import threading
+
+    samples: list[tuple[float, float, int]] = []
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    with httpx.Client(timeout=60) as client:
+        while not done.is_set():
+            started = time.monotonic()
+            client.get(url)
+            elapsed = time.monotonic() - started
+            samples.append((started, elapsed * 1000, rss_kib(pid)))
+            time.sleep(PROBE_EVERY_S)
+    print(json.dumps(samples))
+    os._exit(0)
+
+
+Case = Callable[[Server, httpx.Client], str]
+
+
+def _submit(server: Server, client: httpx.Client, body: dict[str, object] | bytes) -> str:
+    url = server.base_url + "/v1/executions"
+    if isinstance(body, bytes):
+        headers = {**server.headers, "Content-Type": "application/json"}
+        response = client.post(url, content=body, headers=headers)
+    else:
+        # A prompted command answers 202 at once instead of holding the call for a decision.
+        body = {"approval_wait": 0, **body}
+        response = client.post(url, json=body, headers=server.headers)
+    return f"{response.status_code} {response.text[:90]!r}"
+
+
+def _dry_run(server: Server, client: httpx.Client, command: str) -> str:
+    url = server.base_url + "/v1/policy/evaluate"
+    response = client.post(url, json={"command": command}, headers=server.headers)
+    return f"{response.status_code} {response.text[:90]!r}"
+
+
+def _fill(unit: str, size: int, tail: str = "") -> str:
+    return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
+
+
+CASES: dict[str, Case] = {
+    "idle": lambda s, c: (time.sleep(0.5), "idle")[1],
+    "echo": lambda s, c: _submit(s, c, {"command": "echo hi"}),
+    "pipes_2k": lambda s, c: _submit(s, c, {"command": _fill("true|", 2045, "true")}),
+    "pipe_cut_2k": lambda s, c: _submit(s, c, {"command": _fill("a|", 2048)}),
+    "pipe_cut_8k": lambda s, c: _submit(s, c, {"command": _fill("a|", 8192)}),
+    "pipe_cut_16k": lambda s, c: _submit(s, c, {"command": _fill("a|", 16384)}),
+    "pipe_cut_64k": lambda s, c: _submit(s, c, {"command": _fill("a|", 65536)}),
+    "dry_run_pipe_cut_8k": lambda s, c: _dry_run(s, c, _fill("a|", 8192)),
+    "pipes_64k": lambda s, c: _submit(s, c, {"command": _fill("true|", 65530, "true")}),
+    "eval_2k": lambda s, c: _submit(s, c, {"command": _fill("eval ", 2048)}),
+    "eval_64k": lambda s, c: _submit(s, c, {"command": _fill("eval ", 65536)}),
+    "semicolons_64k": lambda s, c: _submit(s, c, {"command": _fill("true;", 65536)}),
+    "and_64k": lambda s, c: _submit(s, c, {"command": _fill("true&&", 65530, "true")}),
+    "nested_subst_64k": lambda s, c: _submit(
+        s, c, {"command": "echo " + "$(echo " * 5000 + "x" + ")" * 5000}
+    ),
+    "heredoc_64k": lambda s, c: _submit(
+        s, c, {"command": "cat <<'EOF' >/dev/null\n" + _fill("x" * 79 + "\n", 65000) + "EOF"}
+    ),
+    "quoted_64k": lambda s, c: _submit(s, c, {"command": 'echo "' + "a" * 65000 + '" >/dev/null'}),
+    "redirections_64k": lambda s, c: _submit(
+        s, c, {"command": "true " + _fill("</dev/null ", 65000)}
+    ),
+    "dry_run_pipes_64k": lambda s, c: _dry_run(s, c, _fill("true|", 65530, "true")),
+    "command_too_long_1m": lambda s, c: _submit(s, c, {"command": "x" * (1 << 20)}),
+    "body_64m_string": lambda s, c: _submit(s, c, {"command": "x" * (64 << 20)}),
+    "env_100k_names": lambda s, c: _submit(
+        s, c, {"command": "true", "env": {f"V{i}": "x" for i in range(100_000)}}
+    ),
+    "env_value_32m": lambda s, c: _submit(
+        s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
+    ),
+}
+
+
+def run_case(server: Server, name: str, case: Case, spy: Path | None = None) -> dict[str, object]:
+    argv = [sys.executable, "-m", "bench.liveness", "--probe", server.base_url + "/healthz"]
+    prober = subprocess.Popen(
+        [*argv, str(server.pid)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    spying = None
+    try:
+        time.sleep(0.5)
+        if spy is not None:  # py-spy's collapsed stacks of the server during the case
+            spy.mkdir(parents=True, exist_ok=True)
+            record = ["py-spy", "record", "--pid", str(server.pid), "--rate", "1000"]
+            record += ["--nonblocking", "--format", "raw", "-o", str(spy / f"{name}.txt")]
+            spying = subprocess.Popen(record, stdout=subprocess.DEVNULL)
+            time.sleep(1)
+        rss_before = rss_kib(server.pid)
+        with httpx.Client(timeout=600) as client:
+            started = time.monotonic()
+            answer = case(server, client)
+            ended = time.monotonic()
+        time.sleep(0.3)
+        output, _ = prober.communicate(b"", timeout=120)
+    finally:
+        if spying is not None:
+            spying.send_signal(signal.SIGINT)
+            spying.wait(30)
+        if prober.poll() is None:
+            prober.kill()
+            prober.wait()
+    samples = json.loads(output)
+    before = [ms for at, ms, _ in samples if at < started - 0.05]
+    during = [ms for at, ms, _ in samples if started <= at + ms / 1000 and at <= ended]
+    rss = [kib for at, _, kib in samples if started <= at <= ended + 0.3]
+    return {
+        "case": name,
+        "request_s": round(ended - started, 3),
+        "answer": answer,
+        "baseline_worst_ms": round(max(before, default=0), 1),
+        "worst_ms": round(max(during, default=0), 1),
+        "probes": len(during),
+        "rss_before_mib": round(rss_before / 1024, 1),
+        "rss_peak_mib": round(max(rss, default=rss_before) / 1024, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("cases", nargs="*")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--spy", type=Path, help="write py-spy's stacks of each case here")
+    parser.add_argument("--probe", nargs=2, metavar=("URL", "PID"))
+    args = parser.parse_args()
+    if args.probe:
+        probe(args.probe[0], int(args.probe[1]))
+        return 0
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    names = args.cases or list(CASES)
+    unknown = [name for name in names if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case: {', '.join(unknown)}")
+    with shellgate(auto_background_ms="30000") as server:
+        for name in names:
+            print(json.dumps(run_case(server, name, CASES[name], args.spy)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
