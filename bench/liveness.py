@@ -67,6 +67,19 @@ def _dry_run(server: Server, client: httpx.Client, command: str) -> str:
     return f"{response.status_code} {response.text[:90]!r}"
 
 
+def _mcp(server: Server, client: httpx.Client, arguments: dict[str, object]) -> str:
+    """One `tools/call` of `bash`, without a session: the body is read and parsed first."""
+    headers = {
+        **server.headers,
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    call = {"name": "bash", "arguments": arguments}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+    response = client.post(server.base_url + "/mcp", json=body, headers=headers)
+    return f"{response.status_code} {response.text[:90]!r}"
+
+
 def _fill(unit: str, size: int, tail: str = "") -> str:
     return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
 
@@ -100,6 +113,24 @@ CASES: dict[str, Case] = {
     "body_64m_string": lambda s, c: _submit(s, c, {"command": "x" * (64 << 20)}),
     "env_100k_names": lambda s, c: _submit(
         s, c, {"command": "true", "env": {f"V{i}": "x" for i in range(100_000)}}
+    ),
+    "mcp_body_64m": lambda s, c: _mcp(s, c, {"command": "x" * (64 << 20)}),
+    "mcp_ints_8m": lambda s, c: _mcp(s, c, {"command": "true", "x": [0] * (4 << 20)}),
+    "body_ints_1m": lambda s, c: _submit(
+        s, c, b'{"command": "true", "tools": [' + b",".join([b"0"] * (1 << 19)) + b"]}"
+    ),
+    "body_lists_1m": lambda s, c: _submit(
+        s, c, b'{"command": "true", "tools": [' + b",".join([b"[]"] * (1 << 18)) + b"]}"
+    ),
+    "lean_body_lists_256k": lambda s, c: _submit(
+        s, c, b'{"command": "true", "tools": [' + b",".join([b"[]"] * (1 << 16)) + b"]}"
+    ),
+    "env_100k_bad_values": lambda s, c: _submit(
+        s,
+        c,
+        b'{"command": "true", "env": {'
+        + b",".join(b'"V%d": 0' % i for i in range(100_000))
+        + b"}}",
     ),
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
