@@ -17,6 +17,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.config import Settings
+from app.strict_json import json_body_limit
 
 logger = logging.getLogger("shellgate.http")
 
@@ -92,4 +93,8 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "ws_ping_interval": settings.ws_ping_seconds,
         "ws_ping_timeout": settings.ws_ping_seconds,
         "ws_per_message_deflate": settings.ws_compression,
+        # A client frame is parsed on the event loop, and uvicorn holds up to 32 of them per
+        # connection while the app is busy: its 16 MiB default cost 3.4 s of parsing and
+        # 270 MiB (RELIABILITY.md, "One request against all the others"). Larger: close 1009.
+        "ws_max_size": json_body_limit(settings.max_command_bytes),
     }

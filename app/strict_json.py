@@ -26,6 +26,21 @@ MAX_CONTAINERS = 10_000
 MAX_MEMBERS = 10_000
 
 
+# Room for the largest field any request has besides the command: an input frame's 1 MiB.
+_BODY_ROOM = 1024 * 1024
+
+
+def json_body_limit(max_command_bytes: int) -> int:
+    """The largest JSON request body, or WebSocket frame, taken: 1 MiB, plus a command at its
+    size limit written all in `\\u00XX` escapes (6 bytes each); 1.375 MiB with the default
+    64 KiB commands."""
+    return _BODY_ROOM + 6 * max_command_bytes
+
+
+class TooManyValuesError(json.JSONDecodeError):
+    """More arrays and objects, or object members, than the caller takes."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -54,9 +69,7 @@ def loads_strict(body: bytes) -> Any:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise json.JSONDecodeError("body is not valid UTF-8", "", error.start) from None
-    openers = text.count("[") + text.count("{")
-    if openers > MAX_CONTAINERS or text.count(":") > MAX_MEMBERS:
-        _check_counts(text)
+    check_counts(text)
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError:
@@ -65,7 +78,7 @@ def loads_strict(body: bytes) -> Any:
         raise json.JSONDecodeError(str(error) or "invalid JSON", text, 0) from None
     if _SURROGATE_ESCAPE.search(text) is not None:
         _check_strings(value, text)
-    if openers > MAX_DEPTH:
+    if text.count("[") + text.count("{") > MAX_DEPTH:
         _check_depth(text)
     return value
 
@@ -78,14 +91,19 @@ def _outside_strings(text: str) -> str:
     return "".join(plain.split('"')[0::2])
 
 
-def _check_counts(text: str) -> None:
-    """At most MAX_CONTAINERS arrays and objects and MAX_MEMBERS members, what is in strings
-    not counted (a command may hold any number of brackets and colons)."""
+def check_counts(
+    text: str, *, max_containers: int = MAX_CONTAINERS, max_members: int = MAX_MEMBERS
+) -> None:
+    """At most `max_containers` arrays and objects and `max_members` members in the JSON
+    `text` (TooManyValuesError), what is in strings not counted (a command may hold any number
+    of brackets and colons); before it is parsed, in time linear in it at C speed."""
+    if text.count("[") + text.count("{") <= max_containers and text.count(":") <= max_members:
+        return
     bare = _outside_strings(text)
-    if bare.count("[") + bare.count("{") > MAX_CONTAINERS:
-        raise json.JSONDecodeError(f"more than {MAX_CONTAINERS} arrays and objects", text, 0)
-    if bare.count(":") > MAX_MEMBERS:
-        raise json.JSONDecodeError(f"more than {MAX_MEMBERS} object members", text, 0)
+    if bare.count("[") + bare.count("{") > max_containers:
+        raise TooManyValuesError(f"more than {max_containers} arrays and objects", text, 0)
+    if bare.count(":") > max_members:
+        raise TooManyValuesError(f"more than {max_members} object members", text, 0)
 
 
 def _check_strings(value: Any, text: str) -> None:

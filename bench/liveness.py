@@ -80,6 +80,31 @@ def _mcp(server: Server, client: httpx.Client, arguments: dict[str, object]) -> 
     return f"{response.status_code} {response.text[:90]!r}"
 
 
+def _ws_frames(server: Server, client: httpx.Client, frames: list[str], pty: bool = True) -> str:
+    """Send `frames` on the stream of a PTY job that reads no input (`sleep`), then cancel it."""
+    from websockets.sync.client import connect
+
+    body = {"command": "sleep 120", "async": True, "pty": pty}
+    job = client.post(server.base_url + "/v1/executions", json=body, headers=server.headers)
+    execution_id = job.json()["id"]
+    url = server.base_url.replace("http://", "ws://") + f"/v1/executions/{execution_id}/stream"
+    replies = 0
+    try:
+        with connect(url, additional_headers=server.headers, max_size=None) as ws:
+            for frame in frames:
+                ws.send(frame)
+            time.sleep(1.0)  # what the server buffered is in its RSS now
+            ws.close()
+            replies = 1
+    except Exception as error:  # the server closing on an oversized frame is an answer too
+        return f"closed: {error!s:.80}"
+    finally:
+        client.post(
+            server.base_url + f"/v1/executions/{execution_id}/cancel", headers=server.headers
+        )
+    return f"sent {len(frames)} frames, {replies}"
+
+
 def _fill(unit: str, size: int, tail: str = "") -> str:
     return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
 
@@ -131,6 +156,28 @@ CASES: dict[str, Case] = {
         b'{"command": "true", "env": {'
         + b",".join(b'"V%d": 0' % i for i in range(100_000))
         + b"}}",
+    ),
+    "ws_input_1m_x40": lambda s, c: _ws_frames(
+        s, c, [json.dumps({"type": "input", "data": "x" * (1 << 20)})] * 40
+    ),
+    "ws_frame_16m_lists": lambda s, c: _ws_frames(
+        s, c, ['{"type": "input", "data": "x", "junk": [' + ",".join(["[]"] * (5 << 20)) + "]}"]
+    ),
+    "ws_frame_1m_lists": lambda s, c: _ws_frames(
+        s, c, ['{"type": "input", "data": "x", "junk": [' + ",".join(["[]"] * 400_000) + "]}"]
+    ),
+    "ws_frame_1m_keys": lambda s, c: _ws_frames(
+        s,
+        c,
+        ['{"type": "input", "data": "x", ' + ",".join(f'"k{i}": 0' for i in range(120_000)) + "}"],
+    ),
+    "ws_frame_extra_keys": lambda s, c: _ws_frames(
+        s,
+        c,
+        ['{"type": "input", "data": "x", ' + ",".join(f'"k{i}": 0' for i in range(1 << 20)) + "}"],
+    ),
+    "ws_resize_flood": lambda s, c: _ws_frames(
+        s, c, ['{"type": "resize", "rows": 30, "cols": 100}'] * 20_000
     ),
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}

@@ -18,17 +18,11 @@ from typing import Any
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
-from app.strict_json import loads_strict
+from app.strict_json import json_body_limit, loads_strict
 
-# Room for the largest field any request has besides the command: an input frame's 1 MiB.
-_BODY_ROOM = 1024 * 1024
+__all__ = ["StrictJsonRequest", "StrictJsonRoute", "json_body_limit"]
+
 _DEFAULT_MAX_COMMAND_BYTES = 64 * 1024
-
-
-def json_body_limit(max_command_bytes: int) -> int:
-    """The largest JSON body taken: 1 MiB, plus a command at its size limit written all in
-    `\\u00XX` escapes (6 bytes each); 1.375 MiB with the default 64 KiB commands."""
-    return _BODY_ROOM + 6 * max_command_bytes
 
 
 class StrictJsonRequest(Request):
