@@ -105,6 +105,51 @@ def _ws_frames(server: Server, client: httpx.Client, frames: list[str], pty: boo
     return f"sent {len(frames)} frames, {replies}"
 
 
+def _get(server: Server, client: httpx.Client, path: str, **headers: str) -> str:
+    """A GET written on a socket of its own (httpx refuses URLs over 64 KiB)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(server.base_url)
+    lines = [f"GET {path} HTTP/1.1", f"Host: {address.netloc}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in {**server.headers, **headers}.items()]
+    with socket.create_connection((address.hostname, address.port), timeout=120) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    head = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+    return f"{head} {len(answer)} bytes {answer[-60:]!r}"
+
+
+def _big_output_read(server: Server, client: httpx.Client) -> str:
+    """A job that wrote 16 MiB, then one read of all of it."""
+    body = {"command": "head -c 16777216 /dev/zero | tr '\\0' a", "async": True}
+    job = client.post(server.base_url + "/v1/executions", json=body, headers=server.headers)
+    execution_id = job.json()["id"]
+    client.get(server.base_url + f"/v1/executions/{execution_id}?wait=60", headers=server.headers)
+    time.sleep(0.5)
+    return _get(server, client, f"/v1/executions/{execution_id}/output?limit=16777216")
+
+
+def _session_state(server: Server, client: httpx.Client) -> str:
+    """A session call that saves 50 MB of exported variable and 20,000 functions, then a
+    plain call in it (which restores all of that)."""
+    url = server.base_url
+    session = client.post(url + "/v1/sessions", json={}, headers=server.headers).json()["id"]
+    grow = (
+        "export BIG=$(head -c 50000000 /dev/zero | tr '\\0' a); "
+        'for i in $(seq 20000); do eval "f$i() { echo $i; }"; done; echo grown'
+    )
+    answers = []
+    for command in (grow, "echo ${#BIG}; declare -F | wc -l"):
+        body = {"command": command, "session": session, "timeout": 120}
+        record = client.post(url + "/v1/executions", json=body, headers=server.headers).json()
+        answers.append(f"{record.get('state')} {record.get('output', '')[-40:]!r}")
+    client.delete(url + f"/v1/sessions/{session}", headers=server.headers)
+    return "; ".join(answers)
+
+
 def _fill(unit: str, size: int, tail: str = "") -> str:
     return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
 
@@ -179,6 +224,27 @@ CASES: dict[str, Case] = {
     "ws_resize_flood": lambda s, c: _ws_frames(
         s, c, ['{"type": "resize", "rows": 30, "cols": 100}'] * 20_000
     ),
+    "query_1m": lambda s, c: _get(s, c, "/v1/executions?cursor=" + "x" * (1 << 20)),
+    "query_states_100k": lambda s, c: _get(
+        s, c, "/v1/executions?" + "&".join(["state=running"] * 100_000)
+    ),
+    "query_states_comma_200k": lambda s, c: _get(
+        s, c, "/v1/executions?state=" + ",".join(["running"] * 200_000)
+    ),
+    "query_states_4k": lambda s, c: _get(
+        s, c, "/v1/executions?" + "&".join(["state=running"] * 4_000)
+    ),
+    "query_states_comma_60k": lambda s, c: _get(
+        s, c, "/v1/executions?state=" + ",".join(["running"] * 7_000)
+    ),
+    "query_params_60k": lambda s, c: _get(
+        s, c, "/v1/executions?" + "&".join(f"p{i}=1" for i in range(10_000))
+    ),
+    "path_1m": lambda s, c: _get(s, c, "/v1/executions/" + "x" * (1 << 20)),
+    "headers_10k": lambda s, c: _get(s, c, "/healthz", **{f"x-h{i}": "v" for i in range(10_000)}),
+    "header_value_1m": lambda s, c: _get(s, c, "/healthz", **{"x-big": "v" * (1 << 20)}),
+    "output_read_16m": _big_output_read,
+    "session_state_50m": _session_state,
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
     ),
