@@ -150,6 +150,16 @@ def _session_state(server: Server, client: httpx.Client) -> str:
     return "; ".join(answers)
 
 
+def _many_big(server: Server, client: httpx.Client) -> str:
+    """Setup for `list_500`: 500 jobs with 64 KiB commands that print 64 KiB each."""
+    command = "head -c 65000 /dev/zero | tr '\\0' a #" + "x" * 65400
+    for _ in range(500):
+        body = {"command": command, "async": True}
+        client.post(server.base_url + "/v1/executions", json=body, headers=server.headers)
+    time.sleep(5)
+    return "500 jobs"
+
+
 def _fill(unit: str, size: int, tail: str = "") -> str:
     return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
 
@@ -245,6 +255,8 @@ CASES: dict[str, Case] = {
     "header_value_1m": lambda s, c: _get(s, c, "/healthz", **{"x-big": "v" * (1 << 20)}),
     "output_read_16m": _big_output_read,
     "session_state_50m": _session_state,
+    "setup_500_big": _many_big,
+    "list_500": lambda s, c: _get(s, c, "/v1/executions?limit=500"),
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
     ),
