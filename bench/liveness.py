@@ -12,6 +12,7 @@ own (`python -m bench.liveness --probe URL PID`) that asks every 5 ms and sample
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import subprocess
@@ -114,10 +115,18 @@ def _get(server: Server, client: httpx.Client, path: str, **headers: str) -> str
     lines = [f"GET {path} HTTP/1.1", f"Host: {address.netloc}", "Connection: close"]
     lines += [f"{name}: {value}" for name, value in {**server.headers, **headers}.items()]
     with socket.create_connection((address.hostname, address.port), timeout=120) as sock:
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        answer = b""
-        while chunk := sock.recv(1 << 16):
-            answer += chunk
+        sent = "sent"
+        try:
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        except OSError as error:  # the server answered and closed before the end
+            sent = f"cut off ({error.strerror})"
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(1 << 16):
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        if not answer:
+            return sent
     head = answer.split(b"\r\n", 1)[0].decode(errors="replace")
     return f"{head} {len(answer)} bytes {answer[-60:]!r}"
 
@@ -158,6 +167,39 @@ def _many_big(server: Server, client: httpx.Client) -> str:
         client.post(server.base_url + "/v1/executions", json=body, headers=server.headers)
     time.sleep(5)
     return "500 jobs"
+
+
+def _slowloris(server: Server, client: httpx.Client, count: int = 3000) -> str:
+    """`count` connections that send half a request's headers, then hold them 20 s (a byte
+    every 5 s); how many the server still holds open at the end."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(server.base_url)
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection((address.hostname, address.port), timeout=5)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            sockets.append(sock)
+        for _ in range(4):
+            time.sleep(5)
+            for sock in sockets:
+                with contextlib.suppress(OSError):
+                    sock.send(b"a")
+        open_now = 0
+        for sock in sockets:
+            sock.setblocking(False)
+            try:
+                open_now += sock.recv(1) != b""
+            except BlockingIOError:
+                open_now += 1
+            except OSError:
+                pass
+        return f"{open_now} of {count} still open after 20 s"
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _fill(unit: str, size: int, tail: str = "") -> str:
@@ -257,6 +299,8 @@ CASES: dict[str, Case] = {
     "session_state_50m": _session_state,
     "setup_500_big": _many_big,
     "list_500": lambda s, c: _get(s, c, "/v1/executions?limit=500"),
+    "slowloris_3000": _slowloris,
+    "header_value_64m": lambda s, c: _get(s, c, "/healthz", **{"x-big": "v" * (64 << 20)}),
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
     ),
