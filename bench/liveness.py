@@ -237,6 +237,14 @@ CASES: dict[str, Case] = {
         s, c, {"command": "true", "env": {f"V{i}": "x" for i in range(100_000)}}
     ),
     "mcp_body_64m": lambda s, c: _mcp(s, c, {"command": "x" * (64 << 20)}),
+    "mcp_lists_3m": lambda s, c: _mcp(s, c, {"command": "true", "x": [[]] * 1_300_000}),
+    "mcp_keys_3m": lambda s, c: _mcp(
+        s, c, {"command": "true", **{f"k{i}": 0 for i in range(300_000)}}
+    ),
+    "mcp_lists_1m": lambda s, c: _mcp(s, c, {"command": "true", "x": [[]] * 400_000}),
+    "mcp_keys_1m": lambda s, c: _mcp(
+        s, c, {"command": "true", **{f"k{i}": 0 for i in range(110_000)}}
+    ),
     "mcp_ints_8m": lambda s, c: _mcp(s, c, {"command": "true", "x": [0] * (4 << 20)}),
     "body_ints_1m": lambda s, c: _submit(
         s, c, b'{"command": "true", "tools": [' + b",".join([b"0"] * (1 << 19)) + b"]}"
