@@ -202,6 +202,15 @@ def _slowloris(server: Server, client: httpx.Client, count: int = 3000) -> str:
             sock.close()
 
 
+def _many_ranges(server: Server, client: httpx.Client) -> str:
+    """A 4 MiB file, then one GET of it with 3,500 one-byte ranges (a 50 KiB Range header)."""
+    url = server.base_url + "/v1/files?path=ranges.bin"
+    headers = {**server.headers, "Content-Type": "application/octet-stream"}
+    client.put(url, content=b"x" * (4 << 20), headers=headers)
+    ranges = ",".join(f"{i * 600}-{i * 600}" for i in range(3500))
+    return _get(server, client, "/v1/files?path=ranges.bin", Range=f"bytes={ranges}")
+
+
 def _fill(unit: str, size: int, tail: str = "") -> str:
     return (unit * (size // len(unit) + 1))[: size - len(tail)] + tail
 
@@ -231,6 +240,11 @@ CASES: dict[str, Case] = {
         s, c, {"command": "true " + _fill("</dev/null ", 65000)}
     ),
     "dry_run_pipes_64k": lambda s, c: _dry_run(s, c, _fill("true|", 65530, "true")),
+    "dry_run_tools_64k": lambda s, c: c.post(
+        s.base_url + "/v1/policy/evaluate",
+        json={"command": _fill("cat x | grep y; ", 65536), "tools": ["Read", "Grep", "Glob"]},
+        headers=s.headers,
+    ).text[:80],
     "command_too_long_1m": lambda s, c: _submit(s, c, {"command": "x" * (1 << 20)}),
     "body_64m_string": lambda s, c: _submit(s, c, {"command": "x" * (64 << 20)}),
     "env_100k_names": lambda s, c: _submit(
@@ -309,6 +323,7 @@ CASES: dict[str, Case] = {
     "list_500": lambda s, c: _get(s, c, "/v1/executions?limit=500"),
     "slowloris_3000": _slowloris,
     "header_value_64m": lambda s, c: _get(s, c, "/healthz", **{"x-big": "v" * (64 << 20)}),
+    "file_ranges_3500": _many_ranges,
     "env_value_32m": lambda s, c: _submit(
         s, c, {"command": "true", "env": {"V": "x" * (32 << 20)}}
     ),
