@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     # side that closes first: a server closing just as the client reuses the connection is a
     # request lost with a read error.
     keepalive_seconds: int = Field(default=75, ge=1, le=3600)
+    # A request's line and headers must be complete this long after the connection opened or
+    # the request began, else the connection is closed (a slow client holds nothing for good).
+    head_timeout_seconds: float = Field(default=30, gt=0, le=3600)
     ws_ticket_seconds: float = Field(default=60, gt=0, le=3600)
     # permessage-deflate costs about a third of live stream throughput (bench/README.md);
     # worth turning on only for viewers on slow links.

@@ -102,6 +102,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.forwarder.close()
             await services.approvals.close()
             await services.notifier.close()
+            await services.policy.close()
             services.db.dispose()
             tracing.shutdown()
 

@@ -21,12 +21,13 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.api.errors import app_error_response
 from app.auth import Principal
-from app.errors import AppError, UnauthenticatedError, UnavailableError
+from app.errors import AppError, PayloadTooLargeError, UnauthenticatedError, UnavailableError
 from app.mcp_forward import Owner
 from app.mcp_tools import (
     IDLE_TIMEOUT_DESCRIPTION,
@@ -38,6 +39,7 @@ from app.mcp_tools import (
 from app.models import ExecutionState
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
 from app.services import Services
+from app.strict_json import TooManyValuesError, check_counts, json_body_limit
 from app.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_description
 
 MCP_PATH = "/mcp"
@@ -421,7 +423,56 @@ class McpEndpoint:
         except UnauthenticatedError as refused:
             await app_error_response(refused)(scope, receive, send)
             return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            limit = json_body_limit(services.settings.max_command_bytes)
+            body = await _bounded_body(scope, receive, send, limit)
+            if body is None:
+                return
+            receive = _replayed(body, receive)
         await http_app({**scope, "user": PrincipalUser(principal)}, receive, send)
+
+
+async def _bounded_body(scope: Scope, receive: Receive, send: Send, limit: int) -> bytes | None:
+    """The body of a POST, read as the REST routes read theirs (app/api/strict_route.py): the
+    SDK parses it on the event loop, up to its own 4 MiB, and 3 MiB of `[[],…]` stalled every
+    client 0.7 s (RELIABILITY.md, "One request against all the others"). None once a refusal
+    was sent: 413 `too_large` past `limit`, a JSON-RPC parse error past the value counts."""
+    declared = Headers(scope=scope).get("content-length", "")
+    chunks: list[bytes] = []
+    size = int(declared) if declared.isdigit() else 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)  # the client left: the SDK sees the same
+        chunks.append(message.get("body", b""))
+        size = max(size, sum(len(chunk) for chunk in chunks))
+        if size <= limit and not message.get("more_body", False):
+            body = b"".join(chunks)
+            try:
+                check_counts(body.decode("utf-8", "replace"))
+            except TooManyValuesError as error:
+                refusal = {"code": -32700, "message": f"Parse error: {error.msg}"}
+                answer = {"jsonrpc": "2.0", "id": None, "error": refusal}
+                await JSONResponse(answer, status_code=400)(scope, receive, send)
+                return None
+            return body
+    too_large = PayloadTooLargeError(f"The request body is larger than {limit} bytes.")
+    await app_error_response(too_large)(scope, receive, send)
+    return None
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """The whole body as one message, then the connection's own messages."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _bearer_secret(headers: Headers) -> str | None:

@@ -24,7 +24,12 @@ from app.critical_patterns import find_critical_hits
 from app.env_policy import EnvRules
 from app.files.rules import FileRules
 from app.globs import Matcher, compile_glob
-from app.shell_syntax import has_control_syntax, normalize_whitespace, read_command
+from app.shell_syntax import (
+    CommandReading,
+    has_control_syntax,
+    normalize_whitespace,
+    read_command,
+)
 
 __all__ = [
     "CRITICAL_REASON",
@@ -270,7 +275,13 @@ def _guards(policy: PolicyDocument) -> bool:
     )
 
 
-def evaluate(policy: PolicyDocument, command: str, *, cwd: str | None = None) -> Verdict:
+def evaluate(
+    policy: PolicyDocument,
+    command: str,
+    *,
+    cwd: str | None = None,
+    reading: CommandReading | None = None,
+) -> Verdict:
     """Decide allow / prompt / deny for one command; the first applicable rule wins.
 
     Order of precedence: a matching deny rule; then a critical pattern, which raises the
@@ -280,10 +291,12 @@ def evaluate(policy: PolicyDocument, command: str, *, cwd: str | None = None) ->
     something to hide from, the outcome is raised to `policy.unreadable`; text that cannot be
     parsed at all, or that reaches a limit of the reader, is never allowed, whatever the
     policy. `cwd` is the directory the command runs in, for the critical patterns (`rm -rf .`
-    in `/`); None when unknown.
+    in `/`); None when unknown. `reading` is `read_command(command)` when the caller has it
+    already (read in a process of its own: `app.policy_reader`).
     """
     normalized = normalize_whitespace(command)
-    reading = read_command(command)
+    if reading is None:
+        reading = read_command(command)
     segments = list(reading.segments)
     parse_error = reading.parse_error
     unreadable = list(reading.unreadable)

@@ -82,11 +82,28 @@ def install_state(saved: Path, state: Path) -> None:
     """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
     change nothing: then the snapshot is left as it is (no rename, no journal write) and the
     caller removes `saved`."""
-    new = saved.read_bytes()
     with contextlib.suppress(FileNotFoundError):
-        if state.read_bytes() == new:
+        if _same_bytes(saved, state):
             return
     os.replace(saved, state)
+
+
+# A snapshot is as large as what the session's commands export and define (50 MB of exported
+# variable is one `export`): compared a slice at a time, not read whole twice (RELIABILITY.md,
+# "One request against all the others").
+_COMPARE_SLICE = 1024 * 1024
+
+
+def _same_bytes(first: Path, second: Path) -> bool:
+    with first.open("rb") as one, second.open("rb") as other:
+        if os.fstat(one.fileno()).st_size != os.fstat(other.fileno()).st_size:
+            return False
+        while True:
+            piece = one.read(_COMPARE_SLICE)
+            if piece != other.read(_COMPARE_SLICE):
+                return False
+            if not piece:
+                return True
 
 
 # --- the in-memory side -----------------------------------------------------------------------

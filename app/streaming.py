@@ -49,6 +49,7 @@ from app.schemas import (
     WsResizeFrame,
     WsSignalFrame,
 )
+from app.strict_json import TooManyValuesError, check_counts
 
 # The most log bytes one read of the log takes (split into frames): each read is a hop to a
 # worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
@@ -317,6 +318,8 @@ class ExecutionViewer:
 # --- client → server frames --------------------------------------------------------------------
 
 _client_frames: TypeAdapter[WsClientFrame] = TypeAdapter(WsClientFrame)
+# Arrays, objects and members a client frame may have (the largest has four members).
+MAX_FRAME_VALUES = 16
 
 
 def parse_offset(raw: str | None) -> int:
@@ -333,7 +336,12 @@ async def handle_client_frame(
 ) -> Frame | None:
     """Act on one client frame; the reply frame, if any (an error never ends the stream)."""
     try:
+        # A frame is one small object, counted before it is parsed: 16 MiB of `[[],…]` took
+        # 3.4 s to parse on the loop (RELIABILITY.md, "One request against all the others").
+        check_counts(text, max_containers=MAX_FRAME_VALUES, max_members=MAX_FRAME_VALUES)
         frame = _client_frames.validate_json(text)
+    except TooManyValuesError as error:
+        return error_frame("invalid_frame", f"frames must be small JSON objects: {error.msg}")
     except ValidationError as error:
         return error_frame("invalid_frame", _describe(error))
     try:

@@ -197,8 +197,10 @@ class ExecutionReader:
         records = await self._db.call(
             crud.list_executions, owner=owner, states=states, limit=limit + 1, cursor=decoded
         )
-        next_cursor = crud.encode_cursor(records[limit - 1]) if len(records) > limit else None
-        page = [to_public(record, self._registry.get(record.id)) for record in records[:limit]]
+        kept = _within_page_bytes(records[:limit])
+        more = len(records) > kept
+        next_cursor = crud.encode_cursor(records[kept - 1]) if more else None
+        page = [to_public(record, self._registry.get(record.id)) for record in records[:kept]]
         return page, next_cursor
 
     async def open_finished_log(self, execution_id: str) -> ArtifactLog | None:
@@ -258,3 +260,22 @@ class ExecutionReader:
         if record.started_at is None:  # never started (rejected, withdrawn): nothing was written
             return OutputPage(b"", 0, complete, offset)
         raise self._missing_log(record)
+
+
+# A page is serialised on the event loop, and a record carries its command (up to 64 KiB) and
+# its output window: 500 of them were 34 MB of JSON that stalled every client 0.1-0.2 s
+# (RELIABILITY.md, "One request against all the others"). A page ends before this much.
+PAGE_MAX_BYTES = 4 * 1024 * 1024
+_RECORD_OVERHEAD = 1024  # ids, times, sizes, flags
+
+
+def _within_page_bytes(records: list[Execution]) -> int:
+    """How many of `records` make a page of at most PAGE_MAX_BYTES (roughly: the long text
+    fields count, twice the output for the text block), and always at least one."""
+    total = 0
+    for count, record in enumerate(records):
+        total += _RECORD_OVERHEAD + len(record.command) + len(record.notices)
+        total += 2 * len(record.output or "") + len(record.text or "")
+        if total > PAGE_MAX_BYTES and count > 0:
+            return count
+    return len(records)

@@ -1,0 +1,49 @@
+"""A helper child of the server's own, spoken to one line at a time (`app/policy_reader.py`
+reads long commands in one). Its calls block: callers run them on a worker thread."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# `app` may not be installed (a checkout): the child finds it where this package is.
+_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+class LineChild:
+    """`python -m <module>`, which answers each line on its stdin with one line on stdout."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": _ROOT + (os.pathsep + path if path else "")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a native library's last words when it aborts
+            env=env,
+        )
+
+    def ask(self, line: bytes) -> bytes:
+        """Its answer to `line` (without the newline); ConnectionError when it died first."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise ConnectionError(f"{self.module} exited with {self.process.wait()}")
+        return answer
+
+    def kill(self) -> None:
+        """SIGKILL, by its pid (a no-op once it was reaped): a read waiting on it ends."""
+        self.process.kill()
+
+    def close(self) -> None:
+        self.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()

@@ -1,0 +1,102 @@
+"""Reading a long command for the policy must not stall the server, however the text is
+shaped: tree-sitter's parse holds the interpreter lock from start to end, and its error
+recovery is superlinear in time and memory on some text (`a|a|…|`: 16 KiB took 1.5 s and
+650 MiB in the server's process). Long commands are read in a child process, bounded in time
+and memory (app/policy_reader.py); a reading stopped there is a limit of the reader, which no
+policy allows."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import anyio
+import pytest
+
+from app.policy import PolicyDocument, RuleAction, evaluate
+from app.policy_reader import OVER_LIMIT, CommandReaders
+from app.shell_syntax import clear_segment_cache, read_command
+from tests.api.test_binary_stream_liveness import health_latencies
+from tests.conftest import ADMIN, LiveServer
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def cut_pipeline(size: int) -> str:
+    """`a|a|…|` cut at `size` characters: a pipeline that ends in `|`, the parser's worst."""
+    return ("a|" * (size // 2 + 1))[:size]
+
+
+@pytest.mark.anyio
+async def test_a_command_the_parser_chokes_on_leaves_healthz_answering(
+    server: LiveServer,
+) -> None:
+    command = cut_pipeline(16 * 1024)
+    with anyio.fail_after(120):
+        async with server.async_client(token=ADMIN) as client:
+            # Warm: the first long command starts the reader process.
+            warm = await client.post("/v1/policy/evaluate", json={"command": "true;" * 300})
+            assert warm.status_code == 200, warm.text
+            done = asyncio.Event()
+            probe = asyncio.create_task(health_latencies(server, done, at_least=1))
+            started = time.perf_counter()
+            response = await client.post("/v1/policy/evaluate", json={"command": command})
+            seconds = time.perf_counter() - started
+            done.set()
+            latencies = await probe
+    assert response.status_code == 200, response.text
+    assert response.json()["verdict"] in ("allow", "prompt")  # read, or stopped at a limit
+    # Before: the parse held the lock for the whole request (1.5 s here), so /healthz got one
+    # answer, as slow as the request itself. Now it answers all along.
+    print(f"\nhostile request {seconds * 1000:.0f} ms; /healthz answered {len(latencies)} times,")
+    print(f"worst {max(latencies) * 1000:.1f} ms")
+    assert len(latencies) >= 10
+    assert max(latencies) < max(0.25 * seconds, 0.1)
+
+
+@pytest.mark.anyio
+async def test_a_reading_past_its_deadline_or_memory_is_a_limit_never_allowed() -> None:
+    readers = CommandReaders(deadline=1.0)
+    try:
+        with anyio.fail_after(60):
+            # 64 KiB of it takes a minute and more memory than the child may have.
+            reading = await readers.read(cut_pipeline(64 * 1024))
+            assert reading.limit_reached == OVER_LIMIT
+            assert reading.segments == ("a",)  # the rough split: deny rules still see it
+            permissive = PolicyDocument(unreadable=RuleAction.allow)
+            verdict = evaluate(permissive, cut_pipeline(64 * 1024), reading=reading)
+            assert verdict.approval is RuleAction.prompt
+            assert OVER_LIMIT in verdict.reason
+            # The stopped child was replaced: the next command is read as usual.
+            command = "echo ok; rm -rf /nonexistent-x " + "&& true " * 200
+            again = await readers.read(command)
+    finally:
+        await readers.close()
+    clear_segment_cache()
+    assert again == read_command(command)
+    assert again.limit_reached is None
+
+
+@pytest.mark.anyio
+async def test_the_reader_process_reads_as_the_server_would_and_ends_with_it() -> None:
+    commands = [
+        "cd /tmp && " + "echo $(printf x) | tr x y; " * 100,
+        "sudo env X=1 timeout 5 rm -rf /nonexistent-x; " + "bash -c 'echo a' ; " * 100,
+        "cat <<'EOF'\n" + "line\n" * 500 + "EOF\n" + "eval 'echo \u4e2d' " * 50,
+    ]
+    readers = CommandReaders()
+    try:
+        readings = [await readers.read(command) for command in commands]
+        children = [child.process.pid for child in readers._idle]
+        assert children
+    finally:
+        await readers.close()
+    clear_segment_cache()
+    assert readings == [read_command(command) for command in commands]
+    for pid in children:  # closed: killed and reaped
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
