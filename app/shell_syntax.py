@@ -93,6 +93,14 @@ _LIMITS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 )
 
 
+# Aliases the current command defines (name → value as written): bash pastes a value in front
+# of the words that follow the name where it is used, so `alias t='rm -rf'` then `t /x` runs
+# `rm -rf /x`, a text no single segment holds. `_read` reads each use again, expanded.
+_ALIASES: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "shell_syntax_aliases", default=None
+)
+
+
 def _note_limit(why: str) -> bool:
     """Record a reached limit; False when no reading collects limits (the caller raises)."""
     limits = _LIMITS.get()
@@ -1683,11 +1691,15 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             yield from stdin_texts
     elif name == "alias":
         # An alias's value is code bash runs where the alias is used.
+        aliases = _ALIASES.get()
         for arg in args:
             if "=" in arg and not arg.startswith("-"):
                 if _is_dynamic(arg):
                     _note_unreadable("alias defined with a value built by expansion")
-                yield arg.split("=", 1)[1]
+                alias, value = arg.split("=", 1)
+                if aliases is not None:
+                    aliases[alias] = value
+                yield value
     elif name == "hash" and any(arg.startswith("-") and "p" in arg for arg in args):
         _note_unreadable("hash -p makes a command name run another program")
     elif name == "trap":
@@ -1893,13 +1905,70 @@ def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[s
 _CACHED_COMMAND_MAX_CHARS = 2048
 
 
+# How many alias uses `_alias_uses` reads again (each one a script read of its own).
+_MAX_ALIAS_USES = 256
+
+
+def _expand_alias_use(
+    words: list[str], aliases: dict[str, str], used: frozenset[str]
+) -> tuple[str, frozenset[str]] | None:
+    """The text bash runs for a segment whose command name is an alias, and the aliases pasted
+    so far, or None. A value that ends in a blank makes the next word an alias too
+    (`alias s='sudo '`); an alias is never pasted into its own expansion, as in bash."""
+    out: list[str] = []
+    i = 0
+    while i < len(words) and words[i] in aliases and words[i] not in used:
+        used |= {words[i]}
+        value = aliases[words[i]]
+        out.append(value)
+        i += 1
+        if not value[-1:].isspace():
+            break
+    if not out:
+        return None
+    return " ".join([*out, *words[i:]]), used
+
+
+def _alias_uses(segments: Sequence[str], aliases: dict[str, str]) -> list[str]:
+    """Each segment whose command name is an alias this command defined, read again with the
+    alias's value pasted in, as bash reads it (also where bash would not expand: only stricter)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    queue = deque((segment, frozenset[str]()) for segment in segments)
+    while queue:
+        segment, used = queue.popleft()
+        expansion = _expand_alias_use(segment.split(" "), aliases, used)
+        if expansion is None or expansion[0] in seen:
+            continue
+        expanded, used = expansion
+        if len(seen) >= _MAX_ALIAS_USES:
+            if not _note_limit("too many alias uses to read"):
+                raise _LimitError("too many alias uses to read")
+            break
+        seen.add(expanded)
+        out.append(normalize_whitespace(expanded))
+        try:
+            found = _strict_segments(expanded, 1)
+        except _LimitError:
+            raise
+        except UnparseableCommandError:
+            found = rough_segments(expanded)
+        out.extend(found)
+        queue.extend((inner, used) for inner in found)  # an alias used in another's value
+    return out
+
+
 def _read(command: str) -> CommandReading:
     reasons: list[str] = []
     limits: list[str] = []
+    aliases: dict[str, str] = {}
     token = _REASONS.set(reasons)
     limits_token = _LIMITS.set(limits)
+    aliases_token = _ALIASES.set(aliases)
     try:
         segments = _strict_segments(command, 0)
+        if aliases:
+            segments = _dedupe([*segments, *_alias_uses(segments, aliases)])
     except _LimitError as exc:
         why = f"{exc} (a limit of the reader)"
         return CommandReading(tuple(rough_segments(command)), (why,), None, str(exc))
@@ -1909,6 +1978,7 @@ def _read(command: str) -> CommandReading:
     finally:
         _REASONS.reset(token)
         _LIMITS.reset(limits_token)
+        _ALIASES.reset(aliases_token)
     if limits:
         noted = tuple(f"{why} (a limit of the reader)" for why in limits)
         return CommandReading(tuple(segments), (*noted, *reasons), None, limits[0])

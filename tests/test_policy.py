@@ -294,6 +294,30 @@ def test_deny_buried_in_compound_command_item_51(command: str) -> None:
     assert verdict.approval is RuleAction.deny
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "shopt -s expand_aliases\nalias t='rm -rf'\nt /tmp/x",
+        "alias t='rm -rf '; t /tmp/x",
+        "alias r='rm ' f='-rf'; r f /tmp/x",
+        "alias s='sudo ' t='rm -rf'; s t /tmp/x",
+        "alias a=b b='rm -rf'; a /tmp/x",
+    ],
+)
+def test_deny_sees_an_alias_pasted_in_front_of_its_arguments(command: str) -> None:
+    # Bash pastes an alias's value before the words where it is used (sessions always expand
+    # aliases): `rm -rf /tmp/x` is in no segment as written, only once the alias is expanded.
+    verdict = evaluate(policy(("rm -rf /*", "deny")), command)
+    assert verdict.approval is RuleAction.deny
+    assert "rm -rf /tmp/x" in verdict.segments
+
+
+def test_an_alias_of_its_own_name_is_pasted_once_and_stays_readable() -> None:
+    verdict = evaluate(policy(("rm -rf /*", "deny")), "alias ls='ls -F' ll='ls -l'; ll x")
+    assert (verdict.approval, verdict.unreadable_reasons) == (RuleAction.allow, [])
+    assert "ls -F -l x" in verdict.segments
+
+
 def test_deny_for_absolute_targets_ignores_relative_ones_item_51() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "cd /tmp && rm -rf relative-dir")
     assert verdict.approval is RuleAction.allow

@@ -118,3 +118,36 @@ def test_a_pathological_interceptor_regex_never_stalls_the_server(
             assert time.monotonic() - started < 5
         hit = admin.post("/v1/policy/evaluate", json={"command": "aaaa", "tools": ["t"]})
         assert hit.json()["interception"]["tool"] == "t"
+
+
+def test_an_alias_defined_in_a_session_call_cannot_split_a_denied_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
+) -> None:
+    # A session's calls run with aliases expanded: `m fire` is `launchmissiles fire` to bash,
+    # which the deny rule must see, in one call or in a plain call that turns aliases on.
+    bin_dir, marker = _install_marker_command(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(
+        json.dumps({"rules": [{"match": f"{MARKER_COMMAND} fire*", "approval": "deny"}]})
+    )
+    with (
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
+        live.client(AGENT) as agent,
+    ):
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        probe = agent.post(
+            "/v1/executions", json={"command": f"{MARKER_COMMAND} probe", "session": session}
+        )
+        assert probe.status_code == 200, probe.text
+        assert marker.read_text() == f"{bin_dir / MARKER_COMMAND} probe\n"
+        marker.unlink()
+        for request in (
+            {"command": f"alias m={MARKER_COMMAND}\nm fire", "session": session},
+            {"command": f"alias m='{MARKER_COMMAND} '\nm fire", "session": session},
+            {"command": f"shopt -s expand_aliases\nalias m={MARKER_COMMAND}\nm fire"},
+        ):
+            response = agent.post("/v1/executions", json=request)
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["details"] == {"rule": f"{MARKER_COMMAND} fire*"}
+    assert not marker.exists(), marker.read_text()
