@@ -270,7 +270,13 @@ def _guards(policy: PolicyDocument) -> bool:
     )
 
 
-def evaluate(policy: PolicyDocument, command: str, *, cwd: str | None = None) -> Verdict:
+def evaluate(
+    policy: PolicyDocument,
+    command: str,
+    *,
+    cwd: str | None = None,
+    scripts: Sequence[str] = (),
+) -> Verdict:
     """Decide allow / prompt / deny for one command; the first applicable rule wins.
 
     Order of precedence: a matching deny rule; then a critical pattern, which raises the
@@ -280,7 +286,9 @@ def evaluate(policy: PolicyDocument, command: str, *, cwd: str | None = None) ->
     something to hide from, the outcome is raised to `policy.unreadable`; text that cannot be
     parsed at all, or that reaches a limit of the reader, is never allowed, whatever the
     policy. `cwd` is the directory the command runs in, for the critical patterns (`rm -rf .`
-    in `/`); None when unknown.
+    in `/`); None when unknown. `scripts`: shell text the command's programs will run besides
+    it (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), read as if
+    they were segments of the command; an allow rule then cannot vouch for the whole.
     """
     normalized = normalize_whitespace(command)
     reading = read_command(command)
@@ -288,9 +296,18 @@ def evaluate(policy: PolicyDocument, command: str, *, cwd: str | None = None) ->
     parse_error = reading.parse_error
     unreadable = list(reading.unreadable)
     broken = parse_error is not None or reading.limit_reached is not None
-    controlled = broken or has_control_syntax(command)
-    rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
     hits = find_critical_hits(command, segments, cwd=cwd)
+    for script in scripts:
+        script_reading = read_command(script)
+        segments.extend(script_reading.segments)
+        unreadable.extend(script_reading.unreadable)
+        parse_error = parse_error or script_reading.parse_error
+        broken |= script_reading.parse_error is not None
+        broken |= script_reading.limit_reached is not None
+        found = find_critical_hits(script, script_reading.segments, cwd=cwd)
+        hits.extend(name for name in found if name not in hits)
+    controlled = broken or bool(scripts) or has_control_syntax(command)
+    rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
 
     def verdict(approval: RuleAction, reason: str) -> Verdict:
         return Verdict(approval, reason, rule, segments, hits, parse_error, unreadable)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from app.schemas import (
     PolicyEvaluation,
     PolicyVersionPublic,
 )
-from app.shell_syntax import extract_leading_cd
+from app.shell_syntax import env_scripts, extract_leading_cd
 from app.timestamps import aware_utc
 from app.working_directory import working_directory
 
@@ -125,13 +125,17 @@ class PolicyService:
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
-    async def evaluate(self, command: str, *, cwd: str | None = None) -> Verdict:
+    async def evaluate(
+        self, command: str, *, cwd: str | None = None, scripts: Sequence[str] = ()
+    ) -> Verdict:
         # Parsing is CPU work that grows with the command (~10 ms at 64 KiB): long commands
         # are judged on a worker thread so that the event loop never stalls.
         document = self.document  # one version for the whole judgement
-        if len(command) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(document, command, cwd=cwd)
-        return await anyio.to_thread.run_sync(lambda: evaluate(document, command, cwd=cwd))
+        if len(command) + sum(len(script) for script in scripts) <= INLINE_EVALUATION_MAX_CHARS:
+            return evaluate(document, command, cwd=cwd, scripts=scripts)
+        return await anyio.to_thread.run_sync(
+            lambda: evaluate(document, command, cwd=cwd, scripts=scripts)
+        )
 
     def judge_env(self, names: Iterable[str]) -> EnvJudgement:
         return judge_env(self.document.env, names)
@@ -146,11 +150,14 @@ class PolicyService:
             )
 
     async def judge(
-        self, command: str, *, env_names: Iterable[str], cwd: str | None = None
+        self, command: str, *, env: Mapping[str, str], cwd: str | None = None
     ) -> Judgement:
-        """The command and every env name of a request, under the policy in force now."""
-        env = self.judge_env(env_names)
-        return Judgement(await self.evaluate(command, cwd=cwd), env)
+        """The command and every env name of a request, under the policy in force now; the
+        values a program runs as shell text (`GIT_EXTERNAL_DIFF`, `PAGER`, …) are read with
+        the command, as they would be in its own text."""
+        names = self.judge_env(env)
+        verdict = await self.evaluate(command, cwd=cwd, scripts=env_scripts(env))
+        return Judgement(verdict, names)
 
     async def dry_run(
         self, request: PolicyEvaluate, *, max_command_bytes: int, workspace: Path
@@ -163,7 +170,7 @@ class PolicyService:
         leading = None if request.cwd else extract_leading_cd(request.command)
         cwd_request = request.cwd or (leading.target if leading else None)
         cwd = working_directory(cwd_request, str(workspace))
-        judgement = await self.judge(request.command, env_names=request.env or {}, cwd=cwd)
+        judgement = await self.judge(request.command, env=request.env or {}, cwd=cwd)
         verdict = judgement.command
         interception = None
         if judgement.approval is not RuleAction.deny:

@@ -26,7 +26,7 @@ import itertools
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import tree_sitter
@@ -38,6 +38,7 @@ __all__ = [
     "LeadingCd",
     "UnparseableCommandError",
     "clear_segment_cache",
+    "env_scripts",
     "extract_leading_cd",
     "flat_segments",
     "has_control_syntax",
@@ -1457,6 +1458,15 @@ _CODE_VARIABLE_NAMES = (
     "BROWSER",
 )
 _CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+
+
+def env_scripts(env: Mapping[str, str]) -> list[str]:
+    """The values of a request's `env` that a program runs as shell text (`GIT_EXTERNAL_DIFF`,
+    `PAGER`, …): the variables this reader reads as code in a command's own assignments, so
+    that a request's env is no way around what its text would be judged for."""
+    return [value for name, value in env.items() if name in _CODE_VARIABLE_NAMES and value]
+
+
 # `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
 _GIT_CODE_KEY = re.compile(
     r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"

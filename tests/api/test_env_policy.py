@@ -287,6 +287,50 @@ def test_a_session_env_the_policy_comes_to_deny_blocks_every_later_call(
         agent.delete(f"/v1/sessions/{session['id']}")
 
 
+def test_an_env_value_a_program_runs_as_shell_text_is_judged_as_the_command_would_be(
+    env_server: LiveServer, admin: httpx.Client, markers: Markers
+) -> None:
+    """`GIT_EXTERNAL_DIFF='m' git diff` is read in a command's text, where the deny rule sees
+    `m`; given as the request's env it must be read too, or the env is a way around the rule."""
+    rule = {"match": f"{markers.script}*", "approval": "deny"}
+    assert admin.put("/v1/policy", json={"rules": [rule]}).status_code == 200
+    workspace = env_server.settings.workspace
+    (workspace / "diff-a").write_text("a\n")
+    (workspace / "diff-b").write_text("b\n")
+    diff = "git diff --no-index diff-a diff-b"
+    with env_server.client(AGENT) as agent:
+        inline = agent.post(
+            "/v1/executions", json={"command": f"GIT_EXTERNAL_DIFF={markers.script} {diff}"}
+        )
+        assert inline.status_code == 403, inline.text
+        before = execution_ids(env_server)
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        for request in (
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": f"true; {markers.script} x"}},
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": f"echo $({markers.script})"}},
+            {
+                "command": diff,
+                "session": session,
+                "env": {"GIT_EXTERNAL_DIFF": f"{markers.script}"},
+            },
+        ):
+            response = agent.post("/v1/executions", json=request)
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["details"] == {"rule": rule["match"]}
+        dry = agent.post(
+            "/v1/policy/evaluate",
+            json={"command": diff, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
+        ).json()
+        assert (dry["verdict"], dry["matched_segment"]) == ("deny", str(markers.script))
+        agent.delete(f"/v1/sessions/{session}")
+        assert execution_ids(env_server) == before
+        # An ordinary value still runs: only what the rules name is refused.
+        plain = agent.post("/v1/executions", json={"command": diff, "env": {"PAGER": "cat"}})
+        assert plain.status_code == 200, plain.text
+    assert markers.fired() == []
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("name", "value"), [("BASH_ENV", "marker"), ("LD_PRELOAD", "marker"), ("PATH", "bin")]
