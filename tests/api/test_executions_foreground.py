@@ -157,6 +157,19 @@ def test_timeout_zero_arms_no_deadline(fg: httpx.Client) -> None:
     assert "finished" in str(result["output"])
 
 
+@pytest.mark.settings(max_timeout=1, auto_background_ms=0)
+def test_timeout_zero_cannot_escape_the_server_ceiling(fresh_server: LiveServer) -> None:
+    # With SHELLGATE_MAX_TIMEOUT set, `timeout: 0` gets the ceiling, not an unbounded run.
+    with fresh_server.client() as client:
+        result = run(client, "sleep 4; echo finished", timeout=0)
+    assert (result["state"], result["timed_out"]) == ("timed_out", True)
+    assert result["timeout_seconds"] == 1
+    assert result["timeout_disabled"] is None
+    assert result["requested_timeout_seconds"] == 0
+    assert "Timeout clamped to 1s (requested 0s; allowed range 1-3600s)." in str(result["text"])
+    assert "finished" not in str(result["output"])
+
+
 # 15
 def test_env_values_are_passed_verbatim_never_parsed(fg: httpx.Client, tmp_path: Path) -> None:
     value = "graph TD\n  A[\"quoted > arrow\"] --> B{$(touch pwned)}\n  `tick` 'single' ;rm"
