@@ -109,9 +109,11 @@ class ExecutionService:
         # Above the server's limits → 422 before the policy (a session's own limits are merged
         # under these at launch).
         self._confinement.resolve(draft.limits)
+        env = drafts.effective_env(session.env if session else None, draft.env)
+        if session is not None and draft.env:
+            validate_env(env)  # the session's and the call's together, within the sizes
         execution_id = self._submitted(principal, draft)
         cwd = self._launcher.approval_cwd(draft, principal)
-        env = drafts.effective_env(session.env if session else None, draft.env)
         judgement = await self._judge(principal, request.command, execution_id, env=env, cwd=cwd)
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = cwd, env
