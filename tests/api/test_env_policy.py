@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from app.env_policy import DEFAULT_ENV_DENY
+from app.sessions import WRAPPER
 from tests.api.test_approvals import (
     in_background,
     next_event,
@@ -285,6 +287,69 @@ def test_a_session_env_the_policy_comes_to_deny_blocks_every_later_call(
         assert run.status_code == 200
         assert json.loads(run.text.splitlines()[0])["stdout"] == "hi\n"
         agent.delete(f"/v1/sessions/{session['id']}")
+
+
+@pytest.mark.parametrize(
+    "name", ["__SHELLGATE_COMMAND", "__SHELLGATE_SAVE_TO", "__shellgate_save_to", "__shellgate_x"]
+)
+def test_the_session_wrappers_own_names_are_refused_in_every_env(
+    env_server: LiveServer, markers: Markers, name: str
+) -> None:
+    """A call's `__SHELLGATE_COMMAND` replaced the command the policy judged (`true`) with its
+    value; `__shellgate_save_to` sent the session's state to a file of the caller's choosing."""
+    value = str(markers.script)
+    message = (
+        f"env name {name} is reserved: names starting with __SHELLGATE_ or __shellgate_ "
+        "are the server's own"
+    )
+    with env_server.client(AGENT) as agent:
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        before = execution_ids(env_server), session_ids(env_server)
+        for method, path, body in (
+            (
+                "POST",
+                "/v1/executions",
+                {"command": "true", "session": session, "env": {name: value}},
+            ),
+            ("POST", "/v1/executions", {"command": "true", "env": {name: value}}),
+            ("POST", "/v1/sessions", {"env": {name: value}}),
+            ("PATCH", f"/v1/sessions/{session}", {"env": {name: value}}),
+            ("POST", "/v1/policy/evaluate", {"command": "true", "env": {name: value}}),
+        ):
+            response = agent.request(method, path, json=body)
+            assert response.status_code == 422, (path, response.text)
+            assert response.json()["error"]["message"] == message
+        assert (execution_ids(env_server), session_ids(env_server)) == before
+        assert agent.get(f"/v1/sessions/{session}").json()["env"] == {}
+        agent.delete(f"/v1/sessions/{session}")
+    assert markers.fired() == []
+
+
+def test_the_session_wrapper_runs_the_judged_command_whatever_the_call_env_names(
+    tmp_path: Path,
+) -> None:
+    # The wrapper on its own, as a call runs it: a call env naming its inputs is skipped.
+    scratch, state = tmp_path / "scratch", tmp_path / "state.sh"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "__SHELLGATE_COMMAND": "echo judged",
+        "__SHELLGATE_SCRATCH": str(scratch),
+        "__SHELLGATE_SAVE_TO": str(state),
+        "__SHELLGATE_CALL_KEYS": "__SHELLGATE_COMMAND __shellgate_save_to GREETING",
+        "__SHELLGATE_CALL___SHELLGATE_COMMAND": "echo smuggled",
+        "__SHELLGATE_CALL___shellgate_save_to": str(tmp_path / "elsewhere"),
+        "__SHELLGATE_CALL_GREETING": "hi",
+    }
+    ran = subprocess.run(
+        ["bash", "-c", WRAPPER + "\necho $GREETING"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.stdout == "judged\nhi\n", ran.stderr
+    assert state.exists() and not (tmp_path / "elsewhere").exists()
 
 
 def test_an_env_value_a_program_runs_as_shell_text_is_judged_as_the_command_would_be(
