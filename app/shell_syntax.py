@@ -1081,6 +1081,9 @@ class _TreeReader:
         # the `-`): every byte that is not blank must lie in a token, else the parse is refused.
         self.cursor = 0
         self.dropped_text = False
+        # The grammar reads the `0` of `0<` / `0>` as an argument (`bash 0< <(…)` looked like
+        # `bash` running a script file `0`): start byte of the redirect → its descriptor.
+        self.io_numbers: dict[int, str] = {}
 
     def cover(self, node: tree_sitter.Node) -> None:
         if self.source[self.cursor : node.start_byte].strip(b" \t\r\n\\"):
@@ -1165,6 +1168,17 @@ class _TreeReader:
                 self.redirect(child, command, depth)
             elif kind == "comment":
                 continue
+            elif (
+                kind == "number"
+                and self.text(child).isdigit()
+                and self.source[child.end_byte : child.end_byte + 1] in (b"<", b">")
+                and (
+                    not pieces
+                    or self.source[pieces[-1][1] : child.start_byte].replace(b"\\\n", b"")
+                )
+            ):
+                # Digits that touch `<` or `>` are the redirect's descriptor, as bash reads them.
+                self.io_numbers[child.end_byte] = self.text(child)
             else:
                 if kind == "variable_assignment":
                     self.assignment(child)
@@ -1231,7 +1245,7 @@ class _TreeReader:
         if node.type == "heredoc_redirect":
             self.heredoc(node, command, depth)
             return
-        fd = ""
+        fd = self.io_numbers.get(node.start_byte, "")
         op = ""
         target: ShellWord | None = None
         for child in node.children:
@@ -1467,6 +1481,8 @@ def env_scripts(env: Mapping[str, str]) -> list[str]:
     return [value for name, value in env.items() if name in _CODE_VARIABLE_NAMES and value]
 
 
+# Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
+_SCRIPT_PATH_VARIABLES = tuple(f"{name}{op}" for name in ("BASH_ENV", "ENV") for op in ("=", "+="))
 # `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
 _GIT_CODE_KEY = re.compile(
     r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"
@@ -1672,6 +1688,10 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
     for word in words:
         if word.startswith("BASH_CMDS["):
             _note_unreadable("BASH_CMDS makes a command name run another program")
+        if word.startswith(_SCRIPT_PATH_VARIABLES) and _is_dynamic(word):
+            # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
+            variable = word.split("=", 1)[0].rstrip("+")
+            _note_unreadable(f"{variable} names a script built by expansion")
         if word.startswith(_CODE_VARIABLES):
             variable, value = word.split("=", 1)
             if _is_dynamic(word):
@@ -1689,7 +1709,8 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             yield from stdin_texts
         elif _is_dynamic(script_file):
             _note_unreadable(f"{name} reads a script from an expansion: {script_file}")
-    elif name == "eval" and args:
+    elif name == "eval" and args[args[:1] == ["--"] :]:
+        args = args[args[:1] == ["--"] :]  # `eval -- …`: bash's eval ends its options there
         if any(_is_dynamic(arg) for arg in args):
             _note_unreadable("eval of a non-literal argument")
         yield " ".join(args)

@@ -299,6 +299,15 @@ BYPASS_FORMS: list[str] = [
     f"echo '* * * * * {L}' | crontab -",
     f"screen -dmS s {L}",
     f"tmux new-session -d '{L}'",
+    # a shell's stdin named by its descriptor (the grammar read `0` as an argument), `eval --`,
+    # and the script a shell sources first given by a process substitution
+    f"bash 0< <(echo {L})",
+    f"bash 0<<< '{L}'",
+    f"bash -s 0< <(echo {L})",
+    f"echo {L} | bash 0<&0",
+    f"eval -- '{L}'",
+    f"BASH_ENV=<(echo {L}) bash -c true",
+    f"ENV=<(echo {L}) sh -c true",
 ]
 
 # Real-world commands an agent runs; all must stay `allow` under the realistic policy.
