@@ -1586,6 +1586,11 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
                 variants.append(words[rest:])
                 break
         inner = _skip_options(words, spec)
+        if inner and name == "xargs":
+            # Its replace-string stands for a line of its stdin (`xargs -I X bash -c X`).
+            replace = _xargs_replace(words[1 : len(words) - len(inner)])
+            if replace:
+                inner = [word.replace(replace, _XARGS_INPUT) for word in inner]
         if inner:
             variants.append(inner)
             if name == "xargs" and _XARGS_INPUT not in inner:
@@ -1602,6 +1607,16 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
         if respaced and respaced != words:
             variants.append(respaced)
     return variants
+
+
+def _xargs_replace(options: list[str]) -> str | None:
+    """The replace-string of xargs' options (`-I X`, `-iX`, `--replace`), if any."""
+    for option in options:
+        if option in ("-i", "--replace"):
+            return "{}"
+        if option.startswith("-i") and not option.startswith("--"):
+            return option[2:]
+    return _option_value(options, "-I", "--replace")
 
 
 def _option_value(args: list[str], short: str, long: str) -> str | None:
@@ -1898,6 +1913,8 @@ def _shell_reads_stdin(words: list[str]) -> bool:
             script, script_file = _shell_script(current[1:])
             if script is None and (script_file is None or _names_stdin(script_file)):
                 return True
+            if script is not None and _XARGS_INPUT in script:
+                return True  # `… | xargs -I{} bash -c {}`: the script is a line of the pipe
         elif _sources_stdin(name, current[1:]) or _stdin_runner(name, current[1:]):
             return True
         queue.extend(_unwrapped(current))
@@ -1915,13 +1932,25 @@ def _stdin_runner(name: str, args: list[str]) -> bool:
     return name != "crontab" or not args or "-" in args
 
 
+# Words of one command upstream of a shell reading its stdin that are read as its script.
+_MAX_PIPED_WORDS = 64
+
+
 def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:
     """When a shell runs its stdin (`cat <<EOF | sh`, `echo 'rm -rf x' | bash`), any word or
     here-doc body upstream may be its script: read each as one. This can only add segments, so
     deny/prompt get stricter and nothing becomes allowed."""
     segments: list[str] = []
     for command in commands:
-        for text in [*command.stdin_texts, *command.words[1:]]:
+        arguments = command.words[1:]
+        if len(arguments) > _MAX_PIPED_WORDS:
+            if not _note_limit("too many words upstream of a shell reading its stdin"):
+                raise _LimitError("too many words upstream of a shell reading its stdin")
+            arguments = arguments[:_MAX_PIPED_WORDS]
+        # What `echo rm -rf x` prints is one line of words: each run of the words up to the
+        # last is read too (`printf '%s ' rm -rf x` skips its format that way).
+        runs = [" ".join(arguments[i:]) for i in range(len(arguments) - 1)]
+        for text in [*command.stdin_texts, *arguments, *runs]:
             try:
                 segments.extend(_strict_segments(text, depth + 1))
             except _LimitError:

@@ -312,6 +312,23 @@ def test_deny_sees_an_alias_pasted_in_front_of_its_arguments(command: str) -> No
     assert "rm -rf /tmp/x" in verdict.segments
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo rm -rf build | bash",
+        "printf '%s ' rm -rf build | bash",
+        "echo -n rm -rf build | env bash",
+        "echo rm -rf build | xargs -I{} bash -c {}",
+        "echo rm -rf build | xargs -I X sh -c X",
+        "echo rm -rf build | xargs -d '\\n' bash -c",
+    ],
+)
+def test_deny_sees_the_words_a_shell_reads_from_a_pipe_as_one_line(command: str) -> None:
+    # `echo rm -rf build` prints one line; each word alone (`rm`, `-rf`) matched nothing.
+    verdict = evaluate(policy(("rm -rf *", "deny")), command)
+    assert verdict.approval is RuleAction.deny, verdict.segments
+
+
 def test_an_alias_of_its_own_name_is_pasted_once_and_stays_readable() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "alias ls='ls -F' ll='ls -l'; ll x")
     assert (verdict.approval, verdict.unreadable_reasons) == (RuleAction.allow, [])

@@ -120,11 +120,12 @@ def test_a_pathological_interceptor_regex_never_stalls_the_server(
         assert hit.json()["interception"]["tool"] == "t"
 
 
-def test_an_alias_defined_in_a_session_call_cannot_split_a_denied_command(
+def test_no_form_splitting_a_denied_command_into_words_runs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
 ) -> None:
-    # A session's calls run with aliases expanded: `m fire` is `launchmissiles fire` to bash,
-    # which the deny rule must see, in one call or in a plain call that turns aliases on.
+    # `echo launchmissiles fire | bash` runs one line the reader saw only as separate words;
+    # a session's calls run with aliases expanded: `m fire` is `launchmissiles fire` to bash.
+    # The deny rule must see the whole command in each.
     bin_dir, marker = _install_marker_command(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     policy_file = tmp_path / "policy.json"
@@ -143,6 +144,8 @@ def test_an_alias_defined_in_a_session_call_cannot_split_a_denied_command(
         assert marker.read_text() == f"{bin_dir / MARKER_COMMAND} probe\n"
         marker.unlink()
         for request in (
+            {"command": f"echo {MARKER_COMMAND} fire | bash"},
+            {"command": f"echo {MARKER_COMMAND} fire | xargs -I X sh -c X"},
             {"command": f"alias m={MARKER_COMMAND}\nm fire", "session": session},
             {"command": f"alias m='{MARKER_COMMAND} '\nm fire", "session": session},
             {"command": f"shopt -s expand_aliases\nalias m={MARKER_COMMAND}\nm fire"},
