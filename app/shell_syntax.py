@@ -1642,8 +1642,9 @@ def _cluster_value(args: list[str], letter: str, long: str) -> str | None:
 
 
 def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
-    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any)."""
-    has_c = False
+    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any).
+    With `-s` the shell reads its script from stdin and every operand is an argument."""
+    has_c = has_s = False
     i = 0
     while i < len(args):
         arg = args[i]
@@ -1661,12 +1662,16 @@ def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
             letters = arg[1:]
             if arg[0] == "-" and "c" in letters:
                 has_c = True
+            if arg[0] == "-" and "s" in letters:
+                has_s = True
             i += 2 if letters[-1] in "oO" else 1
         else:
             break
     operand = args[i] if i < len(args) else None
     if has_c:
         return operand or "", None
+    if has_s:
+        return None, None
     return None, operand
 
 

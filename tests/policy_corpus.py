@@ -308,6 +308,7 @@ BYPASS_FORMS: list[str] = [
     f"eval -- '{L}'",
     f"BASH_ENV=<(echo {L}) bash -c true",
     f"ENV=<(echo {L}) sh -c true",
+    f"echo {L} | bash -s -- x",
 ]
 
 # Real-world commands an agent runs; all must stay `allow` under the realistic policy.

@@ -321,6 +321,9 @@ def test_deny_sees_an_alias_pasted_in_front_of_its_arguments(command: str) -> No
         "echo rm -rf build | xargs -I{} bash -c {}",
         "echo rm -rf build | xargs -I X sh -c X",
         "echo rm -rf build | xargs -d '\\n' bash -c",
+        # `-s`: the script is stdin, `x` an argument (it was read as a script file)
+        "echo rm -rf build | bash -s -- x",
+        "bash -s x <<< 'rm -rf build'",
     ],
 )
 def test_deny_sees_the_words_a_shell_reads_from_a_pipe_as_one_line(command: str) -> None:
