@@ -1424,6 +1424,40 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "noglob": _Wrapper(),
     "screen": _Wrapper(short_with_arg="SclpThtsXe"),
     "nocorrect": _Wrapper(),
+    "prlimit": _Wrapper(short_with_arg="p", long_with_arg=frozenset({"--pid", "--output"})),
+    "setpriv": _Wrapper(
+        long_with_arg=frozenset(
+            {
+                "--reuid",
+                "--regid",
+                "--ruid",
+                "--rgid",
+                "--euid",
+                "--egid",
+                "--groups",
+                "--inh-caps",
+                "--ambient-caps",
+                "--bounding-set",
+                "--securebits",
+                "--pdeathsig",
+                "--selinux-label",
+                "--apparmor-profile",
+            }
+        )
+    ),
+    "setarch": _Wrapper(positional=1),
+    "linux32": _Wrapper(),
+    "linux64": _Wrapper(),
+    "valgrind": _Wrapper(),
+    "firejail": _Wrapper(),
+    "cgexec": _Wrapper(short_with_arg="g"),
+    "rlwrap": _Wrapper(short_with_arg="bCDefgHlpPqsStwz"),
+    "daemonize": _Wrapper(short_with_arg="ceEoplu"),
+    "ssh-agent": _Wrapper(short_with_arg="aEPt"),
+    "dbus-launch": _Wrapper(),
+    "entr": _Wrapper(),
+    "tsp": _Wrapper(short_with_arg="LND"),
+    "nq": _Wrapper(),
 }
 # Runners whose first word after the subcommand is the command they run.
 _SUBCOMMAND_RUNNERS = {
@@ -1706,8 +1740,10 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
                     _note_unreadable("git -c sets a command built by expansion")
                 yield value.split("=", 1)[1].removeprefix("!")
     for word in words:
-        if word.startswith("BASH_CMDS["):
+        if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
             _note_unreadable("BASH_CMDS makes a command name run another program")
+        if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
+            _note_unreadable("BASH_ALIASES makes a command name run another command")
         if word.startswith(_SCRIPT_PATH_VARIABLES) and _is_dynamic(word):
             # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
             variable = word.split("=", 1)[0].rstrip("+")
@@ -1779,10 +1815,14 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
 
 
 def _check_command_name(words: list[str]) -> None:
-    """Note a command whose name bash only knows at run time (`$x`, `$(…)`, a glob, braces)."""
+    """Note a command whose name bash only knows at run time (`$x`, `$(…)`, a glob, braces,
+    or the `{}` that `find -exec` and `xargs -I` fill in)."""
     for word in words:
         if _ASSIGNMENT_WORD.match(word):
             continue
+        if _XARGS_INPUT in word:
+            _note_unreadable(f"command name filled in at run time: {word}")
+            return
         if isinstance(word, ShellWord):
             if word.expanded:
                 _note_unreadable(f"command name built by expansion: {word}")
