@@ -286,28 +286,40 @@ def evaluate(
     something to hide from, the outcome is raised to `policy.unreadable`; text that cannot be
     parsed at all, or that reaches a limit of the reader, is never allowed, whatever the
     policy. `cwd` is the directory the command runs in, for the critical patterns (`rm -rf .`
-    in `/`); None when unknown. `scripts`: shell text the command's programs will run besides
-    it (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), read as if
-    they were segments of the command; an allow rule then cannot vouch for the whole.
+    in `/`); None when unknown. `scripts`: shell text the command's programs run besides it
+    (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), each judged as a
+    command of its own: the strictest verdict wins, and their segments, critical hits and
+    unreadable parts join the command's.
     """
+    verdict = _evaluate_text(policy, command, cwd)
+    for script in scripts:
+        other = _evaluate_text(policy, script, cwd)
+        strictest = other if _SEVERITY[other.approval] > _SEVERITY[verdict.approval] else verdict
+        verdict = Verdict(
+            strictest.approval,
+            strictest.reason,
+            strictest.matched_rule,
+            [*verdict.segments, *other.segments],
+            [
+                *verdict.critical_hits,
+                *(h for h in other.critical_hits if h not in verdict.critical_hits),
+            ],
+            verdict.parse_error or other.parse_error,
+            [*verdict.unreadable_reasons, *other.unreadable_reasons],
+        )
+    return verdict
+
+
+def _evaluate_text(policy: PolicyDocument, command: str, cwd: str | None) -> Verdict:
     normalized = normalize_whitespace(command)
     reading = read_command(command)
     segments = list(reading.segments)
     parse_error = reading.parse_error
     unreadable = list(reading.unreadable)
     broken = parse_error is not None or reading.limit_reached is not None
-    hits = find_critical_hits(command, segments, cwd=cwd)
-    for script in scripts:
-        script_reading = read_command(script)
-        segments.extend(script_reading.segments)
-        unreadable.extend(script_reading.unreadable)
-        parse_error = parse_error or script_reading.parse_error
-        broken |= script_reading.parse_error is not None
-        broken |= script_reading.limit_reached is not None
-        found = find_critical_hits(script, script_reading.segments, cwd=cwd)
-        hits.extend(name for name in found if name not in hits)
-    controlled = broken or bool(scripts) or has_control_syntax(command)
+    controlled = broken or has_control_syntax(command)
     rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
+    hits = find_critical_hits(command, segments, cwd=cwd)
 
     def verdict(approval: RuleAction, reason: str) -> Verdict:
         return Verdict(approval, reason, rule, segments, hits, parse_error, unreadable)

@@ -338,6 +338,30 @@ def test_an_alias_of_its_own_name_is_pasted_once_and_stays_readable() -> None:
     assert "ls -F -l x" in verdict.segments
 
 
+def test_a_script_an_env_value_hands_a_program_is_judged_as_a_command_of_its_own() -> None:
+    allowlist = PolicyDocument.model_validate(
+        {
+            "default": "prompt",
+            "rules": [
+                {"match": "rm -rf *", "approval": "deny"},
+                {"match": "git *", "approval": "allow"},
+                {"match": "less*", "approval": "allow"},
+            ],
+        }
+    )
+    assert evaluate(allowlist, "git log", scripts=["less -R"]).approval is RuleAction.allow
+    unknown = evaluate(allowlist, "git log", scripts=["vim"])
+    assert (unknown.approval, unknown.reason) == (
+        RuleAction.prompt,
+        "No rule matched; default prompt",
+    )
+    denied = evaluate(allowlist, "git diff", scripts=["true; rm -rf build"])
+    assert (denied.approval, denied.matched_rule) == (RuleAction.deny, allowlist.rules[0])
+    assert "rm -rf build" in denied.segments
+    critical = evaluate(policy(), "git diff", scripts=["rm -rf /"])
+    assert critical.approval is RuleAction.prompt and critical.critical_hits
+
+
 def test_deny_for_absolute_targets_ignores_relative_ones_item_51() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "cd /tmp && rm -rf relative-dir")
     assert verdict.approval is RuleAction.allow
