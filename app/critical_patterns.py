@@ -20,6 +20,7 @@ __all__ = [
     "CriticalPattern",
     "find_critical_hits",
     "first_runner_critical_match",
+    "judged_by_cwd",
 ]
 
 
@@ -326,6 +327,14 @@ def _recursive(words: Sequence[str]) -> bool:
         or (word.startswith("-") and not word.startswith("--") and ("r" in word or "R" in word))
         for word in words
     )
+
+
+_CWD_COMMANDS = frozenset({"rm", "chmod", "chown", "chgrp", "find", "cd", "pushd", "popd"})
+
+
+def judged_by_cwd(segments: Sequence[str]) -> bool:
+    """Whether the working directory can change what `find_critical_hits` finds here."""
+    return any(segment.split(" ", 1)[0].rsplit("/", 1)[-1] in _CWD_COMMANDS for segment in segments)
 
 
 def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:

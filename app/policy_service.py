@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from app import crud
+from app.critical_patterns import judged_by_cwd
 from app.db import Database
 from app.env_policy import EnvJudgement, judge_env, validate_env
 from app.errors import InvalidRequestError, PolicyDeniedError
@@ -150,13 +152,31 @@ class PolicyService:
             )
 
     async def judge(
-        self, command: str, *, env: Mapping[str, str], cwd: str | None = None
+        self,
+        command: str,
+        *,
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        run: tuple[str, str] | None = None,
     ) -> Judgement:
         """The command and every env name of a request, under the policy in force now; the
         values a program runs as shell text (`GIT_EXTERNAL_DIFF`, `PAGER`, …) are read with
-        the command, as they would be in its own text."""
+        the command, as they would be in its own text. `cwd`: where the command starts (for
+        a command whose leading `cd` was rewritten, the directory before that `cd`); `run`:
+        the rewritten command and its directory, when there is one."""
         names = self.judge_env(env)
-        verdict = await self.evaluate(command, cwd=cwd, scripts=env_scripts(env))
+        scripts = env_scripts(env)
+        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts)
+        run_command, run_cwd = run or (command, cwd)
+        if run_cwd is not None and judged_by_cwd(verdict.segments):
+            # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
+            # directory with the symlinks followed (`cd link-to-root && rm -rf .`); the
+            # critical patterns judge both, the stricter verdict wins.
+            real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
+            if real != cwd or run_command != command:
+                other = await self.evaluate(run_command, cwd=real, scripts=scripts)
+                if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
+                    verdict = other
         return Judgement(verdict, names)
 
     async def dry_run(
@@ -170,7 +190,13 @@ class PolicyService:
         leading = None if request.cwd else extract_leading_cd(request.command)
         cwd_request = request.cwd or (leading.target if leading else None)
         cwd = working_directory(cwd_request, str(workspace))
-        judgement = await self.judge(request.command, env=request.env or {}, cwd=cwd)
+        start = working_directory(None, str(workspace)) if leading else cwd
+        judgement = await self.judge(
+            request.command,
+            env=request.env or {},
+            cwd=start,
+            run=(leading.rest, cwd) if leading else None,
+        )
         verdict = judgement.command
         interception = None
         if judgement.approval is not RuleAction.deny:

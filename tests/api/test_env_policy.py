@@ -791,3 +791,48 @@ def test_the_command_is_judged_in_its_effective_working_directory(
         ).json()
         assert held["state"] == "awaiting_approval"
         assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+
+
+def test_a_working_directory_is_judged_with_its_symlinks_followed_too(
+    env_server: LiveServer, tmp_path: Path
+) -> None:
+    """A link in the workspace to `/` made `rm -rf .` in it look like a delete of a scratch
+    directory, while bash, which follows the link, would run it in `/`. `false &&` keeps the
+    submitted command from ever running, whatever the verdict."""
+    link = env_server.settings.workspace / f"root-link-{tmp_path.name}"
+    link.symlink_to("/")
+    command = "false && rm -rf ."
+    with env_server.client(AGENT) as agent:
+        for body in (
+            {"command": command, "cwd": link.name},
+            {"command": f"cd {link.name} && {command}"},
+        ):
+            dry = agent.post("/v1/policy/evaluate", json=body).json()
+            assert (dry["verdict"], dry["critical_hits"]) == (
+                "prompt",
+                ["rm-recursive-root-or-home"],
+            ), dry
+            held = agent.post("/v1/executions", json={**body, "async": True}).json()
+            assert held["state"] == "awaiting_approval", held
+            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        plain = agent.post(
+            "/v1/policy/evaluate", json={"command": command, "cwd": str(tmp_path)}
+        ).json()
+        assert plain["verdict"] == "allow"
+
+
+@pytest.mark.settings(workspace="/")
+def test_a_leading_cd_is_followed_once_from_where_it_runs(fresh_server: LiveServer) -> None:
+    """The rewrite's directory was taken as the start *and* the `cd` it came from was followed
+    again: from a workspace `/`, `cd etc && rm -rf .` was judged in /etc/etc."""
+    with fresh_server.client(AGENT) as agent:
+        body = {"command": "cd etc && false && rm -rf ."}
+        dry = agent.post("/v1/policy/evaluate", json=body).json()
+        assert (dry["verdict"], dry["cwd"], dry["critical_hits"]) == (
+            "prompt",
+            "/etc",
+            ["rm-recursive-root-or-home"],
+        ), dry
+        held = agent.post("/v1/executions", json={**body, "async": True}).json()
+        assert (held["state"], held["cwd"]) == ("awaiting_approval", "/etc"), held
+        assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
