@@ -245,17 +245,31 @@ class Verdict:
     unreadable_reasons: list[str] = field(default_factory=list)
 
 
+def _vouched_for(rules: Sequence[PolicyRule], segments: Sequence[str]) -> bool:
+    """Every command the reader found in a simple command — what a wrapper, `find -exec` or
+    an option (`git -c core.pager=…`, `bash -c`) runs besides it — matches an allow rule."""
+    allows = [_compile_glob(rule.match) for rule in rules if rule.approval is RuleAction.allow]
+    return all(any(matches(segment) for matches in allows) for segment in segments)
+
+
 def _first_applicable_rule(
     rules: Sequence[PolicyRule], normalized: str, segments: Sequence[str], controlled: bool
 ) -> PolicyRule | None:
     if not normalized:
         return None
+    vouched: bool | None = None
     for rule in rules:
         matches = _compile_glob(rule.match)
         if matches(normalized):
-            # An allow must vouch for everything the shell will run, so never for compound text.
-            if rule.approval is not RuleAction.allow or not controlled:
+            # An allow must vouch for everything that will run: never for compound text, and
+            # only when every command found inside is allowed too (`timeout 5 x` runs `x`).
+            if rule.approval is not RuleAction.allow:
                 return rule
+            if not controlled:
+                if vouched is None:
+                    vouched = _vouched_for(rules, segments)
+                if vouched:
+                    return rule
         elif rule.approval is not RuleAction.allow:
             for segment in segments:
                 if matches(segment):

@@ -420,6 +420,42 @@ def test_whitespace_variants_and_quoted_metacharacters_are_allowed_item_52(comma
     assert verdict.approval is RuleAction.allow
 
 
+ALLOWLIST = (
+    ("git *", "allow"),
+    ("find *", "allow"),
+    ("timeout *", "allow"),
+    ("xargs *", "allow"),
+    ("make *", "allow"),
+    ("less*", "allow"),
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.x=!launchmissiles x",
+        "git -c core.pager=launchmissiles -p log",
+        "git -c core.sshCommand=launchmissiles fetch",
+        "find . -maxdepth 0 -execdir launchmissiles {} +",
+        "timeout 5 launchmissiles",
+        "xargs launchmissiles",
+    ],
+)
+def test_an_allow_rule_vouches_only_for_what_it_and_the_other_allows_cover(command: str) -> None:
+    # `git *` allowed git; git then ran a program no allow rule names.
+    verdict = evaluate(policy(*ALLOWLIST, default="deny"), command)
+    assert (verdict.approval, verdict.reason) == (RuleAction.deny, "No rule matched; default deny")
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git -c core.pager=less -p log", "timeout 5 make test", "git status", "git log -n 3"],
+)
+def test_an_allow_rule_still_vouches_when_every_inner_command_is_allowed(command: str) -> None:
+    verdict = evaluate(policy(*ALLOWLIST, default="deny"), command)
+    assert verdict.approval is RuleAction.allow, verdict.segments
+
+
 def test_quoted_metacharacters_in_cargo_bench_are_allowed() -> None:
     rules = policy(("cargo bench *", "allow"), default="prompt")
     verdict = evaluate(rules, "cargo bench --bench layers '^layer3/(10|1000)$'")

@@ -154,3 +154,36 @@ def test_no_form_splitting_a_denied_command_into_words_runs_it(
             assert response.status_code == 403, response.text
             assert response.json()["error"]["details"] == {"rule": f"{MARKER_COMMAND} fire*"}
     assert not marker.exists(), marker.read_text()
+
+
+def test_an_allowlist_runs_nothing_an_allowed_program_would_hand_a_command_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
+) -> None:
+    """Under `default: deny`, `git *` and `timeout *` allowed git and timeout, which then ran
+    the marker, which no rule allows."""
+    bin_dir, marker = _install_marker_command(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    allowlist = {
+        "default": "deny",
+        "rules": [
+            {"match": "git *", "approval": "allow"},
+            {"match": "timeout *", "approval": "allow"},
+            {"match": "true", "approval": "allow"},
+        ],
+    }
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps(allowlist))
+    with (
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
+        live.client(AGENT) as agent,
+    ):
+        assert agent.post("/v1/executions", json={"command": "timeout 5 true"}).status_code == 200
+        for command in (
+            f"timeout 5 {MARKER_COMMAND} fire",
+            f"git -c alias.x=!{MARKER_COMMAND} x",
+            f"git -c core.pager={MARKER_COMMAND} -p log",
+        ):
+            response = agent.post("/v1/executions", json={"command": command})
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["message"] == "No rule matched; default deny"
+    assert not marker.exists(), marker.read_text()
