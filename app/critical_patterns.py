@@ -178,12 +178,17 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
 
 
 def find_critical_hits(
-    command: str, segments: Sequence[str] = (), *, cwd: str | None = None
+    command: str,
+    segments: Sequence[str] = (),
+    *,
+    cwd: str | None = None,
+    home: str | None = None,
 ) -> list[str]:
     """Names of the critical patterns found in the raw command or in any segment.
 
     `cwd` is the directory the command starts in (None: unknown); a `cd` segment moves it for
-    the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`.
+    the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`. `home`: what
+    `~` and `$HOME` mean to the command when its env sets `HOME` (else the server's).
     """
     if not command.strip():
         return []
@@ -196,7 +201,7 @@ def find_critical_hits(
         if any(keyword in folded for keyword in pattern.keywords)
         and any(pattern.regex.search(text) for text in texts)
     ]
-    hits.extend(name for name in _segment_hits(segments, cwd) if name not in hits)
+    hits.extend(name for name in _segment_hits(segments, cwd, home or _HOME) if name not in hits)
     return hits
 
 
@@ -242,7 +247,7 @@ _HOST_POWER = frozenset({"shutdown", "reboot", "poweroff", "halt"})
 _UNKNOWN = "\0unknown"
 
 
-def _resolve(path: str, cwd: str | None) -> str | None:
+def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
     """The absolute, normalised path a word names, or None when it depends on unknown state."""
     path = _HOME_WITH_DEFAULT.sub(lambda _: "$HOME", path, count=1)
     for spelling in _CWD_SPELLINGS:
@@ -251,7 +256,7 @@ def _resolve(path: str, cwd: str | None) -> str | None:
             break
     for spelling in _HOME_SPELLINGS:
         if path == spelling or path.startswith(spelling + "/"):
-            path = _HOME + path[len(spelling) :]
+            path = home + path[len(spelling) :]
             break
     else:
         if path.startswith("~"):  # `~user`: some user's home
@@ -270,14 +275,14 @@ def _resolve(path: str, cwd: str | None) -> str | None:
     return "/" + posixpath.normpath(path).lstrip("/")
 
 
-def _places(target: str, here: str | None) -> set[str | None]:
+def _places(target: str, here: str | None, home: str) -> set[str | None]:
     """Where `cd target` from `here` may lead. A climb (`..`) may have run more than once (in a
     loop, or repeated: the segments hold each text once), so every directory above it counts
     too; a target the text does not name leads to an unknown directory."""
     if here == _UNKNOWN:
-        there = _resolve(target, None)
+        there = _resolve(target, None, home)
         return {_UNKNOWN} if there is None else {there}
-    there = _resolve(target, here)
+    there = _resolve(target, here, home)
     if there is None:
         return {None} if here is None and "$" not in target and "`" not in target else {_UNKNOWN}
     places: set[str | None] = {there}
@@ -288,13 +293,13 @@ def _places(target: str, here: str | None) -> set[str | None]:
     return places
 
 
-def _names_precious(target: str, places: set[str | None]) -> bool:
+def _names_precious(target: str, places: set[str | None], home: str) -> bool:
     """Whether `target`, from any of `places`, is the root, a home or a system directory."""
     for here in places:
         if here == _UNKNOWN:
-            if any(_is_precious(_resolve(target, guess)) for guess in ("/", _HOME)):
+            if any(_is_precious(_resolve(target, guess, home)) for guess in ("/", home)):
                 return True
-        elif _is_precious(_resolve(target, here)):
+        elif _is_precious(_resolve(target, here, home)):
             return True
     return False
 
@@ -337,7 +342,7 @@ def judged_by_cwd(segments: Sequence[str]) -> bool:
     return any(segment.split(" ", 1)[0].rsplit("/", 1)[-1] in _CWD_COMMANDS for segment in segments)
 
 
-def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
+def _segment_hits(segments: Sequence[str], cwd: str | None, home: str) -> list[str]:
     """Checks that need the words of each segment, and the directory it runs in."""
     hits: list[str] = []
     here: set[str | None] = {cwd}  # where the segment may run
@@ -351,20 +356,20 @@ def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
         if name in ("cd", "pushd"):
             targets = _operands(args)
             if not targets and name == "cd":
-                here = {_HOME}
+                here = {home}
             elif not targets or targets[0] == "-" or targets[0].startswith("+"):
                 # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
                 here = set(visited)
             else:
-                here = {place for now in here for place in _places(targets[0], now)}
+                here = {place for now in here for place in _places(targets[0], now, home)}
             visited |= here
         elif name == "popd":
             here = set(visited)
         elif name == "rm" and _recursive(args):
-            if any(_names_precious(target, here) for target in _operands(args)):
+            if any(_names_precious(target, here, home) for target in _operands(args)):
                 hits.append("rm-recursive-root-or-home")
         elif name in ("chmod", "chown", "chgrp") and _recursive(args):
-            if any(_names_precious(target, here) for target in _operands(args)[1:]):
+            if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
                 hits.append("chmod-chown-recursive-root-or-home")
         elif name == "find" and (
             "-delete" in args
@@ -379,7 +384,7 @@ def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
                 if arg.startswith(("-", "(", "!")):
                     break
                 roots.append(arg)
-            if any(_names_precious(root, here) for root in roots or ["."]):
+            if any(_names_precious(root, here, home) for root in roots or ["."]):
                 hits.append("find-delete-root-or-home")
         elif name in _HOST_POWER:
             hits.append("host-power")

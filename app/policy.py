@@ -290,6 +290,7 @@ def evaluate(
     *,
     cwd: str | None = None,
     scripts: Sequence[str] = (),
+    home: str | None = None,
 ) -> Verdict:
     """Decide allow / prompt / deny for one command; the first applicable rule wins.
 
@@ -303,11 +304,12 @@ def evaluate(
     in `/`); None when unknown. `scripts`: shell text the command's programs run besides it
     (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), each judged as a
     command of its own: the strictest verdict wins, and their segments, critical hits and
-    unreadable parts join the command's.
+    unreadable parts join the command's. `home`: the `HOME` the request's env sets, which is
+    what `~` means to the critical patterns.
     """
-    verdict = _evaluate_text(policy, command, cwd)
+    verdict = _evaluate_text(policy, command, cwd, home)
     for script in scripts:
-        other = _evaluate_text(policy, script, cwd)
+        other = _evaluate_text(policy, script, cwd, home)
         strictest = other if _SEVERITY[other.approval] > _SEVERITY[verdict.approval] else verdict
         verdict = Verdict(
             strictest.approval,
@@ -324,7 +326,9 @@ def evaluate(
     return verdict
 
 
-def _evaluate_text(policy: PolicyDocument, command: str, cwd: str | None) -> Verdict:
+def _evaluate_text(
+    policy: PolicyDocument, command: str, cwd: str | None, home: str | None
+) -> Verdict:
     normalized = normalize_whitespace(command)
     reading = read_command(command)
     segments = list(reading.segments)
@@ -333,7 +337,7 @@ def _evaluate_text(policy: PolicyDocument, command: str, cwd: str | None) -> Ver
     broken = parse_error is not None or reading.limit_reached is not None
     controlled = broken or has_control_syntax(command)
     rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
-    hits = find_critical_hits(command, segments, cwd=cwd)
+    hits = find_critical_hits(command, segments, cwd=cwd, home=home)
 
     def verdict(approval: RuleAction, reason: str) -> Verdict:
         return Verdict(approval, reason, rule, segments, hits, parse_error, unreadable)

@@ -128,15 +128,20 @@ class PolicyService:
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
     async def evaluate(
-        self, command: str, *, cwd: str | None = None, scripts: Sequence[str] = ()
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        scripts: Sequence[str] = (),
+        home: str | None = None,
     ) -> Verdict:
         # Parsing is CPU work that grows with the command (~10 ms at 64 KiB): long commands
         # are judged on a worker thread so that the event loop never stalls.
         document = self.document  # one version for the whole judgement
         if len(command) + sum(len(script) for script in scripts) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(document, command, cwd=cwd, scripts=scripts)
+            return evaluate(document, command, cwd=cwd, scripts=scripts, home=home)
         return await anyio.to_thread.run_sync(
-            lambda: evaluate(document, command, cwd=cwd, scripts=scripts)
+            lambda: evaluate(document, command, cwd=cwd, scripts=scripts, home=home)
         )
 
     def judge_env(self, names: Iterable[str]) -> EnvJudgement:
@@ -166,7 +171,8 @@ class PolicyService:
         the rewritten command and its directory, when there is one."""
         names = self.judge_env(env)
         scripts = env_scripts(env)
-        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts)
+        home = env.get("HOME") or None  # what `~` means to this command
+        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts, home=home)
         run_command, run_cwd = run or (command, cwd)
         if run_cwd is not None and judged_by_cwd(verdict.segments):
             # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
@@ -174,7 +180,7 @@ class PolicyService:
             # critical patterns judge both, the stricter verdict wins.
             real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
             if real != cwd or run_command != command:
-                other = await self.evaluate(run_command, cwd=real, scripts=scripts)
+                other = await self.evaluate(run_command, cwd=real, scripts=scripts, home=home)
                 if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
                     verdict = other
         return Judgement(verdict, names)

@@ -836,3 +836,30 @@ def test_a_leading_cd_is_followed_once_from_where_it_runs(fresh_server: LiveServ
         held = agent.post("/v1/executions", json={**body, "async": True}).json()
         assert (held["state"], held["cwd"]) == ("awaiting_approval", "/etc"), held
         assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+
+
+def test_a_home_the_env_sets_is_what_a_tilde_means_to_the_critical_patterns(
+    env_server: LiveServer,
+) -> None:
+    """`HOME=/` makes `~/etc` name `/etc`; it was judged as the server's own `~/etc`, a
+    harmless directory. `false &&` keeps the submitted commands from ever running."""
+    command = "false && rm -rf ~/etc"
+    with env_server.client(AGENT) as agent:
+        dry = agent.post(
+            "/v1/policy/evaluate", json={"command": command, "env": {"HOME": "/"}}
+        ).json()
+        assert (dry["verdict"], dry["critical_hits"]) == ("prompt", ["rm-recursive-root-or-home"])
+        held = agent.post(
+            "/v1/executions", json={"command": command, "env": {"HOME": "/"}, "async": True}
+        ).json()
+        assert held["state"] == "awaiting_approval", held
+        assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        session = agent.post("/v1/sessions", json={"env": {"HOME": "/"}}).json()["id"]
+        in_session = agent.post(
+            "/v1/executions", json={"command": command, "session": session, "async": True}
+        ).json()
+        assert in_session["state"] == "awaiting_approval", in_session
+        assert agent.post(f"/v1/executions/{in_session['id']}/cancel").status_code == 200
+        agent.delete(f"/v1/sessions/{session}")
+        plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert plain["verdict"] == "allow"
