@@ -183,12 +183,14 @@ def find_critical_hits(
     *,
     cwd: str | None = None,
     home: str | None = None,
+    cdpath: bool = False,
 ) -> list[str]:
     """Names of the critical patterns found in the raw command or in any segment.
 
     `cwd` is the directory the command starts in (None: unknown); a `cd` segment moves it for
     the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`. `home`: what
-    `~` and `$HOME` mean to the command when its env sets `HOME` (else the server's).
+    `~` and `$HOME` mean to the command when its env sets `HOME` (else the server's);
+    `cdpath`: its env sets `CDPATH`, so a `cd` to a plain relative name may lead anywhere.
     """
     if not command.strip():
         return []
@@ -201,7 +203,8 @@ def find_critical_hits(
         if any(keyword in folded for keyword in pattern.keywords)
         and any(pattern.regex.search(text) for text in texts)
     ]
-    hits.extend(name for name in _segment_hits(segments, cwd, home or _HOME) if name not in hits)
+    found = _segment_hits(segments, cwd, home or _HOME, cdpath)
+    hits.extend(name for name in found if name not in hits)
     return hits
 
 
@@ -275,10 +278,13 @@ def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
     return "/" + posixpath.normpath(path).lstrip("/")
 
 
-def _places(target: str, here: str | None, home: str) -> set[str | None]:
+def _places(target: str, here: str | None, home: str, cdpath: bool) -> set[str | None]:
     """Where `cd target` from `here` may lead. A climb (`..`) may have run more than once (in a
     loop, or repeated: the segments hold each text once), so every directory above it counts
-    too; a target the text does not name leads to an unknown directory."""
+    too; a target the text does not name leads to an unknown directory, and so does a plain
+    relative name while `CDPATH` is set (bash looks for it there first)."""
+    if cdpath and not target.startswith(("/", "./", "../", "~", "$")) and target not in (".", ".."):
+        return {_UNKNOWN, *_places(target, here, home, False)}
     if here == _UNKNOWN:
         there = _resolve(target, None, home)
         return {_UNKNOWN} if there is None else {there}
@@ -342,9 +348,11 @@ def judged_by_cwd(segments: Sequence[str]) -> bool:
     return any(segment.split(" ", 1)[0].rsplit("/", 1)[-1] in _CWD_COMMANDS for segment in segments)
 
 
-def _segment_hits(segments: Sequence[str], cwd: str | None, home: str) -> list[str]:
+def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: bool) -> list[str]:
     """Checks that need the words of each segment, and the directory it runs in."""
     hits: list[str] = []
+    # The command may set CDPATH itself (`export CDPATH=/; cd etc && …`).
+    cdpath = cdpath or any("CDPATH=" in segment for segment in segments)
     here: set[str | None] = {cwd}  # where the segment may run
     visited = set(here)
     for segment in segments:
@@ -361,7 +369,7 @@ def _segment_hits(segments: Sequence[str], cwd: str | None, home: str) -> list[s
                 # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
                 here = set(visited)
             else:
-                here = {place for now in here for place in _places(targets[0], now, home)}
+                here = {place for now in here for place in _places(targets[0], now, home, cdpath)}
             visited |= here
         elif name == "popd":
             here = set(visited)

@@ -291,6 +291,7 @@ def evaluate(
     cwd: str | None = None,
     scripts: Sequence[str] = (),
     home: str | None = None,
+    cdpath: bool = False,
 ) -> Verdict:
     """Decide allow / prompt / deny for one command; the first applicable rule wins.
 
@@ -305,11 +306,11 @@ def evaluate(
     (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), each judged as a
     command of its own: the strictest verdict wins, and their segments, critical hits and
     unreadable parts join the command's. `home`: the `HOME` the request's env sets, which is
-    what `~` means to the critical patterns.
+    what `~` means to the critical patterns; `cdpath`: its env sets `CDPATH`.
     """
-    verdict = _evaluate_text(policy, command, cwd, home)
+    verdict = _evaluate_text(policy, command, cwd, home, cdpath)
     for script in scripts:
-        other = _evaluate_text(policy, script, cwd, home)
+        other = _evaluate_text(policy, script, cwd, home, cdpath)
         strictest = other if _SEVERITY[other.approval] > _SEVERITY[verdict.approval] else verdict
         verdict = Verdict(
             strictest.approval,
@@ -327,7 +328,7 @@ def evaluate(
 
 
 def _evaluate_text(
-    policy: PolicyDocument, command: str, cwd: str | None, home: str | None
+    policy: PolicyDocument, command: str, cwd: str | None, home: str | None, cdpath: bool
 ) -> Verdict:
     normalized = normalize_whitespace(command)
     reading = read_command(command)
@@ -337,7 +338,7 @@ def _evaluate_text(
     broken = parse_error is not None or reading.limit_reached is not None
     controlled = broken or has_control_syntax(command)
     rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
-    hits = find_critical_hits(command, segments, cwd=cwd, home=home)
+    hits = find_critical_hits(command, segments, cwd=cwd, home=home, cdpath=cdpath)
 
     def verdict(approval: RuleAction, reason: str) -> Verdict:
         return Verdict(approval, reason, rule, segments, hits, parse_error, unreadable)

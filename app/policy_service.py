@@ -134,15 +134,18 @@ class PolicyService:
         cwd: str | None = None,
         scripts: Sequence[str] = (),
         home: str | None = None,
+        cdpath: bool = False,
     ) -> Verdict:
         # Parsing is CPU work that grows with the command (~10 ms at 64 KiB): long commands
         # are judged on a worker thread so that the event loop never stalls.
         document = self.document  # one version for the whole judgement
+
+        def judged() -> Verdict:
+            return evaluate(document, command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
+
         if len(command) + sum(len(script) for script in scripts) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(document, command, cwd=cwd, scripts=scripts, home=home)
-        return await anyio.to_thread.run_sync(
-            lambda: evaluate(document, command, cwd=cwd, scripts=scripts, home=home)
-        )
+            return judged()
+        return await anyio.to_thread.run_sync(judged)
 
     def judge_env(self, names: Iterable[str]) -> EnvJudgement:
         return judge_env(self.document.env, names)
@@ -172,7 +175,8 @@ class PolicyService:
         names = self.judge_env(env)
         scripts = env_scripts(env)
         home = env.get("HOME") or None  # what `~` means to this command
-        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts, home=home)
+        cdpath = bool(env.get("CDPATH"))
+        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
         run_command, run_cwd = run or (command, cwd)
         if run_cwd is not None and judged_by_cwd(verdict.segments):
             # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
@@ -180,7 +184,9 @@ class PolicyService:
             # critical patterns judge both, the stricter verdict wins.
             real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
             if real != cwd or run_command != command:
-                other = await self.evaluate(run_command, cwd=real, scripts=scripts, home=home)
+                other = await self.evaluate(
+                    run_command, cwd=real, scripts=scripts, home=home, cdpath=cdpath
+                )
                 if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
                     verdict = other
         return Judgement(verdict, names)

@@ -863,3 +863,26 @@ def test_a_home_the_env_sets_is_what_a_tilde_means_to_the_critical_patterns(
         agent.delete(f"/v1/sessions/{session}")
         plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
         assert plain["verdict"] == "allow"
+
+
+def test_a_cd_through_cdpath_may_lead_anywhere_for_the_critical_patterns(
+    env_server: LiveServer,
+) -> None:
+    """With `CDPATH=/` bash's `cd etc` goes to `/etc`; it was judged as `<cwd>/etc`.
+    `false &&` keeps the submitted commands from ever running."""
+    command = "true; cd etc && false && rm -rf ."
+    with env_server.client(AGENT) as agent:
+        for body in (
+            {"command": command, "env": {"CDPATH": "/"}},
+            {"command": f"export CDPATH=/; {command}"},
+        ):
+            dry = agent.post("/v1/policy/evaluate", json=body).json()
+            assert (dry["verdict"], dry["critical_hits"]) == (
+                "prompt",
+                ["rm-recursive-root-or-home"],
+            ), dry
+            held = agent.post("/v1/executions", json={**body, "async": True}).json()
+            assert held["state"] == "awaiting_approval", held
+            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert plain["verdict"] == "allow"
