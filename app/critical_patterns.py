@@ -20,6 +20,7 @@ __all__ = [
     "CriticalPattern",
     "find_critical_hits",
     "first_runner_critical_match",
+    "judged_by_cwd",
 ]
 
 
@@ -103,7 +104,7 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
         ("fork-bomb-any-name", _FORK_BOMB, 0, ("(", "function")),
         (
             "write-block-device",
-            r">\s*/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)",
+            r">[|&]?\s*/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)",
             _I,
             ("/dev/",),
         ),
@@ -121,7 +122,12 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
         ),
         ("shred-device", r"\bshred\b[^\n;&|]*?\s/dev/", _I, ("shred",)),
         ("cryptsetup", r"\bcryptsetup\b", _I, ("cryptsetup",)),
-        ("redirect-to-auth-file", r">\s*/etc/(?:passwd|shadow|sudoers)\b", _I, ("/etc/",)),
+        (
+            "redirect-to-auth-file",
+            r">[|&]?\s*/etc/(?:passwd|shadow|sudoers)\b",
+            _I,
+            ("/etc/",),
+        ),
         ("tee-to-auth-file", r"\btee\s+(?:-\S+\s+)*/etc/(?:passwd|shadow|sudoers)\b", _I, ("tee",)),
         (
             "fetch-piped-to-shell",
@@ -172,12 +178,19 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
 
 
 def find_critical_hits(
-    command: str, segments: Sequence[str] = (), *, cwd: str | None = None
+    command: str,
+    segments: Sequence[str] = (),
+    *,
+    cwd: str | None = None,
+    home: str | None = None,
+    cdpath: bool = False,
 ) -> list[str]:
     """Names of the critical patterns found in the raw command or in any segment.
 
     `cwd` is the directory the command starts in (None: unknown); a `cd` segment moves it for
-    the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`.
+    the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`. `home`: what
+    `~` and `$HOME` mean to the command when its env sets `HOME` (else the server's);
+    `cdpath`: its env sets `CDPATH`, so a `cd` to a plain relative name may lead anywhere.
     """
     if not command.strip():
         return []
@@ -190,7 +203,8 @@ def find_critical_hits(
         if any(keyword in folded for keyword in pattern.keywords)
         and any(pattern.regex.search(text) for text in texts)
     ]
-    hits.extend(name for name in _segment_hits(segments, cwd) if name not in hits)
+    found = _segment_hits(segments, cwd, home or _HOME, cdpath)
+    hits.extend(name for name in found if name not in hits)
     return hits
 
 
@@ -227,15 +241,25 @@ _SYSTEM_DIRS = frozenset(
     ]
 )
 _HOME_SPELLINGS = ("~", "$HOME", "${HOME}")
+# `${HOME:?}`, `${HOME:-x}`, `${HOME:=x}` (and without the colon) are $HOME itself, set as it is.
+_HOME_WITH_DEFAULT = re.compile(r"\$\{HOME:?[-=?][^}]*\}")
+_CWD_SPELLINGS = ("$PWD", "${PWD}")
 _TRAILING_GLOBS = ("/*", "/.*", "/{*,.*}", "/{.*,*}", "/**")
 _HOST_POWER = frozenset({"shutdown", "reboot", "poweroff", "halt"})
+# A directory the text does not name (`cd "$dir"`): it may be `/` or the home directory.
+_UNKNOWN = "\0unknown"
 
 
-def _resolve(path: str, cwd: str | None) -> str | None:
+def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
     """The absolute, normalised path a word names, or None when it depends on unknown state."""
+    path = _HOME_WITH_DEFAULT.sub(lambda _: "$HOME", path, count=1)
+    for spelling in _CWD_SPELLINGS:
+        if path == spelling or path.startswith(spelling + "/"):
+            path = "." + path[len(spelling) :]
+            break
     for spelling in _HOME_SPELLINGS:
         if path == spelling or path.startswith(spelling + "/"):
-            path = _HOME + path[len(spelling) :]
+            path = home + path[len(spelling) :]
             break
     else:
         if path.startswith("~"):  # `~user`: some user's home
@@ -252,6 +276,38 @@ def _resolve(path: str, cwd: str | None) -> str | None:
             return None
         path = posixpath.join(cwd, path)
     return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def _places(target: str, here: str | None, home: str, cdpath: bool) -> set[str | None]:
+    """Where `cd target` from `here` may lead. A climb (`..`) may have run more than once (in a
+    loop, or repeated: the segments hold each text once), so every directory above it counts
+    too; a target the text does not name leads to an unknown directory, and so does a plain
+    relative name while `CDPATH` is set (bash looks for it there first)."""
+    if cdpath and not target.startswith(("/", "./", "../", "~", "$")) and target not in (".", ".."):
+        return {_UNKNOWN, *_places(target, here, home, False)}
+    if here == _UNKNOWN:
+        there = _resolve(target, None, home)
+        return {_UNKNOWN} if there is None else {there}
+    there = _resolve(target, here, home)
+    if there is None:
+        return {None} if here is None and "$" not in target and "`" not in target else {_UNKNOWN}
+    places: set[str | None] = {there}
+    if not target.startswith("/") and ".." in target.split("/"):
+        while there != "/":
+            there = posixpath.dirname(there)
+            places.add(there)
+    return places
+
+
+def _names_precious(target: str, places: set[str | None], home: str) -> bool:
+    """Whether `target`, from any of `places`, is the root, a home or a system directory."""
+    for here in places:
+        if here == _UNKNOWN:
+            if any(_is_precious(_resolve(target, guess, home)) for guess in ("/", home)):
+                return True
+        elif _is_precious(_resolve(target, here, home)):
+            return True
+    return False
 
 
 def _is_precious(path: str | None) -> bool:
@@ -284,24 +340,44 @@ def _recursive(words: Sequence[str]) -> bool:
     )
 
 
-def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
+_CWD_COMMANDS = frozenset({"rm", "chmod", "chown", "chgrp", "find", "cd", "pushd", "popd"})
+
+
+def judged_by_cwd(segments: Sequence[str]) -> bool:
+    """Whether the working directory can change what `find_critical_hits` finds here."""
+    return any(segment.split(" ", 1)[0].rsplit("/", 1)[-1] in _CWD_COMMANDS for segment in segments)
+
+
+def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: bool) -> list[str]:
     """Checks that need the words of each segment, and the directory it runs in."""
     hits: list[str] = []
-    here = cwd
+    # The command may set CDPATH itself (`export CDPATH=/; cd etc && …`).
+    cdpath = cdpath or any("CDPATH=" in segment for segment in segments)
+    here: set[str | None] = {cwd}  # where the segment may run
+    visited = set(here)
     for segment in segments:
         words = segment.split()
         if not words:
             continue
         name = words[0].rsplit("/", 1)[-1]
         args = words[1:]
-        if name == "cd":
+        if name in ("cd", "pushd"):
             targets = _operands(args)
-            here = _resolve(targets[0] if targets else "~", here)
+            if not targets and name == "cd":
+                here = {home}
+            elif not targets or targets[0] == "-" or targets[0].startswith("+"):
+                # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
+                here = set(visited)
+            else:
+                here = {place for now in here for place in _places(targets[0], now, home, cdpath)}
+            visited |= here
+        elif name == "popd":
+            here = set(visited)
         elif name == "rm" and _recursive(args):
-            if any(_is_precious(_resolve(target, here)) for target in _operands(args)):
+            if any(_names_precious(target, here, home) for target in _operands(args)):
                 hits.append("rm-recursive-root-or-home")
         elif name in ("chmod", "chown", "chgrp") and _recursive(args):
-            if any(_is_precious(_resolve(target, here)) for target in _operands(args)[1:]):
+            if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
                 hits.append("chmod-chown-recursive-root-or-home")
         elif name == "find" and (
             "-delete" in args
@@ -316,7 +392,7 @@ def _segment_hits(segments: Sequence[str], cwd: str | None) -> list[str]:
                 if arg.startswith(("-", "(", "!")):
                     break
                 roots.append(arg)
-            if any(_is_precious(_resolve(root, here)) for root in roots or ["."]):
+            if any(_names_precious(root, here, home) for root in roots or ["."]):
                 hits.append("find-delete-root-or-home")
         elif name in _HOST_POWER:
             hits.append("host-power")

@@ -175,6 +175,18 @@ def judge_env(rules: EnvRules, names: Iterable[str]) -> EnvJudgement:
     return EnvJudgement(tuple(verdicts))
 
 
+# What the kernel takes at exec: one `NAME=value` string of at most 128 KiB with its NUL
+# (MAX_ARG_STRLEN), all of them with the command within ARG_MAX (2 MiB as a rule, which the
+# host's environment and a session's copies of the call's values share). Beyond these the
+# spawn failed with E2BIG and left a `failed` record behind.
+# The session wrapper's own names (app/session_wrapper.sh): its inputs, among them the command
+# it runs, and its variables, among them where it writes the session's state. A caller's
+# `__SHELLGATE_COMMAND` ran in place of the command the policy judged.
+RESERVED_ENV_PREFIXES = ("__SHELLGATE_", "__shellgate_")
+ENV_ENTRY_MAX_BYTES = 128 * 1024 - 1
+ENV_MAX_BYTES = 512 * 1024
+
+
 def validate_env(env: dict[str, str] | None) -> None:
     """The shape every request's `env` must have (before any rule looks at it)."""
     if env is not None and len(env) > MAX_ENV_NAMES:
@@ -182,8 +194,22 @@ def validate_env(env: dict[str, str] | None) -> None:
             f"env has {len(env)} names; the limit is {MAX_ENV_NAMES}",
             details={"max_env_names": MAX_ENV_NAMES},
         )
+    total = 0
     for key, value in (env or {}).items():
         if not ENV_NAME.match(key):
             raise InvalidRequestError(f"Invalid bash env name: {key}")
+        if key.startswith(RESERVED_ENV_PREFIXES):
+            raise InvalidRequestError(
+                f"env name {key} is reserved: names starting with __SHELLGATE_ or __shellgate_ "
+                "are the server's own"
+            )
         if "\0" in value:
             raise InvalidRequestError(f"env value of {key} must not contain a NUL byte")
+        size = len(key) + 1 + len(value.encode("utf-8", "surrogatepass"))
+        if size > ENV_ENTRY_MAX_BYTES:
+            raise InvalidRequestError(
+                f"env entry {key} is {size} bytes; the limit is {ENV_ENTRY_MAX_BYTES} bytes"
+            )
+        total += size + 1
+    if total > ENV_MAX_BYTES:
+        raise InvalidRequestError(f"env is {total} bytes; the limit is {ENV_MAX_BYTES} bytes")

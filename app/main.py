@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
 
 from app import __version__
+from app.api.body_limit import LimitRequestBodies
 from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
 from app.api.hot_routes import LeanHotRoutes
@@ -35,6 +36,7 @@ from app.observability.tracing import Tracing
 from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
 from app.stop_signal import StopSignal
+from app.strict_json import json_body_limit
 
 logger = logging.getLogger("shellgate")
 
@@ -147,10 +149,15 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             ],
         )
     install_error_handlers(app)
-    # Inside the request middleware: a refusal while stopping gets its request id and log line.
-    app.add_middleware(RefuseNewWorkWhileStopping)
     # What needs another replica's process goes there (app/cluster/forwarding.py).
     app.add_middleware(ForwardToOwner)
+    # A body has a size cap, checked before anything reads it (FastAPI parses a body before
+    # the token's check, forwarding reads a submit's): app/api/body_limit.py.
+    app.add_middleware(LimitRequestBodies, max_bytes=json_body_limit(settings.max_command_bytes))
+    # Inside the request middleware: a refusal while stopping gets its request id and log line;
+    # outside the others, so that a request cut short by the stop (its body still arriving, or
+    # on its way to another replica) is answered too.
+    app.add_middleware(RefuseNewWorkWhileStopping)
     # Outermost but for the tracing middleware: the request id is set before anything logs.
     app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
     tracing.instrument(app)

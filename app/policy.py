@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Protocol
@@ -250,17 +250,31 @@ class Verdict:
     unreadable_reasons: list[str] = field(default_factory=list)
 
 
+def _vouched_for(rules: Sequence[PolicyRule], segments: Sequence[str]) -> bool:
+    """Every command the reader found in a simple command — what a wrapper, `find -exec` or
+    an option (`git -c core.pager=…`, `bash -c`) runs besides it — matches an allow rule."""
+    allows = [_compile_glob(rule.match) for rule in rules if rule.approval is RuleAction.allow]
+    return all(any(matches(segment) for matches in allows) for segment in segments)
+
+
 def _first_applicable_rule(
     rules: Sequence[PolicyRule], normalized: str, segments: Sequence[str], controlled: bool
 ) -> PolicyRule | None:
     if not normalized:
         return None
+    vouched: bool | None = None
     for rule in rules:
         matches = _compile_glob(rule.match)
         if matches(normalized):
-            # An allow must vouch for everything the shell will run, so never for compound text.
-            if rule.approval is not RuleAction.allow or not controlled:
+            # An allow must vouch for everything that will run: never for compound text, and
+            # only when every command found inside is allowed too (`timeout 5 x` runs `x`).
+            if rule.approval is not RuleAction.allow:
                 return rule
+            if not controlled:
+                if vouched is None:
+                    vouched = _vouched_for(rules, segments)
+                if vouched:
+                    return rule
         elif rule.approval is not RuleAction.allow:
             for segment in segments:
                 if matches(segment):
@@ -280,7 +294,10 @@ def evaluate(
     command: str,
     *,
     cwd: str | None = None,
-    reading: CommandReading | None = None,
+    scripts: Sequence[str] = (),
+    home: str | None = None,
+    cdpath: bool = False,
+    readings: Mapping[str, CommandReading] | None = None,
 ) -> Verdict:
     """Decide allow / prompt / deny for one command; the first applicable rule wins.
 
@@ -291,9 +308,42 @@ def evaluate(
     something to hide from, the outcome is raised to `policy.unreadable`; text that cannot be
     parsed at all, or that reaches a limit of the reader, is never allowed, whatever the
     policy. `cwd` is the directory the command runs in, for the critical patterns (`rm -rf .`
-    in `/`); None when unknown. `reading` is `read_command(command)` when the caller has it
-    already (read in a process of its own: `app.policy_reader`).
+    in `/`); None when unknown. `scripts`: shell text the command's programs run besides it
+    (env values such as `GIT_EXTERNAL_DIFF`, `app.shell_syntax.env_scripts`), each judged as a
+    command of its own: the strictest verdict wins, and their segments, critical hits and
+    unreadable parts join the command's. `home`: the `HOME` the request's env sets, which is
+    what `~` means to the critical patterns; `cdpath`: its env sets `CDPATH`. `readings`:
+    `read_command` of some of these texts, when the caller has them already (read in a process
+    of their own: `app.policy_reader`).
     """
+    known = readings or {}
+    verdict = _evaluate_text(policy, command, cwd, home, cdpath, known.get(command))
+    for script in scripts:
+        other = _evaluate_text(policy, script, cwd, home, cdpath, known.get(script))
+        strictest = other if _SEVERITY[other.approval] > _SEVERITY[verdict.approval] else verdict
+        verdict = Verdict(
+            strictest.approval,
+            strictest.reason,
+            strictest.matched_rule,
+            [*verdict.segments, *other.segments],
+            [
+                *verdict.critical_hits,
+                *(h for h in other.critical_hits if h not in verdict.critical_hits),
+            ],
+            verdict.parse_error or other.parse_error,
+            [*verdict.unreadable_reasons, *other.unreadable_reasons],
+        )
+    return verdict
+
+
+def _evaluate_text(
+    policy: PolicyDocument,
+    command: str,
+    cwd: str | None,
+    home: str | None,
+    cdpath: bool,
+    reading: CommandReading | None,
+) -> Verdict:
     normalized = normalize_whitespace(command)
     if reading is None:
         reading = read_command(command)
@@ -303,7 +353,7 @@ def evaluate(
     broken = parse_error is not None or reading.limit_reached is not None
     controlled = broken or has_control_syntax(command)
     rule = _first_applicable_rule(policy.rules, normalized, segments, controlled)
-    hits = find_critical_hits(command, segments, cwd=cwd)
+    hits = find_critical_hits(command, segments, cwd=cwd, home=home, cdpath=cdpath)
 
     def verdict(approval: RuleAction, reason: str) -> Verdict:
         return Verdict(approval, reason, rule, segments, hits, parse_error, unreadable)

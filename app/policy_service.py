@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+import os
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from app import crud
+from app.critical_patterns import judged_by_cwd
 from app.db import Database
 from app.env_policy import EnvJudgement, judge_env, validate_env
 from app.errors import InvalidRequestError, PolicyDeniedError
@@ -35,7 +37,7 @@ from app.schemas import (
     PolicyEvaluation,
     PolicyVersionPublic,
 )
-from app.shell_syntax import extract_leading_cd
+from app.shell_syntax import env_scripts, extract_leading_cd
 from app.timestamps import aware_utc
 from app.working_directory import working_directory
 
@@ -130,16 +132,34 @@ class PolicyService:
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
-    async def evaluate(self, command: str, *, cwd: str | None = None) -> Verdict:
-        # Parsing is CPU work that grows with the command, superlinearly on some text, and
-        # holds the interpreter lock: a long command is read in a child process, bounded in
-        # time and memory, and the rest of the judgement runs on a worker thread.
+    async def evaluate(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        scripts: Sequence[str] = (),
+        home: str | None = None,
+        cdpath: bool = False,
+    ) -> Verdict:
+        # Parsing is CPU work that grows with the text, superlinearly on some, and holds the
+        # interpreter lock: past the inline size every text (the command and the scripts its
+        # env hands programs) is read in a child process, bounded in time and memory, and the
+        # rest of the judgement runs on a worker thread.
         document = self.document  # one version for the whole judgement
-        if len(command) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(document, command, cwd=cwd)
-        reading = await self._readers.read(command)
+        texts = (command, *scripts)
+        if sum(len(text) for text in texts) <= INLINE_EVALUATION_MAX_CHARS:
+            return evaluate(document, command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
+        readings = {text: await self._readers.read(text) for text in dict.fromkeys(texts)}
         return await anyio.to_thread.run_sync(
-            lambda: evaluate(document, command, cwd=cwd, reading=reading)
+            lambda: evaluate(
+                document,
+                command,
+                cwd=cwd,
+                scripts=scripts,
+                home=home,
+                cdpath=cdpath,
+                readings=readings,
+            )
         )
 
     async def close(self) -> None:
@@ -159,11 +179,36 @@ class PolicyService:
             )
 
     async def judge(
-        self, command: str, *, env_names: Iterable[str], cwd: str | None = None
+        self,
+        command: str,
+        *,
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        run: tuple[str, str] | None = None,
     ) -> Judgement:
-        """The command and every env name of a request, under the policy in force now."""
-        env = self.judge_env(env_names)
-        return Judgement(await self.evaluate(command, cwd=cwd), env)
+        """The command and every env name of a request, under the policy in force now; the
+        values a program runs as shell text (`GIT_EXTERNAL_DIFF`, `PAGER`, …) are read with
+        the command, as they would be in its own text. `cwd`: where the command starts (for
+        a command whose leading `cd` was rewritten, the directory before that `cd`); `run`:
+        the rewritten command and its directory, when there is one."""
+        names = self.judge_env(env)
+        scripts = env_scripts(env)
+        home = env.get("HOME") or None  # what `~` means to this command
+        cdpath = bool(env.get("CDPATH"))
+        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
+        run_command, run_cwd = run or (command, cwd)
+        if run_cwd is not None and judged_by_cwd(verdict.segments):
+            # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
+            # directory with the symlinks followed (`cd link-to-root && rm -rf .`); the
+            # critical patterns judge both, the stricter verdict wins.
+            real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
+            if real != cwd or run_command != command:
+                other = await self.evaluate(
+                    run_command, cwd=real, scripts=scripts, home=home, cdpath=cdpath
+                )
+                if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
+                    verdict = other
+        return Judgement(verdict, names)
 
     async def dry_run(
         self, request: PolicyEvaluate, *, max_command_bytes: int, workspace: Path
@@ -176,7 +221,13 @@ class PolicyService:
         leading = None if request.cwd else extract_leading_cd(request.command)
         cwd_request = request.cwd or (leading.target if leading else None)
         cwd = working_directory(cwd_request, str(workspace))
-        judgement = await self.judge(request.command, env_names=request.env or {}, cwd=cwd)
+        start = working_directory(None, str(workspace)) if leading else cwd
+        judgement = await self.judge(
+            request.command,
+            env=request.env or {},
+            cwd=start,
+            run=(leading.rest, cwd) if leading else None,
+        )
         verdict = judgement.command
         interception = None
         if judgement.approval is not RuleAction.deny:

@@ -41,7 +41,12 @@ if [[ -n ${__SHELLGATE_STATE-} && -r $__SHELLGATE_STATE ]]; then
     done
   fi
 fi
+# Read before the call's env is applied: no name of it may stand in for the wrapper's own
+# (the server refuses such names; this keeps the wrapper safe on its own).
+# shellcheck disable=SC2153
+__shellgate_command=$__SHELLGATE_COMMAND
 for __shellgate_name in ${__SHELLGATE_CALL_KEYS-}; do
+  case $__shellgate_name in __SHELLGATE_* | __shellgate_*) continue ;; esac
   __shellgate_value=__SHELLGATE_CALL_$__shellgate_name
   if [[ -v $__shellgate_name ]]; then
     __shellgate_before[$__shellgate_name]=${!__shellgate_name}
@@ -50,8 +55,6 @@ for __shellgate_name in ${__SHELLGATE_CALL_KEYS-}; do
   export "$__shellgate_name=${!__shellgate_value}"
   unset -v "$__shellgate_value"
 done
-# shellcheck disable=SC2153
-__shellgate_command=$__SHELLGATE_COMMAND
 unset -v __SHELLGATE_COMMAND __SHELLGATE_SAVE_TO __SHELLGATE_STATE __SHELLGATE_CALL_KEYS \
   __SHELLGATE_SCRATCH __shellgate_name __shellgate_value __shellgate_kept
 if [[ -n $__shellgate_save_to ]] && builtin declare -px >"$__shellgate_scratch"; then

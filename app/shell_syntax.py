@@ -26,7 +26,7 @@ import itertools
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import tree_sitter
@@ -38,6 +38,7 @@ __all__ = [
     "LeadingCd",
     "UnparseableCommandError",
     "clear_segment_cache",
+    "env_scripts",
     "extract_leading_cd",
     "flat_segments",
     "has_control_syntax",
@@ -90,6 +91,14 @@ _REASONS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 # rules still see it) and is marked as never allowable.
 _LIMITS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
     "shell_syntax_limits", default=None
+)
+
+
+# Aliases the current command defines (name → value as written): bash pastes a value in front
+# of the words that follow the name where it is used, so `alias t='rm -rf'` then `t /x` runs
+# `rm -rf /x`, a text no single segment holds. `_read` reads each use again, expanded.
+_ALIASES: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "shell_syntax_aliases", default=None
 )
 
 
@@ -1072,6 +1081,9 @@ class _TreeReader:
         # the `-`): every byte that is not blank must lie in a token, else the parse is refused.
         self.cursor = 0
         self.dropped_text = False
+        # The grammar reads the `0` of `0<` / `0>` as an argument (`bash 0< <(…)` looked like
+        # `bash` running a script file `0`): start byte of the redirect → its descriptor.
+        self.io_numbers: dict[int, str] = {}
 
     def cover(self, node: tree_sitter.Node) -> None:
         if self.source[self.cursor : node.start_byte].strip(b" \t\r\n\\"):
@@ -1156,6 +1168,17 @@ class _TreeReader:
                 self.redirect(child, command, depth)
             elif kind == "comment":
                 continue
+            elif (
+                kind == "number"
+                and self.text(child).isdigit()
+                and self.source[child.end_byte : child.end_byte + 1] in (b"<", b">")
+                and (
+                    not pieces
+                    or self.source[pieces[-1][1] : child.start_byte].replace(b"\\\n", b"")
+                )
+            ):
+                # Digits that touch `<` or `>` are the redirect's descriptor, as bash reads them.
+                self.io_numbers[child.end_byte] = self.text(child)
             else:
                 if kind == "variable_assignment":
                     self.assignment(child)
@@ -1222,7 +1245,7 @@ class _TreeReader:
         if node.type == "heredoc_redirect":
             self.heredoc(node, command, depth)
             return
-        fd = ""
+        fd = self.io_numbers.get(node.start_byte, "")
         op = ""
         target: ShellWord | None = None
         for child in node.children:
@@ -1401,6 +1424,40 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "noglob": _Wrapper(),
     "screen": _Wrapper(short_with_arg="SclpThtsXe"),
     "nocorrect": _Wrapper(),
+    "prlimit": _Wrapper(short_with_arg="p", long_with_arg=frozenset({"--pid", "--output"})),
+    "setpriv": _Wrapper(
+        long_with_arg=frozenset(
+            {
+                "--reuid",
+                "--regid",
+                "--ruid",
+                "--rgid",
+                "--euid",
+                "--egid",
+                "--groups",
+                "--inh-caps",
+                "--ambient-caps",
+                "--bounding-set",
+                "--securebits",
+                "--pdeathsig",
+                "--selinux-label",
+                "--apparmor-profile",
+            }
+        )
+    ),
+    "setarch": _Wrapper(positional=1),
+    "linux32": _Wrapper(),
+    "linux64": _Wrapper(),
+    "valgrind": _Wrapper(),
+    "firejail": _Wrapper(),
+    "cgexec": _Wrapper(short_with_arg="g"),
+    "rlwrap": _Wrapper(short_with_arg="bCDefgHlpPqsStwz"),
+    "daemonize": _Wrapper(short_with_arg="ceEoplu"),
+    "ssh-agent": _Wrapper(short_with_arg="aEPt"),
+    "dbus-launch": _Wrapper(),
+    "entr": _Wrapper(),
+    "tsp": _Wrapper(short_with_arg="LND"),
+    "nq": _Wrapper(),
 }
 # Runners whose first word after the subcommand is the command they run.
 _SUBCOMMAND_RUNNERS = {
@@ -1449,6 +1506,17 @@ _CODE_VARIABLE_NAMES = (
     "BROWSER",
 )
 _CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+
+
+def env_scripts(env: Mapping[str, str]) -> list[str]:
+    """The values of a request's `env` that a program runs as shell text (`GIT_EXTERNAL_DIFF`,
+    `PAGER`, …): the variables this reader reads as code in a command's own assignments, so
+    that a request's env is no way around what its text would be judged for."""
+    return [value for name, value in env.items() if name in _CODE_VARIABLE_NAMES and value]
+
+
+# Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
+_SCRIPT_PATH_VARIABLES = tuple(f"{name}{op}" for name in ("BASH_ENV", "ENV") for op in ("=", "+="))
 # `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
 _GIT_CODE_KEY = re.compile(
     r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"
@@ -1552,6 +1620,11 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
                 variants.append(words[rest:])
                 break
         inner = _skip_options(words, spec)
+        if inner and name == "xargs":
+            # Its replace-string stands for a line of its stdin (`xargs -I X bash -c X`).
+            replace = _xargs_replace(words[1 : len(words) - len(inner)])
+            if replace:
+                inner = [word.replace(replace, _XARGS_INPUT) for word in inner]
         if inner:
             variants.append(inner)
             if name == "xargs" and _XARGS_INPUT not in inner:
@@ -1568,6 +1641,16 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
         if respaced and respaced != words:
             variants.append(respaced)
     return variants
+
+
+def _xargs_replace(options: list[str]) -> str | None:
+    """The replace-string of xargs' options (`-I X`, `-iX`, `--replace`), if any."""
+    for option in options:
+        if option in ("-i", "--replace"):
+            return "{}"
+        if option.startswith("-i") and not option.startswith("--"):
+            return option[2:]
+    return _option_value(options, "-I", "--replace")
 
 
 def _option_value(args: list[str], short: str, long: str) -> str | None:
@@ -1593,8 +1676,9 @@ def _cluster_value(args: list[str], letter: str, long: str) -> str | None:
 
 
 def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
-    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any)."""
-    has_c = False
+    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any).
+    With `-s` the shell reads its script from stdin and every operand is an argument."""
+    has_c = has_s = False
     i = 0
     while i < len(args):
         arg = args[i]
@@ -1612,12 +1696,16 @@ def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
             letters = arg[1:]
             if arg[0] == "-" and "c" in letters:
                 has_c = True
+            if arg[0] == "-" and "s" in letters:
+                has_s = True
             i += 2 if letters[-1] in "oO" else 1
         else:
             break
     operand = args[i] if i < len(args) else None
     if has_c:
         return operand or "", None
+    if has_s:
+        return None, None
     return None, operand
 
 
@@ -1652,8 +1740,14 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
                     _note_unreadable("git -c sets a command built by expansion")
                 yield value.split("=", 1)[1].removeprefix("!")
     for word in words:
-        if word.startswith("BASH_CMDS["):
+        if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
             _note_unreadable("BASH_CMDS makes a command name run another program")
+        if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
+            _note_unreadable("BASH_ALIASES makes a command name run another command")
+        if word.startswith(_SCRIPT_PATH_VARIABLES) and _is_dynamic(word):
+            # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
+            variable = word.split("=", 1)[0].rstrip("+")
+            _note_unreadable(f"{variable} names a script built by expansion")
         if word.startswith(_CODE_VARIABLES):
             variable, value = word.split("=", 1)
             if _is_dynamic(word):
@@ -1671,7 +1765,8 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             yield from stdin_texts
         elif _is_dynamic(script_file):
             _note_unreadable(f"{name} reads a script from an expansion: {script_file}")
-    elif name == "eval" and args:
+    elif name == "eval" and args[args[:1] == ["--"] :]:
+        args = args[args[:1] == ["--"] :]  # `eval -- …`: bash's eval ends its options there
         if any(_is_dynamic(arg) for arg in args):
             _note_unreadable("eval of a non-literal argument")
         yield " ".join(args)
@@ -1683,11 +1778,15 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             yield from stdin_texts
     elif name == "alias":
         # An alias's value is code bash runs where the alias is used.
+        aliases = _ALIASES.get()
         for arg in args:
             if "=" in arg and not arg.startswith("-"):
                 if _is_dynamic(arg):
                     _note_unreadable("alias defined with a value built by expansion")
-                yield arg.split("=", 1)[1]
+                alias, value = arg.split("=", 1)
+                if aliases is not None:
+                    aliases[alias] = value
+                yield value
     elif name == "hash" and any(arg.startswith("-") and "p" in arg for arg in args):
         _note_unreadable("hash -p makes a command name run another program")
     elif name == "trap":
@@ -1716,10 +1815,14 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
 
 
 def _check_command_name(words: list[str]) -> None:
-    """Note a command whose name bash only knows at run time (`$x`, `$(…)`, a glob, braces)."""
+    """Note a command whose name bash only knows at run time (`$x`, `$(…)`, a glob, braces,
+    or the `{}` that `find -exec` and `xargs -I` fill in)."""
     for word in words:
         if _ASSIGNMENT_WORD.match(word):
             continue
+        if _XARGS_INPUT in word:
+            _note_unreadable(f"command name filled in at run time: {word}")
+            return
         if isinstance(word, ShellWord):
             if word.expanded:
                 _note_unreadable(f"command name built by expansion: {word}")
@@ -1855,6 +1958,8 @@ def _shell_reads_stdin(words: list[str]) -> bool:
             script, script_file = _shell_script(current[1:])
             if script is None and (script_file is None or _names_stdin(script_file)):
                 return True
+            if script is not None and _XARGS_INPUT in script:
+                return True  # `… | xargs -I{} bash -c {}`: the script is a line of the pipe
         elif _sources_stdin(name, current[1:]) or _stdin_runner(name, current[1:]):
             return True
         queue.extend(_unwrapped(current))
@@ -1872,13 +1977,25 @@ def _stdin_runner(name: str, args: list[str]) -> bool:
     return name != "crontab" or not args or "-" in args
 
 
+# Words of one command upstream of a shell reading its stdin that are read as its script.
+_MAX_PIPED_WORDS = 64
+
+
 def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[str]:
     """When a shell runs its stdin (`cat <<EOF | sh`, `echo 'rm -rf x' | bash`), any word or
     here-doc body upstream may be its script: read each as one. This can only add segments, so
     deny/prompt get stricter and nothing becomes allowed."""
     segments: list[str] = []
     for command in commands:
-        for text in [*command.stdin_texts, *command.words[1:]]:
+        arguments = command.words[1:]
+        if len(arguments) > _MAX_PIPED_WORDS:
+            if not _note_limit("too many words upstream of a shell reading its stdin"):
+                raise _LimitError("too many words upstream of a shell reading its stdin")
+            arguments = arguments[:_MAX_PIPED_WORDS]
+        # What `echo rm -rf x` prints is one line of words: each run of the words up to the
+        # last is read too (`printf '%s ' rm -rf x` skips its format that way).
+        runs = [" ".join(arguments[i:]) for i in range(len(arguments) - 1)]
+        for text in [*command.stdin_texts, *arguments, *runs]:
             try:
                 segments.extend(_strict_segments(text, depth + 1))
             except _LimitError:
@@ -1893,13 +2010,70 @@ def _piped_script_segments(commands: list[_SimpleCommand], depth: int) -> list[s
 _CACHED_COMMAND_MAX_CHARS = 2048
 
 
+# How many alias uses `_alias_uses` reads again (each one a script read of its own).
+_MAX_ALIAS_USES = 256
+
+
+def _expand_alias_use(
+    words: list[str], aliases: dict[str, str], used: frozenset[str]
+) -> tuple[str, frozenset[str]] | None:
+    """The text bash runs for a segment whose command name is an alias, and the aliases pasted
+    so far, or None. A value that ends in a blank makes the next word an alias too
+    (`alias s='sudo '`); an alias is never pasted into its own expansion, as in bash."""
+    out: list[str] = []
+    i = 0
+    while i < len(words) and words[i] in aliases and words[i] not in used:
+        used |= {words[i]}
+        value = aliases[words[i]]
+        out.append(value)
+        i += 1
+        if not value[-1:].isspace():
+            break
+    if not out:
+        return None
+    return " ".join([*out, *words[i:]]), used
+
+
+def _alias_uses(segments: Sequence[str], aliases: dict[str, str]) -> list[str]:
+    """Each segment whose command name is an alias this command defined, read again with the
+    alias's value pasted in, as bash reads it (also where bash would not expand: only stricter)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    queue = deque((segment, frozenset[str]()) for segment in segments)
+    while queue:
+        segment, used = queue.popleft()
+        expansion = _expand_alias_use(segment.split(" "), aliases, used)
+        if expansion is None or expansion[0] in seen:
+            continue
+        expanded, used = expansion
+        if len(seen) >= _MAX_ALIAS_USES:
+            if not _note_limit("too many alias uses to read"):
+                raise _LimitError("too many alias uses to read")
+            break
+        seen.add(expanded)
+        out.append(normalize_whitespace(expanded))
+        try:
+            found = _strict_segments(expanded, 1)
+        except _LimitError:
+            raise
+        except UnparseableCommandError:
+            found = rough_segments(expanded)
+        out.extend(found)
+        queue.extend((inner, used) for inner in found)  # an alias used in another's value
+    return out
+
+
 def _read(command: str) -> CommandReading:
     reasons: list[str] = []
     limits: list[str] = []
+    aliases: dict[str, str] = {}
     token = _REASONS.set(reasons)
     limits_token = _LIMITS.set(limits)
+    aliases_token = _ALIASES.set(aliases)
     try:
         segments = _strict_segments(command, 0)
+        if aliases:
+            segments = _dedupe([*segments, *_alias_uses(segments, aliases)])
     except _LimitError as exc:
         why = f"{exc} (a limit of the reader)"
         return CommandReading(tuple(rough_segments(command)), (why,), None, str(exc))
@@ -1909,6 +2083,7 @@ def _read(command: str) -> CommandReading:
     finally:
         _REASONS.reset(token)
         _LIMITS.reset(limits_token)
+        _ALIASES.reset(aliases_token)
     if limits:
         noted = tuple(f"{why} (a limit of the reader)" for why in limits)
         return CommandReading(tuple(segments), (*noted, *reasons), None, limits[0])

@@ -326,7 +326,8 @@ def parse_offset(raw: str | None) -> int:
     """The `?offset=` of a stream: a non-negative integer (default 0)."""
     if raw is None or raw == "":
         return 0
-    if not raw.isascii() or not raw.isdigit():
+    # 4300 digits and more are beyond `int()` (it raised out of the handshake, no close frame).
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 4000:
         raise InvalidRequestError(f"offset must be a non-negative integer, got {raw[:40]!r}")
     return int(raw)
 

@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any
 
+from app.env_policy import ENV_MAX_BYTES
+
 # Deeper nesting is no request this API takes; it would only cost recursion.
 MAX_DEPTH = 64
 # Nor more arrays and objects: each costs the parser ~0.25 µs on the event loop, and a body of
@@ -26,15 +28,16 @@ MAX_CONTAINERS = 10_000
 MAX_MEMBERS = 10_000
 
 
-# Room for the largest field any request has besides the command: an input frame's 1 MiB.
+# Room for the largest field any request has besides the command and the env: an input
+# frame's 1 MiB.
 _BODY_ROOM = 1024 * 1024
 
 
 def json_body_limit(max_command_bytes: int) -> int:
-    """The largest JSON request body, or WebSocket frame, taken: 1 MiB, plus a command at its
-    size limit written all in `\\u00XX` escapes (6 bytes each); 1.375 MiB with the default
-    64 KiB commands."""
-    return _BODY_ROOM + 6 * max_command_bytes
+    """The largest JSON request body, or WebSocket frame, taken: 1 MiB, plus a command and an
+    env at their size limits written all in `\\u00XX` escapes (6 bytes each); 4.375 MiB with
+    the default 64 KiB commands."""
+    return _BODY_ROOM + 6 * (max_command_bytes + ENV_MAX_BYTES)
 
 
 class TooManyValuesError(json.JSONDecodeError):

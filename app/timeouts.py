@@ -30,8 +30,12 @@ def format_seconds(value: float) -> str:
 
 def resolve_timeout(requested: float, *, global_max: float = 0) -> ResolvedTimeout:
     if requested == 0:
-        return ResolvedTimeout(seconds=None, requested=0)
-    capped = min(requested, global_max) if global_max > 0 else requested
+        if global_max <= 0:
+            return ResolvedTimeout(seconds=None, requested=0)
+        # Under a server ceiling `0` ("no deadline") gets the ceiling: it is a limit.
+        capped = global_max
+    else:
+        capped = min(requested, global_max) if global_max > 0 else requested
     effective = max(MIN_TIMEOUT, min(MAX_TIMEOUT, capped))
     notices = []
     if effective != requested:

@@ -299,6 +299,35 @@ BYPASS_FORMS: list[str] = [
     f"echo '* * * * * {L}' | crontab -",
     f"screen -dmS s {L}",
     f"tmux new-session -d '{L}'",
+    # a shell's stdin named by its descriptor (the grammar read `0` as an argument), `eval --`,
+    # and the script a shell sources first given by a process substitution
+    f"bash 0< <(echo {L})",
+    f"bash 0<<< '{L}'",
+    f"bash -s 0< <(echo {L})",
+    f"echo {L} | bash 0<&0",
+    f"eval -- '{L}'",
+    f"BASH_ENV=<(echo {L}) bash -c true",
+    f"ENV=<(echo {L}) sh -c true",
+    f"echo {L} | bash -s -- x",
+    # more programs that run the command on their command line
+    f"prlimit --nofile=10 {L}",
+    f"setpriv --reuid 1000 {L}",
+    f"setarch x86_64 {L}",
+    f"linux64 {L}",
+    f"valgrind -q {L}",
+    f"firejail --quiet {L}",
+    f"cgexec -g cpu:x {L}",
+    f"rlwrap -s 10 {L}",
+    f"daemonize -c /tmp {L}",
+    f"ssh-agent {L}",
+    f"dbus-launch {L}",
+    f"tsp -L x {L}",
+    f"nq {L}",
+    # a command name filled in at run time, an alias made through BASH_ALIASES
+    f"find / -name {L} -exec {{}} \\;",
+    f"ls | xargs -I% % {L}",
+    f"shopt -s expand_aliases\nBASH_ALIASES+=([zz]={L})\nzz",
+    f"shopt -s expand_aliases\ndeclare -A BASH_ALIASES=([zz]={L})\nzz",
 ]
 
 # Real-world commands an agent runs; all must stay `allow` under the realistic policy.

@@ -294,6 +294,74 @@ def test_deny_buried_in_compound_command_item_51(command: str) -> None:
     assert verdict.approval is RuleAction.deny
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "shopt -s expand_aliases\nalias t='rm -rf'\nt /tmp/x",
+        "alias t='rm -rf '; t /tmp/x",
+        "alias r='rm ' f='-rf'; r f /tmp/x",
+        "alias s='sudo ' t='rm -rf'; s t /tmp/x",
+        "alias a=b b='rm -rf'; a /tmp/x",
+    ],
+)
+def test_deny_sees_an_alias_pasted_in_front_of_its_arguments(command: str) -> None:
+    # Bash pastes an alias's value before the words where it is used (sessions always expand
+    # aliases): `rm -rf /tmp/x` is in no segment as written, only once the alias is expanded.
+    verdict = evaluate(policy(("rm -rf /*", "deny")), command)
+    assert verdict.approval is RuleAction.deny
+    assert "rm -rf /tmp/x" in verdict.segments
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo rm -rf build | bash",
+        "printf '%s ' rm -rf build | bash",
+        "echo -n rm -rf build | env bash",
+        "echo rm -rf build | xargs -I{} bash -c {}",
+        "echo rm -rf build | xargs -I X sh -c X",
+        "echo rm -rf build | xargs -d '\\n' bash -c",
+        # `-s`: the script is stdin, `x` an argument (it was read as a script file)
+        "echo rm -rf build | bash -s -- x",
+        "bash -s x <<< 'rm -rf build'",
+    ],
+)
+def test_deny_sees_the_words_a_shell_reads_from_a_pipe_as_one_line(command: str) -> None:
+    # `echo rm -rf build` prints one line; each word alone (`rm`, `-rf`) matched nothing.
+    verdict = evaluate(policy(("rm -rf *", "deny")), command)
+    assert verdict.approval is RuleAction.deny, verdict.segments
+
+
+def test_an_alias_of_its_own_name_is_pasted_once_and_stays_readable() -> None:
+    verdict = evaluate(policy(("rm -rf /*", "deny")), "alias ls='ls -F' ll='ls -l'; ll x")
+    assert (verdict.approval, verdict.unreadable_reasons) == (RuleAction.allow, [])
+    assert "ls -F -l x" in verdict.segments
+
+
+def test_a_script_an_env_value_hands_a_program_is_judged_as_a_command_of_its_own() -> None:
+    allowlist = PolicyDocument.model_validate(
+        {
+            "default": "prompt",
+            "rules": [
+                {"match": "rm -rf *", "approval": "deny"},
+                {"match": "git *", "approval": "allow"},
+                {"match": "less*", "approval": "allow"},
+            ],
+        }
+    )
+    assert evaluate(allowlist, "git log", scripts=["less -R"]).approval is RuleAction.allow
+    unknown = evaluate(allowlist, "git log", scripts=["vim"])
+    assert (unknown.approval, unknown.reason) == (
+        RuleAction.prompt,
+        "No rule matched; default prompt",
+    )
+    denied = evaluate(allowlist, "git diff", scripts=["true; rm -rf build"])
+    assert (denied.approval, denied.matched_rule) == (RuleAction.deny, allowlist.rules[0])
+    assert "rm -rf build" in denied.segments
+    critical = evaluate(policy(), "git diff", scripts=["rm -rf /"])
+    assert critical.approval is RuleAction.prompt and critical.critical_hits
+
+
 def test_deny_for_absolute_targets_ignores_relative_ones_item_51() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "cd /tmp && rm -rf relative-dir")
     assert verdict.approval is RuleAction.allow
@@ -350,6 +418,42 @@ def test_allow_prefix_bypasses_are_never_allowed_item_52(command: str) -> None:
 def test_whitespace_variants_and_quoted_metacharacters_are_allowed_item_52(command: str) -> None:
     verdict = evaluate(policy(("git *", "allow"), default="prompt"), command)
     assert verdict.approval is RuleAction.allow
+
+
+ALLOWLIST = (
+    ("git *", "allow"),
+    ("find *", "allow"),
+    ("timeout *", "allow"),
+    ("xargs *", "allow"),
+    ("make *", "allow"),
+    ("less*", "allow"),
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.x=!launchmissiles x",
+        "git -c core.pager=launchmissiles -p log",
+        "git -c core.sshCommand=launchmissiles fetch",
+        "find . -maxdepth 0 -execdir launchmissiles {} +",
+        "timeout 5 launchmissiles",
+        "xargs launchmissiles",
+    ],
+)
+def test_an_allow_rule_vouches_only_for_what_it_and_the_other_allows_cover(command: str) -> None:
+    # `git *` allowed git; git then ran a program no allow rule names.
+    verdict = evaluate(policy(*ALLOWLIST, default="deny"), command)
+    assert (verdict.approval, verdict.reason) == (RuleAction.deny, "No rule matched; default deny")
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git -c core.pager=less -p log", "timeout 5 make test", "git status", "git log -n 3"],
+)
+def test_an_allow_rule_still_vouches_when_every_inner_command_is_allowed(command: str) -> None:
+    verdict = evaluate(policy(*ALLOWLIST, default="deny"), command)
+    assert verdict.approval is RuleAction.allow, verdict.segments
 
 
 def test_quoted_metacharacters_in_cargo_bench_are_allowed() -> None:

@@ -87,6 +87,50 @@ def test_critical_patterns_are_judged_against_the_effective_cwd(command: str, cw
     assert evaluate(ALLOW_ALL, command, cwd="/srv/project/build").approval is RuleAction.allow
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        # The segments hold `cd ..` once: the second climb went unseen, `/` read as /srv.
+        "cd .. && cd .. && rm -rf .",
+        "for i in 1 2 3; do cd ..; done; rm -rf .",
+        "pushd / && rm -rf .",
+        "cd / && cd /tmp && cd - && rm -rf .",
+        "pushd /etc; pushd /tmp; popd; rm -rf .",
+        "cd $(echo /) && rm -rf .",
+        "x=/; cd $x && rm -rf -- *",
+        "cd && rm -rf .",
+        'cd / && rm -rf "$PWD"',
+        "rm -rf ${HOME:?}",
+        'rm -rf "${HOME:?}/"',
+        "rm -rf ${HOME:-/tmp}/*",
+        "echo x >| /etc/passwd",
+        "echo x >& /etc/shadow",
+        "cat image >| /dev/sda",
+    ],
+)
+def test_critical_patterns_follow_every_way_the_directory_moves(command: str) -> None:
+    verdict = evaluate(ALLOW_ALL, command, cwd="/srv/project")
+    assert verdict.critical_hits, command
+    assert (verdict.approval, verdict.reason) == (RuleAction.prompt, "Critical pattern detected")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd .. && rm -rf build",
+        "cd ../.. && rm -rf node_modules",
+        "cd build && cd build && rm -rf .",
+        "pushd /tmp; popd; rm -rf build",
+        'cd "$d" && rm -rf build',
+        "cd ~ && rm -rf build",
+        'rm -rf "$PWD/build"',
+    ],
+)
+def test_moving_about_below_the_precious_directories_stays_allowed(command: str) -> None:
+    verdict = evaluate(ALLOW_ALL, command, cwd="/srv/project")
+    assert (verdict.approval, verdict.critical_hits) == (RuleAction.allow, [])
+
+
 def test_unreadable_verdict_names_why() -> None:
     verdict = evaluate(REALISTIC, "x=launchmissiles; $x")
     assert verdict.approval is RuleAction.prompt

@@ -152,6 +152,7 @@ def draft_from_request(request: ExecutionCreate, *, session_pty: bool | None) ->
         leading = extract_leading_cd(command)
         if leading is not None:
             cwd_request, command = leading.target, leading.rest
+    check_cwd_artifacts(cwd_request)
     pty = request.pty
     if session_pty is not None and "pty" not in request.model_fields_set:
         pty = session_pty
@@ -216,6 +217,17 @@ class Expanded:
 def referenced_artifacts(draft: Draft) -> set[str]:
     texts = [draft.command, draft.cwd_request or "", *(draft.env or {}).values()]
     return {match for text in texts for match in ARTIFACT_URL.findall(text)}
+
+
+def check_cwd_artifacts(cwd_request: str | None) -> None:
+    """A log is a file: a `cwd` that goes on past an `artifact://` reference (`…/..`) would
+    lead, once expanded, to a directory the policy never judged and the approver never saw
+    (they see the text as written). Refused (422) before the policy."""
+    for match in ARTIFACT_URL.finditer(cwd_request or ""):
+        if match.end() < len(cwd_request or ""):
+            raise InvalidRequestError(
+                f"cwd: artifact://{match.group(1)} names a log file; nothing may follow it"
+            )
 
 
 def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:

@@ -14,6 +14,7 @@ Each one reads as its phases; the phases live in the modules named after them:
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from app.approvals import ApprovalService
 from app.artifact_log import ArtifactLog
@@ -109,10 +110,20 @@ class ExecutionService:
         # Above the server's limits → 422 before the policy (a session's own limits are merged
         # under these at launch).
         self._confinement.resolve(draft.limits)
+        env = drafts.effective_env(session.env if session else None, draft.env)
+        if session is not None and draft.env:
+            validate_env(env)  # the session's and the call's together, within the sizes
         execution_id = self._submitted(principal, draft)
         cwd = self._launcher.approval_cwd(draft, principal)
-        env = drafts.effective_env(session.env if session else None, draft.env)
-        judgement = await self._judge(principal, request.command, execution_id, env=env, cwd=cwd)
+        # The policy reads the command as sent, so a leading `cd` it still holds starts from
+        # where that `cd` runs; what the rewrite left is judged where it will run.
+        start, run = cwd, None
+        if draft.command != draft.original_command:
+            start = self._launcher.approval_cwd(replace(draft, cwd_request=None), principal)
+            run = (draft.command, cwd)
+        judgement = await self._judge(
+            principal, request.command, execution_id, env=env, cwd=start, run=run
+        )
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = cwd, env
             return await self._approval_flow.hold(
@@ -193,11 +204,12 @@ class ExecutionService:
         *,
         env: dict[str, str],
         cwd: str,
+        run: tuple[str, str] | None = None,
     ) -> Judgement:
         """The policy's verdict on a command and every env name it runs with, the stricter of
         the two; a deny ends the call here (403) and nothing is stored."""
         with self._tracing.span("policy"):
-            judgement = await self._policy.judge(command, env_names=env, cwd=cwd)
+            judgement = await self._policy.judge(command, env=env, cwd=cwd, run=run)
         self._metrics.labelled(self._metrics.policy_verdicts, judgement.approval.value).inc()
         execution_event(
             "verdict",

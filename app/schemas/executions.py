@@ -11,17 +11,36 @@ from pydantic.config import JsonDict
 from app.models import ApprovalState, ExecutionMode, ExecutionState
 from app.schemas.common import StrictModel
 
+# The largest value each limit can mean to every backend (a cgroup file, setrlimit's C long,
+# bash's `ulimit` in 1 KiB blocks): beyond it a value wrapped to a tiny limit, failed the spawn
+# or raised out of it (a 500), even on a server with no limit of its own to compare with.
+LIMIT_MAX_MB = 2**40  # 1 EiB in bytes, well inside 2**63
+LIMIT_MAX_SECONDS = 2**40
+LIMIT_MAX_PROCESSES = 4_194_304  # the kernel's PID_MAX_LIMIT (a cgroup's pids.max)
+LIMIT_MAX_OPEN_FILES = 2**30  # a C int with room; the host's nr_open may hold less
+
 
 class ExecutionLimits(StrictModel):
     """Per-execution resource limits; each may only lower the server's (`GET /v1/info`)."""
 
-    memory_mb: int | None = Field(default=None, ge=1, description="Memory of the whole tree, MB.")
-    processes: int | None = Field(
-        default=None, ge=1, description="Processes (and threads) alive at once in the tree."
+    memory_mb: int | None = Field(
+        default=None, ge=1, le=LIMIT_MAX_MB, description="Memory of the whole tree, MB."
     )
-    cpu_seconds: int | None = Field(default=None, ge=1, description="CPU time, seconds.")
-    file_size_mb: int | None = Field(default=None, ge=1, description="Largest file written, MB.")
-    open_files: int | None = Field(default=None, ge=1, description="Open files per process.")
+    processes: int | None = Field(
+        default=None,
+        ge=1,
+        le=LIMIT_MAX_PROCESSES,
+        description="Processes (and threads) alive at once in the tree.",
+    )
+    cpu_seconds: int | None = Field(
+        default=None, ge=1, le=LIMIT_MAX_SECONDS, description="CPU time, seconds."
+    )
+    file_size_mb: int | None = Field(
+        default=None, ge=1, le=LIMIT_MAX_MB, description="Largest file written, MB."
+    )
+    open_files: int | None = Field(
+        default=None, ge=1, le=LIMIT_MAX_OPEN_FILES, description="Open files per process."
+    )
 
 
 class ExecutionCreate(StrictModel):

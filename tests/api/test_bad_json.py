@@ -3,10 +3,15 @@ a lone surrogate, NaN, ±Infinity, a number out of float range, bytes that are n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
+from app.strict_json import json_body_limit
 from tests.conftest import ADMIN, LiveServer
+
+MiB = 1024 * 1024
 
 BAD_VALUES = {
     "lone_surrogate": '"echo \\udcff"',
@@ -102,3 +107,47 @@ def test_huge_but_finite_numbers_are_clamped_not_refused(server: LiveServer) -> 
         )
     assert response.status_code == 200, response.text
     assert response.json()["timeout_seconds"] == 3600
+
+
+def _chunked(prefix: bytes, size: int, suffix: bytes) -> Iterator[bytes]:
+    yield prefix
+    for _ in range(size // (1024 * 1024)):
+        yield b"a" * (1024 * 1024)
+    yield suffix
+
+
+@pytest.mark.parametrize("token", [None, ADMIN])
+def test_a_body_over_the_cap_is_a_413_before_anything_reads_it(
+    server: LiveServer, token: str | None
+) -> None:
+    # FastAPI parses a body before the token's check: without a cap anyone reaching the port
+    # made the server hold and parse any size (200 MB: ~800 MB of memory, then a 401).
+    command = b'{"command": "echo ran > ran-big; true '
+    limit = json_body_limit(server.settings.max_command_bytes)
+    with server.client(token) as client:
+        for route in ("/v1/executions", "/v1/policy/evaluate", "/v1/sessions"):
+            declared = client.post(
+                route,
+                content=command + b"a" * (limit + MiB) + b'"}',
+                headers={"Content-Type": "application/json"},
+            )
+            streamed = client.post(
+                route,
+                content=_chunked(command, limit + MiB, b'"}'),
+                headers={"Content-Type": "application/json"},
+            )
+            for response in (declared, streamed):
+                assert response.status_code == 413, response.text
+                error = response.json()["error"]
+                assert error["code"] == "too_large"
+                assert error["message"] == f"The request body is larger than {limit} bytes."
+                assert response.headers["X-Request-ID"] == error["request_id"]
+    assert not (server.settings.workspace / "ran-big").exists()
+
+
+def test_an_upload_is_not_held_to_the_body_cap(server: LiveServer) -> None:
+    data = b"x" * (json_body_limit(server.settings.max_command_bytes) + MiB)
+    with server.client() as agent:
+        response = agent.put("/v1/files", params={"path": "big-upload.bin"}, content=data)
+        assert response.status_code == 201, response.text
+        assert agent.get("/v1/files", params={"path": "big-upload.bin"}).content == data

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from app.env_policy import DEFAULT_ENV_DENY
+from app.sessions import WRAPPER
 from tests.api.test_approvals import (
     in_background,
     next_event,
@@ -285,6 +287,113 @@ def test_a_session_env_the_policy_comes_to_deny_blocks_every_later_call(
         assert run.status_code == 200
         assert json.loads(run.text.splitlines()[0])["stdout"] == "hi\n"
         agent.delete(f"/v1/sessions/{session['id']}")
+
+
+@pytest.mark.parametrize(
+    "name", ["__SHELLGATE_COMMAND", "__SHELLGATE_SAVE_TO", "__shellgate_save_to", "__shellgate_x"]
+)
+def test_the_session_wrappers_own_names_are_refused_in_every_env(
+    env_server: LiveServer, markers: Markers, name: str
+) -> None:
+    """A call's `__SHELLGATE_COMMAND` replaced the command the policy judged (`true`) with its
+    value; `__shellgate_save_to` sent the session's state to a file of the caller's choosing."""
+    value = str(markers.script)
+    message = (
+        f"env name {name} is reserved: names starting with __SHELLGATE_ or __shellgate_ "
+        "are the server's own"
+    )
+    with env_server.client(AGENT) as agent:
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        before = execution_ids(env_server), session_ids(env_server)
+        for method, path, body in (
+            (
+                "POST",
+                "/v1/executions",
+                {"command": "true", "session": session, "env": {name: value}},
+            ),
+            ("POST", "/v1/executions", {"command": "true", "env": {name: value}}),
+            ("POST", "/v1/sessions", {"env": {name: value}}),
+            ("PATCH", f"/v1/sessions/{session}", {"env": {name: value}}),
+            ("POST", "/v1/policy/evaluate", {"command": "true", "env": {name: value}}),
+        ):
+            response = agent.request(method, path, json=body)
+            assert response.status_code == 422, (path, response.text)
+            assert response.json()["error"]["message"] == message
+        assert (execution_ids(env_server), session_ids(env_server)) == before
+        assert agent.get(f"/v1/sessions/{session}").json()["env"] == {}
+        agent.delete(f"/v1/sessions/{session}")
+    assert markers.fired() == []
+
+
+def test_the_session_wrapper_runs_the_judged_command_whatever_the_call_env_names(
+    tmp_path: Path,
+) -> None:
+    # The wrapper on its own, as a call runs it: a call env naming its inputs is skipped.
+    scratch, state = tmp_path / "scratch", tmp_path / "state.sh"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "__SHELLGATE_COMMAND": "echo judged",
+        "__SHELLGATE_SCRATCH": str(scratch),
+        "__SHELLGATE_SAVE_TO": str(state),
+        "__SHELLGATE_CALL_KEYS": "__SHELLGATE_COMMAND __shellgate_save_to GREETING",
+        "__SHELLGATE_CALL___SHELLGATE_COMMAND": "echo smuggled",
+        "__SHELLGATE_CALL___shellgate_save_to": str(tmp_path / "elsewhere"),
+        "__SHELLGATE_CALL_GREETING": "hi",
+    }
+    ran = subprocess.run(
+        ["bash", "-c", WRAPPER + "\necho $GREETING"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.stdout == "judged\nhi\n", ran.stderr
+    assert state.exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_an_env_value_a_program_runs_as_shell_text_is_judged_as_the_command_would_be(
+    env_server: LiveServer, admin: httpx.Client, markers: Markers
+) -> None:
+    """`GIT_EXTERNAL_DIFF='m' git diff` is read in a command's text, where the deny rule sees
+    `m`; given as the request's env it must be read too, or the env is a way around the rule."""
+    rule = {"match": f"{markers.script}*", "approval": "deny"}
+    assert admin.put("/v1/policy", json={"rules": [rule]}).status_code == 200
+    workspace = env_server.settings.workspace
+    (workspace / "diff-a").write_text("a\n")
+    (workspace / "diff-b").write_text("b\n")
+    diff = "git diff --no-index diff-a diff-b"
+    with env_server.client(AGENT) as agent:
+        inline = agent.post(
+            "/v1/executions", json={"command": f"GIT_EXTERNAL_DIFF={markers.script} {diff}"}
+        )
+        assert inline.status_code == 403, inline.text
+        before = execution_ids(env_server)
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        for request in (
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": f"true; {markers.script} x"}},
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": f"echo $({markers.script})"}},
+            {
+                "command": diff,
+                "session": session,
+                "env": {"GIT_EXTERNAL_DIFF": f"{markers.script}"},
+            },
+        ):
+            response = agent.post("/v1/executions", json=request)
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["details"] == {"rule": rule["match"]}
+        dry = agent.post(
+            "/v1/policy/evaluate",
+            json={"command": diff, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
+        ).json()
+        assert (dry["verdict"], dry["matched_segment"]) == ("deny", str(markers.script))
+        agent.delete(f"/v1/sessions/{session}")
+        assert execution_ids(env_server) == before
+        # An ordinary value still runs: only what the rules name is refused.
+        plain = agent.post("/v1/executions", json={"command": diff, "env": {"PAGER": "cat"}})
+        assert plain.status_code == 200, plain.text
+    assert markers.fired() == []
 
 
 @pytest.mark.anyio
@@ -682,3 +791,98 @@ def test_the_command_is_judged_in_its_effective_working_directory(
         ).json()
         assert held["state"] == "awaiting_approval"
         assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+
+
+def test_a_working_directory_is_judged_with_its_symlinks_followed_too(
+    env_server: LiveServer, tmp_path: Path
+) -> None:
+    """A link in the workspace to `/` made `rm -rf .` in it look like a delete of a scratch
+    directory, while bash, which follows the link, would run it in `/`. `false &&` keeps the
+    submitted command from ever running, whatever the verdict."""
+    link = env_server.settings.workspace / f"root-link-{tmp_path.name}"
+    link.symlink_to("/")
+    command = "false && rm -rf ."
+    with env_server.client(AGENT) as agent:
+        for body in (
+            {"command": command, "cwd": link.name},
+            {"command": f"cd {link.name} && {command}"},
+        ):
+            dry = agent.post("/v1/policy/evaluate", json=body).json()
+            assert (dry["verdict"], dry["critical_hits"]) == (
+                "prompt",
+                ["rm-recursive-root-or-home"],
+            ), dry
+            held = agent.post("/v1/executions", json={**body, "async": True}).json()
+            assert held["state"] == "awaiting_approval", held
+            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        plain = agent.post(
+            "/v1/policy/evaluate", json={"command": command, "cwd": str(tmp_path)}
+        ).json()
+        assert plain["verdict"] == "allow"
+
+
+@pytest.mark.settings(workspace="/")
+def test_a_leading_cd_is_followed_once_from_where_it_runs(fresh_server: LiveServer) -> None:
+    """The rewrite's directory was taken as the start *and* the `cd` it came from was followed
+    again: from a workspace `/`, `cd etc && rm -rf .` was judged in /etc/etc."""
+    with fresh_server.client(AGENT) as agent:
+        body = {"command": "cd etc && false && rm -rf ."}
+        dry = agent.post("/v1/policy/evaluate", json=body).json()
+        assert (dry["verdict"], dry["cwd"], dry["critical_hits"]) == (
+            "prompt",
+            "/etc",
+            ["rm-recursive-root-or-home"],
+        ), dry
+        held = agent.post("/v1/executions", json={**body, "async": True}).json()
+        assert (held["state"], held["cwd"]) == ("awaiting_approval", "/etc"), held
+        assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+
+
+def test_a_home_the_env_sets_is_what_a_tilde_means_to_the_critical_patterns(
+    env_server: LiveServer,
+) -> None:
+    """`HOME=/` makes `~/etc` name `/etc`; it was judged as the server's own `~/etc`, a
+    harmless directory. `false &&` keeps the submitted commands from ever running."""
+    command = "false && rm -rf ~/etc"
+    with env_server.client(AGENT) as agent:
+        dry = agent.post(
+            "/v1/policy/evaluate", json={"command": command, "env": {"HOME": "/"}}
+        ).json()
+        assert (dry["verdict"], dry["critical_hits"]) == ("prompt", ["rm-recursive-root-or-home"])
+        held = agent.post(
+            "/v1/executions", json={"command": command, "env": {"HOME": "/"}, "async": True}
+        ).json()
+        assert held["state"] == "awaiting_approval", held
+        assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        session = agent.post("/v1/sessions", json={"env": {"HOME": "/"}}).json()["id"]
+        in_session = agent.post(
+            "/v1/executions", json={"command": command, "session": session, "async": True}
+        ).json()
+        assert in_session["state"] == "awaiting_approval", in_session
+        assert agent.post(f"/v1/executions/{in_session['id']}/cancel").status_code == 200
+        agent.delete(f"/v1/sessions/{session}")
+        plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert plain["verdict"] == "allow"
+
+
+def test_a_cd_through_cdpath_may_lead_anywhere_for_the_critical_patterns(
+    env_server: LiveServer,
+) -> None:
+    """With `CDPATH=/` bash's `cd etc` goes to `/etc`; it was judged as `<cwd>/etc`.
+    `false &&` keeps the submitted commands from ever running."""
+    command = "true; cd etc && false && rm -rf ."
+    with env_server.client(AGENT) as agent:
+        for body in (
+            {"command": command, "env": {"CDPATH": "/"}},
+            {"command": f"export CDPATH=/; {command}"},
+        ):
+            dry = agent.post("/v1/policy/evaluate", json=body).json()
+            assert (dry["verdict"], dry["critical_hits"]) == (
+                "prompt",
+                ["rm-recursive-root-or-home"],
+            ), dry
+            held = agent.post("/v1/executions", json={**body, "async": True}).json()
+            assert held["state"] == "awaiting_approval", held
+            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+        plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert plain["verdict"] == "allow"

@@ -102,9 +102,11 @@ def test_events_follow_read_access(server: LiveServer, agent: httpx.Client) -> N
     with server.client(APPROVER) as approver:
         status, events, _ = read_events(approver, done["id"])
     assert status == 200 and events[0]["event"] == "end"
-    bad = agent.get(f"/v1/executions/{done['id']}/events", headers={"Last-Event-ID": "x"})
-    assert bad.status_code == 422
-    assert "Last-Event-ID" in bad.json()["error"]["message"]
+    # `²` passes `isdigit()` and 5000 digits pass it too; `int()` refused both: a 500.
+    for last in ("x", "9" * 5000, "\u00b2".encode("latin-1"), "4"):
+        bad = agent.get(f"/v1/executions/{done['id']}/events", headers={"Last-Event-ID": last})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["error"]["message"] == "Last-Event-ID must be 0..3, the id of an event"
 
 
 def gated_settings(tmp_path: Path) -> Settings:

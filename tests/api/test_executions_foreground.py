@@ -157,6 +157,56 @@ def test_timeout_zero_arms_no_deadline(fg: httpx.Client) -> None:
     assert "finished" in str(result["output"])
 
 
+@pytest.mark.settings(max_timeout=1, auto_background_ms=0)
+def test_timeout_zero_cannot_escape_the_server_ceiling(fresh_server: LiveServer) -> None:
+    # With SHELLGATE_MAX_TIMEOUT set, `timeout: 0` gets the ceiling, not an unbounded run.
+    with fresh_server.client() as client:
+        result = run(client, "sleep 4; echo finished", timeout=0)
+    assert (result["state"], result["timed_out"]) == ("timed_out", True)
+    assert result["timeout_seconds"] == 1
+    assert result["timeout_disabled"] is None
+    assert result["requested_timeout_seconds"] == 0
+    assert "Timeout clamped to 1s (requested 0s; allowed range 1-3600s)." in str(result["text"])
+    assert "finished" not in str(result["output"])
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"BIG": "a" * 200_000},
+            "env entry BIG is 200004 bytes; the limit is 131071 bytes",
+        ),
+        (
+            {f"V{i}": "a" * 100_000 for i in range(6)},
+            "env is 600024 bytes; the limit is 524288 bytes",
+        ),
+    ],
+)
+def test_an_env_the_kernel_cannot_take_is_a_422_and_nothing_is_stored(
+    fg: httpx.Client, env: dict[str, str], message: str
+) -> None:
+    # Beyond the kernel's sizes the spawn failed with E2BIG and left a `failed` record.
+    before = fg.get("/v1/executions", params={"limit": 500}).json()["data"]
+    response = fg.post("/v1/executions", json={"command": "true", "env": env})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["message"] == message
+    session = fg.post("/v1/sessions", json={"env": env})
+    assert session.status_code == 422, session.text
+    # A session's env and a call's are within the sizes each, not together.
+    half = {f"S{i}": "a" * 100_000 for i in range(3)}
+    made = fg.post("/v1/sessions", json={"env": half}).json()
+    call = {f"C{i}": "a" * 100_000 for i in range(3)}
+    response = fg.post(
+        "/v1/executions", json={"command": "true", "session": made["id"], "env": call}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["message"] == "env is 600024 bytes; the limit is 524288 bytes"
+    fg.delete(f"/v1/sessions/{made['id']}")
+    after = fg.get("/v1/executions", params={"limit": 500}).json()["data"]
+    assert [item["id"] for item in after] == [item["id"] for item in before]
+
+
 # 15
 def test_env_values_are_passed_verbatim_never_parsed(fg: httpx.Client, tmp_path: Path) -> None:
     value = "graph TD\n  A[\"quoted > arrow\"] --> B{$(touch pwned)}\n  `tick` 'single' ;rm"

@@ -274,6 +274,28 @@ def test_artifact_url_expands_to_the_log_path_of_my_own_execution(agent: httpx.C
     assert unknown.status_code == 404
 
 
+def test_a_cwd_going_on_past_an_artifact_is_refused_before_anything_runs(
+    agent: httpx.Client,
+) -> None:
+    # The policy and the approver see the cwd as written (`<workspace>/artifact:/ex_…/..`);
+    # expanded, `…/ex_….log/..` would be the artifacts directory, and more `..` reach any
+    # directory, `/` included, where `rm -rf .` is critical: a judged cwd must be the real one.
+    source = agent.post("/v1/executions", json={"command": "true"}).json()
+    before = agent.get("/v1/executions", params={"limit": 500}).json()["data"]
+    for request in (
+        {"command": "pwd", "cwd": f"artifact://{source['id']}/.."},
+        {"command": "pwd", "cwd": f"artifact://{source['id']}/../../../../../../.."},
+        {"command": f"cd artifact://{source['id']}/.. && pwd"},
+    ):
+        response = agent.post("/v1/executions", json=request)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["message"] == (
+            f"cwd: artifact://{source['id']} names a log file; nothing may follow it"
+        )
+    after = agent.get("/v1/executions", params={"limit": 500}).json()["data"]
+    assert [item["id"] for item in after] == [item["id"] for item in before]
+
+
 def test_artifact_of_another_owner_is_forbidden(server: LiveServer) -> None:
     from tests.conftest import AGENT2
 

@@ -102,6 +102,33 @@ def test_a_malformed_limit_is_a_422(client: httpx.Client, limits: dict[str, Any]
     assert response.status_code == 422
 
 
+@pytest.mark.settings(limit_memory_mb=0, limit_processes=0, limit_open_files=0)
+@pytest.mark.parametrize(
+    ("limits", "pty"),
+    [
+        ({"cpu_seconds": 10**30}, True),  # raised out of the PTY spawn: a 500
+        ({"memory_mb": 2**50}, False),  # wrapped to a tiny limit: the run was killed
+        ({"file_size_mb": 10**30}, False),  # `ulimit` refused it: a `failed` record
+        ({"processes": 10**7}, False),
+        ({"open_files": 2**31}, False),
+    ],
+)
+def test_a_limit_no_backend_can_hold_is_a_422_on_a_server_without_limits(
+    fresh_server: LiveServer, limits: dict[str, int], pty: bool
+) -> None:
+    with fresh_server.client(AGENT) as client:
+        response = client.post(
+            "/v1/executions", json={"command": "echo ran", "pty": pty, "limits": limits}
+        )
+        assert response.status_code == 422, response.text
+        [problem] = response.json()["detail"]
+        assert (problem["type"], problem["loc"]) == ("less_than_equal", ["body", "limits", *limits])
+        session = client.post("/v1/sessions", json={"limits": limits})
+        assert session.status_code == 422, session.text
+        assert client.get("/v1/executions").json()["data"] == []
+        assert client.get("/v1/sessions").json()["data"] == []
+
+
 def test_a_session_carries_limits_into_its_calls_and_a_call_may_lower_them(
     client: httpx.Client,
 ) -> None:

@@ -118,3 +118,72 @@ def test_a_pathological_interceptor_regex_never_stalls_the_server(
             assert time.monotonic() - started < 5
         hit = admin.post("/v1/policy/evaluate", json={"command": "aaaa", "tools": ["t"]})
         assert hit.json()["interception"]["tool"] == "t"
+
+
+def test_no_form_splitting_a_denied_command_into_words_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
+) -> None:
+    # `echo launchmissiles fire | bash` runs one line the reader saw only as separate words;
+    # a session's calls run with aliases expanded: `m fire` is `launchmissiles fire` to bash.
+    # The deny rule must see the whole command in each.
+    bin_dir, marker = _install_marker_command(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(
+        json.dumps({"rules": [{"match": f"{MARKER_COMMAND} fire*", "approval": "deny"}]})
+    )
+    with (
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
+        live.client(AGENT) as agent,
+    ):
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        probe = agent.post(
+            "/v1/executions", json={"command": f"{MARKER_COMMAND} probe", "session": session}
+        )
+        assert probe.status_code == 200, probe.text
+        assert marker.read_text() == f"{bin_dir / MARKER_COMMAND} probe\n"
+        marker.unlink()
+        for request in (
+            {"command": f"echo {MARKER_COMMAND} fire | bash"},
+            {"command": f"echo {MARKER_COMMAND} fire | xargs -I X sh -c X"},
+            {"command": f"alias m={MARKER_COMMAND}\nm fire", "session": session},
+            {"command": f"alias m='{MARKER_COMMAND} '\nm fire", "session": session},
+            {"command": f"shopt -s expand_aliases\nalias m={MARKER_COMMAND}\nm fire"},
+        ):
+            response = agent.post("/v1/executions", json=request)
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["details"] == {"rule": f"{MARKER_COMMAND} fire*"}
+    assert not marker.exists(), marker.read_text()
+
+
+def test_an_allowlist_runs_nothing_an_allowed_program_would_hand_a_command_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: ServerDatabase
+) -> None:
+    """Under `default: deny`, `git *` and `timeout *` allowed git and timeout, which then ran
+    the marker, which no rule allows."""
+    bin_dir, marker = _install_marker_command(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    allowlist = {
+        "default": "deny",
+        "rules": [
+            {"match": "git *", "approval": "allow"},
+            {"match": "timeout *", "approval": "allow"},
+            {"match": "true", "approval": "allow"},
+        ],
+    }
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps(allowlist))
+    with (
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
+        live.client(AGENT) as agent,
+    ):
+        assert agent.post("/v1/executions", json={"command": "timeout 5 true"}).status_code == 200
+        for command in (
+            f"timeout 5 {MARKER_COMMAND} fire",
+            f"git -c alias.x=!{MARKER_COMMAND} x",
+            f"git -c core.pager={MARKER_COMMAND} -p log",
+        ):
+            response = agent.post("/v1/executions", json={"command": command})
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["message"] == "No rule matched; default deny"
+    assert not marker.exists(), marker.read_text()

@@ -43,7 +43,9 @@ def parse_last_event_id(value: str | None) -> int:
     if value is None or value.strip() == "":
         return 0
     text = value.strip()
-    if not text.isdigit() or int(text) > END_RANK:
+    # ASCII digits only, and few of them: `²` passes `isdigit()` and 5000 digits pass it too,
+    # but `int()` refuses both (it raised out of here as a 500).
+    if not (text.isascii() and text.isdigit() and len(text) <= 8) or int(text) > END_RANK:
         raise InvalidRequestError(f"Last-Event-ID must be 0..{END_RANK}, the id of an event")
     return int(text)
 
