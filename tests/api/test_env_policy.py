@@ -379,6 +379,10 @@ def test_an_env_value_a_program_runs_as_shell_text_is_judged_as_the_command_woul
                 "session": session,
                 "env": {"GIT_EXTERNAL_DIFF": f"{markers.script}"},
             },
+            # Past the inline size the texts are read in the reader children
+            # (app/policy_reader.py): the command, and the script its env hands git.
+            {"command": diff + "; true" * 200, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
+            {"command": diff, "env": {"GIT_EXTERNAL_DIFF": "true; " * 200 + str(markers.script)}},
         ):
             response = agent.post("/v1/executions", json=request)
             assert response.status_code == 403, response.text
