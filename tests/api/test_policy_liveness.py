@@ -64,11 +64,12 @@ async def test_a_reading_past_its_deadline_or_memory_is_a_limit_never_allowed() 
     try:
         with anyio.fail_after(60):
             # 64 KiB of it takes a minute and more memory than the child may have.
-            reading = await readers.read(cut_pipeline(64 * 1024))
+            hostile = cut_pipeline(64 * 1024)
+            reading = await readers.read(hostile)
             assert reading.limit_reached == OVER_LIMIT
             assert reading.segments == ("a",)  # the rough split: deny rules still see it
             permissive = PolicyDocument(unreadable=RuleAction.allow)
-            verdict = evaluate(permissive, cut_pipeline(64 * 1024), reading=reading)
+            verdict = evaluate(permissive, hostile, readings={hostile: reading})
             assert verdict.approval is RuleAction.prompt
             assert OVER_LIMIT in verdict.reason
             # The stopped child was replaced: the next command is read as usual.
