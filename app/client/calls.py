@@ -26,6 +26,7 @@ from app.client.models import (
     Session,
     SessionList,
 )
+from app.client.paths import segment
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 CONNECT_SECONDS = 5.0
@@ -203,7 +204,7 @@ def submit(
 def get_execution(execution_id: str, wait: float = 0) -> Call[Execution]:
     return Call(
         "GET",
-        f"/v1/executions/{execution_id}",
+        f"/v1/executions/{segment(execution_id)}",
         model(Execution),
         params={"wait": wait} if wait else None,
         read_seconds=wait + ANSWER_MARGIN_SECONDS,
@@ -222,22 +223,24 @@ def list_executions(
 
 
 def cancel(execution_id: str) -> Call[Execution]:
-    path = f"/v1/executions/{execution_id}/cancel"
+    path = f"/v1/executions/{segment(execution_id)}/cancel"
     return Call("POST", path, model(Execution), read_seconds=DEFAULT_READ_SECONDS * 2)
 
 
 def read_output(execution_id: str, offset: int, limit: int) -> Call[OutputChunk]:
     params = {"offset": offset, "limit": limit}
-    return Call("GET", f"/v1/executions/{execution_id}/output", _output, params=params)
+    return Call("GET", f"/v1/executions/{segment(execution_id)}/output", _output, params=params)
 
 
 def send_input(execution_id: str, data: str) -> Call[None]:
-    return Call("POST", f"/v1/executions/{execution_id}/input", _nothing, json={"data": data})
+    return Call(
+        "POST", f"/v1/executions/{segment(execution_id)}/input", _nothing, json={"data": data}
+    )
 
 
 def resize(execution_id: str, rows: int, cols: int) -> Call[None]:
     body = {"rows": rows, "cols": cols}
-    return Call("POST", f"/v1/executions/{execution_id}/resize", _nothing, json=body)
+    return Call("POST", f"/v1/executions/{segment(execution_id)}/resize", _nothing, json=body)
 
 
 # --- approvals, policy, sessions, info ------------------------------------------------------------
@@ -251,12 +254,12 @@ def list_approvals(state: str | None, limit: int) -> Call[ApprovalList]:
 
 
 def get_approval(approval_id: str) -> Call[Approval]:
-    return Call("GET", f"/v1/approvals/{approval_id}", model(Approval))
+    return Call("GET", f"/v1/approvals/{segment(approval_id)}", model(Approval))
 
 
 def decide(approval_id: str, approve: bool, reason: str | None) -> Call[Approval]:
     action = "approve" if approve else "deny"
-    path = f"/v1/approvals/{approval_id}/{action}"
+    path = f"/v1/approvals/{segment(approval_id)}/{action}"
     return Call("POST", path, model(Approval), json={"reason": reason})
 
 
@@ -287,7 +290,7 @@ def create_session(fields: Mapping[str, object]) -> Call[Session]:
 
 
 def get_session(session_id: str) -> Call[Session]:
-    return Call("GET", f"/v1/sessions/{session_id}", model(Session))
+    return Call("GET", f"/v1/sessions/{segment(session_id)}", model(Session))
 
 
 def list_sessions() -> Call[SessionList]:
@@ -296,11 +299,11 @@ def list_sessions() -> Call[SessionList]:
 
 def update_session(session_id: str, fields: Mapping[str, object]) -> Call[Session]:
     body = {key: value for key, value in fields.items() if value is not None}
-    return Call("PATCH", f"/v1/sessions/{session_id}", model(Session), json=body)
+    return Call("PATCH", f"/v1/sessions/{segment(session_id)}", model(Session), json=body)
 
 
 def delete_session(session_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/sessions/{session_id}", _nothing)
+    return Call("DELETE", f"/v1/sessions/{segment(session_id)}", _nothing)
 
 
 def session_run(session_id: str, command: str, timeout_ms: int | None) -> Call[None]:
@@ -309,7 +312,9 @@ def session_run(session_id: str, command: str, timeout_ms: int | None) -> Call[N
     if timeout_ms is not None:
         body["timeout_ms"] = timeout_ms
     # No read deadline: the runner's own deadline (≤ 24 h) bounds the call.
-    return Call("POST", f"/v1/sessions/{session_id}/run", _nothing, json=body, read_seconds=None)
+    return Call(
+        "POST", f"/v1/sessions/{segment(session_id)}/run", _nothing, json=body, read_seconds=None
+    )
 
 
 def runner_item(line: str) -> RunnerItem:

@@ -12,6 +12,7 @@ from httpx_sse import ServerSentEvent
 from app.client.errors import ApiError, ServerUnreachableError
 from app.client.frames import refusal
 from app.client.models import Approval, ApprovalEvent, Execution, ExecutionEvent
+from app.client.paths import segment
 
 END_EVENT_ID = 3  # the `end` event: the record is terminal and the stream ends
 # Close 1013 ("try again later"): the listener fell behind; a reconnect gets a fresh snapshot.
@@ -19,7 +20,7 @@ OVERFLOW_CLOSE = 1013
 
 
 def events_path(execution_id: str) -> str:
-    return f"/v1/executions/{execution_id}/events"
+    return f"/v1/executions/{segment(execution_id)}/events"
 
 
 def resume_headers(seen: int) -> dict[str, str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.client.errors import ApiError, api_error
+from app.client.paths import segment
 
 # Close codes 4400..4599 are refusals: 4000 + the HTTP status the same problem gets on REST.
 _REFUSAL_CODES = range(4400, 4600)
@@ -120,7 +121,7 @@ class StreamCursor:
 def stream_url(base_url: str, execution_id: str, offset: int) -> str:
     scheme, _, rest = base_url.partition("://")
     ws_scheme = "wss" if scheme == "https" else "ws"
-    return f"{ws_scheme}://{rest}/v1/executions/{execution_id}/stream?offset={offset}"
+    return f"{ws_scheme}://{rest}/v1/executions/{segment(execution_id)}/stream?offset={offset}"
 
 
 def refusal(code: int, reason: str) -> ApiError | None:

@@ -233,3 +233,15 @@ def test_info_names_the_caller_and_the_limits(client: Client) -> None:
     info = client.info()
     assert (info.caller.name, info.caller.role) == ("alice", "agent")
     assert info.max_jobs >= 1 and "max_command_bytes" in str(info.limits)
+
+
+def test_an_id_with_path_characters_reaches_the_server_whole(client: Client) -> None:
+    """`?`, `#` and `%` in an id were sent raw: `ex_a?b` asked for `ex_a` (and a query), and
+    the error named another id than the caller's."""
+    for odd in ("ex_a?b", "ex_a#b", "ex_50%"):
+        with pytest.raises(NotFoundError) as raised:
+            client.get(odd)
+        assert odd in str(raised.value), str(raised.value)
+    with pytest.raises(NotFoundError) as raised:
+        client.output("ex_a?offset=0")
+    assert "ex_a?offset=0" in str(raised.value)
