@@ -68,8 +68,6 @@ WEBSOCKET_HANDSHAKE = {
 CONNECT_SECONDS = 5.0
 CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_FORBIDDEN = 4403
-# A body read to find its session: the largest a submit may be is far below this.
-MAX_INSPECTED_BODY = 32 * 1024 * 1024
 
 SUBMIT = "/v1/executions"
 _EXECUTION_PATH = re.compile(r"^/v1/executions/([A-Za-z0-9_-]{1,64})(?:/([a-z]+))?$")
@@ -371,7 +369,7 @@ class ForwardToOwner:
         body: bytes | None = None
         if scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) == SUBMIT:
             # A submit goes where its session lives: the body says which.
-            body = await _read_body(receive)
+            body = await read_body(receive)
             receive = _replay(body, receive)
         try:
             target = await forwarder.target(scope, body)
@@ -381,7 +379,7 @@ class ForwardToOwner:
                 await forwarder.forward_websocket(scope, receive, send, target)
             else:
                 if body is None:
-                    body = await _read_body(receive)
+                    body = await read_body(receive)
                 await forwarder.forward_http(scope, send, target, body)
         except NodeUnreachableError as error:
             await _refuse(scope, receive, send, 503, "node_unreachable", error.message)
@@ -422,17 +420,16 @@ def _session_of(body: bytes) -> str | None:
     return session if isinstance(session, str) else None
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
+    """The whole body: a submit's to find its session, or one carried to the owner. Its size is
+    bounded before it gets here (`LimitRequestBodies`, outside this middleware); keeping only a
+    part would replay or forward a body cut short."""
     chunks: list[bytes] = []
-    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size <= MAX_INSPECTED_BODY:
-            chunks.append(chunk)
+        chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
