@@ -85,6 +85,12 @@ def resolve_token(options: ConnectionOptions) -> ResolvedToken:
 def server(ctx: typer.Context) -> Iterator[Client]:
     """A client for the command's server; turns every server or network error into one line."""
     options: ConnectionOptions = ctx.ensure_object(ConnectionOptions)
+    if not options.url.startswith(("http://", "https://")):
+        # A usage error, not an unreachable server: without a scheme nothing is ever tried.
+        fail(
+            f"--url (SHELLGATE_URL) must start with http:// or https://, got {options.url!r}",
+            EXIT_REFUSED,
+        )
     token = resolve_token(options)
     try:
         with Client(options.url, token.value) as client:

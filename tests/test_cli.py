@@ -471,3 +471,9 @@ def test_a_stale_token_file_is_named_instead_of_a_bare_401(
     explicit = shellgate(server.base_url, "sg_left-by-an-earlier-server", "jobs")
     assert explicit.exit_code == 2
     assert "HTTP 401" in explicit.stderr
+
+
+def test_a_url_without_a_scheme_is_a_usage_error_not_an_unreachable_server() -> None:
+    result = shellgate("127.0.0.1:8000", "some-token", "jobs")
+    assert result.exit_code == 2, result.output
+    assert "must start with http:// or https://" in result.output
