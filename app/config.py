@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(default=600, gt=0)
     # Per owner: one agent filing approvals in a loop must not bury everyone else's.
     max_pending_approvals: int = Field(default=50, ge=1, le=100_000)
+    # Open sessions one owner may have: each holds a row, a state directory and, while used, a
+    # shell; they live until closed, so an agent that never closes them would grow without end.
+    max_sessions: int = Field(default=100, ge=1, le=100_000)
 
     shell: str = "/bin/bash"
     max_command_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)

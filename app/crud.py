@@ -292,8 +292,31 @@ def list_policy_versions(session: Session, *, limit: int) -> list[PolicyVersion]
 # --- sessions --------------------------------------------------------------------------------
 
 
-def insert_session(session: Session, *, record: ShellSession) -> ShellSession:
+def insert_session_within(
+    session: Session, *, record: ShellSession, max_open: int
+) -> ShellSession | None:
+    """The session, unless its owner already has `max_open` open ones: None then, nothing
+    written. Counted inside the writing transaction, serialised per owner as the pending
+    approvals are (`insert_execution_awaiting`): concurrent creations never pass the cap."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+            {"key": f"shellgate.sessions:{record.owner}"},
+        )
     session.add(record)
+    session.flush()  # takes SQLite's write lock before the count
+    open_sessions = session.exec(
+        select(func.count())
+        .select_from(ShellSession)
+        .where(
+            col(ShellSession.owner) == record.owner,
+            col(ShellSession.deleted_at).is_(None),
+            col(ShellSession.id) != record.id,
+        )
+    ).one()
+    if int(open_sessions) >= max_open:
+        session.rollback()
+        return None
     session.commit()
     session.refresh(record)
     return record

@@ -73,6 +73,18 @@ class PendingApprovalLimitError(TooManyRequestsError):
         )
 
 
+class SessionLimitError(TooManyRequestsError):
+    code = "session_limit_reached"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Too many open sessions ({limit}). Close one (DELETE /v1/sessions/{{id}}) first.",
+            # Only a closed session frees a place: a minute is a back-off, not a promise.
+            retry_after_seconds=60,
+            details={"max_sessions": limit},
+        )
+
+
 class PayloadTooLargeError(AppError):
     code = "too_large"
 

@@ -51,7 +51,7 @@ from app.confinement import Confinement
 from app.db import Database
 from app.env_policy import validate_env
 from app.environment import build_environment
-from app.errors import ForbiddenError, NotFoundError
+from app.errors import ForbiddenError, NotFoundError, SessionLimitError
 from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.models import ShellSession
@@ -246,8 +246,14 @@ class SessionService:
             updated_at=now,
         )
         await anyio.to_thread.run_sync(self._make_directory, record.id)
+        inserted = await self.db.call(
+            crud.insert_session_within, record=record, max_open=self.settings.max_sessions
+        )
+        if inserted is None:
+            await anyio.to_thread.run_sync(self._remove_directory, record.id)
+            raise SessionLimitError(self.settings.max_sessions)
+        record = inserted
         self._directory_checked.add(record.id)
-        record = await self.db.call(crud.insert_session, record=record)
         self._known[record.id] = record
         logger.info("session %s created for %s in %s", record.id, principal.name, cwd)
         return self.to_public(record)
@@ -431,6 +437,11 @@ class SessionService:
 
     def _session_directory(self, session_id: str) -> Path:
         return self._directory / session_id
+
+    def _remove_directory(self, session_id: str) -> None:
+        """The directory of a session that was refused (still empty)."""
+        with contextlib.suppress(OSError):
+            self._session_directory(session_id).rmdir()
 
     def _make_directory(self, session_id: str) -> None:
         self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)

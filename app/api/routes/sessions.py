@@ -32,7 +32,18 @@ _FORBIDDEN_OR_ENV = (
     "",
     status_code=201,
     response_model=SessionPublic,
-    responses=error_responses(400, 401, 403, 422, described={403: _FORBIDDEN_OR_ENV}),
+    responses=error_responses(
+        400,
+        401,
+        403,
+        422,
+        429,
+        described={
+            403: _FORBIDDEN_OR_ENV,
+            429: "The owner has `SHELLGATE_MAX_SESSIONS` open sessions (`session_limit_reached`, "
+            "header `Retry-After`); closing one frees a place.",
+        },
+    ),
     summary="Open a session",
 )
 async def create_session(
