@@ -252,12 +252,23 @@ def test_run_waits_for_an_auto_backgrounded_command_to_end(policed: LiveServer) 
     assert "Backgrounded" not in result.stdout
 
 
+def _sigint_as_at_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_waiting_names_the_execution_that_goes_on_running(
     policed: LiveServer,
 ) -> None:
     marker = "sleep 30 # ctrl-c-while-waiting"
     argv = [SHELLGATE, "--url", policed.base_url, "--token", AGENT, "run", marker]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # A terminal's Ctrl-C: the suite may itself run with SIGINT ignored (a background job
+        # of a non-interactive shell, as CI can be), and Python keeps an ignored SIGINT.
+        preexec_fn=_sigint_as_at_a_terminal,
+    )
     with policed.client(AGENT) as rest:
         try:
             # Auto-backgrounded after 200 ms: the CLI is then waiting on the job.
