@@ -22,10 +22,11 @@ from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.api.errors import app_error_response
+from app.asgi_replay import replay_body
 from app.auth import Principal
 from app.errors import AppError, PayloadTooLargeError, UnauthenticatedError, UnavailableError
 from app.mcp_forward import Owner
@@ -428,7 +429,7 @@ class McpEndpoint:
             body = await _bounded_body(scope, receive, send, limit)
             if body is None:
                 return
-            receive = _replayed(body, receive)
+            receive = replay_body(body, receive)
         await http_app({**scope, "user": PrincipalUser(principal)}, receive, send)
 
 
@@ -459,20 +460,6 @@ async def _bounded_body(scope: Scope, receive: Receive, send: Send, limit: int) 
     too_large = PayloadTooLargeError(f"The request body is larger than {limit} bytes.")
     await app_error_response(too_large)(scope, receive, send)
     return None
-
-
-def _replayed(body: bytes, receive: Receive) -> Receive:
-    """The whole body as one message, then the connection's own messages."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _bearer_secret(headers: Headers) -> str | None:

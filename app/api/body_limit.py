@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import app_error_response
 from app.api.mcp_mount import MCP_PATH
+from app.asgi_replay import replay_messages
 from app.errors import PayloadTooLargeError
 
 FILES_PATH = "/v1/files"
@@ -51,7 +52,7 @@ class LimitRequestBodies:
                 return
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(read, receive), send)
+        await self.app(scope, replay_messages(read, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         error = PayloadTooLargeError(f"The request body is larger than {self.max_bytes} bytes.")
@@ -73,15 +74,3 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
-
-
-def _replay(read: list[Message], receive: Receive) -> Receive:
-    """The messages this layer read already, then the connection's own."""
-    pending = list(read)
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import deps
 from app.api.errors import app_error_response
 from app.api.routes import executions, health
+from app.asgi_replay import replay_messages
 from app.errors import AppError
 from app.strict_json import loads_strict
 
@@ -126,19 +127,19 @@ class LeanHotRoutes:
             message = await receive()
             read.append(message)
             if message["type"] != "http.request":
-                await self.app(scope, _replay(read, receive), send)
+                await self.app(scope, replay_messages(read, receive), send)
                 return
             chunk = message.get("body", b"")
             chunks.append(chunk)
             size += len(chunk)
             if size > LEAN_BODY_LIMIT:
-                await self.app(scope, _replay(read, receive), send)
+                await self.app(scope, replay_messages(read, receive), send)
                 return
             if not message.get("more_body", False):
                 break
         body = _validated_body(scope, b"".join(chunks))
         if body is None:
-            await self.app(scope, _replay(read, receive), send)
+            await self.app(scope, replay_messages(read, receive), send)
             return
         await self._answer(SUBMIT, scope, receive, send, {"body": body}, principal=True)
 
@@ -244,15 +245,3 @@ def _serialised(route: APIRoute, result: Any) -> Response:
         media_type="application/json",
         status_code=route.status_code or 200,
     )
-
-
-def _replay(read: list[Message], receive: Receive) -> Receive:
-    """The messages this layer read already, then the connection's own."""
-    pending = list(read)
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from app.asgi_replay import replay_body
 from app.cluster import store
 from app.cluster.node import Cluster
 from app.config import Settings
@@ -370,7 +371,7 @@ class ForwardToOwner:
         if scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) == SUBMIT:
             # A submit goes where its session lives: the body says which.
             body = await read_body(receive)
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         try:
             target = await forwarder.target(scope, body)
             if target is None:
@@ -433,20 +434,6 @@ async def read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The body read already, then the connection's own messages (its disconnect)."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 async def _refuse(
