@@ -37,8 +37,14 @@ class LimitRequestBodies:
         if declared is not None and declared > self.max_bytes:
             await self._refuse(scope, receive, send)
             return
-        # Read ahead to the end of the body (it is small, and FastAPI reads it whole anyway),
-        # then hand it on followed by the connection's own messages (a disconnect, later).
+        if declared is not None or not _chunked(scope):
+            # The HTTP parser hands on exactly the declared bytes, and a request with neither
+            # header has no body: nothing to count (most requests, every GET among them).
+            await self.app(scope, receive, send)
+            return
+        # A chunked body says its size only as it arrives: read ahead to its end (it is small,
+        # and FastAPI reads it whole anyway), then hand it on followed by the connection's own
+        # messages (a disconnect, later).
         read: list[Message] = []
         size = 0
         while True:
@@ -64,6 +70,13 @@ class LimitRequestBodies:
 def _own_rules(scope: Scope) -> bool:
     path = get_route_path(scope)
     return path == MCP_PATH or (scope["method"] == "PUT" and path == FILES_PATH)
+
+
+def _chunked(scope: Scope) -> bool:
+    return any(
+        name == b"transfer-encoding" and b"chunked" in value.lower()
+        for name, value in scope.get("headers", [])
+    )
 
 
 def _content_length(scope: Scope) -> int | None:
