@@ -811,14 +811,7 @@ def test_a_working_directory_is_judged_with_its_symlinks_followed_too(
             {"command": command, "cwd": link.name},
             {"command": f"cd {link.name} && {command}"},
         ):
-            dry = agent.post("/v1/policy/evaluate", json=body).json()
-            assert (dry["verdict"], dry["critical_hits"]) == (
-                "prompt",
-                ["rm-recursive-root-or-home"],
-            ), dry
-            held = agent.post("/v1/executions", json={**body, "async": True}).json()
-            assert held["state"] == "awaiting_approval", held
-            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+            _held_as_critical(agent, body)
         plain = agent.post(
             "/v1/policy/evaluate", json={"command": command, "cwd": str(tmp_path)}
         ).json()
@@ -880,13 +873,16 @@ def test_a_cd_through_cdpath_may_lead_anywhere_for_the_critical_patterns(
             {"command": command, "env": {"CDPATH": "/"}},
             {"command": f"export CDPATH=/; {command}"},
         ):
-            dry = agent.post("/v1/policy/evaluate", json=body).json()
-            assert (dry["verdict"], dry["critical_hits"]) == (
-                "prompt",
-                ["rm-recursive-root-or-home"],
-            ), dry
-            held = agent.post("/v1/executions", json={**body, "async": True}).json()
-            assert held["state"] == "awaiting_approval", held
-            assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
+            _held_as_critical(agent, body)
         plain = agent.post("/v1/policy/evaluate", json={"command": command}).json()
         assert plain["verdict"] == "allow"
+
+
+def _held_as_critical(agent: httpx.Client, body: dict[str, Any]) -> None:
+    """The dry run flags `rm -rf` of a precious directory, and the submit waits for approval
+    (withdrawn at once: nothing runs)."""
+    dry = agent.post("/v1/policy/evaluate", json=body).json()
+    assert (dry["verdict"], dry["critical_hits"]) == ("prompt", ["rm-recursive-root-or-home"]), dry
+    held = agent.post("/v1/executions", json={**body, "async": True}).json()
+    assert held["state"] == "awaiting_approval", held
+    assert agent.post(f"/v1/executions/{held['id']}/cancel").status_code == 200
