@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import functools
 import re
 from typing import Final, Literal, NotRequired, TypedDict
 
@@ -38,15 +39,15 @@ def utf8_runs(
     `hold_incomplete_tail` — its continuation may be the next bytes written — and otherwise
     goes out as bytes. Invalid bytes, with short valid runs between them, go out as bytes.
 
-    Linear in `len(data)`, whatever the bytes: one decode marks every invalid byte, and a
-    regex finds the valid runs long enough to be text (one exception per invalid byte, the
-    obvious way, costs a copy of the rest of the data each, which is quadratic).
+    Linear in `len(data)` whatever the bytes, and cheap on binary: the valid start is one
+    strict decode; after it, whole-buffer operations in C (`_stretches_that_may_be_text`) rule
+    out every place where a long valid run cannot be, and only what is left is decoded and
+    searched run by run. On random bytes almost nothing is left: this runs on the event loop's
+    interpreter, and splitting binary output character by character held it for ~50 ms per
+    MiB (RELIABILITY.md, "Soak").
     """
     size = len(data)
-    # surrogateescape turns each byte that is not part of a valid character into one lone
-    # surrogate U+DC80..U+DCFF, which no valid UTF-8 decodes to; final=False stops before an
-    # incomplete last character instead of escaping it.
-    text, consumed = codecs.utf_8_decode(data, "surrogateescape", False)
+    consumed = size - _incomplete_tail_length(data)
     runs: list[tuple[int, int, bool]] = []
 
     def add(start: int, end: int, is_text: bool) -> None:
@@ -57,20 +58,16 @@ def utf8_runs(
         else:
             runs.append((start, end, is_text))
 
-    emitted = 0  # bytes before this are in `runs`
-    # Where the scan is, in characters of `text` and in bytes of `data`: each piece of text is
-    # measured once.
-    char_position = byte_position = 0
-    leading = _VALID_RUN.match(text)
-    if leading is not None:  # the first run is text however short: nothing precedes it
-        char_position = leading.end()
-        byte_position = emitted = _utf8_size(text, 0, char_position)
-        add(0, emitted, True)
-    for match in _LONG_VALID_RUN.finditer(text, char_position):
-        run_start = byte_position + _utf8_size(text, char_position, match.start())
-        run_end = run_start + _utf8_size(text, match.start(), match.end())
-        char_position, byte_position = match.end(), run_end
-        if run_end - run_start >= MIN_TEXT_RUN:
+    view = memoryview(data)
+    try:
+        codecs.utf_8_decode(view[:consumed], "strict", True)
+    except UnicodeDecodeError as error:
+        emitted = error.start  # the first run is text however short: nothing precedes it
+    else:
+        emitted = consumed
+    add(0, emitted, True)
+    for stretch_start, stretch_end in _stretches_that_may_be_text(view, emitted, consumed):
+        for run_start, run_end in _long_valid_runs(view, stretch_start, stretch_end):
             add(emitted, run_start, False)
             add(run_start, run_end, True)
             emitted = run_end
@@ -81,9 +78,125 @@ def utf8_runs(
     return runs, consumed
 
 
+def _incomplete_tail_length(data: bytes) -> int:
+    """How many bytes at the end of `data` are a character begun correctly but not finished
+    (0-3): what a streaming decoder would wait for."""
+    for length in range(1, min(MAX_CONTINUATION, len(data)) + 1):
+        lead = data[-length]
+        if lead < 0xC0:
+            continue  # ASCII or a continuation byte: no character starts here
+        try:
+            _, decoded = codecs.utf_8_decode(data[-length:], "strict", False)
+        except UnicodeDecodeError:
+            return 0
+        return length if decoded == 0 else 0
+    return 0
+
+
+def _long_valid_runs(view: memoryview, start: int, end: int) -> list[tuple[int, int]]:
+    """The valid runs of at least MIN_TEXT_RUN bytes in `view[start:end]`, in absolute
+    offsets. The stretch begins and ends where the decoder resynchronises, so decoding it
+    alone marks the same bytes invalid as decoding the whole buffer."""
+    # surrogateescape turns each byte that is not part of a valid character into one lone
+    # surrogate U+DC80..U+DCFF, which no valid UTF-8 decodes to.
+    text, _ = codecs.utf_8_decode(view[start:end], "surrogateescape", True)
+    found: list[tuple[int, int]] = []
+    char_position, byte_position = 0, start
+    for match in _LONG_VALID_RUN.finditer(text):
+        run_start = byte_position + _utf8_size(text, char_position, match.start())
+        run_end = run_start + _utf8_size(text, match.start(), match.end())
+        char_position, byte_position = match.end(), run_end
+        if run_end - run_start >= MIN_TEXT_RUN:
+            found.append((run_start, run_end))
+    return found
+
+
+def _stretches_that_may_be_text(view: memoryview, start: int, end: int) -> list[tuple[int, int]]:
+    """Stretches of `view[start:end]` outside which no valid run of MIN_TEXT_RUN bytes can be.
+
+    A byte is marked when it cannot share a valid run with the byte before it: it is never
+    valid (C0, C1, F5-FF), it continues an ASCII byte, it is not a continuation but follows a
+    lead byte, or it is a fourth continuation in a row. A valid run has no mark after its
+    first byte, so it lies inside a stretch that starts at a mark (or `start`) and has at
+    least MIN_TEXT_RUN - 1 unmarked bytes. Every stretch starts and ends at a mark, where
+    the decoder resynchronises, so stretches closer than MERGE_GAP are decoded as one.
+
+    The marks are computed on the whole piece at once: one `translate` gives each byte its
+    class bits, one big integer holds them (a byte per position), and a few shifts and masks
+    over it, all in C, mark every position.
+    """
+    if end - start < MIN_TEXT_RUN:
+        return []
+    piece = view[start:end].tobytes()
+    width = len(piece)
+    classes = int.from_bytes(piece.translate(_CLASS_BITS), "big")
+    ones = _repeated_byte(width)
+
+    def flag(bit: int) -> int:
+        return (classes >> bit) & ones
+
+    # Big-endian: the byte before position i sits one byte higher, so `>> 8` moves each
+    # byte's flag onto the position after it.
+    continuation = flag(_CONTINUATION_BIT)
+    marks = (
+        flag(_NEVER_VALID_BIT)
+        | (continuation & (flag(_ASCII_BIT) >> 8))
+        | ((continuation ^ ones) & (flag(_LEAD_BIT) >> 8))
+        | (continuation & (continuation >> 8) & (continuation >> 16) & (continuation >> 24))
+    )
+    marked = marks.to_bytes(width, "big")
+    stretches: list[tuple[int, int]] = []
+    unmarked_run = bytes(MIN_TEXT_RUN - 1)
+    position = 0
+    for _ in range(width // DENSE_AFTER_BYTES + 1):
+        found = marked.find(unmarked_run, position)
+        if found < 0:
+            return stretches
+        stretch_start = max(marked.rfind(1, position, found), position)
+        stretch_end = marked.find(1, found + len(unmarked_run))
+        if stretch_end < 0:
+            stretch_end = width
+        if stretches and start + stretch_start - stretches[-1][1] < MERGE_GAP:
+            stretches[-1] = (stretches[-1][0], start + stretch_end)
+        else:
+            stretches.append((start + stretch_start, start + stretch_end))
+        position = stretch_end
+    # Text and bytes interleave densely (more than a stretch per DENSE_AFTER_BYTES): a round of
+    # Python per stretch would cost more than decoding the rest as one.
+    if position < width:
+        stretches.append((start + position, end))
+    return stretches
+
+
+@functools.lru_cache(maxsize=8)
+def _repeated_byte(width: int) -> int:
+    """The integer whose `width` big-endian bytes are all 0x01."""
+    return int.from_bytes(b"\x01" * width, "big")
+
+
+def _class_bits() -> bytes:
+    table = bytearray(256)
+    for value in range(256):
+        if value < 0x80:
+            table[value] = 1 << _ASCII_BIT
+        elif value < 0xC0:
+            table[value] = 1 << _CONTINUATION_BIT
+        elif 0xC2 <= value < 0xF5:
+            table[value] = 1 << _LEAD_BIT
+        else:
+            table[value] = 1 << _NEVER_VALID_BIT
+    return bytes(table)
+
+
+_ASCII_BIT, _CONTINUATION_BIT, _LEAD_BIT, _NEVER_VALID_BIT = range(4)
+# A translate table: each byte value to the bit of its class.
+_CLASS_BITS: Final = _class_bits()
+# Stretches nearer than this are decoded together: one decode of a few more bytes costs less
+# than a round of Python per stretch.
+MERGE_GAP: Final = 256
+DENSE_AFTER_BYTES: Final = 1024
 # A valid run of MIN_TEXT_RUN bytes has at least a quarter as many characters (at most four
-# bytes each); shorter ones are measured in bytes by `utf8_runs`.
-_VALID_RUN: Final = re.compile("[^\udc80-\udcff]+")
+# bytes each); shorter ones are measured in bytes by `_long_valid_runs`.
 _LONG_VALID_RUN: Final = re.compile(f"[^\udc80-\udcff]{{{-(-MIN_TEXT_RUN // 4)},}}")
 
 

@@ -84,6 +84,49 @@ def test_utf8_runs_on_random_bytes_match_the_definition() -> None:
             )
 
 
+SEGMENTS = st.one_of(
+    st.binary(min_size=1, max_size=90),
+    st.text(min_size=1, max_size=50).map(str.encode),
+    st.sampled_from(
+        [
+            b"t" * (MIN_TEXT_RUN - 1),
+            b"t" * MIN_TEXT_RUN,
+            "é".encode() * (MIN_TEXT_RUN // 2),
+            "😀".encode() * (MIN_TEXT_RUN // 4 - 1) + b"abc",
+            b"\xf0\x90\x80\x80\x80" * 8,  # four continuations in a row
+            b"\xed\xa0\x80" * 12,  # encoded surrogates: never valid
+            b"\xe0\x80\x80" * 12,  # overlong
+        ]
+    ),
+)
+
+
+@given(segments=st.lists(SEGMENTS, max_size=80), hold=st.booleans())
+def test_long_interleavings_of_text_and_bytes_agree_with_the_definition(
+    segments: list[bytes], hold: bool
+) -> None:
+    """Long enough for the pre-scan to find, merge and give up on stretches."""
+    data = b"".join(segments)
+    assert utf8_runs(data, hold_incomplete_tail=hold) == runs_one_error_at_a_time(
+        data, hold_incomplete_tail=hold
+    )
+
+
+def test_sparse_and_dense_text_in_binary_match_the_definition() -> None:
+    generator = random.Random(21)
+    for gap in (40, 300, 5000):
+        pieces = []
+        while sum(map(len, pieces)) < 65_536:
+            pieces.append(generator.randbytes(generator.randrange(1, gap)))
+            line = "".join(generator.choice("ab é€😀\n") for _ in range(generator.randrange(5, 60)))
+            pieces.append(line.encode())
+        data = b"".join(pieces)
+        for hold in (False, True):
+            assert utf8_runs(data, hold_incomplete_tail=hold) == runs_one_error_at_a_time(
+                data, hold_incomplete_tail=hold
+            )
+
+
 def test_a_character_split_at_a_read_edge_is_held_then_sent_whole() -> None:
     data = "ab€".encode()  # the euro sign is 3 bytes
     for cut in (3, 4):
