@@ -143,11 +143,14 @@ class LiveExecution:
             self._loop.call_soon(self._wake)
 
     def accept_exit(self, status: ExitStatus) -> None:
-        """The process exited and every byte it left was read. The rest — settling the window,
-        finishing the log — happens on the shared worker (after any backlog, in order): closing
-        files and writing `.done` is metadata work that stalls for 20 ms at times on this
-        machine's ext4 (p99 of `ArtifactLog.finish` 22 ms, median 0.12 ms), too long for the
-        loop."""
+        """The process exited and every byte it left was read, so nothing is appended to the
+        log after this. With output still waiting for the shared worker, the worker settles
+        the window after it, in order, then the exit. Otherwise (the usual quick command) the
+        window settles here, what it held back is a few bytes, and the exit is settled at
+        once: finishing the log — closing files and writing `.done`, metadata work that stalls
+        for 20 ms at times on this machine's ext4 (p99 of `ArtifactLog.finish` 22 ms, median
+        0.12 ms), too long for the loop — is left to the end of the run's own worker-thread
+        hop (`finish_log`, before its record), one thread hand-off fewer per call."""
         self.wall_time_ms = (time.monotonic() - self.started_monotonic) * 1000
         if status.output_cut is not None:
             self.notices.append(OUTPUT_CUT_NOTICES[status.output_cut.value])
@@ -155,8 +158,17 @@ class LiveExecution:
             self._exit_after_backlog = status
             if self._sink_backlogged:
                 return  # the worker takes the exit after the backlog (feed_backlog)
-            self._sink_backlogged = True
-        SINK_WORKER.submit(self)
+            if self.log.truncated:
+                # Finishing copies the kept head and tail into one file: after the worker.
+                self._sink_backlogged = True
+            else:
+                self._exit_after_backlog = None
+        if self._sink_backlogged:
+            SINK_WORKER.submit(self)
+            return
+        with self._sink_lock:
+            self.sink.flush()
+        self._settle_exit(status)
 
     def _finish_truncated(self, status: ExitStatus) -> None:
         """On the loop: finishing a truncated log copies its kept head and tail (up to the
@@ -201,7 +213,7 @@ class LiveExecution:
             self._loop.call_soon_threadsafe(self._finish_truncated, status)
             return False
         try:
-            self._finish_log()
+            self.finish_log()
         finally:
             self._loop.call_soon_threadsafe(self._settle_exit, status)
         return False
@@ -226,18 +238,24 @@ class LiveExecution:
 
     async def _finish_log_in_thread(self, status: ExitStatus) -> None:
         try:
-            await asyncio.to_thread(self._finish_log)
+            await asyncio.to_thread(self.finish_log)
         finally:
             self._settle_exit(status)
 
-    def _finish_log(self) -> None:
+    def finish_log(self) -> None:
+        """Blocking (a worker thread): close the log and mark it complete once the process
+        exited; a no-op when it already is. A full disk is noted as in `accept_output`; any
+        other failure is logged (the bytes are all in the log; only `.done` may be missing)."""
         try:
             self.log.finish()
         except OSError as error:
             if not is_storage_full(error):
-                raise
+                logger.exception("could not finish the log of %s", self.id)
+                return
             with self._lock:
                 self._storage_ran_out()
+        except Exception:
+            logger.exception("could not finish the log of %s", self.id)
 
     def _storage_ran_out(self) -> None:
         """Under the lock."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,11 +48,17 @@ def kinds(client: httpx.Client, finished_id: str) -> dict[str, Callable[[], None
     }
 
 
-def measure(server: servers.Server, call: Callable[[], None], calls: int) -> float:
+def measure(
+    server: servers.Server, call: Callable[[], None], calls: int
+) -> tuple[float, list[float]]:
+    """The server's CPU ms per request, and each request's wall ms."""
+    walls = []
     before = servers.cpu_seconds(server.pid)
     for _ in range(calls):
+        started = time.perf_counter()
         call()
-    return (servers.cpu_seconds(server.pid) - before) * 1000 / calls
+        walls.append((time.perf_counter() - started) * 1000)
+    return (servers.cpu_seconds(server.pid) - before) * 1000 / calls, walls
 
 
 def main() -> None:
@@ -74,6 +81,7 @@ def main() -> None:
             subjects[label] = (server, kinds(client, finished))
         names = list(subjects["this"][1])
         cpu: dict[tuple[str, str], list[float]] = {}
+        wall: dict[tuple[str, str], list[float]] = {}
         for round_index in range(args.rounds):
             order = ["this", "baseline"] if round_index % 2 == 0 else ["baseline", "this"]
             for name in names:
@@ -81,20 +89,25 @@ def main() -> None:
                     server, calls = subjects[label]
                     for _ in range(20):  # warm up
                         calls[name]()
-                    cpu.setdefault((name, label), []).append(
-                        measure(server, calls[name], args.calls)
-                    )
+                    cpu_ms, walls = measure(server, calls[name], args.calls)
+                    cpu.setdefault((name, label), []).append(cpu_ms)
+                    wall.setdefault((name, label), []).extend(walls)
         for client in clients.values():
             client.close()
-    print(f"{args.rounds} rounds × {args.calls} calls; CPU ms per request, median over rounds")
-    print("| request | baseline | this | this/baseline |")
-    print("|---|---|---|---|")
+    print(
+        f"{args.rounds} rounds × {args.calls} calls; CPU ms per request, median over rounds;"
+        " wall ms, median over all calls"
+    )
+    print("| request | CPU baseline | CPU this | this/baseline | wall baseline | wall this |")
+    print("|---|---|---|---|---|---|")
     for name in names:
         this, base = cpu[(name, "this")], cpu[(name, "baseline")]
         ratio = statistics.median(a / b for a, b in zip(this, base, strict=True) if b)
+        wall_base = statistics.median(wall[(name, "baseline")])
+        wall_this = statistics.median(wall[(name, "this")])
         print(
             f"| {name} | {statistics.median(base):.3f} | {statistics.median(this):.3f} "
-            f"| ×{ratio:.2f} |"
+            f"| ×{ratio:.2f} | {wall_base:.2f} | {wall_this:.2f} |"
         )
 
 

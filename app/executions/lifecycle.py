@@ -91,7 +91,7 @@ class Lifecycle:
                 functools.partial(self._end_and_record, live, status, limit, close_unit, write)
             )
         else:
-            limit_notice = await self._end_unit(close_unit)
+            limit_notice = await self._end_unit(live, close_unit)
             # Before the record turns terminal: whoever sees the end and calls again in the
             # session must find the state this call saved.
             try:
@@ -131,6 +131,7 @@ class Lifecycle:
     ) -> tuple[str | None, ExecutionState, dict[str, Any], bool | None]:
         """In a worker thread: end the unit, then try the terminal record once (None: not
         written, `_write_final` retries on the loop)."""
+        live.finish_log()
         limit_notice = close_unit.run() if close_unit is not None else None
         state, values = self._final_values(live, status, limit, limit_notice)
         try:
@@ -228,10 +229,15 @@ class Lifecycle:
         kept, self._kept_units = self._kept_units, []
         return _UnitCloser(self._confinement, unit, live, status, kept, keep_daemons, ended_by_us)
 
-    async def _end_unit(self, close_unit: _UnitCloser | None) -> str | None:
-        if close_unit is None:
-            return None
-        return await anyio.to_thread.run_sync(close_unit.run)
+    async def _end_unit(self, live: LiveExecution, close_unit: _UnitCloser | None) -> str | None:
+        """In one worker-thread hop: finish the log (see `LiveExecution.accept_exit`), then end
+        the unit."""
+
+        def end() -> str | None:
+            live.finish_log()
+            return close_unit.run() if close_unit is not None else None
+
+        return await anyio.to_thread.run_sync(end)
 
     async def _write_final(
         self, execution_id: str, values: dict[str, Any], write: FinalWrite

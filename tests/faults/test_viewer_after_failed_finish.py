@@ -1,6 +1,7 @@
 """A viewer following an execution whose log could not be finished (the disk filled before the
 `.done` marker was written) still ends, with every byte: once the process has exited and the
-finish was attempted, nothing more can be appended, whether the marker exists or not. Before,
+finish was attempted (or, for a run whose window had nothing queued, at once), nothing more can
+be appended, whether the marker exists or not. Before,
 such a viewer looped on worker-thread reads for as long as it stayed connected."""
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ async def test_a_viewer_ends_when_the_log_could_not_be_finished(small_disk: Path
     _fill_completely(small_disk)
     live.accept_exit(ExitStatus(exit_code=0, signal=None))
     await asyncio.wait_for(asyncio.shield(live.exited), 10)
+    # The run's end finishes the log on a worker thread (the lifecycle's end hop).
+    await asyncio.to_thread(live.finish_log)
     assert not log.complete  # the `.done` marker could not be written
     assert OUTPUT_STORAGE_FULL_NOTICE in live.notices
 
