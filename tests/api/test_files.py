@@ -156,6 +156,51 @@ def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     assert past.headers["content-range"] == f"bytes */{len(data)}"
 
 
+@pytest.mark.parametrize(
+    "header", ["bytes=abc", "bytes=5-2", "items=0-1", "bytes", "bytes=-", "bytes=,", "bytes=-x"]
+)
+def test_a_malformed_range_is_a_400_in_the_error_envelope(
+    alice: httpx.Client, workspace: Path, header: str
+) -> None:
+    (workspace / "ranged.bin").write_bytes(bytes(range(256)) * 4)
+    response = alice.get("/v1/files", params={"path": "ranged.bin"}, headers={"Range": header})
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["code"] == "bad_request"
+    assert error["message"].startswith(f"Range {header!r} is not a byte range"), error
+    assert error["request_id"] == response.headers["x-request-id"]
+
+
+@pytest.mark.parametrize(
+    ("content", "header"),
+    [(b"x" * 1024, "bytes=1024-"), (b"x" * 1024, "bytes=2000-2010,3000-"), (b"", "bytes=0-")],
+)
+def test_an_unsatisfiable_range_is_a_416_in_the_error_envelope(
+    alice: httpx.Client, workspace: Path, content: bytes, header: str
+) -> None:
+    (workspace / "short.bin").write_bytes(content)
+    response = alice.get("/v1/files", params={"path": "short.bin"}, headers={"Range": header})
+    assert response.status_code == 416, response.text
+    assert response.headers["content-range"] == f"bytes */{len(content)}"
+    error = error_of(response)
+    assert error["code"] == "range_not_satisfiable"
+    assert error["message"] == (
+        f"Range {header!r} asks for no byte of the file, which is {len(content)} bytes long"
+    )
+
+
+def test_more_ranges_than_the_server_serves_are_ignored(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    # Over 100 ranges the header is ignored (RFC 9110 lets a server do so): the whole file.
+    data = os.urandom(4096)
+    (workspace / "many.bin").write_bytes(data)
+    header = "bytes=" + ",".join(f"{n * 10}-{n * 10 + 1}" for n in range(101))
+    response = alice.get("/v1/files", params={"path": "many.bin"}, headers={"Range": header})
+    assert response.status_code == 200
+    assert response.content == data
+
+
 def test_over_the_cap_is_413_and_the_old_file_is_intact(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
