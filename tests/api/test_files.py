@@ -139,6 +139,56 @@ def test_a_streamed_upload_without_content_length_and_its_mode(
     assert (workspace / "streamed.bin").stat().st_mode & 0o7777 == 0o600
 
 
+@pytest.mark.parametrize("mode", ["4755", "2755", "6755", "0o4700", "02000", "7777"])
+def test_a_setuid_or_setgid_mode_is_refused_and_nothing_is_written(
+    alice: httpx.Client, workspace: Path, mode: str
+) -> None:
+    name = f"suid-{mode}.sh"
+    response = alice.put("/v1/files", params={"path": name, "mode": mode}, content=b"#!/bin/sh\n")
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "invalid_request"
+    assert error["message"] == (
+        f"mode {mode} sets the setuid or setgid bit; shellgate does not create such files"
+    )
+    assert [p.name for p in workspace.iterdir() if name in p.name] == []  # no temporary either
+    operations = alice.get("/v1/files/operations").json()["data"]
+    assert not [op for op in operations if op["path"] == str(workspace / name)]
+
+
+def test_a_setuid_mode_leaves_the_file_it_would_replace_as_it_was(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    target = workspace / "kept-mode.sh"
+    target.write_bytes(b"old")
+    target.chmod(0o755)
+    response = alice.put("/v1/files", params={"path": target.name, "mode": "4755"}, content=b"new")
+    assert response.status_code == 422, response.text
+    assert target.read_bytes() == b"old"
+    assert target.stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_replaced_setuid_file_keeps_its_mode_but_not_setuid_or_setgid(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    # As a command's write would: the kernel clears both bits when an unprivileged writer
+    # changes a file, so new content never runs with the old file's owner or group.
+    target = workspace / "was-setuid.sh"
+    target.write_bytes(b"old")
+    target.chmod(0o6755)
+    response = alice.put("/v1/files", params={"path": target.name}, content=b"new")
+    assert response.status_code == 201, response.text
+    assert response.json()["mode"] == "0755"
+    assert target.read_bytes() == b"new"
+    assert target.stat().st_mode & 0o7777 == 0o755
+
+
+def test_the_sticky_bit_is_an_allowed_mode(alice: httpx.Client, workspace: Path) -> None:
+    response = alice.put("/v1/files", params={"path": "sticky.bin", "mode": "1644"}, content=b"x")
+    assert response.status_code == 201, response.text
+    assert (workspace / "sticky.bin").stat().st_mode & 0o7777 == 0o1644
+
+
 def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     data = bytes(range(256)) * 4
     (workspace / "ranged.bin").write_bytes(data)

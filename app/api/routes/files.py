@@ -150,7 +150,8 @@ async def upload(
         str | None,
         Query(
             max_length=8,
-            description="Octal permission bits (`0644`); default: the replaced file's, or 0644.",
+            description="Octal permission bits (`0644`); a setuid or setgid mode is refused "
+            "(422). Default: the replaced file's less setuid and setgid, or 0644.",
         ),
     ] = None,
     approval_wait: ApprovalWaitQuery = 30,
