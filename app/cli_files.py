@@ -85,7 +85,10 @@ def files_put(
     local: Path = typer.Argument(..., metavar="LOCAL"),
     remote: str = typer.Argument(..., metavar="REMOTE"),
     mode: str | None = typer.Option(
-        None, "--mode", help="Octal permissions (0644); default: the replaced file's, or 0644."
+        None,
+        "--mode",
+        help="Octal permissions (0644), not setuid or setgid; default: the replaced file's "
+        "less setuid and setgid, or 0644.",
     ),
     approval_wait: float = APPROVAL_WAIT,
     approval_id: str | None = APPROVAL_ID,

@@ -18,6 +18,24 @@ class InvalidRequestError(AppError):
     code = "invalid_request"
 
 
+class BadRequestError(AppError):
+    """The request itself cannot be read as HTTP (a header that does not parse), as opposed
+    to a readable request the server refuses (`InvalidRequestError`)."""
+
+    code = "bad_request"
+
+
+class RangeNotSatisfiableError(AppError):
+    """A `Range` that asks for no byte of the file: answered with `Content-Range: bytes */size`
+    so a client learns the size it can ask within."""
+
+    code = "range_not_satisfiable"
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message, details={"size": size})
+        self.size = size
+
+
 class UnauthenticatedError(AppError):
     code = "unauthenticated"
 

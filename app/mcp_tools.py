@@ -260,8 +260,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
             str | None,
             Field(
                 max_length=8,
-                description="Octal permissions such as `0644`; default: the replaced file's, "
-                "or 0644.",
+                description="Octal permissions such as `0644`, not setuid or setgid; "
+                "default: the replaced file's less setuid and setgid, or 0644.",
             ),
         ] = None,
         approval_wait: ApprovalWait = 30,

@@ -1,15 +1,26 @@
 """The parts of app/confinement/ that need no server: limits within the server's, the
-server's own cgroups, the instance name, and the evidence of rlimit hits."""
+server's own cgroups, the instance name, the evidence of rlimit hits, and a cgroup backend
+whose base cgroups were removed from outside (on the cgroup hierarchies this machine has)."""
 
 from __future__ import annotations
 
+import logging
 import signal
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.confinement import Limits, Unit, instance_name, own_cgroups, resolve_limits
-from app.confinement.cgroups import _pids_in
+from app.confinement import (
+    Limits,
+    Unit,
+    choose_backend,
+    instance_name,
+    own_cgroups,
+    resolve_limits,
+)
+from app.confinement.cgroups import CgroupBackend, _pids_in
 from app.errors import InvalidRequestError
 from app.process import ChildConfinement, ExitStatus
 
@@ -97,3 +108,64 @@ def test_the_output_tail_is_only_built_when_it_can_decide() -> None:
     assert (
         Unit("ex_x", Limits(), ChildConfinement()).evidence(ExitStatus(1, None), not_needed) is None
     )
+
+
+@pytest.fixture(params=["cgroup2", "cgroup1"])
+def cgroup_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CgroupBackend]:
+    """A real backend as a server of `tmp_path` makes it at start (its own instance, so its
+    bases are its own); skipped where the hierarchy is not usable here."""
+    try:
+        backend = choose_backend(tmp_path, request.param).backend
+    except OSError as error:
+        pytest.skip(f"{request.param} is not available on this machine: {error}")
+    assert isinstance(backend, CgroupBackend)
+    yield backend
+    backend.close()
+
+
+def test_a_unit_opens_after_its_base_cgroups_were_removed_from_outside(
+    cgroup_backend: CgroupBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    for base in cgroup_backend.bases.values():
+        base.rmdir()  # what an operator's cleanup of empty cgroups does
+    caplog.set_level(logging.WARNING, logger="shellgate.confinement")
+    unit = cgroup_backend.open_unit("ex_rebased", Limits(processes=20))
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        for controller, base in cgroup_backend.bases.items():
+            assert unit.directories[controller] == base / "ex_rebased"
+            assert unit.directories[controller].is_dir()
+        if cgroup_backend.version == 2:
+            enabled = (cgroup_backend.bases[""] / "cgroup.subtree_control").read_text().split()
+            assert {"memory", "pids"} <= set(enabled)
+        pids = unit.directories.get("pids") or unit.directories[""]
+        assert (pids / "pids.max").read_text().strip() == "20"
+        # A process can join the re-created hierarchy, so the unit confines and kills it.
+        for procs in unit.child.cgroup_procs:
+            Path(procs).write_text(str(sleeper.pid))
+        assert unit.members() == {sleeper.pid}
+    finally:
+        released = unit.release(kill=True)
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+    assert released
+    assert sleeper.returncode == -signal.SIGKILL
+    assert not any(directory.exists() for directory in unit.directories.values())
+    assert all(base.is_dir() for base in cgroup_backend.bases.values())
+    rebuilt = [r.getMessage() for r in caplog.records if "removed from outside" in r.getMessage()]
+    assert len(rebuilt) == len(cgroup_backend.bases), rebuilt
+
+
+def test_a_base_that_cannot_be_re_created_fails_the_unit_with_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    # Its parent (the server's own cgroup, here a plain directory) is gone: nothing above
+    # the base is ever created, so the unit fails, with a reason a caller can show.
+    base = tmp_path / "gone" / "shellgate-x"
+    backend = CgroupBackend(root=True, bases={"pids": base}, version=1)
+    with pytest.raises(OSError) as refused:
+        backend.open_unit("ex_x", Limits())
+    assert refused.value.strerror == (
+        f"the server's cgroup {base} is gone and could not be re-created: No such file or directory"
+    )
+    assert not (tmp_path / "gone").exists()

@@ -19,6 +19,7 @@ from app.schemas import ErrorResponse, UnprocessableResponse
 logger = logging.getLogger("shellgate.api")
 
 STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
+    errors.BadRequestError: 400,
     errors.InvalidRequestError: 422,
     errors.InterceptedError: 422,
     errors.UnauthenticatedError: 401,
@@ -29,6 +30,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.ConflictError: 409,
     errors.OutputGoneError: 410,
     errors.PayloadTooLargeError: 413,
+    errors.RangeNotSatisfiableError: 416,
     errors.TooManyRequestsError: 429,
     errors.UnavailableError: 503,
     errors.StorageFullError: 507,
@@ -55,6 +57,8 @@ _STATUS_DESCRIPTIONS = {
     409: "The resource is not in a state that allows this (`conflict`).",
     410: "The execution ran, but its output log is no longer on disk (`output_gone`).",
     413: "The body is larger than the server accepts (`too_large`); nothing was kept.",
+    416: "The `Range` asks for no byte of the file (`range_not_satisfiable`, header "
+    "`Content-Range: bytes */<size>`).",
     422: 'The request does not fit its schema (FastAPI\'s `{"detail": [...]}`), or the '
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
@@ -67,6 +71,13 @@ _RETRY_AFTER = {
     "Retry-After": {
         "description": "Seconds to wait before trying again.",
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    }
+}
+
+_CONTENT_RANGE = {
+    "Content-Range": {
+        "description": "`bytes */<size>`: the size of the file.",
+        "schema": {"type": "string", "pattern": "^bytes \\*/[0-9]+$"},
     }
 }
 
@@ -84,6 +95,8 @@ def error_responses(
         responses[code] = {"model": model, "description": description}
         if code in (429, 503):
             responses[code]["headers"] = _RETRY_AFTER
+        if code == 416:
+            responses[code]["headers"] = _CONTENT_RANGE
     return responses
 
 
@@ -115,6 +128,8 @@ def app_error_response(error: errors.AppError) -> JSONResponse:
         headers["Retry-After"] = str(error.retry_after_seconds)
     if isinstance(error, errors.UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(error, errors.RangeNotSatisfiableError):
+        headers["Content-Range"] = f"bytes */{error.size}"
     return JSONResponse(
         error_body(error.code, error.message, error.details),
         status_code=status_for(error),

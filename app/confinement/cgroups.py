@@ -281,7 +281,11 @@ class CgroupBackend(Backend):
         try:
             for controller, base in self.bases.items():
                 directory = base / execution_id
-                os.mkdir(directory)
+                try:
+                    os.mkdir(directory)
+                except FileNotFoundError:
+                    self._recreate_base(base)
+                    os.mkdir(directory)
                 directories[controller] = directory
             self._apply(directories, limits)
         except OSError:
@@ -293,6 +297,21 @@ class CgroupBackend(Backend):
             rlimits=tuple(cgroup_child_rlimits(limits)),
         )
         return CgroupUnit(execution_id, limits, child, directories, self.version)
+
+    def _recreate_base(self, base: Path) -> None:
+        """A base removed from outside (an operator's cleanup of empty cgroups) is made again
+        as start-up made it, once per unit that finds it gone: otherwise every later
+        execution would fail until a restart. Only the base itself is created, never its
+        parent: a server whose own cgroup is gone fails its executions with this error."""
+        try:
+            _create_base(base, self.version)
+        except OSError as error:
+            raise OSError(
+                error.errno,
+                f"the server's cgroup {base} is gone and could not be re-created: "
+                f"{error.strerror or error}",
+            ) from error
+        logger.warning("the cgroup %s was removed from outside the server: re-created it", base)
 
     def adopt(self, unit: CgroupUnit, execution_id: str) -> CgroupUnit:
         """A standby's unit (app/confinement/standby.py) becomes `execution_id`'s: its
@@ -359,6 +378,23 @@ class CgroupBackend(Backend):
         return removed
 
 
+def _enable_child_controllers(directory: Path) -> None:
+    """cgroup v2: memory and pids (and cpu, for its usage, where delegated) for the children
+    of `directory`."""
+    _write(directory / "cgroup.subtree_control", "+memory +pids")
+    with contextlib.suppress(OSError):
+        _write(directory / "cgroup.subtree_control", "+cpu")
+
+
+def _create_base(base: Path, version: int) -> None:
+    """The server's `shellgate-<instance>` cgroup of one hierarchy, ready for units: at start,
+    and again when it was removed from outside (`CgroupBackend.open_unit`). Its parent must
+    exist: nothing above it is created."""
+    base.mkdir(exist_ok=True)
+    if version == 2:
+        _enable_child_controllers(base)
+
+
 def cgroup2_base(instance: str, own: dict[str, str]) -> Path:
     """Where a cgroup-v2 unit directory goes, or OSError saying why not."""
     if "" not in own:
@@ -390,14 +426,9 @@ def cgroup2_base(instance: str, own: dict[str, str]) -> Path:
         for pid in _pids_in(own_dir):
             with contextlib.suppress(OSError):  # it may have exited meanwhile
                 _write(leaf / "cgroup.procs", str(pid))
-    _write(own_dir / "cgroup.subtree_control", "+memory +pids")
-    with contextlib.suppress(OSError):
-        _write(own_dir / "cgroup.subtree_control", "+cpu")
+    _enable_child_controllers(own_dir)
     base = own_dir / instance
-    base.mkdir(exist_ok=True)
-    _write(base / "cgroup.subtree_control", "+memory +pids")
-    with contextlib.suppress(OSError):
-        _write(base / "cgroup.subtree_control", "+cpu")
+    _create_base(base, 2)
     probe = base / "probe"
     probe.mkdir(exist_ok=True)
     try:
@@ -418,7 +449,7 @@ def cgroup1_bases(instance: str, own: dict[str, str]) -> dict[str, Path]:
             raise OSError(f"no cgroup-v1 {controller} hierarchy mounted at {mount}")
         base = mount / own[controller].lstrip("/") / instance
         try:
-            base.mkdir(exist_ok=True)
+            _create_base(base, 1)
             probe = base / "probe"
             probe.mkdir(exist_ok=True)
             _remove_directory(probe)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,7 +51,9 @@ def new_file_operation_id() -> str:
 
 
 def parse_mode(text: str | None) -> int | None:
-    """An octal mode (`644`, `0755`, `0o600`) → its value; 422 for anything else."""
+    """An octal mode (`644`, `0755`, `0o600`) → its value; 422 for anything else, and for a
+    setuid or setgid mode: a command could make such a file only by a `chmod u+s` the policy
+    sees, so an upload may not make one either (the sticky bit grants nothing: allowed)."""
     if text is None or text == "":
         return None
     digits = text.lower().removeprefix("0o")
@@ -59,6 +62,10 @@ def parse_mode(text: str | None) -> int | None:
     value = int(digits, 8)
     if value > 0o7777:
         raise InvalidRequestError(f"mode {text!r} is larger than 07777")
+    if value & (stat.S_ISUID | stat.S_ISGID):
+        raise InvalidRequestError(
+            f"mode {text} sets the setuid or setgid bit; shellgate does not create such files"
+        )
     return value
 
 

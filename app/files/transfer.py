@@ -125,8 +125,12 @@ class Upload:
         directory, name = os.path.split(self._target)
         if not os.path.isdir(directory):
             raise NotFoundError(f"the directory of {self._shown} does not exist")
-        if self.mode is None:
-            self.mode = stat.S_IMODE(existing.st_mode) if existing else NEW_FILE_MODE
+        if self.mode is None and existing is not None:
+            # Less setuid and setgid, as a command's write would leave it (the kernel clears
+            # them): new content never runs as the old file's owner or group.
+            self.mode = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+        elif self.mode is None:
+            self.mode = NEW_FILE_MODE
         try:
             self._fd, self._temp = tempfile.mkstemp(
                 prefix=f".{name[:100]}.", suffix=TEMP_SUFFIX, dir=directory

@@ -139,6 +139,56 @@ def test_a_streamed_upload_without_content_length_and_its_mode(
     assert (workspace / "streamed.bin").stat().st_mode & 0o7777 == 0o600
 
 
+@pytest.mark.parametrize("mode", ["4755", "2755", "6755", "0o4700", "02000", "7777"])
+def test_a_setuid_or_setgid_mode_is_refused_and_nothing_is_written(
+    alice: httpx.Client, workspace: Path, mode: str
+) -> None:
+    name = f"suid-{mode}.sh"
+    response = alice.put("/v1/files", params={"path": name, "mode": mode}, content=b"#!/bin/sh\n")
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "invalid_request"
+    assert error["message"] == (
+        f"mode {mode} sets the setuid or setgid bit; shellgate does not create such files"
+    )
+    assert [p.name for p in workspace.iterdir() if name in p.name] == []  # no temporary either
+    operations = alice.get("/v1/files/operations").json()["data"]
+    assert not [op for op in operations if op["path"] == str(workspace / name)]
+
+
+def test_a_setuid_mode_leaves_the_file_it_would_replace_as_it_was(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    target = workspace / "kept-mode.sh"
+    target.write_bytes(b"old")
+    target.chmod(0o755)
+    response = alice.put("/v1/files", params={"path": target.name, "mode": "4755"}, content=b"new")
+    assert response.status_code == 422, response.text
+    assert target.read_bytes() == b"old"
+    assert target.stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_replaced_setuid_file_keeps_its_mode_but_not_setuid_or_setgid(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    # As a command's write would: the kernel clears both bits when an unprivileged writer
+    # changes a file, so new content never runs with the old file's owner or group.
+    target = workspace / "was-setuid.sh"
+    target.write_bytes(b"old")
+    target.chmod(0o6755)
+    response = alice.put("/v1/files", params={"path": target.name}, content=b"new")
+    assert response.status_code == 201, response.text
+    assert response.json()["mode"] == "0755"
+    assert target.read_bytes() == b"new"
+    assert target.stat().st_mode & 0o7777 == 0o755
+
+
+def test_the_sticky_bit_is_an_allowed_mode(alice: httpx.Client, workspace: Path) -> None:
+    response = alice.put("/v1/files", params={"path": "sticky.bin", "mode": "1644"}, content=b"x")
+    assert response.status_code == 201, response.text
+    assert (workspace / "sticky.bin").stat().st_mode & 0o7777 == 0o1644
+
+
 def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     data = bytes(range(256)) * 4
     (workspace / "ranged.bin").write_bytes(data)
@@ -154,6 +204,51 @@ def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     past = alice.get("/v1/files", params=params, headers={"Range": "bytes=5000-"})
     assert past.status_code == 416
     assert past.headers["content-range"] == f"bytes */{len(data)}"
+
+
+@pytest.mark.parametrize(
+    "header", ["bytes=abc", "bytes=5-2", "items=0-1", "bytes", "bytes=-", "bytes=,", "bytes=-x"]
+)
+def test_a_malformed_range_is_a_400_in_the_error_envelope(
+    alice: httpx.Client, workspace: Path, header: str
+) -> None:
+    (workspace / "ranged.bin").write_bytes(bytes(range(256)) * 4)
+    response = alice.get("/v1/files", params={"path": "ranged.bin"}, headers={"Range": header})
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["code"] == "bad_request"
+    assert error["message"].startswith(f"Range {header!r} is not a byte range"), error
+    assert error["request_id"] == response.headers["x-request-id"]
+
+
+@pytest.mark.parametrize(
+    ("content", "header"),
+    [(b"x" * 1024, "bytes=1024-"), (b"x" * 1024, "bytes=2000-2010,3000-"), (b"", "bytes=0-")],
+)
+def test_an_unsatisfiable_range_is_a_416_in_the_error_envelope(
+    alice: httpx.Client, workspace: Path, content: bytes, header: str
+) -> None:
+    (workspace / "short.bin").write_bytes(content)
+    response = alice.get("/v1/files", params={"path": "short.bin"}, headers={"Range": header})
+    assert response.status_code == 416, response.text
+    assert response.headers["content-range"] == f"bytes */{len(content)}"
+    error = error_of(response)
+    assert error["code"] == "range_not_satisfiable"
+    assert error["message"] == (
+        f"Range {header!r} asks for no byte of the file, which is {len(content)} bytes long"
+    )
+
+
+def test_more_ranges_than_the_server_serves_are_ignored(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    # Over 100 ranges the header is ignored (RFC 9110 lets a server do so): the whole file.
+    data = os.urandom(4096)
+    (workspace / "many.bin").write_bytes(data)
+    header = "bytes=" + ",".join(f"{n * 10}-{n * 10 + 1}" for n in range(101))
+    response = alice.get("/v1/files", params={"path": "many.bin"}, headers={"Range": header})
+    assert response.status_code == 200
+    assert response.content == data
 
 
 def test_over_the_cap_is_413_and_the_old_file_is_intact(

@@ -9,11 +9,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.requests import ClientDisconnect
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Send
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
-from app.errors import InvalidRequestError
+from app.errors import BadRequestError, InvalidRequestError, RangeNotSatisfiableError
 from app.files.service import Pending, parse_mode
 from app.schemas.files import (
     FileCheckPublic,
@@ -72,9 +73,20 @@ _DESCRIBED = {
     responses={
         200: {"content": {"application/octet-stream": {}}, "description": "The file's bytes."},
         206: {"content": {"application/octet-stream": {}}, "description": "The `Range` asked for."},
-        416: {"description": "The `Range` starts past the end of the file."},
         **_PENDING,
-        **error_responses(401, 403, 404, 409, 422, described=_DESCRIBED),
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            409,
+            416,
+            422,
+            described={
+                **_DESCRIBED,
+                400: "The `Range` header is not a byte range (`bad_request`).",
+            },
+        ),
     },
     summary="Download a file",
 )
@@ -138,7 +150,8 @@ async def upload(
         str | None,
         Query(
             max_length=8,
-            description="Octal permission bits (`0644`); default: the replaced file's, or 0644.",
+            description="Octal permission bits (`0644`); a setuid or setgid mode is refused "
+            "(422). Default: the replaced file's less setuid and setgid, or 0644.",
         ),
     ] = None,
     approval_wait: ApprovalWaitQuery = 30,
@@ -237,7 +250,26 @@ async def list_operations(
 class SizedFileResponse(FileResponse):
     """Starlette's FileResponse (ranges, ETag, If-Range), except that a whole-file answer sends
     exactly the `Content-Length` it announced: a file that grows while it is sent would
-    otherwise overrun the header and the connection would be cut mid-body."""
+    otherwise overrun the header and the connection would be cut mid-body; and that a `Range`
+    it refuses is an error in the API's envelope, not Starlette's plain text."""
+
+    @classmethod
+    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        # Raised before anything is sent, these reach the API's error handlers.
+        try:
+            return super()._parse_range_header(http_range, file_size)
+        except MalformedRangeHeader:
+            raise BadRequestError(
+                f"Range {_shown(http_range)} is not a byte range: give `bytes=<first>-<last>`, "
+                "`bytes=<first>-` or `bytes=-<count>`, several separated by commas, each with "
+                "first <= last"
+            ) from None
+        except RangeNotSatisfiable:
+            raise RangeNotSatisfiableError(
+                f"Range {_shown(http_range)} asks for no byte of the file, which is "
+                f"{file_size} bytes long",
+                size=file_size,
+            ) from None
 
     async def _handle_simple(self, send: Send, send_header_only: bool, send_pathsend: bool) -> None:
         if send_header_only or send_pathsend:
@@ -255,6 +287,11 @@ class SizedFileResponse(FileResponse):
                 remaining -= len(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _shown(header: str) -> str:
+    """A header as an error message quotes it: the start of a long one is enough."""
+    return repr(header if len(header) <= 100 else header[:100] + "…")
 
 
 def _pending(pending: Pending) -> JSONResponse:
