@@ -76,6 +76,10 @@ def parse_notify_secrets(raw: str) -> dict[str, str]:
     return secrets
 
 
+# The database URLs the server can use: SQLite (embedded) and PostgreSQL through psycopg 3.
+SUPPORTED_DATABASE_SCHEMES = frozenset({"sqlite", "postgresql", "postgresql+psycopg"})
+
+
 def describe_settings_error(error: ValidationError) -> str:
     """One line per bad setting, naming it and the problem but never echoing the value (a
     pydantic error prints the input, which may be a token secret or a database password)."""
@@ -151,7 +155,7 @@ class Settings(BaseSettings):
     root_path: str = ""
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     log_format: Literal["text", "json"] = "text"
     # Several replicas on one PostgreSQL (README, "Several replicas"). The node id defaults to
     # one generated once and kept in the data dir (`node-id`); replicas sharing a data dir must
@@ -184,6 +188,25 @@ class Settings(BaseSettings):
         # otherwise mean something else to every command that runs in another cwd (a session's
         # wrapper writes its state under data_dir from the session's own directory).
         return None if value is None else Path(os.path.abspath(os.path.expanduser(value)))
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, value: str | None) -> str | None:
+        # Checked here, not at the first connect: an unknown dialect or driver would end the
+        # start in a traceback from deep inside SQLAlchemy.
+        if value:
+            scheme = value.partition(":")[0].lower()
+            if scheme not in SUPPORTED_DATABASE_SCHEMES:
+                raise ValueError(
+                    "only sqlite:///<path> and postgresql://… (postgresql+psycopg://…) URLs "
+                    "are supported"
+                )
+        return value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

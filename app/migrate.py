@@ -32,6 +32,10 @@ _DOWN_REVISION = re.compile(r"^down_revision(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
 _QUOTED = re.compile(r"['\"]([^'\"]+)['\"]")
 
 
+class MigrationFailedError(Exception):
+    pass
+
+
 def migrations_dir() -> Path:
     for candidate in _CANDIDATES:
         if (candidate / "env.py").is_file():
@@ -72,12 +76,24 @@ def head_revisions() -> set[str]:
 
 
 def stored_revisions(engine: Engine) -> set[str]:
-    """What `alembic_version` holds; empty for a database Alembic never touched."""
+    """What `alembic_version` holds; empty for a database Alembic never touched.
+    MigrationFailedError when the database cannot be reached at all."""
     try:
-        with engine.connect() as connection:
+        connection = engine.connect()
+    except SQLAlchemyError as error:
+        raise MigrationFailedError(f"cannot reach the database: {_first_line(error)}") from error
+    try:
+        with connection:
             return crud.schema_revisions(connection)
     except SQLAlchemyError:
         return set()
+
+
+def _first_line(error: SQLAlchemyError) -> str:
+    """The driver's own message, first line (a host and port, never the URL's password)."""
+    original = getattr(error, "orig", None)
+    text = str(original if original is not None else error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def upgrade_if_behind(engine: Engine, database_url: str) -> bool:
@@ -86,10 +102,6 @@ def upgrade_if_behind(engine: Engine, database_url: str) -> bool:
         return False
     upgrade_to_head(database_url)
     return True
-
-
-class MigrationFailedError(Exception):
-    pass
 
 
 def upgrade_in_child_if_behind(database_url: str) -> bool:

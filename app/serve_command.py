@@ -66,8 +66,15 @@ def serve(host: str | None = None, port: int | None = None) -> None:
     from app.services import make_private
     from app.serving import GracefulServer, graceful_shutdown_timeout
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    make_private(settings)
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(settings)
+    except OSError as error:
+        fail(
+            f"cannot use the data directory {settings.data_dir} (SHELLGATE_DATA_DIR): "
+            f"{error.strerror or error}",
+            EXIT_USAGE,
+        )
     # One server per data directory and node: a second start's recovery would remove the
     # live one's cgroups and kill its running commands as `lost` (docs/operations.md).
     node_id = with_node_id(settings).node_id

@@ -167,24 +167,34 @@ assert upgrade_in_child_if_behind(url) is False  # at the head: nothing runs
 try:
     upgrade_in_child_if_behind("sqlite:////nonexistent-shellgate-dir/x.db")
 except MigrationFailedError as error:
-    assert "exit status 1" in str(error), error
+    assert "cannot reach the database" in str(error), error  # said before any fork
 else:
     raise AssertionError("a database that cannot be opened migrated")
+import sqlite3
+clashing = sys.argv[2]
+with sqlite3.connect(clashing) as connection:  # a table the first migration would create
+    connection.execute("CREATE TABLE executions (unrelated INTEGER)")
+try:
+    upgrade_in_child_if_behind("sqlite:///" + clashing)
+except MigrationFailedError as error:
+    assert "exit status 1" in str(error), error  # the child failed and said why on stderr
+else:
+    raise AssertionError("a migration that cannot apply succeeded")
 print("ok")
 """
 
 
 def test_a_due_migration_runs_in_a_child_and_its_failure_is_reported(
-    empty_database_url: str,
+    empty_database_url: str, tmp_path: Path
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", UPGRADE_IN_CHILD, empty_database_url],
+        [sys.executable, "-c", UPGRADE_IN_CHILD, empty_database_url, str(tmp_path / "clash.db")],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
-    assert "unable to open database file" in result.stderr  # the child's own error, printed
+    assert "table executions already exists" in result.stderr  # the child's own error
 
 
 @pytest.mark.parametrize(

@@ -244,3 +244,40 @@ def test_an_sse_heartbeat_rarer_than_clients_tolerate_is_refused(tmp_path: Path)
     result = run_serve(tmp_path, env)
     assert result.returncode == 2
     assert "SHELLGATE_SSE_HEARTBEAT_SECONDS" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ("log_level", "LOUD", "SHELLGATE_LOG_LEVEL"),
+        ("database_url", "mysql://root@127.0.0.1/shellgate", "SHELLGATE_DATABASE_URL"),
+        ("data_dir", "/proc/shellgate-cannot-be-here", "SHELLGATE_DATA_DIR"),
+    ],
+)
+def test_a_setting_the_server_cannot_use_is_one_line_not_a_traceback(
+    tmp_path: Path, setting: str, value: str, named: str
+) -> None:
+    env = server_environment(port=str(free_port()), **{setting: value})
+    result = run_serve(tmp_path, env)
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_log_level_is_read_in_any_case(tmp_path: Path) -> None:
+    from app.config import Settings
+
+    assert Settings(log_level="WARNING", data_dir=tmp_path).log_level == "warning"
+
+
+def test_an_unreachable_database_at_start_says_so_in_one_line(tmp_path: Path) -> None:
+    """Port 1 on loopback: nothing listens there, the connection is refused at once."""
+    env = server_environment(
+        port=str(free_port()), database_url="postgresql://postgres:pw-s3cret@127.0.0.1:1/test"
+    )
+    result = run_serve(tmp_path, env)
+    assert result.returncode == 3, result.stderr
+    assert "cannot reach the database" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pw-s3cret" not in result.stderr
