@@ -35,6 +35,7 @@ from app.migrate import upgrade_if_behind
 from app.observability.tracing import Tracing
 from app.recovery import prune_expired, recover_lost_executions
 from app.services import Services
+from app.sink_worker import WINDOW_PROCESS
 from app.stop_signal import StopSignal
 from app.strict_json import json_body_limit
 
@@ -105,6 +106,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.approvals.close()
             await services.notifier.close()
             await services.policy.close()
+            await anyio.to_thread.run_sync(WINDOW_PROCESS.close)
             services.db.dispose()
             tracing.shutdown()
 

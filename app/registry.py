@@ -22,7 +22,7 @@ from app.models import Execution, ExecutionMode
 from app.output import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
 from app.result_text import OUTPUT_CUT_NOTICES
-from app.sink_worker import SINK_WORKER
+from app.sink_worker import SINK_WORKER, WINDOW_PROCESS
 from app.storage import OUTPUT_STORAGE_FULL_NOTICE, is_storage_full
 
 logger = logging.getLogger("shellgate.output")
@@ -36,6 +36,9 @@ SINK_BACKLOG_MAX_BYTES = 2 * 1024 * 1024
 SINK_RESUME_BYTES = 512 * 1024
 # The most bytes the window takes per hold of the lock on the worker's thread.
 SINK_SLICE_BYTES = 32 * 1024
+# From this size on, a turn's bytes are cleaned in the window process (app/window_process.py):
+# the copies there and back cost less than a tenth of the cleaning.
+WINDOW_PROCESS_MIN_BYTES = 32 * 1024
 # The latest output kept in memory for viewers at the live edge (app/live_edge.py): two reads'
 # worth (`app.streaming.READ_BYTES`), so a viewer that waited for a burst to gather a full read
 # still finds it there.
@@ -179,34 +182,26 @@ class LiveExecution:
     # --- called on the shared sink worker's thread ---------------------------------------------
 
     def feed_backlog(self, budget: int) -> bool:
-        """Feed up to `budget` backlog bytes to the window, a slice per hold of the window's
-        lock (a summary on the loop waits for one slice at most; the loop's reader never
-        waits), then the exit if it came; True when some is left."""
-        fed = 0
-        while True:
-            with self._lock:
-                if not self._sink_backlog:
-                    status = self._backlog_done()
-                    break
-                if fed >= budget:
-                    return True
-                piece = bytes(self._sink_backlog[:SINK_SLICE_BYTES])
-                del self._sink_backlog[:SINK_SLICE_BYTES]  # amortised O(1) from the front
+        """Feed up to `budget` backlog bytes to the window (`_feed_window`; the loop's reader
+        never waits), or, the backlog empty, complete the exit if it came; True when this
+        execution wants another turn."""
+        status: ExitStatus | None = None
+        resume = False
+        with self._lock:
+            if self._sink_backlog:
+                piece = bytes(self._sink_backlog[:budget])
+                del self._sink_backlog[:budget]  # amortised O(1) from the front
                 resume = self._reading_paused and len(self._sink_backlog) < SINK_RESUME_BYTES
-            # The slice is fed outside `_lock`: the loop keeps appending meanwhile.
-            with self._sink_lock:
-                try:
-                    self.sink.feed(piece)
-                    failed = False
-                except Exception:
-                    logger.exception("inline window of %s failed (the log is whole)", self.id)
-                    failed = True
-            if failed:
+            else:
+                piece, status = b"", self._backlog_done()
+        if piece:
+            # Fed outside `_lock`: the loop keeps appending meanwhile.
+            if not self._feed_window(piece):
                 with self._lock:
                     self._sink_backlog.clear()
-            fed += len(piece)
             if resume:
                 self._loop.call_soon_threadsafe(self._resume_reading)
+            return True  # the rest of the backlog, or the exit, in the next turn
         if status is None:
             return False
         if self.log.truncated:
@@ -217,6 +212,28 @@ class LiveExecution:
         finally:
             self._loop.call_soon_threadsafe(self._settle_exit, status)
         return False
+
+    def _feed_window(self, piece: bytes) -> bool:
+        """Feed `piece` to the window: in the window process when it is large enough to be
+        worth the copies (the cleaning then holds another interpreter's lock, not ours),
+        else here, a slice per hold of `_sink_lock` (a summary on the loop waits for one
+        slice at most). False when the window failed (the log is whole either way)."""
+        try:
+            if len(piece) >= WINDOW_PROCESS_MIN_BYTES:
+                # Until the answer comes, readers see the window as it was: nothing else
+                # feeds it while the backlog is the worker's.
+                fed = WINDOW_PROCESS.feed(self.sink, [piece])
+                if fed is not None:
+                    with self._sink_lock:
+                        self.sink = fed
+                    return True
+            for start in range(0, len(piece), SINK_SLICE_BYTES):
+                with self._sink_lock:
+                    self.sink.feed(piece[start : start + SINK_SLICE_BYTES])
+        except Exception:
+            logger.exception("inline window of %s failed (the log is whole)", self.id)
+            return False
+        return True
 
     def _backlog_done(self) -> ExitStatus | None:
         """Under the lock, the backlog empty: hand the window back to the loop; the exit to

@@ -18,6 +18,8 @@ import queue
 import threading
 from typing import Final, Protocol
 
+from app.window_process import WindowProcess
+
 logger = logging.getLogger("shellgate.output")
 
 # The bytes fed per turn of one execution before the next waiting one gets the worker.
@@ -58,3 +60,5 @@ class SinkWorker:
 
 
 SINK_WORKER: Final = SinkWorker()
+# Where the worker has large costly turns cleaned, off this interpreter's lock.
+WINDOW_PROCESS: Final = WindowProcess()

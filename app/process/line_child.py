@@ -3,13 +3,10 @@ reads long commands in one). Its calls block: callers run them on a worker threa
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-# `app` may not be installed (a checkout): the child finds it where this package is.
-_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+from app.process.message_child import helper_environment
 
 
 class LineChild:
@@ -17,14 +14,12 @@ class LineChild:
 
     def __init__(self, module: str) -> None:
         self.module = module
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": _ROOT + (os.pathsep + path if path else "")}
         self.process = subprocess.Popen(
             [sys.executable, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # a native library's last words when it aborts
-            env=env,
+            env=helper_environment(),
         )
 
     def ask(self, line: bytes) -> bytes:

@@ -1,0 +1,114 @@
+"""A helper child of the server's own, spoken to in length-prefixed messages
+(`app/window_process.py` cleans inline windows in one). Its calls block: one caller at a time,
+off the event loop.
+
+    each way:  8-byte big-endian length, then the message
+
+The child (`serve_messages`) answers every message with one, and exits when its stdin closes:
+however the server ends, its child ends with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Final
+
+_LENGTH_BYTES: Final = 8
+# `app` may not be installed (a checkout): the child finds it where this package is.
+_ROOT: Final = str(Path(__file__).resolve().parent.parent.parent)
+
+
+# What the interpreter and the dynamic loader may need to start (a Python built elsewhere, a
+# locale); nothing else of the server's environment, where tokens and secrets live.
+_INTERPRETER_VARIABLES: Final = (
+    "PATH",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+)
+
+
+def helper_environment() -> dict[str, str]:
+    """The environment of the server's helper children: the interpreter's variables and a
+    PYTHONPATH that finds `app`."""
+    env = {name: os.environ[name] for name in _INTERPRETER_VARIABLES if name in os.environ}
+    path = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = _ROOT + (os.pathsep + path if path else "")
+    return env
+
+
+class MessageChild:
+    """`python -m <module>`, which answers each message on its stdin with one on its stdout."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=helper_environment(),
+            close_fds=True,
+        )
+
+    def ask(self, message: bytes, within: float) -> bytes:
+        """Its answer to `message`; OSError or EOFError when it died first, or when it did
+        not answer `within` seconds (it is killed then: a write or read waiting on it ends)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        watchdog = threading.Timer(within, self.process.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            self.process.stdin.write(len(message).to_bytes(_LENGTH_BYTES, "big") + message)
+            self.process.stdin.flush()
+            return _read_message(self.process.stdout)
+        finally:
+            watchdog.cancel()
+
+    def close(self) -> None:
+        """Close its stdin (it exits), reap it; SIGKILL, by its pid, if it does not go."""
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve_messages(answer: Callable[[bytes], bytes]) -> None:
+    """The child's side: answer each message until the server closes our stdin."""
+    # A Ctrl-C at the server's terminal reaches its whole process group: the server decides
+    # when this ends (by closing the pipe), not the terminal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            message = _read_message(requests)
+        except EOFError:
+            return
+        reply = answer(message)
+        answers.write(len(reply).to_bytes(_LENGTH_BYTES, "big") + reply)
+        answers.flush()
+
+
+def _read_message(stream: IO[bytes]) -> bytes:
+    header = _read_exactly(stream, _LENGTH_BYTES)
+    return _read_exactly(stream, int.from_bytes(header, "big"))
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    data = stream.read(size)
+    if data is None or len(data) != size:
+        raise EOFError("the child closed its output")
+    return data

@@ -1,0 +1,146 @@
+"""Costly output is cleaned for the inline window in a child process (app/window_process.py):
+the window that comes back is exactly what feeding it here gives, the child is replaced when
+it dies, given up on when it keeps failing, and never outlives its server's stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from app.artifact_log import ArtifactLog
+from app.output import OutputSink
+from app.process import ExitStatus, OutputStream
+from app.registry import WINDOW_PROCESS_MIN_BYTES, LiveExecution
+from app.sink_worker import WINDOW_PROCESS
+from app.window_process import MAX_FAILURES, WindowProcess
+
+
+def _mixed_output(seed: int, size: int) -> bytes:
+    """Random bytes, text with escapes and carriage returns, overlong lines: every path of the
+    window's cleaning."""
+    generator = random.Random(seed)
+    pieces = []
+    while sum(map(len, pieces)) < size:
+        pieces.append(
+            generator.choice(
+                [
+                    generator.randbytes(generator.randrange(1, 3000)),
+                    "ünïcode line ✓\n".encode() * generator.randrange(1, 40),
+                    b"\x1b[31mred\x1b[0m \x1b]0;title\x07progress 10%\r20%\r\n",
+                    b"x" * generator.randrange(700, 2000) + b"\n",
+                ]
+            )
+        )
+    return b"".join(pieces)
+
+
+def test_the_window_from_the_child_is_the_window_fed_here() -> None:
+    windows = WindowProcess()
+    try:
+        for seed in range(3):
+            data = _mixed_output(seed, 600_000)
+            here, there = OutputSink(), OutputSink()
+            cuts = sorted(random.Random(seed).sample(range(1, len(data)), 20))
+            for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                here.feed(data[start:end])
+                sent = there
+                fed = windows.feed(there, [data[start:end]])
+                assert fed is not None
+                assert sent.summary().total_bytes == start  # what was sent is left as it was
+                there = fed
+            here.flush()
+            there.flush()
+            assert there.summary() == here.summary()
+    finally:
+        windows.close()
+
+
+def test_a_child_that_died_is_replaced_and_the_window_it_had_is_not_lost() -> None:
+    windows = WindowProcess()
+    try:
+        window = windows.feed(OutputSink(), [b"first\n"])
+        assert window is not None
+        child = windows._child
+        assert child is not None
+        os.kill(child.process.pid, 9)  # the child this test's WindowProcess started
+        child.process.wait()
+        assert windows.feed(window, [b"second\n"]) is None  # the caller feeds it itself
+        assert "second" not in window.summary().output
+        again = windows.feed(window, [b"second\n"])
+        assert again is not None and windows._child is not child
+        assert again.summary().output == "first\nsecond\n"
+    finally:
+        windows.close()
+
+
+def test_a_child_that_keeps_failing_is_given_up_on() -> None:
+    windows = WindowProcess(module="app.no_such_module")  # python -m exits at once
+    for _ in range(MAX_FAILURES):
+        assert windows.feed(OutputSink(), [b"text\n"]) is None
+    assert windows._child is None
+    assert windows.feed(OutputSink(), [b"text\n"]) is None
+    assert windows._child is None, "no new child after the last failure"
+
+
+def test_the_child_ends_when_the_server_closes_it() -> None:
+    windows = WindowProcess()
+    assert windows.feed(OutputSink(), [b"text\n"]) is not None
+    child = windows._child
+    assert child is not None
+    windows.close()
+    assert child.process.poll() is not None  # exited and reaped: no zombie, no orphan
+
+
+@pytest.mark.anyio
+async def test_a_binary_flood_is_cleaned_in_the_child_and_ends_as_fed_here(tmp_path: Path) -> None:
+    log = ArtifactLog.create(tmp_path, "run", max_bytes=50_000_000)
+    live = LiveExecution(
+        "run", owner="alice", log=log, sink=OutputSink(), loop=asyncio.get_running_loop()
+    )
+    data = _mixed_output(7, 3 * 1024 * 1024)
+    chunk = 128 * 1024
+    assert chunk >= WINDOW_PROCESS_MIN_BYTES
+    for start in range(0, len(data), chunk):
+        live.accept_output(data[start : start + chunk], OutputStream.stdout)
+        await asyncio.sleep(0)
+    live.accept_exit(ExitStatus(exit_code=0, signal=None))
+    await asyncio.wait_for(asyncio.shield(live.exited), 30)
+    assert WINDOW_PROCESS._child is not None, "the worker cleaned it here, not in the child"
+
+    expected = OutputSink()
+    for start in range(0, len(data), chunk):
+        expected.feed(data[start : start + chunk])
+    expected.flush()
+    assert live.summary() == expected.summary()
+
+
+def test_a_child_that_stops_answering_is_killed_and_the_window_fed_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    windows = WindowProcess()
+    try:
+        window = windows.feed(OutputSink(), [b"first\n"])
+        assert window is not None
+        child = windows._child
+        assert child is not None
+        monkeypatch.setattr("app.window_process.ANSWER_SECONDS_BASE", 0.5)
+        os.kill(child.process.pid, signal.SIGSTOP)  # stopped, not dead: it never answers
+        assert windows.feed(window, [b"second\n"]) is None
+        assert child.process.poll() is not None, "the stopped child was killed and reaped"
+    finally:
+        windows.close()
+
+
+def test_a_helper_child_gets_none_of_the_servers_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.process.message_child import helper_environment
+
+    monkeypatch.setenv("SHELLGATE_TOKENS", "alice:agent:s3cret-s3cret-s3cret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
+    env = helper_environment()
+    assert "SHELLGATE_TOKENS" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(__file__).resolve().parent.parent)
