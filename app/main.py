@@ -79,7 +79,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
         if settings.spawn_ahead:
-            services.confinement.start_spawning_ahead(settings.shell, services.settings.data_dir)
+            services.confinement.start_spawning_ahead(
+                settings.shell, services.settings.data_dir, settings.command_nice
+            )
         # After the lost executions are recorded: their ends are due too.
         await services.notifier.start()
         app.state.services = services

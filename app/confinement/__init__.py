@@ -80,11 +80,11 @@ class Confinement:
         self.monitor.watch(unit)
         return unit
 
-    def start_spawning_ahead(self, shell: str, data_dir: Path) -> None:
-        """Keep a standby shell ready in a unit with the server's limits
-        (app/confinement/standby.py); only the cgroup backends have a use for it."""
+    def start_spawning_ahead(self, shell: str, data_dir: Path, nice: int = 0) -> None:
+        """Keep a standby shell ready in a unit with the server's limits, `nice` levels below
+        the server (app/confinement/standby.py); only the cgroup backends have a use for it."""
         if isinstance(self.backend, CgroupBackend) and self._spawn_ahead is None:
-            self._spawn_ahead = SpawnAhead(self.backend, self.ceiling, shell, data_dir)
+            self._spawn_ahead = SpawnAhead(self.backend, self.ceiling, shell, data_dir, nice)
             self._spawn_ahead.start()
 
     def take_standby(self, execution_id: str, limits: Limits) -> tuple[Unit, StandbyShell] | None:

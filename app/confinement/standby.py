@@ -38,8 +38,11 @@ class Standby:
 
 
 class SpawnAhead:
-    def __init__(self, backend: CgroupBackend, limits: Limits, shell: str, data_dir: Path) -> None:
+    def __init__(
+        self, backend: CgroupBackend, limits: Limits, shell: str, data_dir: Path, nice: int = 0
+    ) -> None:
         self._backend = backend
+        self._nice = nice
         self._limits = limits
         self._shell = shell
         self._spec_directory = data_dir / SPEC_DIRECTORY
@@ -139,7 +142,9 @@ class SpawnAhead:
         unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
         assert isinstance(unit, CgroupUnit)
         try:
-            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._spec_directory)
+            shell = StandbyShell(
+                self._shell, unit.child.cgroup_procs, self._spec_directory, self._nice
+            )
         except BaseException:
             unit.release(kill=True)
             raise

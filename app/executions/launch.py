@@ -336,6 +336,7 @@ class Launcher:
                     rows=draft.rows,
                     cols=draft.cols,
                     confinement=unit.child,
+                    nice=self.ctx.settings.command_nice,
                 )
                 try:
                     process = RunningProcess(

@@ -52,3 +52,4 @@ class SpawnSpec:
     rows: int = 40
     cols: int = 120
     confinement: ChildConfinement | None = None
+    nice: int = 0  # levels below the server (app/process/priority.py)

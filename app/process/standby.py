@@ -23,6 +23,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
 
 __all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
@@ -52,7 +53,9 @@ class StandbyShell:
     """One waiting shell. `claim` hands it its command and returns its `Popen` (stdout and
     stderr are pipes, as `RunningProcess` reads them)."""
 
-    def __init__(self, shell: str, cgroup_procs: tuple[str, ...], spec_directory: Path) -> None:
+    def __init__(
+        self, shell: str, cgroup_procs: tuple[str, ...], spec_directory: Path, nice: int = 0
+    ) -> None:
         self._spec_directory = spec_directory
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
         try:
@@ -80,6 +83,7 @@ class StandbyShell:
         finally:
             os.close(status_write)
         self._status = status_read
+        lower_priority(self.popen.pid, nice)  # waiting: nothing forked yet
 
     @property
     def pid(self) -> int:

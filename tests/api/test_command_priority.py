@@ -1,0 +1,55 @@
+"""Commands run `SHELLGATE_COMMAND_NICE` levels below the server, their session's autogroup
+too, whichever way they are spawned (a standby shell, a pipe spawn, a PTY): under load the
+event loop goes first (app/process/priority.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from app.process.priority import MAX_NICE, _own_autogroup_nice
+from tests.conftest import LiveServer, run_foreground
+
+# The shell's own nice (field 19 of /proc/<pid>/stat) and its session's autogroup line.
+REPORT = "cut -d' ' -f19 /proc/$$/stat; cat /proc/$$/autogroup 2>/dev/null || echo none"
+
+
+def _reported(output: str) -> tuple[int, int | None]:
+    nice_line, autogroup_line = output.splitlines()[:2]
+    match = re.search(r"nice\s+(-?\d+)", autogroup_line)
+    return int(nice_line), int(match.group(1)) if match else None
+
+
+def _expected(levels: int) -> tuple[int, int | None]:
+    own_group = _own_autogroup_nice()
+    return (
+        min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, 0) + levels),
+        None if own_group is None else min(MAX_NICE, own_group + levels),
+    )
+
+
+@pytest.mark.settings(command_nice=7)
+@pytest.mark.parametrize("pty", [False, True], ids=["pipes", "pty"])
+def test_a_command_runs_the_set_levels_below_the_server(
+    fresh_server: LiveServer, pty: bool
+) -> None:
+    with fresh_server.client() as client:
+        for _ in range(2):  # the first may be spawned, the next taken from a standby
+            record = run_foreground(client, REPORT, pty=pty)
+            assert _reported(str(record["output"])) == _expected(7)
+
+
+@pytest.mark.settings(command_nice=7, confinement="rlimit")
+def test_a_command_spawned_without_a_standby_is_lowered_too(fresh_server: LiveServer) -> None:
+    with fresh_server.client() as client:
+        record = run_foreground(client, REPORT)
+    assert _reported(str(record["output"])) == _expected(7)
+
+
+@pytest.mark.settings(command_nice=0)
+def test_nice_zero_leaves_commands_at_the_servers_priority(fresh_server: LiveServer) -> None:
+    with fresh_server.client() as client:
+        record = run_foreground(client, REPORT)
+    assert _reported(str(record["output"])) == _expected(0)
