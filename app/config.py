@@ -148,8 +148,9 @@ class Settings(BaseSettings):
     # joining them on the request's path waits for the kernel (app/process/standby.py).
     spawn_ahead: bool = True
     # How many nice levels below the server its commands run (app/process/priority.py): under
-    # load the event loop goes first and the commands take what it leaves. 0: the same.
-    command_nice: int = Field(default=10, ge=0, le=19)
+    # load the event loop goes first and the commands take what it leaves. Off by default: it
+    # halves a PTY stream's rate when the machine is saturated (docs/operations.md).
+    command_nice: int = Field(default=0, ge=0, le=19)
     limit_memory_mb: int | None = Field(default=None, ge=0)  # None: half the host (cgroups)
     limit_processes: int = Field(default=512, ge=0)
     limit_cpu_seconds: int = Field(default=0, ge=0)

@@ -3,11 +3,13 @@
 Under load the commands (16 compressing, hashing, printing binary) and the server share the
 cores, and on 2 cores the event loop then waited behind them: `/healthz` p99 113 ms in the
 soak, 63-74 ms with the commands 10 nice levels down, for the same work done
-(RELIABILITY.md, "Soak"). So every execution's leader runs `SHELLGATE_COMMAND_NICE` levels
-below the server, and so does its session's autogroup: each execution is a session of its own
-(`setsid`), and where the kernel groups sessions for scheduling (`sched_autogroup`, on in most
-distributions) the nice of a process only counts inside its group, the group's own nice between
-groups. Best effort: a host that refuses either leaves the command at the server's priority.
+(RELIABILITY.md, "Soak"). But a starved command also streams slower and in smaller pieces,
+so it is the operator's choice, off by default (docs/operations.md). Every execution's leader
+runs `SHELLGATE_COMMAND_NICE` levels below the server, and so does its session's autogroup:
+each execution is a session of its own (`setsid`), and where the kernel groups sessions for
+scheduling (`sched_autogroup`, on in most distributions) the nice of a process only counts
+inside its group, the group's own nice between groups. Best effort: a host that refuses either
+leaves the command at the server's priority.
 """
 
 from __future__ import annotations
