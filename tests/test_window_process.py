@@ -15,6 +15,7 @@ import pytest
 from app.artifact_log import ArtifactLog
 from app.output import OutputSink
 from app.process import ExitStatus, OutputStream
+from app.process.message_child import MessageChild
 from app.registry import WINDOW_PROCESS_MIN_BYTES, LiveExecution
 from app.sink_worker import WINDOW_PROCESS
 from app.window_process import MAX_FAILURES, WindowProcess
@@ -37,6 +38,13 @@ def _mixed_output(seed: int, size: int) -> bytes:
             )
         )
     return b"".join(pieces)
+
+
+def _fed_once(windows: WindowProcess) -> tuple[OutputSink, MessageChild]:
+    """A first line fed through `windows`, and the child that fed it."""
+    window = windows.feed(OutputSink(), [b"first\n"])
+    assert window is not None and windows._child is not None
+    return window, windows._child
 
 
 def test_the_window_from_the_child_is_the_window_fed_here() -> None:
@@ -63,10 +71,7 @@ def test_the_window_from_the_child_is_the_window_fed_here() -> None:
 def test_a_child_that_died_is_replaced_and_the_window_it_had_is_not_lost() -> None:
     windows = WindowProcess()
     try:
-        window = windows.feed(OutputSink(), [b"first\n"])
-        assert window is not None
-        child = windows._child
-        assert child is not None
+        window, child = _fed_once(windows)
         os.kill(child.process.pid, 9)  # the child this test's WindowProcess started
         child.process.wait()
         assert windows.feed(window, [b"second\n"]) is None  # the caller feeds it itself
@@ -124,10 +129,7 @@ def test_a_child_that_stops_answering_is_killed_and_the_window_fed_here(
 ) -> None:
     windows = WindowProcess()
     try:
-        window = windows.feed(OutputSink(), [b"first\n"])
-        assert window is not None
-        child = windows._child
-        assert child is not None
+        window, child = _fed_once(windows)
         monkeypatch.setattr("app.window_process.ANSWER_SECONDS_BASE", 0.5)
         os.kill(child.process.pid, signal.SIGSTOP)  # stopped, not dead: it never answers
         assert windows.feed(window, [b"second\n"]) is None
@@ -137,7 +139,7 @@ def test_a_child_that_stops_answering_is_killed_and_the_window_fed_here(
 
 
 def test_a_helper_child_gets_none_of_the_servers_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.process.message_child import helper_environment
+    from app.process.helper_children import helper_environment
 
     monkeypatch.setenv("SHELLGATE_TOKENS", "alice:agent:s3cret-s3cret-s3cret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")

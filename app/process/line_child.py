@@ -4,9 +4,8 @@ reads long commands in one). Its calls block: callers run them on a worker threa
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from app.process.message_child import helper_environment
+from app.process.helper_children import spawn_helper
 
 
 class LineChild:
@@ -14,13 +13,8 @@ class LineChild:
 
     def __init__(self, module: str) -> None:
         self.module = module
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", module],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # a native library's last words when it aborts
-            env=helper_environment(),
-        )
+        # stderr: a native library's last words when it aborts.
+        self.process = spawn_helper(module, stderr=subprocess.DEVNULL)
 
     def ask(self, line: bytes) -> bytes:
         """Its answer to `line` (without the newline); ConnectionError when it died first."""

@@ -11,39 +11,16 @@ however the server ends, its child ends with it.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO, Final
 
+from app.process.helper_children import spawn_helper
+
 _LENGTH_BYTES: Final = 8
-# `app` may not be installed (a checkout): the child finds it where this package is.
-_ROOT: Final = str(Path(__file__).resolve().parent.parent.parent)
-
-
-# What the interpreter and the dynamic loader may need to start (a Python built elsewhere, a
-# locale); nothing else of the server's environment, where tokens and secrets live.
-_INTERPRETER_VARIABLES: Final = (
-    "PATH",
-    "PYTHONHOME",
-    "LD_LIBRARY_PATH",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-)
-
-
-def helper_environment() -> dict[str, str]:
-    """The environment of the server's helper children: the interpreter's variables and a
-    PYTHONPATH that finds `app`."""
-    env = {name: os.environ[name] for name in _INTERPRETER_VARIABLES if name in os.environ}
-    path = os.environ.get("PYTHONPATH")
-    env["PYTHONPATH"] = _ROOT + (os.pathsep + path if path else "")
-    return env
 
 
 class MessageChild:
@@ -51,13 +28,7 @@ class MessageChild:
 
     def __init__(self, module: str) -> None:
         self.module = module
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", module],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=helper_environment(),
-            close_fds=True,
-        )
+        self.process = spawn_helper(module)
 
     def ask(self, message: bytes, within: float) -> bytes:
         """Its answer to `message`; OSError or EOFError when it died first, or when it did

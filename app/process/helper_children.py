@@ -1,0 +1,44 @@
+"""How the server starts its own helper children (`line_child.py`, `message_child.py`):
+`python -m <module>` with pipes on stdin and stdout, and none of the server's environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+# `app` may not be installed (a checkout): the child finds it where this package is.
+_ROOT: Final = str(Path(__file__).resolve().parent.parent.parent)
+# What the interpreter and the dynamic loader may need to start (a Python built elsewhere, a
+# locale); nothing else of the server's environment, where tokens and secrets live.
+_INTERPRETER_VARIABLES: Final = (
+    "PATH",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+)
+
+
+def helper_environment() -> dict[str, str]:
+    """The environment of the server's helper children: the interpreter's variables and a
+    PYTHONPATH that finds `app`."""
+    env = {name: os.environ[name] for name in _INTERPRETER_VARIABLES if name in os.environ}
+    path = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = _ROOT + (os.pathsep + path if path else "")
+    return env
+
+
+def spawn_helper(module: str, *, stderr: int | None = None) -> subprocess.Popen[bytes]:
+    """`python -m <module>`, stdin and stdout piped; stderr the server's unless given."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=helper_environment(),
+        close_fds=True,
+    )
