@@ -92,14 +92,21 @@ def ulimit_steps(rlimits: tuple[tuple[int, int, int], ...]) -> str | None:
 
 
 def _child_setup(spec: SpawnSpec, pty: bool) -> Callable[[], None] | None:
+    """What runs in the child between fork and exec; None when nothing must (a pipe spawn
+    then lowers its priority by its argv: `nice_prefix`)."""
     confinement = spec.confinement
-    if confinement is None or not (confinement.cgroup_procs or confinement.rlimits):
+    confined = confinement is not None and bool(confinement.cgroup_procs or confinement.rlimits)
+    if not confined and not pty:
         # Without a preexec function subprocess can vfork: much cheaper in a large process.
-        return _restore_default_signals if pty else None
+        return None
 
     def setup() -> None:
         if pty:
             _restore_default_signals()
-        _enter_confinement(confinement)
+            if spec.nice > 0:  # before exec: nothing it starts can run at the server's
+                os.nice(spec.nice)
+        if confined:
+            assert confinement is not None
+            _enter_confinement(confinement)
 
     return setup

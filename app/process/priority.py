@@ -18,24 +18,45 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 from typing import Final
 
 MAX_NICE: Final = 19
+_NICE_PROGRAM: Final = shutil.which("nice")
 _AUTOGROUP_NICE = re.compile(r"\bnice\s+(-?\d+)")
 
 
 def lower_priority(pid: int, levels: int) -> None:
-    """Run `pid`, a session leader just spawned (before it can fork, or its group shares the
-    autogroup's nice anyway), `levels` nice levels below this process (at most 19)."""
+    """Run `pid`, a standby shell just spawned (it waits: nothing forked yet), and its
+    session's autogroup `levels` nice levels below this process (at most 19)."""
     if levels <= 0:
         return
     with contextlib.suppress(OSError):
         own = os.getpriority(os.PRIO_PROCESS, 0)
         os.setpriority(os.PRIO_PROCESS, pid, min(MAX_NICE, own + levels))
+    lower_group_priority(pid, levels)
+
+
+def lower_group_priority(pid: int, levels: int) -> None:
+    """The autogroup of `pid`'s session `levels` below the server's own (at most 19): for a
+    command spawned directly, whose own nice its argv (`nice_prefix`) or its child setup
+    lowered before exec. The group's nice applies to its members whenever it is set."""
+    if levels <= 0:
+        return
     own_group = _own_autogroup_nice()
     if own_group is not None:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
             autogroup.write(str(min(MAX_NICE, own_group + levels)))
+
+
+def nice_prefix(levels: int) -> list[str]:
+    """What to put before a command's argv so that it starts `levels` below the server (nice
+    counts from the caller's own), when no function runs in the child before exec: set from
+    the server after the spawn, the command could already have started others at the
+    server's priority."""
+    if levels <= 0 or _NICE_PROGRAM is None:
+        return []
+    return [_NICE_PROGRAM, "-n", str(levels)]
 
 
 @functools.cache

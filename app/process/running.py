@@ -40,7 +40,7 @@ from ptyprocess import PtyProcess
 from app.process.confine_hooks import _bash_confinement_env, _child_setup, ulimit_steps
 from app.process.groups import group_exists, process_start_ticks, signal_group
 from app.process.loop_read import LoopReader
-from app.process.priority import lower_priority
+from app.process.priority import lower_group_priority, nice_prefix
 from app.process.signal_defaults import reset_prefix
 from app.process.spec import (
     ExitStatus,
@@ -137,7 +137,7 @@ class RunningProcess:
         # start_new_session / pty.fork make the child a session (and group) leader.
         self.pgid = self.pid
         if standby is None:  # a standby was lowered when it was started
-            lower_priority(self.pid, spec.nice)
+            lower_group_priority(self.pid, spec.nice)
         self.start_ticks = process_start_ticks(self.pid)
         self._pidfd = os.pidfd_open(self.pid)
         self._status: ExitStatus | None = None
@@ -421,7 +421,7 @@ def _spawn_with_pipes(spec: SpawnSpec) -> subprocess.Popen[bytes]:
     bash_env = _bash_confinement_env(spec)
     try:
         return subprocess.Popen(
-            [*reset_prefix(), *spec.argv],
+            [*nice_prefix(spec.nice), *reset_prefix(), *spec.argv],
             cwd=spec.cwd,
             env=spec.env if bash_env is None else {**spec.env, **bash_env},
             stdin=subprocess.DEVNULL,

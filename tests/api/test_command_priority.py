@@ -12,8 +12,14 @@ import pytest
 from app.process.priority import MAX_NICE, _own_autogroup_nice
 from tests.conftest import LiveServer, run_foreground
 
-# The shell's own nice (field 19 of /proc/<pid>/stat) and its session's autogroup line.
-REPORT = "cut -d' ' -f19 /proc/$$/stat; cat /proc/$$/autogroup 2>/dev/null || echo none"
+# The shell's own nice (field 19 of /proc/<pid>/stat) and its session's autogroup line. The
+# server sets a directly spawned command's group nice just after the spawn, which the command
+# may outrun: it waits (at most 2 s) for the group to leave nice 0 first.
+REPORT = (
+    "cut -d' ' -f19 /proc/$$/stat; "
+    "for _ in $(seq 200); do grep -q 'nice 0$' /proc/$$/autogroup 2>/dev/null || break; "
+    "sleep 0.01; done; cat /proc/$$/autogroup 2>/dev/null || echo none"
+)
 
 
 def _reported(output: str) -> tuple[int, int | None]:
@@ -51,5 +57,5 @@ def test_a_command_spawned_without_a_standby_is_lowered_too(fresh_server: LiveSe
 @pytest.mark.settings(command_nice=0)
 def test_nice_zero_leaves_commands_at_the_servers_priority(fresh_server: LiveServer) -> None:
     with fresh_server.client() as client:
-        record = run_foreground(client, REPORT)
+        record = run_foreground(client, REPORT.replace("seq 200", "seq 0"))
     assert _reported(str(record["output"])) == _expected(0)
