@@ -285,9 +285,11 @@ class FileService:
         *,
         approval_id: str | None = None,
         approval_wait: float = 30,
+        accept: Callable[[Readable], None] | None = None,
     ) -> Readable | Pending:
         """What a download sends (the route streams it, `Range` included); recorded as the
-        server starts sending it."""
+        server starts sending it. `accept` may still refuse it (an AppError: a `Range` that
+        does not fit the file), which is then recorded as the read's failure."""
         located = await self.locate(requested)
         authorized = await self._authorize(
             principal, "read", located, approval_id=approval_id, approval_wait=approval_wait
@@ -295,12 +297,14 @@ class FileService:
         if isinstance(authorized, Pending):
             return authorized
         try:
-            info = await anyio.to_thread.run_sync(regular_file_stat, located)
+            readable = Readable(located, await anyio.to_thread.run_sync(regular_file_stat, located))
+            if accept is not None:
+                accept(readable)
         except Exception as error:
             await self._finish(authorized, "failed", message=getattr(error, "message", None))
             raise
-        await self._finish(authorized, "completed", size=info.st_size)
-        return Readable(located, info)
+        await self._finish(authorized, "completed", size=readable.stat.st_size)
+        return readable
 
     async def read_range(
         self,

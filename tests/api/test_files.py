@@ -206,6 +206,13 @@ def test_range_requests(alice: httpx.Client, workspace: Path) -> None:
     assert past.headers["content-range"] == f"bytes */{len(data)}"
 
 
+def _last_read_of(client: httpx.Client, path: Path) -> tuple[str, str | None]:
+    """The state and message of the newest recorded read of `path`."""
+    operations = client.get("/v1/files/operations").json()["data"]
+    reads = [op for op in operations if op["op"] == "read" and op["path"] == str(path)]
+    return reads[0]["state"], reads[0]["message"]
+
+
 @pytest.mark.parametrize(
     "header", ["bytes=abc", "bytes=5-2", "items=0-1", "bytes", "bytes=-", "bytes=,", "bytes=-x"]
 )
@@ -219,6 +226,7 @@ def test_a_malformed_range_is_a_400_in_the_error_envelope(
     assert error["code"] == "bad_request"
     assert error["message"].startswith(f"Range {header!r} is not a byte range"), error
     assert error["request_id"] == response.headers["x-request-id"]
+    assert _last_read_of(alice, workspace / "ranged.bin") == ("failed", error["message"])
 
 
 @pytest.mark.parametrize(
@@ -237,6 +245,17 @@ def test_an_unsatisfiable_range_is_a_416_in_the_error_envelope(
     assert error["message"] == (
         f"Range {header!r} asks for no byte of the file, which is {len(content)} bytes long"
     )
+    assert _last_read_of(alice, workspace / "short.bin") == ("failed", error["message"])
+
+
+def test_a_range_that_if_range_sets_aside_sends_the_file_and_records_the_read(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    (workspace / "changed.bin").write_bytes(b"y" * 100)
+    headers = {"Range": "bytes=5000-", "If-Range": '"an-old-etag"'}
+    response = alice.get("/v1/files", params={"path": "changed.bin"}, headers=headers)
+    assert response.status_code == 200 and response.content == b"y" * 100
+    assert _last_read_of(alice, workspace / "changed.bin") == ("completed", None)
 
 
 def test_more_ranges_than_the_server_serves_are_ignored(

@@ -15,7 +15,7 @@ from starlette.types import Send
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.errors import BadRequestError, InvalidRequestError, RangeNotSatisfiableError
-from app.files.service import Pending, parse_mode
+from app.files.service import Pending, Readable, parse_mode
 from app.schemas.files import (
     FileCheckPublic,
     FileOperationPublic,
@@ -91,6 +91,7 @@ _DESCRIBED = {
     summary="Download a file",
 )
 async def download(
+    request: Request,
     principal: PrincipalDep,
     services: ServicesDep,
     path: PathQuery,
@@ -99,16 +100,25 @@ async def download(
 ) -> Response:
     """Streamed, with `Content-Length`, `ETag`, `Last-Modified` and `Accept-Ranges: bytes`; a
     single or multiple byte `Range` answers 206."""
-    readable = await services.files.open_read(
-        principal, path, approval_id=approval_id, approval_wait=approval_wait
+    responses: list[SizedFileResponse] = []
+
+    def accept(readable: Readable) -> None:
+        # Built once the file is known, so that a `Range` it refuses (400, 416) is the read's
+        # recorded failure, not a read recorded `completed` that sent nothing.
+        response = SizedFileResponse(
+            readable.located.resolved,
+            stat_result=readable.stat,
+            media_type="application/octet-stream",
+        )
+        response.check_range(request.headers.get("range"), request.headers.get("if-range"))
+        responses.append(response)
+
+    opened = await services.files.open_read(
+        principal, path, approval_id=approval_id, approval_wait=approval_wait, accept=accept
     )
-    if isinstance(readable, Pending):
-        return _pending(readable)
-    return SizedFileResponse(
-        readable.located.resolved,
-        stat_result=readable.stat,
-        media_type="application/octet-stream",
-    )
+    if isinstance(opened, Pending):
+        return _pending(opened)
+    return responses[0]
 
 
 @router.put(
@@ -252,6 +262,16 @@ class SizedFileResponse(FileResponse):
     exactly the `Content-Length` it announced: a file that grows while it is sent would
     otherwise overrun the header and the connection would be cut mid-body; and that a `Range`
     it refuses is an error in the API's envelope, not Starlette's plain text."""
+
+    def check_range(self, http_range: str | None, http_if_range: str | None) -> None:
+        """Raise the error the response would answer for this `Range` (and `If-Range`), as
+        Starlette decides whether to use it; nothing when it would send the file."""
+        if http_range is None:
+            return
+        if http_if_range is not None and not self._should_use_range(http_if_range):
+            return
+        assert self.stat_result is not None
+        self._parse_range_header(http_range, self.stat_result.st_size)
 
     @classmethod
     def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
