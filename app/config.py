@@ -77,7 +77,9 @@ def parse_notify_secrets(raw: str) -> dict[str, str]:
 
 
 # The database URLs the server can use: SQLite (embedded) and PostgreSQL through psycopg 3.
-SUPPORTED_DATABASE_SCHEMES = frozenset({"sqlite", "postgresql", "postgresql+psycopg"})
+SUPPORTED_DATABASE_SCHEMES = frozenset(
+    {"sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg"}
+)
 
 
 def describe_settings_error(error: ValidationError) -> str:

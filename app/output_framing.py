@@ -194,6 +194,8 @@ _CLASS_BITS: Final = _class_bits()
 # Stretches nearer than this are decoded together: one decode of a few more bytes costs less
 # than a round of Python per stretch.
 MERGE_GAP: Final = 256
+# Past one stretch per this many bytes on average, the rest is decoded whole (see the end of
+# `_stretches_that_may_be_text`).
 DENSE_AFTER_BYTES: Final = 1024
 # A valid run of MIN_TEXT_RUN bytes has at least a quarter as many characters (at most four
 # bytes each); shorter ones are measured in bytes by `_long_valid_runs`.

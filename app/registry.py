@@ -222,7 +222,7 @@ class LiveExecution:
             if len(piece) >= WINDOW_PROCESS_MIN_BYTES:
                 # Until the answer comes, readers see the window as it was: nothing else
                 # feeds it while the backlog is the worker's.
-                fed = WINDOW_PROCESS.feed(self.sink, [piece])
+                fed = WINDOW_PROCESS.feed(self.sink, piece)
                 if fed is not None:
                     with self._sink_lock:
                         self.sink = fed

@@ -52,11 +52,11 @@ class WindowProcess:
         # One request at a time on the pipes, and never one racing the stop's close.
         self._lock = threading.Lock()
 
-    def feed(self, window: OutputSink, pieces: list[bytes]) -> OutputSink | None:
-        """`window` after `pieces`, fed in the child; `window` itself is not changed. None
-        when the child cannot be used: the caller then feeds `window` itself."""
+    def feed(self, window: OutputSink, data: bytes) -> OutputSink | None:
+        """`window` after `data`, fed in the child; `window` itself is not changed. None when
+        the child cannot be used: the caller then feeds `window` itself."""
         try:
-            request = pickle.dumps((window, pieces), protocol=pickle.HIGHEST_PROTOCOL)
+            request = pickle.dumps((window, data), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # a window that cannot travel (a subclass holding a lock): fed here
             return None
         with self._lock:
@@ -103,9 +103,8 @@ class WindowProcess:
 
 
 def _feed(message: bytes) -> bytes:
-    window, pieces = pickle.loads(message)
-    for piece in pieces:
-        window.feed(piece)
+    window, data = pickle.loads(message)
+    window.feed(data)
     return pickle.dumps(window, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -271,6 +271,16 @@ def test_a_log_level_is_read_in_any_case(tmp_path: Path) -> None:
     assert Settings(log_level="WARNING", data_dir=tmp_path).log_level == "warning"
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///x.db", "sqlite+pysqlite:///x.db", "postgresql://h/db", "postgresql+psycopg://h/db"],
+)
+def test_every_database_url_the_server_can_use_is_accepted(tmp_path: Path, url: str) -> None:
+    from app.config import Settings
+
+    assert Settings(database_url=url, data_dir=tmp_path).database_url == url
+
+
 def test_an_unreachable_database_at_start_says_so_in_one_line(tmp_path: Path) -> None:
     """Port 1 on loopback: nothing listens there, the connection is refused at once."""
     env = server_environment(

@@ -42,7 +42,7 @@ def _mixed_output(seed: int, size: int) -> bytes:
 
 def _fed_once(windows: WindowProcess) -> tuple[OutputSink, MessageChild]:
     """A first line fed through `windows`, and the child that fed it."""
-    window = windows.feed(OutputSink(), [b"first\n"])
+    window = windows.feed(OutputSink(), b"first\n")
     assert window is not None and windows._child is not None
     return window, windows._child
 
@@ -57,7 +57,7 @@ def test_the_window_from_the_child_is_the_window_fed_here() -> None:
             for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
                 here.feed(data[start:end])
                 sent = there
-                fed = windows.feed(there, [data[start:end]])
+                fed = windows.feed(there, data[start:end])
                 assert fed is not None
                 assert sent.summary().total_bytes == start  # what was sent is left as it was
                 there = fed
@@ -74,9 +74,9 @@ def test_a_child_that_died_is_replaced_and_the_window_it_had_is_not_lost() -> No
         window, child = _fed_once(windows)
         os.kill(child.process.pid, 9)  # the child this test's WindowProcess started
         child.process.wait()
-        assert windows.feed(window, [b"second\n"]) is None  # the caller feeds it itself
+        assert windows.feed(window, b"second\n") is None  # the caller feeds it itself
         assert "second" not in window.summary().output
-        again = windows.feed(window, [b"second\n"])
+        again = windows.feed(window, b"second\n")
         assert again is not None and windows._child is not child
         assert again.summary().output == "first\nsecond\n"
     finally:
@@ -86,15 +86,15 @@ def test_a_child_that_died_is_replaced_and_the_window_it_had_is_not_lost() -> No
 def test_a_child_that_keeps_failing_is_given_up_on() -> None:
     windows = WindowProcess(module="app.no_such_module")  # python -m exits at once
     for _ in range(MAX_FAILURES):
-        assert windows.feed(OutputSink(), [b"text\n"]) is None
+        assert windows.feed(OutputSink(), b"text\n") is None
     assert windows._child is None
-    assert windows.feed(OutputSink(), [b"text\n"]) is None
+    assert windows.feed(OutputSink(), b"text\n") is None
     assert windows._child is None, "no new child after the last failure"
 
 
 def test_the_child_ends_when_the_server_closes_it() -> None:
     windows = WindowProcess()
-    assert windows.feed(OutputSink(), [b"text\n"]) is not None
+    assert windows.feed(OutputSink(), b"text\n") is not None
     child = windows._child
     assert child is not None
     windows.close()
@@ -132,7 +132,7 @@ def test_a_child_that_stops_answering_is_killed_and_the_window_fed_here(
         window, child = _fed_once(windows)
         monkeypatch.setattr("app.window_process.ANSWER_SECONDS_BASE", 0.5)
         os.kill(child.process.pid, signal.SIGSTOP)  # stopped, not dead: it never answers
-        assert windows.feed(window, [b"second\n"]) is None
+        assert windows.feed(window, b"second\n") is None
         assert child.process.poll() is not None, "the stopped child was killed and reaped"
     finally:
         windows.close()
