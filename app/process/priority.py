@@ -64,7 +64,15 @@ def _own_autogroup_nice() -> int | None:
     """The nice of the server's own autogroup; None where the kernel has no autogroups."""
     try:
         with open("/proc/self/autogroup") as autogroup:
-            match = _AUTOGROUP_NICE.search(autogroup.read())
+            return autogroup_nice(autogroup.read())
     except OSError:
         return None
-    return int(match.group(1)) if match else None
+
+
+def autogroup_nice(text: str) -> int:
+    """The nice in a `/proc/<pid>/autogroup` text. A process of the kernel's default group
+    (a session init started without `setsid`, as a CI runner or a service manager may) reads
+    an empty file: that group weighs as nice 0, so its sessions' commands still go `levels`
+    below 0, not unlowered."""
+    match = _AUTOGROUP_NICE.search(text)
+    return int(match.group(1)) if match else 0

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from app.process.priority import MAX_NICE, _own_autogroup_nice
+from app.process.priority import MAX_NICE, _own_autogroup_nice, autogroup_nice
 from tests.conftest import LiveServer, run_foreground
 
 # The shell's own nice (field 19 of /proc/<pid>/stat) and its session's autogroup line. The
@@ -59,3 +59,11 @@ def test_nice_zero_leaves_commands_at_the_servers_priority(fresh_server: LiveSer
     with fresh_server.client() as client:
         record = run_foreground(client, REPORT.replace("seq 200", "seq 0"))
     assert _reported(str(record["output"])) == _expected(0)
+
+
+def test_a_server_in_the_kernels_default_group_counts_as_nice_zero() -> None:
+    # A session init started without setsid (a CI runner, a service manager's child) is in
+    # the default group, whose file is empty: its commands must still go below nice 0.
+    assert autogroup_nice("") == 0
+    assert autogroup_nice("/autogroup-85 nice 3\n") == 3
+    assert autogroup_nice("/autogroup-9 nice -2\n") == -2
