@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     max_jobs: int = Field(default=32, ge=1, le=10_000)
     auto_background_ms: int = Field(default=30_000, ge=0)
     # A plain foreground call that ends within this is recorded with one database write (its
-    # row kept meanwhile in an intent file, see docs/operations.md); 0 writes every row at the
+    # row kept meanwhile in an intent journal, see docs/operations.md); 0 writes every row at the
     # spawn.
     foreground_record_delay_ms: int = Field(default=500, ge=0, le=60_000)
     approval_timeout: float = Field(default=600, gt=0)

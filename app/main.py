@@ -28,7 +28,7 @@ from app.api.stopping import RefuseNewWorkWhileStopping
 from app.cluster.forwarding import ForwardToOwner
 from app.cluster.heartbeat import heartbeat_forever
 from app.config import Settings
-from app.executions.pending_record import IntentFiles, recover_pending_records
+from app.executions.pending_record import recover_pending_records
 from app.memory_trim import trim_memory_when_idle
 from app.metrics import Metrics
 from app.migrate import upgrade_if_behind
@@ -69,10 +69,10 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         )
         await services.policy.load()
         await services.cluster.join()
-        # Runs a dead server recorded only in intent files first become `running` rows, which
+        # Runs a dead server recorded only as intents first become `running` rows, which
         # the recovery below kills and records `lost` like any other.
         await anyio.to_thread.run_sync(
-            recover_pending_records, services.db, IntentFiles(settings.data_dir)
+            recover_pending_records, services.db, services.executions.intents
         )
         lost = await recover_lost_executions(services.db, services.settings)
         if lost:

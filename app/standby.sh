@@ -3,16 +3,19 @@
 # cgroups now, while nobody waits for it, then waits for a spec and execs the command in
 # place, so the command starts inside its cgroups without being moved there.
 #
-#   bash --noprofile --norc standby.sh STATUS_FD reset|keep
+#   bash --noprofile --norc standby.sh STATUS_FD reset|keep SPEC_FD
 #
 # `reset`: the command starts with every signal at its default (`env --default-signal`), not
 # with what the server inherited ignored (app/process/signal_defaults.py).
-# stdin: one line, the path of the spec file, or EOF when the standby is dismissed.
+# stdin: one line once the spec is in SPEC_FD, or EOF when the standby is dismissed.
+# SPEC_FD: a memory file (memfd) the server fills before that line: no file is made on disk,
+# so neither the environment's secrets nor an inode per command ever reach the data directory.
 # STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or nothing: it is
 # closed right before the exec. Any failure to join ends the shell before anything runs.
-# The spec file: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
+# The spec: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
 # entries, N entries `NAME=value`, then the argv.
 status_fd=$1
+spec_fd=$3
 IFS=$'\n'
 set -f
 for cgroup_procs in ${__SHELLGATE_CGROUPS-}; do
@@ -22,14 +25,16 @@ set +f
 unset -v IFS __SHELLGATE_CGROUPS cgroup_procs
 echo J >&"$status_fd"
 
-IFS= read -r spec_file || exit 0
+IFS= read -r _ || exit 0
 exec 0</dev/null
 # A spec that cannot be read is the server's failure, not the command's: say so (the server
-# then spawns the usual way) rather than exit as if the command had run.
-if ! mapfile -d '' -t spec <"$spec_file" || [[ ! ${spec[2]-} =~ ^[0-9]+$ ]]; then
+# then spawns the usual way) rather than exit as if the command had run. The server wrote it
+# with pwrite, so the descriptor's offset is still 0.
+if ! mapfile -d '' -t spec <&"$spec_fd" || [[ ! ${spec[2]-} =~ ^[0-9]+$ ]]; then
   echo spec >&"$status_fd"
   exit 126
 fi
+exec {spec_fd}<&-
 count=${spec[2]}
 environment=("${spec[@]:3:count}")
 argv=("${spec[@]:3+count}")

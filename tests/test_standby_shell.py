@@ -26,7 +26,7 @@ from tests.waiting import eventually
 
 @pytest.fixture
 def standby(tmp_path: Path) -> Iterator[StandbyShell]:
-    shell = StandbyShell("/bin/bash", (), tmp_path)
+    shell = StandbyShell("/bin/bash", ())
     try:
         yield shell
     finally:
@@ -92,26 +92,63 @@ def test_a_missing_directory_is_an_oserror_and_nothing_runs(
         standby.claim(["/bin/bash", "-c", f"touch {marker}"], "/nonexistent-x", {}, ":")
     assert standby.popen.poll() is not None  # ended, and reaped
     assert not marker.exists()
-    assert list(tmp_path.glob("*.spec")) == []
 
 
 def test_a_spec_the_shell_cannot_read_is_reported_not_run(tmp_path: Path) -> None:
     """The script's side of `StandbyGone` for an unreadable spec: it says `spec` on the status
     pipe and exits before running anything, so the server spawns the usual way instead of
     recording an exit status for a command that never ran."""
+    marker = tmp_path / "ran"
+    spec = os.memfd_create("spec")
+    os.write(spec, b"/\0:\0not-a-count\0/bin/bash\0-c\0" + f"touch {marker}".encode() + b"\0")
     status_read, status_write = os.pipe()
     script = subprocess.Popen(
-        ["/bin/bash", "--noprofile", "--norc", str(STANDBY_SCRIPT), str(status_write), "keep"],
+        [
+            "/bin/bash",
+            "--noprofile",
+            "--norc",
+            str(STANDBY_SCRIPT),
+            str(status_write),
+            "keep",
+            str(spec),
+        ],
         stdin=subprocess.PIPE,
-        pass_fds=(status_write,),
+        pass_fds=(status_write, spec),
     )
     os.close(status_write)
+    os.close(spec)
     assert script.stdin is not None
-    script.stdin.write(str(tmp_path / "no-such.spec").encode() + b"\n")
+    script.stdin.write(b"\n")
     script.stdin.close()
     assert script.wait(timeout=10) == 126
     with os.fdopen(status_read, "rb") as status:
         assert status.read().split() == [b"J", b"spec"]
+    assert not marker.exists()
+
+
+def test_the_command_inherits_no_descriptor_of_the_standby(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    """Neither the spec's memory file nor the status pipe reaches the command: 0, 1, 2 only."""
+    standby.claim(["/bin/bash", "-c", "ls /proc/self/fd"], "/", {"PATH": os.defpath}, ":")
+    code, out, err = finish(standby)
+    assert code == 0, err
+    # `ls` itself holds one more: the directory it lists.
+    assert len(out.split()) == 4, out
+
+
+def test_no_spec_file_is_left_in_the_data_directory(tmp_path: Path) -> None:
+    """The spec, which holds the command's environment, never touches a disk (and no inode is
+    made and freed per command)."""
+    ahead = SpawnAhead(CgroupBackend(root=True, bases={}, version=1), Limits(), "/bin/bash", tmp_path)
+    (tmp_path / "standby").mkdir()
+    (tmp_path / "standby" / "123.spec").write_text("SECRET=left by an older version")
+    ahead.start()
+    try:
+        eventually(lambda: not (tmp_path / "standby").exists(), what="the legacy spec directory")
+    finally:
+        ahead.stop()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_standby_that_ended_before_its_claim_is_gone(
@@ -124,7 +161,7 @@ def test_a_standby_that_ended_before_its_claim_is_gone(
 
 
 def test_a_dismissed_standby_is_reaped_with_its_pipes_closed(tmp_path: Path) -> None:
-    shell = StandbyShell("/bin/bash", (), tmp_path)
+    shell = StandbyShell("/bin/bash", ())
     pid = shell.pid
     shell.dismiss()
     assert shell.popen.returncode == 0
@@ -134,9 +171,7 @@ def test_a_dismissed_standby_is_reaped_with_its_pipes_closed(tmp_path: Path) -> 
 
 
 def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(tmp_path: Path) -> None:
-    shell = StandbyShell(
-        "/bin/bash", (str(tmp_path / "no-such-cgroup" / "cgroup.procs"),), tmp_path
-    )
+    shell = StandbyShell("/bin/bash", (str(tmp_path / "no-such-cgroup" / "cgroup.procs"),))
     try:
         assert shell.popen.wait(timeout=10) == 126
         with pytest.raises(StandbyGone):

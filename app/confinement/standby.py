@@ -28,7 +28,9 @@ logger = logging.getLogger("shellgate.confinement")
 # The standby's unit is named like an execution (so a restarted server's sweep removes it) but
 # can never be mistaken for one: ids are `ex_` + 20 characters.
 STANDBY_PREFIX = "ex_standby_"
-SPEC_DIRECTORY = "standby"
+# Where versions before the memory-file spec (app/process/standby.py) left their spec files,
+# which hold a command's environment: removed at start.
+LEGACY_SPEC_DIRECTORY = "standby"
 
 
 @dataclass
@@ -45,7 +47,7 @@ class SpawnAhead:
         self._nice = nice
         self._limits = limits
         self._shell = shell
-        self._spec_directory = data_dir / SPEC_DIRECTORY
+        self._legacy_spec_directory = data_dir / LEGACY_SPEC_DIRECTORY
         # Limits bash cannot set, or no `env` to exec the command with an exact environment:
         # the usual spawn, every time.
         self._usable = ulimit_steps(tuple(self._rlimits())) is not None and os.access(
@@ -107,13 +109,8 @@ class SpawnAhead:
             self._discard(standby)
 
     def _keep_one_ready(self) -> None:
-        # Here, not in `start` (called on the event loop): what a killed server left goes.
-        shutil.rmtree(self._spec_directory, ignore_errors=True)
-        try:
-            self._spec_directory.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            logger.exception("no standby shells: commands spawn as usual")
-            return
+        # Here, not in `start` (called on the event loop).
+        shutil.rmtree(self._legacy_spec_directory, ignore_errors=True)
         while True:
             with self._wanted:
                 while not self._stopped and (self._ready is not None or not self._want):
@@ -142,9 +139,7 @@ class SpawnAhead:
         unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
         assert isinstance(unit, CgroupUnit)
         try:
-            shell = StandbyShell(
-                self._shell, unit.child.cgroup_procs, self._spec_directory, self._nice
-            )
+            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice)
         except BaseException:
             unit.release(kill=True)
             raise

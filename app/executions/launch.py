@@ -41,7 +41,7 @@ from app.executions.draft import (
 )
 from app.executions.idle import IdleWatch, watch_idle
 from app.executions.lifecycle import Lifecycle
-from app.executions.pending_record import IntentFiles, PendingRecord
+from app.executions.pending_record import IntentJournal, PendingRecord
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
 from app.models import Execution, ExecutionMode, ExecutionState
 from app.observability.events import execution_event
@@ -71,7 +71,7 @@ class Launch:
     live: LiveExecution
     foreground_wait: float | None  # seconds before auto-background; None = wait to the end
     notices: list[str] = field(default_factory=list)
-    # Set while the record is only an intent file (pending_record.py): written before an
+    # Set while the record is only an intent (pending_record.py): written before an
     # early answer.
     pending: PendingRecord | None = None
     idle: IdleWatch | None = None  # `idle_timeout`: ends the caller's wait (executions/idle.py)
@@ -98,10 +98,10 @@ class Launcher:
     lifecycle: Lifecycle
     # Recorded with each process, so that restart recovery kills groups of this boot only.
     boot: str = field(default_factory=boot_id)
-    intents: IntentFiles = field(init=False)
+    intents: IntentJournal = field(init=False)
 
     def __post_init__(self) -> None:
-        self.intents = IntentFiles(self.ctx.settings.data_dir)
+        self.intents = IntentJournal(self.ctx.settings.data_dir, self.ctx.settings.node_id)
 
     async def launch(
         self,
@@ -301,8 +301,8 @@ class Launcher:
         session_call: SessionCall | None,
         deferred: bool,
     ) -> tuple[RunningProcess, bool]:
-        """Check for room, open the confinement unit, spawn, and write the record (or its intent
-        file), in one worker-thread hop (each hop costs on a loaded machine)."""
+        """Check for room, open the confinement unit, spawn, and write the record (or its
+        intent), in one worker-thread hop (each hop costs on a loaded machine)."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
         else:
@@ -408,7 +408,7 @@ class Launcher:
         existing: bool,
         deferred: bool,
     ) -> Callable[[RunningProcess], bool]:
-        """What writes the `running` record (or, `deferred`, its intent file) once the process
+        """What writes the `running` record (or, `deferred`, its intent) once the process
         exists (it holds the pid); runs in the spawn's worker thread."""
         db, boot, confinement_name = self.ctx.db, self.boot, self.ctx.confinement.name
         intents = self.intents
@@ -434,7 +434,7 @@ class Launcher:
         }
 
         def write(process: RunningProcess) -> bool:
-            """True if only the intent file was written."""
+            """True if only the intent was written."""
             now = datetime.now(UTC)
             values = {
                 **settled,
@@ -457,7 +457,7 @@ class Launcher:
                 try:
                     intents.write(crud.execution_row(record))
                 except OSError:
-                    logger.warning("no intent file for %s: recorded at once", live.id)
+                    logger.warning("no intent kept for %s: recorded at once", live.id)
                 else:
                     live.record = record
                     return True

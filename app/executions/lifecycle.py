@@ -65,7 +65,7 @@ class Lifecycle:
         pending: PendingRecord | None = None,
     ) -> None:
         """Arm the deadline and supervise the execution until its terminal record is written.
-        `pending`: its row is only an intent file so far (pending_record.py)."""
+        `pending`: its row is only an intent so far (pending_record.py)."""
         self._registry.arm_deadline(live, limit.seconds)
         self._track(self._supervise(live, limit, session_call, run_span, pending))
 

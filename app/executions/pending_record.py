@@ -1,24 +1,36 @@
 """One database write for a foreground call that ends quickly.
 
 A plain foreground call (a session's too; no PTY, no approval, not streamed) does not insert its
-`running` row at the spawn. Instead, in the spawn's worker-thread hop, the row is written to a
-small *intent file* (`<data_dir>/pending-records/<id>.json`, a page-cache write, no fsync). Then
-either
+`running` row at the spawn. Instead, in the spawn's worker-thread hop, the row is appended to
+this node's *intent journal* (`<data_dir>/pending-records/<node id>.journal`, a page-cache
+write, no fsync). Then either
 
 - the command ends before `foreground_record_delay_ms` (or before its caller's answer is due):
   the terminal row is inserted in one statement, in the same hop that ends its unit, and the
-  intent file is removed; or
+  journal says the intent is resolved; or
 - it is still running at that moment (or its caller is answered early): the `running` row is
-  inserted then, the intent file removed, and the end is the usual update.
+  inserted then, the intent resolved, and the end is the usual update.
 
 Crash safety: a server that dies (SIGKILL, OOM) between the spawn and the insert leaves the
-intent file behind. The next start (`recover_pending_records`, before the recovery of `running`
-rows) inserts every intent whose row does not exist as a `running` row; the usual recovery then
-kills its process group behind the pid-reuse guard and records it `lost` with its output, like
-any execution that was running when the server died. No record is lost; a call is only unknown
-to the registry (lists, another client's GET) for at most the delay. The page cache survives a
-process crash; an OS crash can lose the file, as it can lose SQLite's last WAL commits
-(`synchronous=NORMAL`).
+intent unresolved in its journal. The next start (`recover_pending_records`, before the recovery
+of `running` rows) inserts every unresolved intent whose row does not exist as a `running` row;
+the usual recovery then kills its process group behind the pid-reuse guard and records it `lost`
+with its output, like any execution that was running when the server died. No record is lost;
+a call is only unknown to the registry (lists, another client's GET) for at most the delay. The
+page cache survives a process crash; an OS crash can lose the journal's newest lines, as it can
+lose SQLite's last WAL commits (`synchronous=NORMAL`).
+
+Why a journal and not a file per call (as before 2026-12-02, whose `<id>.json` files a start
+still recovers): on ext4 without a journal, as this project's VMs have, every file created in a
+block group first skips, one by one, each inode freed there in the last seconds; a file made
+and removed per call made every later create in the data directory pay for all of them
+(bench/PROFILE.md, "Files per call"). One line appended and one more when resolved frees no
+inode; the journal is emptied in place whenever nothing is pending, and rewritten whole only
+if it keeps growing under calls that always overlap.
+
+Lines: `+ <row as JSON>` for an intent, `- <id>` once resolved. One server writes a node's
+journal (it holds the node's lock, app/process/instance_lock.py); a start reads every node's
+journal (the data directory may be shared) but rewrites only its own.
 """
 
 from __future__ import annotations
@@ -28,9 +40,10 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio.to_thread
 
@@ -42,55 +55,197 @@ from app.models import Execution
 logger = logging.getLogger("shellgate.executions")
 
 PENDING_RECORDS_DIR = "pending-records"
+JOURNAL_SUFFIX = ".journal"
 _DATETIME_COLUMNS = ("created_at", "started_at", "finished_at")
+# Past this size a journal with nothing pending is emptied; past four times it, rewritten with
+# only what is pending (calls that always overlap never leave it empty).
+COMPACT_BYTES: Final = 1024 * 1024
 
 
-class IntentFiles:
-    """The intent files of executions whose row is not in the database yet."""
+class IntentJournal:
+    """This node's intent journal. Blocking calls: worker threads only."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, node_id: str, compact_bytes: int = COMPACT_BYTES) -> None:
         self.directory = data_dir / PENDING_RECORDS_DIR
-        self._made = False
-
-    def _path(self, execution_id: str) -> str:
-        return os.path.join(self.directory, f"{execution_id}.json")
+        self.path = self.directory / f"{node_id or 'local'}{JOURNAL_SUFFIX}"
+        self._compact_bytes = compact_bytes
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._size = 0  # what this server wrote: the file's length while it holds the lock
+        self._pending: dict[str, bytes] = {}  # id -> its `+` line, for a rewrite
 
     def write(self, row: dict[str, Any]) -> None:
-        """Blocking (a worker thread). The file holds the row as the `running` insert would."""
-        if not self._made:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._made = True
-        text = json.dumps(row, default=_encode)
-        descriptor = os.open(self._path(row["id"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(descriptor, text.encode())
-        finally:
-            os.close(descriptor)
+        """The row as the `running` insert would write it; OSError when it cannot be kept."""
+        line = b"+ " + json.dumps(row, default=_encode).encode() + b"\n"
+        with self._lock:
+            self._append(line)
+            self._pending[str(row["id"])] = line
 
     def remove(self, execution_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._path(execution_id))
-
-    def left_behind(self) -> list[tuple[Path, dict[str, Any] | None]]:
-        """Every intent file with its row (None when the file cannot be read back: a crash
-        during its write, which happens before the command could do anything)."""
-        if not self.directory.is_dir():
-            return []
-        found: list[tuple[Path, dict[str, Any] | None]] = []
-        for path in sorted(self.directory.glob("*.json")):
+        """The intent's row is in the database now. A failure to say so costs nothing but a
+        row the next start finds present."""
+        with self._lock:
+            if self._pending.pop(execution_id, None) is None:
+                return
             try:
-                row = json.loads(path.read_text())
-            except (OSError, ValueError):
-                found.append((path, None))
-                continue
-            found.append((path, _decode(row) if isinstance(row, dict) else None))
-        return found
+                self._append(b"- " + execution_id.encode() + b"\n")
+                self._compact_if_due()
+            except OSError:
+                logger.warning("intent journal %s: could not resolve %s", self.path, execution_id)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def _append(self, line: bytes) -> None:
+        fd = self._open()
+        view, written = memoryview(line), 0
+        try:
+            while written < len(line):
+                written += os.write(fd, view[written:])
+        except OSError:
+            # A part written (a full disk) must not run into the next line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+            raise
+        self._size += len(line)
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o600)
+            self._size = os.fstat(self._fd).st_size
+        return self._fd
+
+    def _compact_if_due(self) -> None:
+        if self._size <= self._compact_bytes:
+            return
+        if not self._pending:
+            os.ftruncate(self._fd, 0)  # O_APPEND: the next line goes to the new end
+            self._size = 0
+        elif self._size > 4 * self._compact_bytes:
+            self._rewrite(list(self._pending.values()))
+
+    def _rewrite(self, lines: list[bytes]) -> None:
+        """The journal replaced whole by `lines` (a new file renamed over it: never half)."""
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            data = b"".join(lines)
+            view, written = memoryview(data), 0
+            while written < len(data):
+                written += os.write(fd, view[written:])
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._open()
+
+    # --- at start ----------------------------------------------------------------------------
+
+    def recover(self, db: Database) -> list[str]:
+        """Every unresolved intent in the data directory becomes a `running` row unless its row
+        exists; this node's journal is emptied after. Returns the ids inserted."""
+        recovered: list[str] = []
+        rejected: list[bytes] = []
+        if self.directory.is_dir():
+            for path in sorted(self.directory.glob(f"*{JOURNAL_SUFFIX}")):
+                for line, row in read_unresolved(path):
+                    outcome = _insert_intent(db, row, path)
+                    if outcome is True:
+                        recovered.append(str(row["id"]))
+                    elif outcome is None and path == self.path:
+                        rejected.append(line)
+            recovered += _recover_legacy_files(db, self.directory)
+        with self._lock:
+            if self.path.exists() or rejected:
+                self._keep_rejected(rejected)
+                self._rewrite([])
+                self._pending.clear()
+        return recovered
+
+    def _keep_rejected(self, lines: list[bytes]) -> None:
+        if not lines:
+            return
+        path = self.path.with_suffix(".rejected")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"".join(lines))
+        finally:
+            os.close(fd)
+
+
+def read_unresolved(path: Path) -> list[tuple[bytes, dict[str, Any]]]:
+    """The `+` lines of a journal that no `-` line resolves, with their rows."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        logger.warning("intent journal %s could not be read", path)
+        return []
+    pending: dict[str, tuple[bytes, dict[str, Any]]] = {}
+    for line in data.splitlines(keepends=True):
+        if line.startswith(b"- "):
+            pending.pop(line[2:].strip().decode(errors="replace"), None)
+            continue
+        row = _row(line[2:]) if line.startswith(b"+ ") and line.endswith(b"\n") else None
+        if row is None:  # torn by a crash during its write, before the command could run
+            logger.warning("unreadable line in intent journal %s: skipped", path)
+            continue
+        pending[str(row["id"])] = (line, row)
+    return list(pending.values())
+
+
+def _row(text: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(text)
+    except ValueError:
+        return None
+    return _decode(row) if isinstance(row, dict) and "id" in row else None
+
+
+def _insert_intent(db: Database, row: dict[str, Any], source: Path) -> bool | None:
+    """True: inserted; False: its row existed; None: refused (kept for an operator)."""
+    try:
+        return bool(db.run_in_transaction(crud.insert_execution_if_absent, row=row))
+    except DatabaseUnavailableError:
+        raise  # the start fails, as it does for the rest of the recovery
+    except Exception:
+        # Kept for an operator, never retried: one bad row must not stop every start.
+        logger.exception("an intent in %s could not be recorded: kept as .rejected", source)
+        return None
+
+
+def _recover_legacy_files(db: Database, directory: Path) -> list[str]:
+    """The one-file-per-intent form (`<id>.json`) an older version may have left."""
+    recovered: list[str] = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            row = _row(path.read_bytes())
+        except OSError:
+            row = None
+        if row is None:
+            logger.warning("unreadable intent file %s: removed", path)
+            path.unlink(missing_ok=True)
+            continue
+        outcome = _insert_intent(db, row, path)
+        if outcome is None:
+            path.rename(path.with_suffix(".rejected"))
+            continue
+        if outcome:
+            recovered.append(str(row["id"]))
+        path.unlink(missing_ok=True)
+    return recovered
 
 
 def _encode(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
-    raise TypeError(f"cannot keep {type(value).__name__} in an intent file")
+    raise TypeError(f"cannot keep {type(value).__name__} in an intent")
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:
@@ -100,33 +255,15 @@ def _decode(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def recover_pending_records(db: Database, intents: IntentFiles) -> list[str]:
-    """At start, before `running` rows are recovered: the intents a dead server left become
-    `running` rows (unless their row exists), and their files go. Blocking (a worker thread)."""
-    recovered: list[str] = []
-    for path, row in intents.left_behind():
-        if row is None:
-            logger.warning("unreadable intent file %s: removed", path)
-            path.unlink(missing_ok=True)
-            continue
-        try:
-            if db.run_in_transaction(crud.insert_execution_if_absent, row=row):
-                recovered.append(str(row["id"]))
-        except DatabaseUnavailableError:
-            raise  # the start fails, as it does for the rest of the recovery
-        except Exception:
-            # Kept for an operator, never retried: one bad file must not stop every start.
-            logger.exception("intent file %s could not be recorded: kept as .rejected", path)
-            path.rename(path.with_suffix(".rejected"))
-            continue
-        path.unlink(missing_ok=True)
-    return recovered
+def recover_pending_records(db: Database, intents: IntentJournal) -> list[str]:
+    """At start, before `running` rows are recovered (blocking: a worker thread)."""
+    return intents.recover(db)
 
 
 class PendingRecord:
-    """The row of one running execution that is, so far, only an intent file. On the loop."""
+    """The row of one running execution that is, so far, only an intent. On the loop."""
 
-    def __init__(self, record: Execution, db: Database, intents: IntentFiles) -> None:
+    def __init__(self, record: Execution, db: Database, intents: IntentJournal) -> None:
         self.record = record
         self._db = db
         self._intents = intents
@@ -155,7 +292,7 @@ class PendingRecord:
             await anyio.to_thread.run_sync(insert)
             self._written = True
         except Exception:
-            # The intent file stays: the end inserts the row, or the next start recovers it.
+            # The intent stays: the end inserts the row, or the next start recovers it.
             logger.exception("could not record %s as running", execution_id)
             self._writing = None
 
@@ -182,7 +319,7 @@ class PendingRecord:
     # --- the end, in the worker thread that ends the unit -----------------------------------
 
     def insert_final(self, values: dict[str, Any]) -> bool:
-        """The terminal row, whole, in one statement (blocking); then the intent file goes."""
+        """The terminal row, whole, in one statement (blocking); then the intent is resolved."""
         row = {**crud.execution_row(self.record), **values}
         self._db.run_in_transaction(crud.insert_execution_row, row=row)
         self._intents.remove(self.record.id)

@@ -33,6 +33,7 @@ from app.executions.context import Context
 from app.executions.control import Controls, require_control
 from app.executions.launch import Launcher
 from app.executions.lifecycle import Lifecycle
+from app.executions.pending_record import IntentJournal
 from app.executions.ports import LOCAL_NODE, NodeRole, SessionBinding, SessionContext
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
@@ -322,3 +323,9 @@ class ExecutionService:
         """Stopping the server ends its commands: their groups are killed and they read `lost`.
         Waits up to `within` seconds (default: the shutdown grace) for their records."""
         await self._lifecycle.shutdown(within)
+        self.intents.close()  # a record written later still reaches it (it reopens)
+
+    @property
+    def intents(self) -> IntentJournal:
+        """The rows of quick foreground calls not in the database yet (pending_record.py)."""
+        return self._launcher.intents

@@ -34,14 +34,10 @@ STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+def _pwrite_all(fd: int, data: bytes) -> None:
+    view, position = memoryview(data), 0
+    while view[position:]:
+        position += os.pwrite(fd, view[position:], position)
 
 
 class StandbyGone(Exception):
@@ -53,10 +49,11 @@ class StandbyShell:
     """One waiting shell. `claim` hands it its command and returns its `Popen` (stdout and
     stderr are pipes, as `RunningProcess` reads them)."""
 
-    def __init__(
-        self, shell: str, cgroup_procs: tuple[str, ...], spec_directory: Path, nice: int = 0
-    ) -> None:
-        self._spec_directory = spec_directory
+    def __init__(self, shell: str, cgroup_procs: tuple[str, ...], nice: int = 0) -> None:
+        # The spec travels in a memory file the shell inherits, not a file in the data
+        # directory: a file made and removed per command cost this VM's ext4 (no journal) a
+        # scan of every recently freed inode at each later create (bench/PROFILE.md).
+        self._spec = os.memfd_create("shellgate-standby-spec", os.MFD_CLOEXEC)
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
         try:
             self.popen: subprocess.Popen[bytes] = subprocess.Popen(
@@ -67,18 +64,20 @@ class StandbyShell:
                     str(STANDBY_SCRIPT),
                     str(status_write),
                     "reset" if env_resets_signals() else "keep",
+                    str(self._spec),
                 ],
                 cwd="/",
                 env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_write,),
+                pass_fds=(status_write, self._spec),
                 start_new_session=True,
                 close_fds=True,
             )
         except BaseException:
             os.close(status_read)
+            os.close(self._spec)
             raise
         finally:
             os.close(status_write)
@@ -97,24 +96,21 @@ class StandbyShell:
         directory or limits were refused (the standby then exits), `StandbyGone` when the
         standby could not take it (ended, or could not read its spec)."""
         assert self.popen.stdin is not None
-        spec = Path(self._spec_directory, f"{self.pid}.spec")
         fields = [cwd, ulimit_steps, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
         try:
-            # Readable by the server's user alone: the environment may hold secrets. It lives
-            # until the shell has read it (the status pipe's close), then goes.
             try:
-                _write_private(spec, b"".join(os.fsencode(field) + b"\0" for field in fields))
-            except OSError as error:  # a full disk: the usual spawn needs no file
+                # At offset 0 and without moving the shared offset the shell reads from.
+                _pwrite_all(self._spec, b"".join(os.fsencode(field) + b"\0" for field in fields))
+            except OSError as error:  # no memory for it: the usual spawn
                 raise StandbyGone() from error
             try:
-                self.popen.stdin.write(os.fsencode(str(spec)) + b"\n")
+                self.popen.stdin.write(b"\n")
                 self.popen.stdin.close()
             except BrokenPipeError as error:
                 raise StandbyGone() from error
             status = self._read_status()
         finally:
-            with contextlib.suppress(OSError):
-                spec.unlink()
+            self._close_spec()
         if not status.startswith(b"J"):
             raise StandbyGone()
         step = status[1:].strip()
@@ -150,6 +146,12 @@ class StandbyShell:
         if self._status >= 0:  # kept open until now: its `J` must not meet a closed pipe
             os.close(self._status)
             self._status = -1
+        self._close_spec()
         for pipe in (self.popen.stdout, self.popen.stderr):
             if pipe is not None:
                 pipe.close()
+
+    def _close_spec(self) -> None:
+        if self._spec >= 0:
+            os.close(self._spec)
+            self._spec = -1

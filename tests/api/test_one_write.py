@@ -1,15 +1,18 @@
 """One database write per fast foreground call, and no record lost when the server dies before
-that write: the run's intent file becomes a `lost` record at the next start."""
+that write: the run's intent becomes a `lost` record at the next start. The intents are lines
+of one journal per node: no file is made or removed per call."""
 
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,8 +21,10 @@ from sqlalchemy import func, select
 from app.crud import execution_row
 from app.db import Database, make_engine
 from app.executions.pending_record import (
+    JOURNAL_SUFFIX,
     PENDING_RECORDS_DIR,
-    IntentFiles,
+    IntentJournal,
+    read_unresolved,
     recover_pending_records,
 )
 from app.migrate import upgrade_to_head
@@ -52,8 +57,10 @@ def writes(db: sqlite3.Connection, execution_id: str) -> list[tuple[str, str]]:
     return [(kind, state) for kind, state in db.execute(query, (execution_id,))]
 
 
-def intents(data_dir: Path) -> list[Path]:
-    return sorted((data_dir / PENDING_RECORDS_DIR).glob("*.json"))
+def intents(data_dir: Path) -> list[dict[str, Any]]:
+    """Every unresolved intent in the data directory's journals."""
+    journals = sorted((data_dir / PENDING_RECORDS_DIR).glob(f"*{JOURNAL_SUFFIX}"))
+    return [row for journal in journals for _, row in read_unresolved(journal)]
 
 
 @pytest.mark.sqlite_only("counts the writes with SQLite triggers")
@@ -145,7 +152,7 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
 ) -> None:
     data_dir, workspace = tmp_path / "data", tmp_path / "ws"
     workspace.mkdir()
-    # A delay far longer than the test: the row can only come from the intent file.
+    # A delay far longer than the test: the row can only come from the intent.
     env = {"SHELLGATE_FOREGROUND_RECORD_DELAY_MS": "60000", "SHELLGATE_AUTO_BACKGROUND_MS": "0"}
     first = ServerProcess(data_dir, workspace, database, env)
     outcome: list[object] = []
@@ -162,8 +169,8 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
 
         caller = threading.Thread(target=call, daemon=True)
         caller.start()
-        eventually(lambda: len(intents(data_dir)) == 1, what="the run's intent file")
-        row = json.loads(intents(data_dir)[0].read_text())
+        eventually(lambda: len(intents(data_dir)) == 1, what="the run's intent")
+        row = intents(data_dir)[0]
         eventually(
             lambda: b"before" in Path(row["artifact_path"]).read_bytes(),
             what="the command's first output in its log",
@@ -195,13 +202,9 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
         second.stop()
 
 
-def test_recovery_inserts_each_intent_once_and_drops_unreadable_ones(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    upgrade_to_head(url)
-    db = Database(make_engine(url))
-    files = IntentFiles(tmp_path)
-    record = Execution(
-        id="e-intent-1",
+def _intent_record(execution_id: str, tmp_path: Path) -> Execution:
+    return Execution(
+        id=execution_id,
         owner="agent",
         command="sleep 1",
         original_command="sleep 1",
@@ -210,18 +213,142 @@ def test_recovery_inserts_each_intent_once_and_drops_unreadable_ones(tmp_path: P
         artifact_path=str(tmp_path / "none.log"),
         started_at=datetime.now(UTC),
     )
-    files.write(execution_row(record))
-    (files.directory / "e-torn.json").write_text('{"id": "e-to')
-    (files.directory / "e-bad.json").write_text('{"id": "e-bad"}')
+
+
+@pytest.fixture
+def registry_db(tmp_path: Path) -> Iterator[Database]:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade_to_head(url)
+    db = Database(make_engine(url))
+    yield db
+    db.dispose()
+
+
+def _rows(tmp_path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(tmp_path / "r.db") as raw:
+        return sorted(raw.execute("SELECT id, state FROM executions").fetchall())
+
+
+def test_recovery_inserts_each_intent_once_and_drops_unreadable_ones(
+    tmp_path: Path, registry_db: Database
+) -> None:
+    journal = IntentJournal(tmp_path, "node-a")
+    journal.write(execution_row(_intent_record("e-intent-1", tmp_path)))
+    journal.write(execution_row(_intent_record("e-resolved", tmp_path)))
+    journal.remove("e-resolved")  # its row reached the database: nothing to recover
+    journal.close()
+    with journal.path.open("ab") as raw:
+        raw.write(b'+ {"id": "e-bad"}\n')  # a row the database refuses
+        raw.write(b'+ {"id": "e-to')  # torn by a crash in the middle of its write
+    # What a version with one file per intent left behind is recovered too.
+    legacy = tmp_path / PENDING_RECORDS_DIR / "e-legacy.json"
+    legacy.write_text(json.dumps(execution_row(_intent_record("e-legacy", tmp_path)), default=str))
+    (tmp_path / PENDING_RECORDS_DIR / "e-torn.json").write_text('{"id": "e-to')
+
+    assert recover_pending_records(registry_db, journal) == ["e-intent-1", "e-legacy"]
+    assert intents(tmp_path) == []
+    assert journal.path.read_bytes() == b""
+    assert sorted(p.name for p in (tmp_path / PENDING_RECORDS_DIR).iterdir()) == [
+        "node-a.journal",
+        "node-a.rejected",  # set aside for an operator; the start went on
+    ]
+    assert b'"e-bad"' in (tmp_path / PENDING_RECORDS_DIR / "node-a.rejected").read_bytes()
+    # Written again (a start that died before emptying its journal): not recorded twice.
+    journal.write(execution_row(_intent_record("e-intent-1", tmp_path)))
+    assert recover_pending_records(registry_db, journal) == []
+    assert _rows(tmp_path) == [("e-intent-1", "running"), ("e-legacy", "running")]
+
+
+def test_another_nodes_journal_is_recovered_but_left_to_its_node(
+    tmp_path: Path, registry_db: Database
+) -> None:
+    """A shared data directory: any start records what a dead replica left, but only the
+    node holding a journal's lock rewrites it."""
+    other = IntentJournal(tmp_path, "node-b")
+    other.write(execution_row(_intent_record("e-of-b", tmp_path)))
+    written = other.path.read_bytes()
+    mine = IntentJournal(tmp_path, "node-a")
+    assert recover_pending_records(registry_db, mine) == ["e-of-b"]
+    assert other.path.read_bytes() == written
+    assert _rows(tmp_path) == [("e-of-b", "running")]
+    other.close()
+
+
+def test_the_journal_is_emptied_in_place_and_bounded_when_calls_always_overlap(
+    tmp_path: Path, registry_db: Database
+) -> None:
+    journal = IntentJournal(tmp_path, "node-a", compact_bytes=4096)
+    row = execution_row(_intent_record("e-0", tmp_path))
+    # Calls one after another: whenever nothing is pending past the size, emptied in place
+    # (the same inode: nothing is freed that later file creations would have to skip).
+    journal.write(row)
+    inode = journal.path.stat().st_ino
+    for number in range(200):
+        journal.write({**row, "id": f"e-{number}"})
+        journal.remove(f"e-{number}")
+    journal.remove("e-0")
+    assert journal.path.stat().st_size <= 4096 and journal.path.stat().st_ino == inode
+    # One call always pending: rewritten with what is pending once past four times the size.
+    journal.write({**row, "id": "e-long"})
+    for number in range(200):
+        journal.write({**row, "id": f"e-short-{number}"})
+        journal.remove(f"e-short-{number}")
+        assert journal.path.stat().st_size <= 4 * 4096 + 1024
+    journal.write({**row, "id": "e-last"})
+    journal.close()
+    assert sorted(r["id"] for r in intents(tmp_path)) == ["e-last", "e-long"]
+    assert sorted(recover_pending_records(registry_db, journal)) == ["e-last", "e-long"]
+
+
+def test_a_failed_append_leaves_no_part_line_for_the_next(tmp_path: Path) -> None:
+    """A full disk in the middle of a line: the next intent must not run into it."""
+    journal = IntentJournal(tmp_path, "node-a")
+    row = execution_row(_intent_record("e-1", tmp_path))
+    journal.write(row)
+    size = journal.path.stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, hard))
     try:
-        assert recover_pending_records(db, files) == ["e-intent-1"]
-        assert intents(tmp_path) == []
-        # A row the database refuses is set aside for an operator, and the start goes on.
-        assert (files.directory / "e-bad.rejected").is_file()
-        files.write(execution_row(record))
-        assert recover_pending_records(db, files) == []  # already recorded: not twice
-        with sqlite3.connect(tmp_path / "r.db") as raw:
-            rows = raw.execute("SELECT id, state FROM executions").fetchall()
-        assert rows == [("e-intent-1", "running")]
+        with pytest.raises(OSError):
+            journal.write({**row, "id": "e-2"})
     finally:
-        db.dispose()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert journal.path.stat().st_size == size
+    journal.write({**row, "id": "e-3"})
+    journal.close()
+    assert [r["id"] for r in intents(tmp_path)] == ["e-1", "e-3"]
+
+
+@pytest.mark.settings(foreground_record_delay_ms=30_000, auto_background_ms=0)
+def test_quick_calls_make_and_free_no_file_in_the_data_directory(
+    fresh_server: LiveServer,
+) -> None:
+    """What a call leaves is its log files; the intent and the standby's spec (app/process/
+    standby.py) are a line and a memory file: on this project's ext4 without a journal, every
+    file freed made each later create skip it (bench/PROFILE.md, "Files per call")."""
+    with fresh_server.client() as client:
+        run_foreground(client, "true")
+        journal = next((fresh_server.data_dir / PENDING_RECORDS_DIR).glob(f"*{JOURNAL_SUFFIX}"))
+        inode = journal.stat().st_ino
+        before = _inodes_outside_logs(fresh_server.data_dir)
+        for _ in range(10):
+            assert run_foreground(client, "echo hi")["output"] == "hi\n"
+    assert journal.stat().st_ino == inode
+    assert _inodes_outside_logs(fresh_server.data_dir) == before
+    assert intents(fresh_server.data_dir) == []
+
+
+def _inodes_outside_logs(data_dir: Path) -> set[tuple[str, int, int]]:
+    """Every file and directory of the data directory but the logs and the database, with its
+    inode and, for a directory, the time of its last change of entries (a file made or
+    removed there moves it)."""
+    found = set()
+    for path in [data_dir, *data_dir.rglob("*")]:
+        relative = path.relative_to(data_dir)
+        if relative.parts[:1] == ("artifacts",) or path.name.startswith("shellgate.db"):
+            continue
+        status = path.stat()
+        found.add((str(relative), status.st_ino, status.st_mtime_ns if path.is_dir() else 0))
+    return found
