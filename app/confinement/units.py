@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
 from app.environment import EXECUTION_MARKER
-from app.process import ChildConfinement, ExitStatus, kill_marked_processes
+from app.process import ChildConfinement, ExitStatus, kill_marked_processes, marked_processes
 
 # RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
 CPU_HARD_MARGIN = 2
@@ -80,6 +80,8 @@ class Unit:
         self.child = child
         # The notice of a limit the monitor saw being hit while the command ran.
         self.hit: str | None = None
+        # The session whose call it ran, if any: daemons it keeps end with that session.
+        self.session_id: str | None = None
         self.marker = f"{EXECUTION_MARKER}={execution_id}".encode()
 
     @property
@@ -120,6 +122,10 @@ class Unit:
         the /proc sweep where a cgroup holds the tree (a run that ended by itself)."""
         if kill:
             self.kill_all(sweep=sweep)
+        elif marked_processes(self.marker):
+            # Kept daemons: the unit stays, so their session's end or the server's stop finds
+            # them (one sweep, what every run's end does anyway without `keep_daemons`).
+            return False
         return True
 
 

@@ -271,6 +271,32 @@ def test_daemons_are_gone_after_their_session_is_deleted(client: httpx.Client, t
     wait_gone(token)
 
 
+def test_daemons_kept_by_a_session_call_go_when_the_session_is_deleted(
+    client: httpx.Client, confined: LiveServer, token: str
+) -> None:
+    # `keep_daemons` lets them outlive the call's normal end, not the session's end.
+    other_token = token.replace("7703.", "7704.")  # not a prefix of `token`, nor it of this
+    with confined.client(ADMIN) as admin:
+        policy = admin.get("/v1/policy").json()
+        assert admin.put("/v1/policy", json={**policy, "keep_daemons": True}).status_code == 200
+        try:
+            session = client.post("/v1/sessions", json={}).json()
+            kept = run(client, escapes(token) + "echo started", session=session["id"])
+            assert kept["state"] == "completed"
+            other = client.post("/v1/sessions", json={}).json()
+            run(client, escapes(other_token) + "echo started", session=other["id"])
+            wait_for_count(token, ESCAPES)
+            wait_for_count(other_token, ESCAPES)
+            assert client.delete(f"/v1/sessions/{session['id']}").status_code == 204
+            wait_gone(token)
+            assert len(sleeps_with(other_token)) == ESCAPES  # another session's stay
+        finally:
+            assert admin.put("/v1/policy", json=policy).status_code == 200
+            for pid in processes_with(token) + processes_with(other_token):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
 def test_daemons_are_gone_after_a_graceful_stop(
     backend: str, tmp_path: Path, token: str, database: ServerDatabase
 ) -> None:
