@@ -3,6 +3,7 @@ and a sweep of `/proc` for the execution's marker variable to kill its tree."""
 
 from __future__ import annotations
 
+import re
 import resource
 import signal
 from collections.abc import Callable
@@ -68,6 +69,23 @@ def signal_evidence(limits: Limits, status: ExitStatus) -> str | None:
     return None
 
 
+# bash's report of a command it ran that died of SIGXCPU / SIGXFSZ (`line 1: 4242 File size
+# limit exceeded (core dumped) head …`): the script went on, but the run hit its limit.
+REPORTED_LIMIT = re.compile(r": line \d+: +\d+ (CPU time|File size) limit exceeded")
+
+
+def reported_evidence(limits: Limits, output_tail: Callable[[], str]) -> str | None:
+    """A CPU time or file size limit that killed one command of the script, not its last."""
+    if limits.cpu_seconds is None and limits.file_size_mb is None:
+        return None  # the output is not even looked at
+    for match in REPORTED_LIMIT.finditer(output_tail()):
+        if match.group(1) == "CPU time" and limits.cpu_seconds is not None:
+            return cpu_notice(limits.cpu_seconds)
+        if match.group(1) == "File size" and limits.file_size_mb is not None:
+            return file_size_notice(limits.file_size_mb)
+    return None
+
+
 class Unit:
     """One execution's confinement: what its child does before exec, how to tell that a limit
     was hit, and how to kill everything it started."""
@@ -99,7 +117,7 @@ class Unit:
         builds the inline window, which most runs need not pay for twice)."""
         if self.hit:
             return self.hit
-        notice = signal_evidence(self.limits, status)
+        notice = signal_evidence(self.limits, status) or reported_evidence(self.limits, output_tail)
         if notice:
             return notice
         failed = status.exit_code != 0 or status.signal is not None

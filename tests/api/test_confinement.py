@@ -207,6 +207,23 @@ def test_a_50_mb_file_under_10_mb_fails_with_the_size_notice(
     assert target.stat().st_size <= 10 * 1024 * 1024
 
 
+def test_a_file_size_hit_before_the_last_command_fails_the_run(
+    client: httpx.Client, tmp_path: Path
+) -> None:
+    # Only the writer dies of SIGXFSZ; the script goes on, and still the run hit its limit.
+    target = tmp_path / "big.bin"
+    command = f"head -c 50000000 /dev/zero > {target}; echo after"
+    result = run(client, command, limits={"file_size_mb": 10})
+    assert_limit_notice(result, "File size limit of 10 MB reached")
+    assert target.stat().st_size <= 10 * 1024 * 1024
+
+
+def test_a_cpu_limit_hit_before_the_last_command_fails_the_run(client: httpx.Client) -> None:
+    command = "python3 -c 'while True: pass'; echo after"
+    result = run(client, command, limits={"cpu_seconds": 1}, timeout=60)
+    assert_limit_notice(result, "CPU time limit of 1 s reached")
+
+
 def test_a_busy_loop_under_1_cpu_second_ends_with_the_cpu_notice(client: httpx.Client) -> None:
     started = time.monotonic()
     result = run(client, "while :; do :; done", limits={"cpu_seconds": 1}, timeout=60)
