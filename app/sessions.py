@@ -271,7 +271,7 @@ class SessionService:
 
     async def tool(self, principal: Principal, session_id: str) -> dict[str, Any]:
         record = await self._readable(principal, session_id)
-        return runner_tool(record.timeout_ms)
+        return runner_tool(record.timeout_ms, pty=record.pty)
 
     async def patch(
         self, principal: Principal, session_id: str, body: SessionPatch
@@ -349,7 +349,7 @@ class SessionService:
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
             updated_at=aware_utc(record.updated_at),
-            tool=ToolObject.model_validate(runner_tool(record.timeout_ms)),
+            tool=ToolObject.model_validate(runner_tool(record.timeout_ms, pty=record.pty)),
         )
 
     # ---------------------------------------------------------------------------------------
