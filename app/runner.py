@@ -65,12 +65,19 @@ def check_run(command: str, timeout_ms: int | None, configured_ms: int) -> int:
     return timeout_ms if timeout_ms is not None else configured_ms
 
 
-def runner_tool(timeout_ms: int) -> dict[str, Any]:
-    """The MCP tool object `bash_run`, rebuilt from the session's timeout each time."""
+def runner_tool(timeout_ms: int, *, pty: bool = False) -> dict[str, Any]:
+    """The MCP tool object `bash_run`, rebuilt from the session's timeout (and mode) each
+    time."""
     minutes = timeout_ms // 60_000
+    streams = (
+        "the command runs in a terminal, so its stdout and stderr arrive together in `stdout` "
+        "(lines end in \\r\\n) and `stderr` stays empty"
+        if pty
+        else "stdout and stderr arrive apart"
+    )
     description = (
         "Run a bash command in this session and stream its output as NDJSON items "
-        "{stdout, stderr, exit_code, signal, truncated}: stdout and stderr arrive apart, in "
+        f"{{stdout, stderr, exit_code, signal, truncated}}: {streams}; output comes in "
         "chunks of at most 4096 bytes, and the last item carries the exit status "
         "(signal -1 means the command timed out). "
         "Exported variables, functions and aliases persist from one call to the next; the "

@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -218,6 +219,8 @@ class SessionService:
         self._known: dict[str, ShellSession] = {}
         self._runtimes: dict[str, SessionRuntime] = {}
         self._directory_checked: set[str] = set()
+        # Awaited with the id of each deleted session once its calls have ended.
+        self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
@@ -268,7 +271,7 @@ class SessionService:
 
     async def tool(self, principal: Principal, session_id: str) -> dict[str, Any]:
         record = await self._readable(principal, session_id)
-        return runner_tool(record.timeout_ms)
+        return runner_tool(record.timeout_ms, pty=record.pty)
 
     async def patch(
         self, principal: Principal, session_id: str, body: SessionPatch
@@ -324,6 +327,8 @@ class SessionService:
                 await asyncio.wait_for(
                     live.finished.wait(), self.settings.kill_grace_seconds + DELETE_WAIT_SECONDS
                 )
+        for hook in self._deleted_hooks:
+            await hook(session_id)
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self._session_directory(session_id), ignore_errors=True)
         )
@@ -344,7 +349,7 @@ class SessionService:
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
             updated_at=aware_utc(record.updated_at),
-            tool=ToolObject.model_validate(runner_tool(record.timeout_ms)),
+            tool=ToolObject.model_validate(runner_tool(record.timeout_ms, pty=record.pty)),
         )
 
     # ---------------------------------------------------------------------------------------
@@ -370,6 +375,9 @@ class SessionService:
         if record is None or not self._may_use(record, principal):
             raise NotFoundError(f"session {session_id} not found")
         return record.cwd
+
+    def when_deleted(self, hook: Callable[[str], Awaitable[None]]) -> None:
+        self._deleted_hooks.append(hook)
 
     def begin_call(self, context: SessionContext, call: CallRequest) -> SessionCall:
         runtime = self._runtime(context.id)

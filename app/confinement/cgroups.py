@@ -13,7 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.confinement.limits import Limits, MiB, cpu_notice, memory_notice, process_notice
-from app.confinement.units import Backend, Unit, child_rlimits, signal_evidence
+from app.confinement.units import (
+    Backend,
+    Unit,
+    child_rlimits,
+    reported_evidence,
+    signal_evidence,
+)
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, kill_processes
 
 logger = logging.getLogger("shellgate.confinement")
@@ -189,7 +195,11 @@ class CgroupUnit(Unit):
     def evidence(self, status: ExitStatus, output_tail: Callable[[], str]) -> str | None:
         if self.hit:
             return self.hit
-        return self.check_running() or signal_evidence(self.limits, status)
+        return (
+            self.check_running()
+            or signal_evidence(self.limits, status)
+            or reported_evidence(self.limits, output_tail)
+        )
 
     def members(self) -> set[int]:
         found: set[int] = set()

@@ -3,13 +3,14 @@ and a sweep of `/proc` for the execution's marker variable to kill its tree."""
 
 from __future__ import annotations
 
+import re
 import resource
 import signal
 from collections.abc import Callable
 
 from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
 from app.environment import EXECUTION_MARKER
-from app.process import ChildConfinement, ExitStatus, kill_marked_processes
+from app.process import ChildConfinement, ExitStatus, kill_marked_processes, marked_processes
 
 # RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
 CPU_HARD_MARGIN = 2
@@ -68,6 +69,23 @@ def signal_evidence(limits: Limits, status: ExitStatus) -> str | None:
     return None
 
 
+# bash's report of a command it ran that died of SIGXCPU / SIGXFSZ (`line 1: 4242 File size
+# limit exceeded (core dumped) head …`): the script went on, but the run hit its limit.
+REPORTED_LIMIT = re.compile(r": line \d+: +\d+ (CPU time|File size) limit exceeded")
+
+
+def reported_evidence(limits: Limits, output_tail: Callable[[], str]) -> str | None:
+    """A CPU time or file size limit that killed one command of the script, not its last."""
+    if limits.cpu_seconds is None and limits.file_size_mb is None:
+        return None  # the output is not even looked at
+    for match in REPORTED_LIMIT.finditer(output_tail()):
+        if match.group(1) == "CPU time" and limits.cpu_seconds is not None:
+            return cpu_notice(limits.cpu_seconds)
+        if match.group(1) == "File size" and limits.file_size_mb is not None:
+            return file_size_notice(limits.file_size_mb)
+    return None
+
+
 class Unit:
     """One execution's confinement: what its child does before exec, how to tell that a limit
     was hit, and how to kill everything it started."""
@@ -80,6 +98,8 @@ class Unit:
         self.child = child
         # The notice of a limit the monitor saw being hit while the command ran.
         self.hit: str | None = None
+        # The session whose call it ran, if any: daemons it keeps end with that session.
+        self.session_id: str | None = None
         self.marker = f"{EXECUTION_MARKER}={execution_id}".encode()
 
     @property
@@ -97,7 +117,7 @@ class Unit:
         builds the inline window, which most runs need not pay for twice)."""
         if self.hit:
             return self.hit
-        notice = signal_evidence(self.limits, status)
+        notice = signal_evidence(self.limits, status) or reported_evidence(self.limits, output_tail)
         if notice:
             return notice
         failed = status.exit_code != 0 or status.signal is not None
@@ -120,6 +140,10 @@ class Unit:
         the /proc sweep where a cgroup holds the tree (a run that ended by itself)."""
         if kill:
             self.kill_all(sweep=sweep)
+        elif marked_processes(self.marker):
+            # Kept daemons: the unit stays, so their session's end or the server's stop finds
+            # them (one sweep, what every run's end does anyway without `keep_daemons`).
+            return False
         return True
 
 

@@ -394,6 +394,7 @@ class Launcher:
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.unit = opened[0]
+        live.unit.session_id = draft.session
         self.ctx.registry.add(live)
         if session_call is not None:
             session_call.started(live)

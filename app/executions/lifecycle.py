@@ -6,6 +6,7 @@ registry's (`Registry.arm_deadline`, `terminate`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -35,6 +36,7 @@ logger = logging.getLogger("shellgate.executions")
 
 FINAL_WRITE_ATTEMPTS = 5  # for errors other than an unreachable database
 FINAL_WRITE_PATIENCE = 600.0  # seconds a finished command's record waits for the database
+KEPT_UNITS_BACK_SECONDS = 5.0  # at most, for a session's end to see every kept unit
 
 # Writes an execution's terminal values (blocking, in a worker thread); True if written.
 FinalWrite = Callable[[dict[str, Any]], bool]
@@ -54,6 +56,11 @@ class Lifecycle:
         # Units whose run ended while `keep_daemons` let its processes go on: removed once
         # empty, killed when the server stops.
         self._kept_units: list[Unit] = []
+        # Run ends whose closer took the kept units off that list and has not given back
+        # what is still kept (see `end_session`).
+        self._kept_out = 0
+        self._kept_all_back = asyncio.Event()
+        self._kept_all_back.set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def watch(
@@ -101,6 +108,10 @@ class Lifecycle:
             state, values = self._final_values(live, status, limit, limit_notice)
         if close_unit is not None:
             self._kept_units.extend(close_unit.still_kept)
+            if close_unit.took_kept:
+                self._kept_out -= 1
+                if self._kept_out == 0:
+                    self._kept_all_back.set()
         try:
             if written is None:
                 written = await self._write_final(live.id, values, retry)
@@ -227,7 +238,28 @@ class Lifecycle:
         keep_daemons = self._policy_keeps_daemons() and not ended_by_us
         # Units that kept daemons of earlier runs: dropped here once they are empty.
         kept, self._kept_units = self._kept_units, []
+        if kept:
+            self._kept_out += 1
+            self._kept_all_back.clear()
         return _UnitCloser(self._confinement, unit, live, status, kept, keep_daemons, ended_by_us)
+
+    async def end_session(self, session_id: str) -> None:
+        """A deleted session's calls are over (its `delete` waited for them); what they left
+        running under `keep_daemons` ends with it (docs/operations.md#confinement)."""
+        # Units a closer holds come back to the list within a thread hop: wait for them, so
+        # none of this session's is missed (bounded: a closer that failed never gives back).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(KEPT_UNITS_BACK_SECONDS):
+                while self._kept_out > 0:
+                    await self._kept_all_back.wait()
+        ending = [unit for unit in self._kept_units if unit.session_id == session_id]
+        if not ending:
+            return
+        self._kept_units = [unit for unit in self._kept_units if unit.session_id != session_id]
+        for unit in ending:
+            await anyio.to_thread.run_sync(
+                functools.partial(self._confinement.close_unit, unit, kill=True)
+            )
 
     async def _end_unit(self, live: LiveExecution, close_unit: _UnitCloser | None) -> str | None:
         """In one worker-thread hop: finish the log (see `LiveExecution.accept_exit`), then end
@@ -364,6 +396,7 @@ class _UnitCloser:
         self._keep_daemons = keep_daemons
         self._ended_by_us = ended_by_us
         self.still_kept: list[Unit] = []
+        self.took_kept = bool(kept)
 
     def run(self) -> str | None:
         try:

@@ -3,6 +3,7 @@ module only names the shape, so that neither side imports the other."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -72,3 +73,6 @@ class SessionBinding(Protocol):
     def begin_call(self, context: SessionContext, call: CallRequest) -> SessionCall:
         """Take the call into the session's bookkeeping; NotFoundError if it is gone."""
         ...
+
+    def when_deleted(self, hook: Callable[[str], Awaitable[None]]) -> None:
+        """Have `hook(session_id)` awaited once a deleted session's calls have ended."""

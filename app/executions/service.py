@@ -88,6 +88,8 @@ class ExecutionService:
         self._completion = completion
         self._reader = ExecutionReader(context)
         self._lifecycle = Lifecycle(context, keeps_daemons=lambda: policy.document.keep_daemons)
+        # What a session's calls left running under `keep_daemons` ends with the session.
+        sessions.when_deleted(self._lifecycle.end_session)
         self._launcher = Launcher(context, policy, sessions, self._lifecycle)
         self._answers = Answers(context, self._reader)
         self._approval_flow = ApprovalFlow(

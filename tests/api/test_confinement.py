@@ -207,6 +207,23 @@ def test_a_50_mb_file_under_10_mb_fails_with_the_size_notice(
     assert target.stat().st_size <= 10 * 1024 * 1024
 
 
+def test_a_file_size_hit_before_the_last_command_fails_the_run(
+    client: httpx.Client, tmp_path: Path
+) -> None:
+    # Only the writer dies of SIGXFSZ; the script goes on, and still the run hit its limit.
+    target = tmp_path / "big.bin"
+    command = f"head -c 50000000 /dev/zero > {target}; echo after"
+    result = run(client, command, limits={"file_size_mb": 10})
+    assert_limit_notice(result, "File size limit of 10 MB reached")
+    assert target.stat().st_size <= 10 * 1024 * 1024
+
+
+def test_a_cpu_limit_hit_before_the_last_command_fails_the_run(client: httpx.Client) -> None:
+    command = "python3 -c 'while True: pass'; echo after"
+    result = run(client, command, limits={"cpu_seconds": 1}, timeout=60)
+    assert_limit_notice(result, "CPU time limit of 1 s reached")
+
+
 def test_a_busy_loop_under_1_cpu_second_ends_with_the_cpu_notice(client: httpx.Client) -> None:
     started = time.monotonic()
     result = run(client, "while :; do :; done", limits={"cpu_seconds": 1}, timeout=60)
@@ -269,6 +286,32 @@ def test_daemons_are_gone_after_their_session_is_deleted(client: httpx.Client, t
     wait_for_count(token, ESCAPES)
     assert client.delete(f"/v1/sessions/{session['id']}").status_code == 204
     wait_gone(token)
+
+
+def test_daemons_kept_by_a_session_call_go_when_the_session_is_deleted(
+    client: httpx.Client, confined: LiveServer, token: str
+) -> None:
+    # `keep_daemons` lets them outlive the call's normal end, not the session's end.
+    other_token = token.replace("7703.", "7704.")  # not a prefix of `token`, nor it of this
+    with confined.client(ADMIN) as admin:
+        policy = admin.get("/v1/policy").json()
+        assert admin.put("/v1/policy", json={**policy, "keep_daemons": True}).status_code == 200
+        try:
+            session = client.post("/v1/sessions", json={}).json()
+            kept = run(client, escapes(token) + "echo started", session=session["id"])
+            assert kept["state"] == "completed"
+            other = client.post("/v1/sessions", json={}).json()
+            run(client, escapes(other_token) + "echo started", session=other["id"])
+            wait_for_count(token, ESCAPES)
+            wait_for_count(other_token, ESCAPES)
+            assert client.delete(f"/v1/sessions/{session['id']}").status_code == 204
+            wait_gone(token)
+            assert len(sleeps_with(other_token)) == ESCAPES  # another session's stay
+        finally:
+            assert admin.put("/v1/policy", json=policy).status_code == 200
+            for pid in processes_with(token) + processes_with(other_token):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_daemons_are_gone_after_a_graceful_stop(

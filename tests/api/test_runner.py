@@ -128,6 +128,19 @@ def test_a_new_timeout_rebuilds_the_description_with_no_stale_value(
     assert patched.json()["tool"] == tool
 
 
+def test_the_description_says_how_the_session_delivers_stderr(
+    agent: httpx.Client, session: str, pty_session: str
+) -> None:
+    piped = agent.get(f"/v1/sessions/{session}/tool").json()["description"]
+    assert "stdout and stderr arrive apart" in piped
+    tool = agent.get(f"/v1/sessions/{pty_session}/tool").json()
+    assert "stdout and stderr arrive apart" not in tool["description"]
+    assert "terminal" in tool["description"] and "`stderr` stays empty" in tool["description"]
+    # PATCHing the mode regenerates it.
+    patched = agent.patch(f"/v1/sessions/{pty_session}", json={"pty": False}).json()
+    assert "stdout and stderr arrive apart" in patched["tool"]["description"]
+
+
 @pytest.mark.parametrize("timeout_ms", [0, 600000, 599999])
 def test_raise_only_check_rejects_zero_default_and_below(
     agent: httpx.Client, session: str, timeout_ms: int
