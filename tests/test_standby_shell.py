@@ -140,7 +140,9 @@ def test_the_command_inherits_no_descriptor_of_the_standby(
 def test_no_spec_file_is_left_in_the_data_directory(tmp_path: Path) -> None:
     """The spec, which holds the command's environment, never touches a disk (and no inode is
     made and freed per command)."""
-    ahead = SpawnAhead(CgroupBackend(root=True, bases={}, version=1), Limits(), "/bin/bash", tmp_path)
+    ahead = SpawnAhead(
+        CgroupBackend(root=True, bases={}, version=1), Limits(), "/bin/bash", tmp_path
+    )
     (tmp_path / "standby").mkdir()
     (tmp_path / "standby" / "123.spec").write_text("SECRET=left by an older version")
     ahead.start()
