@@ -4,8 +4,10 @@ the minimal app). Each is stopped by its pid when its block ends."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -107,25 +109,45 @@ def compile_bytecode(tree: Path = BENCH_DIR.parent) -> None:
     subprocess.run(command, cwd=tree, check=True, stdout=subprocess.DEVNULL)
 
 
+_SCRATCH: list[str] = []
+
+
+@atexit.register
+def _remove_scratch() -> None:
+    for scratch in _SCRATCH:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def scratch_directory() -> str:
+    """A server's scratch directory, removed when the benchmark process ends, not when the
+    server stops: removing a round's thousands of log files would land in the next round's
+    measurement. On ext4 without a journal (this project's VMs) every file created in a block
+    group first skips each inode freed there in the last seconds, and shellgate creates files
+    per call where its peers create none (bench/PROFILE.md, "Files per call")."""
+    scratch = tempfile.mkdtemp(prefix="shellgate-bench-")
+    _SCRATCH.append(scratch)
+    return scratch
+
+
 @contextlib.contextmanager
 def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
     compile_bytecode()
     port = port or free_port()
-    with tempfile.TemporaryDirectory() as scratch:
-        env = {
-            **os.environ,
-            "SHELLGATE_HOST": "127.0.0.1",
-            "SHELLGATE_PORT": str(port),
-            "SHELLGATE_DATA_DIR": str(Path(scratch) / "data"),
-            "SHELLGATE_WORKSPACE": scratch,
-            "SHELLGATE_TOKENS": f"bench:admin:{TOKEN}",
-            "SHELLGATE_LOG_LEVEL": "warning",
-            **{f"SHELLGATE_{key.upper()}": value for key, value in settings.items()},
-        }
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        url = f"http://127.0.0.1:{port}"
-        with running([sys.executable, "-m", "app", "serve"], env, url, "/healthz", headers) as s:
-            yield s
+    scratch = scratch_directory()
+    env = {
+        **os.environ,
+        "SHELLGATE_HOST": "127.0.0.1",
+        "SHELLGATE_PORT": str(port),
+        "SHELLGATE_DATA_DIR": str(Path(scratch) / "data"),
+        "SHELLGATE_WORKSPACE": scratch,
+        "SHELLGATE_TOKENS": f"bench:admin:{TOKEN}",
+        "SHELLGATE_LOG_LEVEL": "warning",
+        **{f"SHELLGATE_{key.upper()}": value for key, value in settings.items()},
+    }
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"http://127.0.0.1:{port}"
+    with running([sys.executable, "-m", "app", "serve"], env, url, "/healthz", headers) as s:
+        yield s
 
 
 @contextlib.contextmanager
