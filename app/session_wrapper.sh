@@ -10,9 +10,9 @@
 # Its own names start with `__shellgate_` (shell variables and functions, skipped when saving)
 # or `__SHELLGATE_` (the environment it receives). Inputs: __SHELLGATE_COMMAND,
 # __SHELLGATE_STATE (snapshot to restore), __SHELLGATE_SAVE_TO (where to write the new state;
-# absent for a call that does not save), __SHELLGATE_SCRATCH (a file of its own, removed by the
-# server), __SHELLGATE_CALL_KEYS and __SHELLGATE_CALL_<name> (the call's own env, applied after
-# the restore).
+# absent for a call that does not save), __SHELLGATE_SCRATCH (the owning call's own file,
+# emptied by the server after the call), __SHELLGATE_CALL_KEYS and __SHELLGATE_CALL_<name>
+# (the call's own env, applied after the restore).
 # What it costs is bash work per exported variable, so the common case skips it: a call that
 # does not save does no bookkeeping at all, and a saving call first compares `declare -px`
 # (every exported variable and its value) before and after the command. Equal — the command

@@ -15,7 +15,8 @@ a call is `WRAPPER` (`app/session_wrapper.sh`), which
 3. on EXIT (a trap, so `exit 3` still saves; the exit status is kept) writes the exported
    variables that differ from the environment the shell was started with (host defaults plus
    the session's env) as `export` / `unset -v` lines, every function and every alias, to a
-   temporary file, which the server renames over the snapshot once the process has ended, only
+   working file (`state.next`), which the server renames over the snapshot once the process has
+   ended, only
    when this call holds the session's lease and ended by itself (and only when it differs).
    A call that changed no exported variable keeps the snapshot's variable lines as they were,
    and a call that cannot save does no bookkeeping at all: the wrapper's cost is per variable,
@@ -66,6 +67,13 @@ from app.timestamps import aware_utc
 logger = logging.getLogger("shellgate.sessions")
 
 STATE_FILE = "state.sh"
+# The owning call's working files, one pair per session (one call at a time owns the state):
+# what its EXIT trap writes, and the wrapper's scratch listing. Emptied after each call, not
+# removed: a file made and freed per call made every later file creation in the data
+# directory skip the freed inode on this project's ext4 without a journal (bench/PROFILE.md,
+# "Files per call").
+NEXT_STATE_FILE = "state.next"
+SCRATCH_FILE = "scratch.names"
 DELETE_WAIT_SECONDS = 5.0
 
 # The script each call runs (see the module docstring), shipped next to this module.
@@ -82,7 +90,7 @@ def new_session_id() -> str:
 def install_state(saved: Path, state: Path) -> None:
     """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
     change nothing: then the snapshot is left as it is (no rename, no journal write) and the
-    caller removes `saved`."""
+    caller empties `saved`."""
     with contextlib.suppress(FileNotFoundError):
         if _same_bytes(saved, state):
             return
@@ -172,7 +180,7 @@ class _Call:
             self._release()
 
     def abandon(self) -> None:
-        self._remove_leftovers()  # a failure path, rare: a few unlinks on the loop are fine
+        self._empty_working_files()  # a failure path, rare: file calls on the loop are fine
         self._release()
 
     def _release(self) -> None:
@@ -189,13 +197,17 @@ class _Call:
             # Absent when the shell died before its EXIT trap (a signal): the state stays.
             with contextlib.suppress(FileNotFoundError):
                 install_state(self._save_to, state)
-        self._remove_leftovers()
+        self._empty_working_files()
 
-    def _remove_leftovers(self) -> None:
-        for leftover in (self._save_to, self._scratch):
-            if leftover is not None:
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
+    def _empty_working_files(self) -> None:
+        """Nothing of the call's listings stays on disk (they hold every exported value, the
+        call's own env too); the files stay for the next owning call. Only the owning call
+        has any: another must not empty what the owner is using."""
+        if self._save_to is None:
+            return
+        for working in (self._save_to, self._scratch):
+            with contextlib.suppress(OSError):
+                os.truncate(working, 0)
 
 
 class SessionService:
@@ -388,7 +400,7 @@ class SessionService:
         save_to: Path | None = None
         if call.may_save_state and runtime.lease is None:
             runtime.lease = execution_id
-            save_to = directory / f"state.{execution_id}.tmp"
+            save_to = directory / NEXT_STATE_FILE
         runtime.calls[execution_id] = None
         session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
         # The call's own env reaches the wrapper under other names: it is applied after the
@@ -406,7 +418,7 @@ class SessionService:
         env = dict(session_env)
         env["__SHELLGATE_COMMAND"] = call.command
         env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
-        scratch = directory / f"call.{execution_id}.names"
+        scratch = directory / SCRATCH_FILE
         env["__SHELLGATE_SCRATCH"] = str(scratch)
         if save_to is not None:
             env["__SHELLGATE_SAVE_TO"] = str(save_to)

@@ -335,7 +335,10 @@ def test_the_snapshot_is_private_to_the_server_user(
     state = directory / "state.sh"
     assert stat.S_IMODE(state.stat().st_mode) == 0o600
     assert "SECRET=s3cret" in state.read_text()
-    assert [path.name for path in directory.iterdir()] == ["state.sh"]
+    # The owning call's working files stay for the next one, emptied: no copy of the values.
+    others = {path.name: path.stat().st_size for path in directory.iterdir()}
+    assert others.pop("state.sh") > 0
+    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) == {0}
 
 
 def test_a_busy_session_runs_a_second_call_as_a_one_shot_shell(
@@ -416,7 +419,9 @@ def test_a_background_job_restores_the_state_but_never_saves(
     assert final["output"] == "1\n"
     # A call that does not save writes no file of its own.
     directory = server.data_dir / "sessions" / session_id
-    assert [path.name for path in directory.iterdir()] == ["state.sh"]
+    others = {path.name: path.stat().st_size for path in directory.iterdir()}
+    assert others.pop("state.sh") > 0
+    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) == {0}
     assert run(agent, session_id, 'echo "[$FROM_JOB]"').stdout == "[]\n"
 
 
@@ -432,3 +437,20 @@ def test_sessions_and_their_state_survive_a_restart(
         assert (body["env"], body["timeout_ms"]) == ({"CONF": "kept"}, 123_000)
         result: Run = run(client, session_id, 'echo "$CONF $STATE"; f')
         assert result.stdout == "kept kept\nfn\n"
+
+
+def test_calls_that_change_nothing_make_and_free_no_file(
+    server: LiveServer, agent: httpx.Client
+) -> None:
+    """The owning call's listings go to the session's two working files, rewritten in place: on
+    this project's ext4 without a journal every file freed made each later create skip it
+    (bench/PROFILE.md, "Files per call"). A file made, removed or renamed in the directory
+    moves its modification time."""
+    session_id = new_session(agent)
+    run(agent, session_id, "export A=1")  # renamed over the snapshot: a change frees one
+    run(agent, session_id, "true")  # the working files exist from here on
+    directory = server.data_dir / "sessions" / session_id
+    before = directory.stat().st_mtime_ns
+    for _ in range(5):
+        assert run(agent, session_id, 'echo "$A"').stdout == "1\n"
+    assert directory.stat().st_mtime_ns == before
