@@ -67,10 +67,18 @@ class CommandReaders:
         self._deadline = deadline
         self._slots = asyncio.Semaphore(size)
         self._idle: list[LineChild] = []
+        # Every child alive, idle or reading: the server's stop kills them all, so that none
+        # outlives it (a stopped or busy child never reads the EOF its server's exit leaves).
+        self._children: set[LineChild] = set()
+        self._closes = 0  # how many times `close` ran: a child started across one is killed
 
     async def read(self, command: str) -> CommandReading:
         async with self._slots:
+            closes = self._closes
             child = self._idle.pop() if self._idle else await run_blocking(_start)
+            self._children.add(child)
+            if self._closes != closes:  # the stop came while it was starting
+                child.kill()
             # Past the deadline the child is killed, which ends the read with EOF.
             expired: list[bool] = []
 
@@ -92,7 +100,9 @@ class CommandReaders:
                 )
             finally:
                 timer.cancel()
-                if reading is None or expired:  # (killed just as it answered: not reused)
+                if reading is None or expired or child not in self._children:
+                    # (killed just as it answered, or by the stop meanwhile: not reused)
+                    self._children.discard(child)
                     await run_blocking(child.close)
                 else:
                     self._idle.append(child)
@@ -101,8 +111,13 @@ class CommandReaders:
         return reading
 
     async def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for child in idle:
+        """Kill and reap every child, reading or idle (the server stops): a read under way
+        ends as a reached limit, never allowed. A read that starts later starts a new child."""
+        self._closes += 1
+        children, self._children, self._idle = self._children, set(), []
+        for child in children:
+            child.kill()  # at once: a read waiting on it ends now, not at its deadline
+        for child in children:
             await run_blocking(child.close)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -44,17 +43,19 @@ class MessageChild:
         finally:
             watchdog.cancel()
 
+    def kill(self) -> None:
+        """SIGKILL, by its pid (a no-op once it was reaped): a request waiting on it ends."""
+        self.process.kill()
+
     def close(self) -> None:
-        """Close its stdin (it exits), reap it; SIGKILL, by its pid, if it does not go."""
+        """SIGKILL it, by its pid, reap it and close its pipes. It keeps nothing worth an
+        orderly exit, and one that is stopped or busy would not read an EOF for seconds."""
+        self.kill()
+        self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def serve_messages(answer: Callable[[bytes], bytes]) -> None:

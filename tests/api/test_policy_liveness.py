@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import statistics
 import time
 
@@ -104,3 +105,38 @@ async def test_the_reader_process_reads_as_the_server_would_and_ends_with_it() -
     for pid in children:  # closed: killed and reaped
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.anyio
+async def test_closing_the_readers_ends_a_read_under_way_as_a_limit_and_reaps_its_child() -> None:
+    readers = CommandReaders(deadline=60.0)
+    command = cut_pipeline(16 * 1024)
+    others = set(_reader_children())  # another test's server may keep an idle one
+    read = asyncio.ensure_future(readers.read(command))
+    with anyio.fail_after(30):
+        while not (pids := set(_reader_children()) - others):  # noqa: ASYNC110 (a process)
+            await asyncio.sleep(0.01)
+    (pid,) = pids
+    os.kill(pid, signal.SIGSTOP)  # this test's own child: it never answers
+    started = time.monotonic()
+    await readers.close()
+    with anyio.fail_after(5):  # before: the read waited for its 60 s deadline
+        reading = await read
+    assert reading.limit_reached == OVER_LIMIT  # never allowed, as any stopped reading
+    assert time.monotonic() - started < 5
+    assert pid not in _reader_children(), "killed and reaped"
+
+
+def _reader_children() -> list[int]:
+    """This process's children that are command readers (a zombie too: not yet reaped)."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as listing:
+            for child in map(int, listing.read().split()):
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                        if b"app.policy_reader" in cmdline.read():
+                            pids.append(child)
+                except FileNotFoundError:
+                    continue
+    return pids

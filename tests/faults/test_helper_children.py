@@ -1,0 +1,134 @@
+"""The server's own helper children (the window process, the policy's command readers) under
+real signals: a child stopped or killed mid-work never holds the server's stop past its grace,
+never outlives the server, and never lets a command through."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.databases import ServerDatabase
+from tests.faults.server_process import server_env, server_process
+
+GRACE = 4.0
+# How the server ends a graceful stop: 0, or the SIGTERM uvicorn raises again once done (not
+# EXIT_GRACE_EXCEEDED, the watchdog's exit when the grace ran out).
+STOPPED = (0, -signal.SIGTERM)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The server's children: pid → command line."""
+    listing = subprocess.run(
+        ["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout
+    children = {}
+    for line in listing.strip().splitlines():
+        child, _, args = line.strip().partition(" ")
+        children[int(child)] = args
+    return children
+
+
+def _helper(server_pid: int, module: str, within: float = 30) -> int:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for pid, args in _children(server_pid).items():
+            if f"-m {module}" in args:
+                return pid
+        time.sleep(0.02)
+    raise AssertionError(f"no {module} child of the server")
+
+
+def _gone(pid: int) -> bool:
+    """Not a live process (gone, or a zombie about to be reaped by whoever adopted it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def _stop_server(process: subprocess.Popen[bytes]) -> tuple[float, int]:
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)  # this test's own server, by its pid
+    code = process.wait(30)
+    return time.monotonic() - started, code
+
+
+def _resume_and_kill(pid: int) -> None:
+    """Clean up a helper the fault left behind (a child of this test's server, by its pid)."""
+    if not _gone(pid):
+        for sig in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+
+
+def test_sigterm_with_a_stopped_reader_mid_read_exits_in_the_grace_and_leaves_no_reader(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    env = server_env(tmp_path, database, shutdown_grace=str(GRACE))
+    results: dict[str, Any] = {}
+    # A command the reader takes seconds over (parsed in the child: over 1 KiB).
+    hostile = "false && true" + "|a" * 16_000 + "|"
+    with server_process(env, tmp_path / "server.log") as server:
+        client = server.client(timeout=60)
+
+        def submit() -> None:
+            try:
+                results["answer"] = client.post(
+                    "/v1/executions", json={"command": hostile, "approval_wait": 0}
+                )
+            except httpx.HTTPError as error:
+                results["answer"] = error
+
+        thread = threading.Thread(target=submit, daemon=True)
+        thread.start()
+        reader = _helper(server.process.pid, "app.policy_reader")
+        try:
+            os.kill(reader, signal.SIGSTOP)  # mid-read: it never answers
+            seconds, code = _stop_server(server.process)
+            thread.join(10)
+            time.sleep(0.2)
+            left = not _gone(reader)
+        finally:
+            _resume_and_kill(reader)
+        client.close()
+    print(f"\nSIGTERM with a stopped reader: exit {code} after {seconds:.2f} s")
+    assert not left, "the stopped reader outlived its server"
+    assert code in STOPPED and seconds < GRACE, server.log()
+    answer = results.get("answer")
+    if isinstance(answer, httpx.Response):  # cut short by the stop: never allowed to run
+        assert answer.status_code != 200, answer.text
+        assert answer.status_code < 500 or answer.status_code == 503, answer.text
+
+
+def test_sigterm_with_a_stopped_window_process_exits_at_once_and_leaves_no_child(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    env = server_env(tmp_path, database, shutdown_grace=str(GRACE))
+    with server_process(env, tmp_path / "server.log") as server:
+        with server.client() as client:
+            record = client.post(
+                "/v1/executions", json={"command": "head -c 600000 /dev/urandom; echo"}
+            ).json()
+            assert record["state"] == "completed", record
+        window = _helper(server.process.pid, "app.window_process")
+        try:
+            os.kill(window, signal.SIGSTOP)  # idle and stopped: it cannot read the EOF
+            seconds, code = _stop_server(server.process)
+            time.sleep(0.2)
+            left = not _gone(window)
+        finally:
+            _resume_and_kill(window)
+    print(f"\nSIGTERM with a stopped window process: exit {code} after {seconds:.2f} s")
+    assert not left, "the stopped window process outlived its server"
+    # Nothing runs: the stop is the lifespan's few steps, not a wait for a child that
+    # cannot answer.
+    assert code in STOPPED and seconds < 2.0, server.log()
