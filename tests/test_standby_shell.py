@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +176,36 @@ def test_a_standby_that_cannot_be_made_is_tried_once_per_release_and_logged_once
         ahead.stop()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
+
+
+def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
+    tmp_path: Path,
+) -> None:
+    """Before, a claim on a SIGSTOPped standby waited for its exec for good: the execution
+    never started and its call never answered."""
+    shell = StandbyShell("/bin/bash", (), tmp_path)
+    marker = tmp_path / "ran"
+    os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
+    assert not shell.alive()  # the spawn-ahead hands it to nobody
+    outcome: list[BaseException | None] = []
+
+    def claim() -> None:
+        try:
+            shell.claim(["/usr/bin/touch", str(marker)], "/", {}, ":")
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    claiming = threading.Thread(target=claim, daemon=True)
+    claiming.start()
+    claiming.join(5)
+    try:
+        assert outcome and isinstance(outcome[0], StandbyGone)
+    finally:
+        os.kill(shell.pid, signal.SIGCONT)
+    started = time.monotonic()
+    shell.dismiss()
+    assert time.monotonic() - started < 2
+    assert shell.popen.returncode is not None
+    time.sleep(0.2)
+    assert not marker.exists(), "resumed, the given-up standby must not run the command"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -32,6 +33,8 @@ __all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
 # bash's).
 STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
+# How often a claim waiting for the shell's exec looks whether the shell was stopped.
+_STOPPED_CHECK_MS = 100
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -42,6 +45,15 @@ def _write_private(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def _stopped(pid: int) -> bool:
+    """`pid` is stopped (SIGSTOP, a tracer): its state in `/proc/<pid>/stat` is T or t."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t")
+    except OSError:
+        return False
 
 
 class StandbyGone(Exception):
@@ -90,7 +102,9 @@ class StandbyShell:
         return self.popen.pid
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        """Running and able to take a command: a stopped shell (SIGSTOP, a debugger) would
+        hold its claim for as long as it stays stopped."""
+        return self.popen.poll() is None and not _stopped(self.pid)
 
     def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
         """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
@@ -127,10 +141,23 @@ class StandbyShell:
             raise OSError(code, os.strerror(code))
 
     def _read_status(self) -> bytes:
-        """Everything on the status pipe up to its close (the exec, or the shell's end)."""
+        """Everything on the status pipe up to its close (the exec, or the shell's end).
+        `StandbyGone` when the shell is stopped meanwhile: it would not go on until someone
+        resumes it, and the command waiting for it spawns the usual way instead."""
         pieces = []
+        waiting = select.poll()
+        waiting.register(self._status, select.POLLIN)
         try:
-            while piece := os.read(self._status, 64):
+            while True:
+                if not waiting.poll(_STOPPED_CHECK_MS):
+                    if _stopped(self.pid):
+                        # Killed now, stopped: resumed later, it would run the command
+                        # that is about to be spawned the usual way.
+                        self.popen.kill()
+                        raise StandbyGone()
+                    continue
+                if not (piece := os.read(self._status, 64)):
+                    break
                 pieces.append(piece)
         finally:
             os.close(self._status)
@@ -142,6 +169,8 @@ class StandbyShell:
         with contextlib.suppress(OSError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
+        if _stopped(self.pid):  # it would not read the EOF: nothing of a command ran in it
+            self.popen.kill()
         try:
             self.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:

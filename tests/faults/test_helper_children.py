@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
@@ -35,11 +36,12 @@ def _children(pid: int) -> dict[int, str]:
     return children
 
 
-def _helper(server_pid: int, module: str, within: float = 30) -> int:
+def _helper(server_pid: int, module: str, within: float = 30, script: str = "") -> int:
+    wanted = script or f"-m {module}"
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         for pid, args in _children(server_pid).items():
-            if f"-m {module}" in args:
+            if wanted in args:
                 return pid
         time.sleep(0.02)
     raise AssertionError(f"no {module} child of the server")
@@ -132,3 +134,28 @@ def test_sigterm_with_a_stopped_window_process_exits_at_once_and_leaves_no_child
     # Nothing runs: the stop is the lifespan's few steps, not a wait for a child that
     # cannot answer.
     assert code in STOPPED and seconds < 2.0, server.log()
+
+
+def test_a_stopped_standby_shell_does_not_hold_the_next_command(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """Before, the command handed to a SIGSTOPped standby never started and its call never
+    answered (the claim waited for the shell's exec)."""
+    env = server_env(tmp_path, database)
+    with server_process(env, tmp_path / "server.log") as server:
+        try:
+            standby = _helper(server.process.pid, "", within=5, script="standby.sh")
+        except AssertionError:
+            pytest.skip("no standby shell here (cgroup confinement unavailable)")
+        try:
+            os.kill(standby, signal.SIGSTOP)  # a child of this test's server, by its pid
+            with server.client(timeout=15) as client:
+                for _ in range(2):  # the stopped one is passed over, then a fresh one used
+                    record = client.post(
+                        "/v1/executions", json={"command": "echo ran", "timeout": 10}
+                    ).json()
+                    assert (record["state"], record["output"]) == ("completed", "ran\n")
+        finally:
+            _resume_and_kill(standby)
+        seconds, code = _stop_server(server.process)
+    assert code in STOPPED and seconds < 5, server.log()
