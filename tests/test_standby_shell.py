@@ -21,6 +21,7 @@ from app.confinement import Limits, Unit
 from app.confinement.cgroups import CgroupBackend
 from app.confinement.standby import SpawnAhead
 from app.process import StandbyGone, StandbyShell, ulimit_steps
+from app.process.helper_children import process_stopped
 from app.process.standby import STANDBY_SCRIPT
 from tests.waiting import eventually
 
@@ -186,6 +187,7 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
     shell = StandbyShell("/bin/bash", (), tmp_path)
     marker = tmp_path / "ran"
     os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
+    eventually(lambda: process_stopped(shell.pid), what="the stop")  # (delivered async)
     assert not shell.alive()  # the spawn-ahead hands it to nobody
     outcome: list[BaseException | None] = []
 

@@ -170,3 +170,21 @@ def test_closing_ends_a_stopped_child_at_once_even_mid_request(mid_request: bool
     if mid_request:
         feeding.join(5)
         assert answers == [None]  # the caller feeds the window itself
+
+
+def test_a_stopped_child_is_given_up_on_at_once_not_at_the_deadline() -> None:
+    """The one child serves every execution's window, and every exit waits behind the worker:
+    before, a SIGSTOPped child held them all for the whole answer deadline (5 s and more; a
+    run of 9 KB of binary took 5.4 s on a live server)."""
+    windows = WindowProcess()
+    try:
+        window, child = _fed_once(windows)
+        os.kill(child.process.pid, signal.SIGSTOP)  # this test's own child
+        started = time.monotonic()
+        assert windows.feed(window, b"second\n") is None  # the caller feeds it itself
+        assert time.monotonic() - started < 2
+        assert child.process.poll() is not None, "the stopped child was killed and reaped"
+        again = windows.feed(window, b"second\n")  # and a new one takes the next
+        assert again is not None and again.summary().output == "first\nsecond\n"
+    finally:
+        windows.close()

@@ -42,3 +42,13 @@ def spawn_helper(module: str, *, stderr: int | None = None) -> subprocess.Popen[
         env=helper_environment(),
         close_fds=True,
     )
+
+
+def process_stopped(pid: int) -> bool:
+    """`pid` is stopped (SIGSTOP, a tracer): its state in `/proc/<pid>/stat` is T or t. It
+    does nothing until someone resumes it, so no wait for it is worth its deadline."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t")
+    except OSError:
+        return False

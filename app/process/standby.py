@@ -24,6 +24,7 @@ import select
 import subprocess
 from pathlib import Path
 
+from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
 
@@ -45,15 +46,6 @@ def _write_private(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def _stopped(pid: int) -> bool:
-    """`pid` is stopped (SIGSTOP, a tracer): its state in `/proc/<pid>/stat` is T or t."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t")
-    except OSError:
-        return False
 
 
 class StandbyGone(Exception):
@@ -104,7 +96,7 @@ class StandbyShell:
     def alive(self) -> bool:
         """Running and able to take a command: a stopped shell (SIGSTOP, a debugger) would
         hold its claim for as long as it stays stopped."""
-        return self.popen.poll() is None and not _stopped(self.pid)
+        return self.popen.poll() is None and not process_stopped(self.pid)
 
     def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
         """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
@@ -150,7 +142,7 @@ class StandbyShell:
         try:
             while True:
                 if not waiting.poll(_STOPPED_CHECK_MS):
-                    if _stopped(self.pid):
+                    if process_stopped(self.pid):
                         # Killed now, stopped: resumed later, it would run the command
                         # that is about to be spawned the usual way.
                         self.popen.kill()
@@ -169,7 +161,7 @@ class StandbyShell:
         with contextlib.suppress(OSError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
-        if _stopped(self.pid):  # it would not read the EOF: nothing of a command ran in it
+        if process_stopped(self.pid):  # it would not read the EOF: nothing of a command ran in it
             self.popen.kill()
         try:
             self.popen.wait(timeout=5)
