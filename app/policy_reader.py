@@ -49,9 +49,29 @@ def _encode(reading: CommandReading) -> str:
 
 
 def _ask(child: LineChild, command: str) -> CommandReading:
-    answer = child.ask(json.dumps(command).encode("ascii"))
-    segments, unreadable, parse_error, limit_reached = json.loads(answer)
+    """The child's reading of `command`; ValueError when its answer is not one (a garbled
+    line, a wrong shape): a reading the rules would choke on is never taken."""
+    answer = json.loads(child.ask(json.dumps(command).encode("ascii")))
+    if not (isinstance(answer, list) and len(answer) == 4):
+        raise ValueError(f"the reader answered {_shown(answer)}, not a reading")
+    segments, unreadable, parse_error, limit_reached = answer
+    if not (
+        _strings(segments)
+        and _strings(unreadable)
+        and isinstance(parse_error, str | None)
+        and isinstance(limit_reached, str | None)
+    ):
+        raise ValueError(f"the reader answered {_shown(answer)}, not a reading")
     return CommandReading(tuple(segments), tuple(unreadable), parse_error, limit_reached)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _shown(answer: object) -> str:
+    text = repr(answer)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _start() -> LineChild:
@@ -90,7 +110,7 @@ class CommandReaders:
             reading: CommandReading | None = None
             try:
                 reading = await run_blocking(lambda: _ask(child, command))
-            except (OSError, ValueError) as error:  # ConnectionError is an OSError
+            except Exception as error:  # a death (EOF), a garbled answer, a nesting too deep
                 stopped = f" (deadline {self._deadline:g} s)" if expired else ""
                 logger.warning(
                     "reading a command of %d characters was stopped: %s%s",

@@ -18,6 +18,7 @@ import pytest
 
 from app.policy import PolicyDocument, RuleAction, evaluate
 from app.policy_reader import OVER_LIMIT, CommandReaders
+from app.process.line_child import LineChild
 from app.shell_syntax import clear_segment_cache, read_command
 from tests.api.test_binary_stream_liveness import health_latencies
 from tests.conftest import ADMIN, LiveServer
@@ -140,3 +141,39 @@ def _reader_children() -> list[int]:
                 except FileNotFoundError:
                     continue
     return pids
+
+
+GARBLED_ANSWERS = [
+    "null",
+    '"a string"',
+    "{}",
+    "[1, 2, 3, 4]",
+    '[["a"], ["b"], null]',
+    "[[1], [], null, null]",
+    '[["echo"], [], null, 7]',
+    '[["echo"], [2], null, null]',
+    '[{"a": 1}, [], null, null]',
+    "[[",
+    "[" * 100_000 + "]" * 100_000,  # deeper than json.loads goes: RecursionError
+]
+
+
+@pytest.mark.anyio
+async def test_a_reader_that_answers_garbage_is_a_limit_never_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, an answer of the wrong shape raised a TypeError out of the judgement (a 500) or
+    came back as a reading holding numbers, which the rules then choked on."""
+    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.lying_reader"))
+    readers = CommandReaders(deadline=10.0)
+    try:
+        for answer in GARBLED_ANSWERS:  # the lying reader answers each command with its text
+            reading = await readers.read(answer)
+            assert reading.limit_reached == OVER_LIMIT, answer
+            verdict = evaluate(
+                PolicyDocument(unreadable=RuleAction.allow), answer, readings={answer: reading}
+            )
+            assert verdict.approval is RuleAction.prompt, answer
+        assert not readers._idle, "a reader that lied is not reused"
+    finally:
+        await readers.close()
