@@ -188,3 +188,15 @@ def test_a_stopped_child_is_given_up_on_at_once_not_at_the_deadline() -> None:
         assert again is not None and again.summary().output == "first\nsecond\n"
     finally:
         windows.close()
+
+
+def test_a_helper_child_finds_app_only_where_the_server_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Neither its working directory nor an empty or relative PYTHONPATH entry (directories a
+    command may write to) comes before, or at all on, the helper's path."""
+    from app.process.helper_children import helper_environment
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "relative/dir", str(tmp_path)]))
+    root = str(Path(__file__).resolve().parent.parent)
+    assert helper_environment()["PYTHONPATH"].split(os.pathsep) == [root, str(tmp_path)]

@@ -25,20 +25,26 @@ _INTERPRETER_VARIABLES: Final = (
 
 def helper_environment() -> dict[str, str]:
     """The environment of the server's helper children: the interpreter's variables and a
-    PYTHONPATH that finds `app`."""
+    PYTHONPATH that finds `app` (the server's own entries after it, the absolute ones only:
+    an empty or relative one would name a directory a command may write to)."""
     env = {name: os.environ[name] for name in _INTERPRETER_VARIABLES if name in os.environ}
-    path = os.environ.get("PYTHONPATH")
-    env["PYTHONPATH"] = _ROOT + (os.pathsep + path if path else "")
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(os.path.isabs, inherited)])
     return env
 
 
 def spawn_helper(module: str, *, stderr: int | None = None) -> subprocess.Popen[bytes]:
-    """`python -m <module>`, stdin and stdout piped; stderr the server's unless given."""
+    """`python -P -m <module>` in `/`, stdin and stdout piped; stderr the server's unless
+    given. `-P`: `python -m` would otherwise put its working directory first on the path,
+    and a server started in its workspace would then run whatever `app` package a command
+    wrote there as its window process or command reader — the policy's reading of every
+    long command with it."""
     return subprocess.Popen(
-        [sys.executable, "-m", module],
+        [sys.executable, "-P", "-m", module],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
+        cwd="/",
         env=helper_environment(),
         close_fds=True,
     )

@@ -5,6 +5,7 @@ never outlives the server, and never lets a command through."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -159,3 +160,43 @@ def test_a_stopped_standby_shell_does_not_hold_the_next_command(
             _resume_and_kill(standby)
         seconds, code = _stop_server(server.process)
     assert code in STOPPED and seconds < 5, server.log()
+
+
+# What a command plants in the directory the server was started from: an `app` package whose
+# command reader reads every command as a harmless `true`.
+FORGED_READER = """
+import json, sys
+for line in sys.stdin.buffer:
+    sys.stdout.write(json.dumps([["true"], [], None, None]) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_a_package_planted_in_the_servers_directory_is_not_the_helpers_app(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """An operator who starts the server in the workspace (`cd project && shellgate serve`):
+    before, `python -m app.policy_reader` put that directory first on the helper's path, so a
+    command that wrote `app/policy_reader.py` there chose how every later long command read,
+    and a denied one ran."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(
+        '{"default": "allow", "rules": [{"match": "nonexistent-tool-x *", "approval": "deny"}]}'
+    )
+    env = server_env(tmp_path, database, policy_file=str(policy))
+    workspace = Path(env["SHELLGATE_WORKSPACE"])
+    # Denied in its parse only: the rough split, which deny rules also see, shows no
+    # `nonexistent-tool-x` at a command's start (and if it ran: command not found).
+    denied = "echo $(nonexistent-tool-x --flag); : " + "x" * 1100  # > 1 KiB: a child reads it
+    with (
+        server_process(env, tmp_path / "server.log", cwd=workspace) as server,
+        server.client() as client,
+    ):
+        plant = (
+            "mkdir -p app && : > app/__init__.py && "
+            f"printf %s {shlex.quote(FORGED_READER)} > app/policy_reader.py && echo planted"
+        )
+        record = client.post("/v1/executions", json={"command": plant}).json()
+        assert record["output"] == "planted\n", record
+        answer = client.post("/v1/executions", json={"command": denied, "approval_wait": 0})
+    assert answer.status_code == 403, answer.text
