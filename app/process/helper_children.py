@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Final
 
@@ -58,3 +60,25 @@ def process_stopped(pid: int) -> bool:
             return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t")
     except OSError:
         return False
+
+
+# How often a caller waiting for a helper's answer looks whether the helper was stopped.
+WATCH_SECONDS: Final = 0.1
+
+
+def watch_helper(
+    process: subprocess.Popen[bytes], answered: threading.Event, within: float | None = None
+) -> None:
+    """Until `answered` is set, kill `process` (by its pid) once it is seen stopped, or once
+    `within` seconds have passed: a wait on it then ends with EOF. On a thread of its own."""
+
+    def watch() -> None:
+        deadline = None if within is None else time.monotonic() + within
+        while not answered.wait(WATCH_SECONDS):
+            if (deadline is not None and time.monotonic() >= deadline) or process_stopped(
+                process.pid
+            ):
+                process.kill()
+                return
+
+    threading.Thread(target=watch, name="helper-watch", daemon=True).start()

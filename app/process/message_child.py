@@ -14,15 +14,12 @@ import contextlib
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import IO, Final
 
-from app.process.helper_children import process_stopped, spawn_helper
+from app.process.helper_children import spawn_helper, watch_helper
 
 _LENGTH_BYTES: Final = 8
-# How often a request waiting for its answer looks whether the child was stopped.
-_WATCH_SECONDS: Final = 0.1
 
 
 class MessageChild:
@@ -37,25 +34,16 @@ class MessageChild:
         not answer `within` seconds (it is killed then: a write or read waiting on it ends)."""
         assert self.process.stdin is not None and self.process.stdout is not None
         answered = threading.Event()
-        watchdog = threading.Thread(
-            target=self._watch, args=(answered, time.monotonic() + within), daemon=True
-        )
-        watchdog.start()
+        # Killed as soon as it is seen stopped, not only at `within`: the one window process
+        # serves every execution's window, and a stopped one held them all (and every exit
+        # behind them) for the whole deadline.
+        watch_helper(self.process, answered, within)
         try:
             self.process.stdin.write(len(message).to_bytes(_LENGTH_BYTES, "big") + message)
             self.process.stdin.flush()
             return _read_message(self.process.stdout)
         finally:
             answered.set()
-
-    def _watch(self, answered: threading.Event, deadline: float) -> None:
-        """Kill the child once `deadline` passes without an answer, or as soon as it is seen
-        stopped: the one child serves every execution's window, and a stopped one held them
-        all (and every exit behind them) for the whole deadline."""
-        while not answered.wait(_WATCH_SECONDS):
-            if time.monotonic() >= deadline or process_stopped(self.process.pid):
-                self.process.kill()
-                return
 
     def kill(self) -> None:
         """SIGKILL, by its pid (a no-op once it was reaped): a request waiting on it ends."""

@@ -177,3 +177,24 @@ async def test_a_reader_that_answers_garbage_is_a_limit_never_allowed(
         assert not readers._idle, "a reader that lied is not reused"
     finally:
         await readers.close()
+
+
+@pytest.mark.anyio
+async def test_a_stopped_reader_is_a_limit_at_once_not_at_its_deadline() -> None:
+    """Before, a SIGSTOPped reader held its command, and one of the two readers' slots, for
+    the whole deadline (10 s in the server)."""
+    readers = CommandReaders(deadline=60.0)
+    try:
+        others = set(_reader_children())
+        read = asyncio.ensure_future(readers.read(cut_pipeline(16 * 1024)))
+        with anyio.fail_after(30):
+            while not (pids := set(_reader_children()) - others):  # noqa: ASYNC110 (a process)
+                await asyncio.sleep(0.01)
+        (pid,) = pids
+        os.kill(pid, signal.SIGSTOP)  # this test's own child
+        with anyio.fail_after(5):
+            reading = await read
+        assert reading.limit_reached == OVER_LIMIT
+        assert pid not in _reader_children(), "killed and reaped"
+    finally:
+        await readers.close()
