@@ -141,9 +141,17 @@ class CommandReaders:
             await run_blocking(child.close)
 
 
+def memory_cap() -> int:
+    """`READ_MEMORY_BYTES`, or the hard limit the server was given when it is lower: raising
+    it is refused, and a reader that died of that at its start left every long command
+    refused as too costly to read."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    return READ_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(READ_MEMORY_BYTES, hard)
+
+
 def main() -> None:
     """The child: one JSON string (a command) per line in, its reading per line out."""
-    resource.setrlimit(resource.RLIMIT_AS, (READ_MEMORY_BYTES, READ_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_AS, (cap := memory_cap(), cap))
     for line in sys.stdin.buffer:
         sys.stdout.write(_encode(read_command(json.loads(line))) + "\n")
         sys.stdout.flush()

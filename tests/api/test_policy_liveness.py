@@ -8,9 +8,12 @@ policy allows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import statistics
+import subprocess
+import sys
 import time
 
 import anyio
@@ -198,3 +201,28 @@ async def test_a_stopped_reader_is_a_limit_at_once_not_at_its_deadline() -> None
         assert pid not in _reader_children(), "killed and reaped"
     finally:
         await readers.close()
+
+
+def test_a_server_under_a_lower_address_space_limit_still_reads_long_commands() -> None:
+    """Under a hard RLIMIT_AS below the reader's 1 GiB (`ulimit -v` in a container), the
+    reader raised it at its start and died: every command over 1 KiB was then refused as too
+    long or too costly to read."""
+    script = """
+import asyncio, json, resource
+resource.setrlimit(resource.RLIMIT_AS, (900 << 20, 900 << 20))
+from app.policy_reader import CommandReaders
+
+async def main():
+    readers = CommandReaders()
+    try:
+        reading = await readers.read("echo hi; " * 200)
+    finally:
+        await readers.close()
+    print(json.dumps([reading.limit_reached, reading.segments[:1]]))
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == [None, ["echo hi"]], done.stderr
