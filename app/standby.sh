@@ -8,8 +8,9 @@
 # `reset`: the command starts with every signal at its default (`env --default-signal`), not
 # with what the server inherited ignored (app/process/signal_defaults.py).
 # stdin: one line, the path of the spec file, or EOF when the standby is dismissed.
-# STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or nothing: it is
-# closed right before the exec. Any failure to join ends the shell before anything runs.
+# STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or `exec` and
+# its close right before the exec (without `exec` the shell died before it: nothing ran). Any
+# failure to join ends the shell before anything runs.
 # The spec file: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
 # entries, N entries `NAME=value`, then the argv.
 status_fd=$1
@@ -45,5 +46,6 @@ signal_reset=()
 if [[ ${2-} == reset ]]; then
   signal_reset=(--default-signal)
 fi
+echo exec >&"$status_fd"
 exec {status_fd}>&-
 exec /usr/bin/env -i "${signal_reset[@]}" -- "${environment[@]}" "${argv[@]}"

@@ -211,3 +211,16 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
     assert shell.popen.returncode is not None
     time.sleep(0.2)
     assert not marker.exists(), "resumed, the given-up standby must not run the command"
+
+
+def test_a_standby_that_dies_before_its_exec_is_gone_not_a_command_killed(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    """Killed after it took its spec and before its exec (here by its own limits step), the
+    shell closed its status pipe as an exec does: before, the claim returned, and the command
+    read as run and killed by signal 9 though it never started."""
+    marker = tmp_path / "ran"
+    with pytest.raises(StandbyGone):
+        standby.claim(["/usr/bin/touch", str(marker)], "/", {}, "builtin kill -KILL $$")
+    assert standby.popen.returncode == -signal.SIGKILL  # reaped
+    assert not marker.exists()

@@ -124,13 +124,16 @@ class StandbyShell:
         if not status.startswith(b"J"):
             raise StandbyGone()
         step = status[1:].strip()
-        if step == b"spec":  # the shell could not read what it was given: nothing ran
+        if step == b"exec":
+            return
+        if step in (b"", b"spec"):
+            # It died before its exec (killed meanwhile), or could not read what it was
+            # given: nothing of the command ran, which the usual spawn then runs.
             self.popen.wait()
             raise StandbyGone()
-        if step:
-            self.popen.wait()
-            code = _FAILED_STEPS.get(step, errno.EINVAL)
-            raise OSError(code, os.strerror(code))
+        self.popen.wait()
+        code = _FAILED_STEPS.get(step, errno.EINVAL)
+        raise OSError(code, os.strerror(code))
 
     def _read_status(self) -> bytes:
         """Everything on the status pipe up to its close (the exec, or the shell's end).
