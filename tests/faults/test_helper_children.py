@@ -4,6 +4,7 @@ never outlives the server, and never lets a command through."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import signal
@@ -200,3 +201,49 @@ def test_a_package_planted_in_the_servers_directory_is_not_the_helpers_app(
         assert record["output"] == "planted\n", record
         answer = client.post("/v1/executions", json={"command": denied, "approval_wait": 0})
     assert answer.status_code == 403, answer.text
+
+
+def _log(client: httpx.Client, execution_id: str) -> bytes:
+    data, offset = b"", 0
+    while True:
+        page = client.get(f"/v1/executions/{execution_id}/output", params={"offset": offset})
+        assert page.status_code == 200, page.text
+        data += page.content
+        offset = int(page.headers["X-Next-Offset"])
+        if page.headers["X-Complete"] == "true" and not page.content:
+            return data
+
+
+def test_a_window_process_stopped_mid_flood_holds_no_other_run_and_loses_no_byte(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    """Before, the stopped child held the one sink worker for the answer's deadline: a run
+    printing 9 KB of binary meanwhile took 5.4 s."""
+    env = server_env(tmp_path, database)
+    flood = (
+        "f=$(mktemp); for i in $(seq 24); do head -c 262144 /dev/urandom | tee -a $f; "
+        'sleep 0.05; done; echo; sha256sum < "$f" | cut -c1-64; rm -f "$f"'
+    )
+    with server_process(env, tmp_path / "server.log") as server, server.client() as client:
+        started = client.post("/v1/executions", json={"command": flood, "async": True})
+        flood_id = started.json()["id"]
+        window = _helper(server.process.pid, "app.window_process")
+        try:
+            time.sleep(0.3)
+            os.kill(window, signal.SIGSTOP)  # a child of this test's server, mid-flood
+            time.sleep(0.2)
+            before = time.monotonic()
+            small = client.post(
+                "/v1/executions", json={"command": "head -c 9000 /dev/urandom; echo"}
+            ).json()
+            waited = time.monotonic() - before
+        finally:
+            _resume_and_kill(window)
+        done = client.get(f"/v1/executions/{flood_id}", params={"wait": 60}).json()
+        log = _log(client, flood_id)
+    print(f"\n9 KB run while the window process is stopped: {waited:.2f} s")
+    assert small["state"] == "completed" and waited < 2.5, small
+    assert done["state"] == "completed", done
+    body, _, digest = log.rstrip(b"\n").rpartition(b"\n")
+    assert hashlib.sha256(body).hexdigest().encode() == digest  # the log byte-exact
+    assert done["output"], "an inline window, fed in the server or by a new child"
