@@ -130,6 +130,14 @@ class CommandReaders:
             return await run_blocking(lambda: over_limit(command))  # ~0.1 s at 64 KiB
         return reading
 
+    def stop(self) -> None:
+        """The server is stopping: kill every child now, so that a read under way ends at
+        once as a limit (never allowed) and its request is answered before uvicorn cuts the
+        requests still open. Reaped by their reads, or by `close`."""
+        self._closes += 1
+        for child in self._children:
+            child.kill()
+
     async def close(self) -> None:
         """Kill and reap every child, reading or idle (the server stops): a read under way
         ends as a reached limit, never allowed. A read that starts later starts a new child."""
