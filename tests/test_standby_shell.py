@@ -186,31 +186,36 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
     never started and its call never answered."""
     shell = StandbyShell("/bin/bash", (), tmp_path)
     marker = tmp_path / "ran"
-    os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
-    eventually(lambda: process_stopped(shell.pid), what="the stop")  # (delivered async)
-    assert not shell.alive()  # the spawn-ahead hands it to nobody
-    outcome: list[BaseException | None] = []
-
-    def claim() -> None:
-        try:
-            shell.claim(["/usr/bin/touch", str(marker)], "/", {}, ":")
-            outcome.append(None)
-        except BaseException as error:
-            outcome.append(error)
-
-    claiming = threading.Thread(target=claim, daemon=True)
-    claiming.start()
-    claiming.join(5)
     try:
-        assert outcome and isinstance(outcome[0], StandbyGone)
+        os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
+        eventually(lambda: process_stopped(shell.pid), what="the stop")  # (delivered async)
+        assert not shell.alive()  # the spawn-ahead hands it to nobody
+        outcome: list[BaseException | None] = []
+
+        def claim() -> None:
+            try:
+                shell.claim(["/usr/bin/touch", str(marker)], "/", {}, ":")
+                outcome.append(None)
+            except BaseException as error:
+                outcome.append(error)
+
+        claiming = threading.Thread(target=claim, daemon=True)
+        claiming.start()
+        claiming.join(5)
+        try:
+            assert outcome and isinstance(outcome[0], StandbyGone)
+        finally:
+            os.kill(shell.pid, signal.SIGCONT)
+        started = time.monotonic()
+        shell.dismiss()
+        assert time.monotonic() - started < 2
+        assert shell.popen.returncode is not None
+        time.sleep(0.2)
+        assert not marker.exists(), "resumed, the given-up standby must not run the command"
     finally:
-        os.kill(shell.pid, signal.SIGCONT)
-    started = time.monotonic()
-    shell.dismiss()
-    assert time.monotonic() - started < 2
-    assert shell.popen.returncode is not None
-    time.sleep(0.2)
-    assert not marker.exists(), "resumed, the given-up standby must not run the command"
+        if shell.popen.poll() is None:  # a failure above must not leave it stopped
+            shell.popen.kill()
+            shell.popen.wait()
 
 
 def test_a_standby_that_dies_before_its_exec_is_gone_not_a_command_killed(
