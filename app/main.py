@@ -85,7 +85,14 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         # After the lost executions are recorded: their ends are due too.
         await services.notifier.start()
         app.state.services = services
-        stop_signal.bind(asyncio.get_running_loop(), services.executions.begin_shutdown)
+
+        def begin_stop() -> None:
+            services.executions.begin_shutdown()
+            # A long command's reading under way would hold its request past uvicorn's cut
+            # (its thread runs to its end): ended now, it is a limit, answered as such.
+            services.policy.stop_reading()
+
+        stop_signal.bind(asyncio.get_running_loop(), begin_stop)
         background = [
             asyncio.create_task(_prune_forever(services)),
             asyncio.create_task(

@@ -49,9 +49,29 @@ def _encode(reading: CommandReading) -> str:
 
 
 def _ask(child: LineChild, command: str) -> CommandReading:
-    answer = child.ask(json.dumps(command).encode("ascii"))
-    segments, unreadable, parse_error, limit_reached = json.loads(answer)
+    """The child's reading of `command`; ValueError when its answer is not one (a garbled
+    line, a wrong shape): a reading the rules would choke on is never taken."""
+    answer = json.loads(child.ask(json.dumps(command).encode("ascii")))
+    if not (isinstance(answer, list) and len(answer) == 4):
+        raise ValueError(f"the reader answered {_shown(answer)}, not a reading")
+    segments, unreadable, parse_error, limit_reached = answer
+    if not (
+        _strings(segments)
+        and _strings(unreadable)
+        and isinstance(parse_error, str | None)
+        and isinstance(limit_reached, str | None)
+    ):
+        raise ValueError(f"the reader answered {_shown(answer)}, not a reading")
     return CommandReading(tuple(segments), tuple(unreadable), parse_error, limit_reached)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _shown(answer: object) -> str:
+    text = repr(answer)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _start() -> LineChild:
@@ -67,10 +87,18 @@ class CommandReaders:
         self._deadline = deadline
         self._slots = asyncio.Semaphore(size)
         self._idle: list[LineChild] = []
+        # Every child alive, idle or reading: the server's stop kills them all, so that none
+        # outlives it (a stopped or busy child never reads the EOF its server's exit leaves).
+        self._children: set[LineChild] = set()
+        self._closes = 0  # how many times `close` ran: a child started across one is killed
 
     async def read(self, command: str) -> CommandReading:
         async with self._slots:
+            closes = self._closes
             child = self._idle.pop() if self._idle else await run_blocking(_start)
+            self._children.add(child)
+            if self._closes != closes:  # the stop came while it was starting
+                child.kill()
             # Past the deadline the child is killed, which ends the read with EOF.
             expired: list[bool] = []
 
@@ -82,7 +110,7 @@ class CommandReaders:
             reading: CommandReading | None = None
             try:
                 reading = await run_blocking(lambda: _ask(child, command))
-            except (OSError, ValueError) as error:  # ConnectionError is an OSError
+            except Exception as error:  # a death (EOF), a garbled answer, a nesting too deep
                 stopped = f" (deadline {self._deadline:g} s)" if expired else ""
                 logger.warning(
                     "reading a command of %d characters was stopped: %s%s",
@@ -92,7 +120,9 @@ class CommandReaders:
                 )
             finally:
                 timer.cancel()
-                if reading is None or expired:  # (killed just as it answered: not reused)
+                if reading is None or expired or child not in self._children:
+                    # (killed just as it answered, or by the stop meanwhile: not reused)
+                    self._children.discard(child)
                     await run_blocking(child.close)
                 else:
                     self._idle.append(child)
@@ -100,15 +130,36 @@ class CommandReaders:
             return await run_blocking(lambda: over_limit(command))  # ~0.1 s at 64 KiB
         return reading
 
+    def stop(self) -> None:
+        """The server is stopping: kill every child now, so that a read under way ends at
+        once as a limit (never allowed) and its request is answered before uvicorn cuts the
+        requests still open. Reaped by their reads, or by `close`."""
+        self._closes += 1
+        for child in self._children:
+            child.kill()
+
     async def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for child in idle:
+        """Kill and reap every child, reading or idle (the server stops): a read under way
+        ends as a reached limit, never allowed. A read that starts later starts a new child."""
+        self._closes += 1
+        children, self._children, self._idle = self._children, set(), []
+        for child in children:
+            child.kill()  # at once: a read waiting on it ends now, not at its deadline
+        for child in children:
             await run_blocking(child.close)
+
+
+def memory_cap() -> int:
+    """`READ_MEMORY_BYTES`, or the hard limit the server was given when it is lower: raising
+    it is refused, and a reader that died of that at its start left every long command
+    refused as too costly to read."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    return READ_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(READ_MEMORY_BYTES, hard)
 
 
 def main() -> None:
     """The child: one JSON string (a command) per line in, its reading per line out."""
-    resource.setrlimit(resource.RLIMIT_AS, (READ_MEMORY_BYTES, READ_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_AS, (cap := memory_cap(), cap))
     for line in sys.stdin.buffer:
         sys.stdout.write(_encode(read_command(json.loads(line))) + "\n")
         sys.stdout.flush()

@@ -162,6 +162,11 @@ class PolicyService:
             )
         )
 
+    def stop_reading(self) -> None:
+        """The stop was requested: the command readers' work ends now (their reads become
+        limits, never allowed)."""
+        self._readers.stop()
+
     async def close(self) -> None:
         """Stop the command readers (the server is stopping)."""
         await self._readers.close()

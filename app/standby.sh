@@ -10,8 +10,9 @@
 # stdin: one line once the spec is in SPEC_FD, or EOF when the standby is dismissed.
 # SPEC_FD: a memory file (memfd) the server fills before that line: no file is made on disk,
 # so neither the environment's secrets nor an inode per command ever reach the data directory.
-# STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or nothing: it is
-# closed right before the exec. Any failure to join ends the shell before anything runs.
+# STATUS_FD: `J` once joined; then a failed step's name (`spec`, `cwd`, `limits`), or `exec` and
+# its close right before the exec (without `exec` the shell died before it: nothing ran). Any
+# failure to join ends the shell before anything runs.
 # The spec: NUL-terminated fields: cwd, the `ulimit` steps, the number N of environment
 # entries, N entries `NAME=value`, then the argv.
 status_fd=$1
@@ -50,5 +51,6 @@ signal_reset=()
 if [[ ${2-} == reset ]]; then
   signal_reset=(--default-signal)
 fi
+echo exec >&"$status_fd"
 exec {status_fd}>&-
 exec /usr/bin/env -i "${signal_reset[@]}" -- "${environment[@]}" "${argv[@]}"

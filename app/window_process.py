@@ -74,7 +74,13 @@ class WindowProcess:
             return answer
 
     def close(self) -> None:
-        """End the child (the server stops); the next `feed` would start another."""
+        """End the child (the server stops); the next `feed` would start another. Killed
+        first, without waiting for a request under way: a child that is stopped or busy
+        would hold the stop for the answer's deadline, and the request ends with it (its
+        window is then fed here)."""
+        child = self._child
+        if child is not None:
+            child.kill()
         with self._lock:
             child, self._child = self._child, None
         if child is not None:

@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from app.confinement import Limits, Unit
 from app.confinement.cgroups import CgroupBackend
 from app.confinement.standby import SpawnAhead
 from app.process import StandbyGone, StandbyShell, ulimit_steps
+from app.process.helper_children import process_stopped
 from app.process.standby import STANDBY_SCRIPT
 from tests.waiting import eventually
 
@@ -212,3 +214,55 @@ def test_a_standby_that_cannot_be_made_is_tried_once_per_release_and_logged_once
         ahead.stop()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
+
+
+def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
+    tmp_path: Path,
+) -> None:
+    """Before, a claim on a SIGSTOPped standby waited for its exec for good: the execution
+    never started and its call never answered."""
+    shell = StandbyShell("/bin/bash", (), tmp_path)
+    marker = tmp_path / "ran"
+    try:
+        os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
+        eventually(lambda: process_stopped(shell.pid), what="the stop")  # (delivered async)
+        assert not shell.alive()  # the spawn-ahead hands it to nobody
+        outcome: list[BaseException | None] = []
+
+        def claim() -> None:
+            try:
+                shell.claim(["/usr/bin/touch", str(marker)], "/", {}, ":")
+                outcome.append(None)
+            except BaseException as error:
+                outcome.append(error)
+
+        claiming = threading.Thread(target=claim, daemon=True)
+        claiming.start()
+        claiming.join(5)
+        try:
+            assert outcome and isinstance(outcome[0], StandbyGone)
+        finally:
+            os.kill(shell.pid, signal.SIGCONT)
+        started = time.monotonic()
+        shell.dismiss()
+        assert time.monotonic() - started < 2
+        assert shell.popen.returncode is not None
+        time.sleep(0.2)
+        assert not marker.exists(), "resumed, the given-up standby must not run the command"
+    finally:
+        if shell.popen.poll() is None:  # a failure above must not leave it stopped
+            shell.popen.kill()
+            shell.popen.wait()
+
+
+def test_a_standby_that_dies_before_its_exec_is_gone_not_a_command_killed(
+    standby: StandbyShell, tmp_path: Path
+) -> None:
+    """Killed after it took its spec and before its exec (here by its own limits step), the
+    shell closed its status pipe as an exec does: before, the claim returned, and the command
+    read as run and killed by signal 9 though it never started."""
+    marker = tmp_path / "ran"
+    with pytest.raises(StandbyGone):
+        standby.claim(["/usr/bin/touch", str(marker)], "/", {}, "builtin kill -KILL $$")
+    assert standby.popen.returncode == -signal.SIGKILL  # reaped
+    assert not marker.exists()

@@ -8,6 +8,8 @@ import asyncio
 import os
 import random
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,55 @@ def test_a_helper_child_gets_none_of_the_servers_secrets(monkeypatch: pytest.Mon
     env = helper_environment()
     assert "SHELLGATE_TOKENS" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(__file__).resolve().parent.parent)
+
+
+@pytest.mark.parametrize("mid_request", [False, True])
+def test_closing_ends_a_stopped_child_at_once_even_mid_request(mid_request: bool) -> None:
+    """The server's stop must not wait for a child that cannot answer: before, an idle stopped
+    child held `close` 5 s (waiting for it to read its EOF), a request under way the answer's
+    deadline first."""
+    windows = WindowProcess()
+    window, child = _fed_once(windows)
+    os.kill(child.process.pid, signal.SIGSTOP)  # this test's own child
+    answers: list[OutputSink | None] = []
+    feeding = threading.Thread(target=lambda: answers.append(windows.feed(window, b"x\n")))
+    if mid_request:
+        feeding.start()
+        time.sleep(0.2)  # the request is written; the answer never comes
+    started = time.monotonic()
+    windows.close()
+    assert time.monotonic() - started < 2
+    assert child.process.returncode is not None, "killed and reaped"
+    if mid_request:
+        feeding.join(5)
+        assert answers == [None]  # the caller feeds the window itself
+
+
+def test_a_stopped_child_is_given_up_on_at_once_not_at_the_deadline() -> None:
+    """The one child serves every execution's window, and every exit waits behind the worker:
+    before, a SIGSTOPped child held them all for the whole answer deadline (5 s and more; a
+    run of 9 KB of binary took 5.4 s on a live server)."""
+    windows = WindowProcess()
+    try:
+        window, child = _fed_once(windows)
+        os.kill(child.process.pid, signal.SIGSTOP)  # this test's own child
+        started = time.monotonic()
+        assert windows.feed(window, b"second\n") is None  # the caller feeds it itself
+        assert time.monotonic() - started < 2
+        assert child.process.poll() is not None, "the stopped child was killed and reaped"
+        again = windows.feed(window, b"second\n")  # and a new one takes the next
+        assert again is not None and again.summary().output == "first\nsecond\n"
+    finally:
+        windows.close()
+
+
+def test_a_helper_child_finds_app_only_where_the_server_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Neither its working directory nor an empty or relative PYTHONPATH entry (directories a
+    command may write to) comes before, or at all on, the helper's path."""
+    from app.process.helper_children import helper_environment
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "relative/dir", str(tmp_path)]))
+    root = str(Path(__file__).resolve().parent.parent)
+    assert helper_environment()["PYTHONPATH"].split(os.pathsep) == [root, str(tmp_path)]

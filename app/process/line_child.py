@@ -4,8 +4,9 @@ reads long commands in one). Its calls block: callers run them on a worker threa
 from __future__ import annotations
 
 import subprocess
+import threading
 
-from app.process.helper_children import spawn_helper
+from app.process.helper_children import spawn_helper, watch_helper
 
 
 class LineChild:
@@ -19,9 +20,15 @@ class LineChild:
     def ask(self, line: bytes) -> bytes:
         """Its answer to `line` (without the newline); ConnectionError when it died first."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
+        answered = threading.Event()
+        # A stopped child would hold its caller (and a reader's slot) until its deadline.
+        watch_helper(self.process, answered)
+        try:
+            self.process.stdin.write(line + b"\n")
+            self.process.stdin.flush()
+            answer = self.process.stdout.readline()
+        finally:
+            answered.set()
         if not answer:
             raise ConnectionError(f"{self.module} exited with {self.process.wait()}")
         return answer

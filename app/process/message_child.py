@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from typing import IO, Final
 
-from app.process.helper_children import spawn_helper
+from app.process.helper_children import spawn_helper, watch_helper
 
 _LENGTH_BYTES: Final = 8
 
@@ -34,27 +33,31 @@ class MessageChild:
         """Its answer to `message`; OSError or EOFError when it died first, or when it did
         not answer `within` seconds (it is killed then: a write or read waiting on it ends)."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        watchdog = threading.Timer(within, self.process.kill)
-        watchdog.daemon = True
-        watchdog.start()
+        answered = threading.Event()
+        # Killed as soon as it is seen stopped, not only at `within`: the one window process
+        # serves every execution's window, and a stopped one held them all (and every exit
+        # behind them) for the whole deadline.
+        watch_helper(self.process, answered, within)
         try:
             self.process.stdin.write(len(message).to_bytes(_LENGTH_BYTES, "big") + message)
             self.process.stdin.flush()
             return _read_message(self.process.stdout)
         finally:
-            watchdog.cancel()
+            answered.set()
+
+    def kill(self) -> None:
+        """SIGKILL, by its pid (a no-op once it was reaped): a request waiting on it ends."""
+        self.process.kill()
 
     def close(self) -> None:
-        """Close its stdin (it exits), reap it; SIGKILL, by its pid, if it does not go."""
+        """SIGKILL it, by its pid, reap it and close its pipes. It keeps nothing worth an
+        orderly exit, and one that is stopped or busy would not read an EOF for seconds."""
+        self.kill()
+        self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def serve_messages(answer: Callable[[bytes], bytes]) -> None:

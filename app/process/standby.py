@@ -20,9 +20,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import subprocess
 from pathlib import Path
 
+from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
 
@@ -32,6 +34,8 @@ __all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
 # bash's).
 STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
+# How often a claim waiting for the shell's exec looks whether the shell was stopped.
+_STOPPED_CHECK_MS = 100
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:
@@ -89,7 +93,9 @@ class StandbyShell:
         return self.popen.pid
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        """Running and able to take a command: a stopped shell (SIGSTOP, a debugger) would
+        hold its claim for as long as it stays stopped."""
+        return self.popen.poll() is None and not process_stopped(self.pid)
 
     def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
         """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
@@ -114,19 +120,35 @@ class StandbyShell:
         if not status.startswith(b"J"):
             raise StandbyGone()
         step = status[1:].strip()
-        if step == b"spec":  # the shell could not read what it was given: nothing ran
+        if step == b"exec":
+            return
+        if step in (b"", b"spec"):
+            # It died before its exec (killed meanwhile), or could not read what it was
+            # given: nothing of the command ran, which the usual spawn then runs.
             self.popen.wait()
             raise StandbyGone()
-        if step:
-            self.popen.wait()
-            code = _FAILED_STEPS.get(step, errno.EINVAL)
-            raise OSError(code, os.strerror(code))
+        self.popen.wait()
+        code = _FAILED_STEPS.get(step, errno.EINVAL)
+        raise OSError(code, os.strerror(code))
 
     def _read_status(self) -> bytes:
-        """Everything on the status pipe up to its close (the exec, or the shell's end)."""
+        """Everything on the status pipe up to its close (the exec, or the shell's end).
+        `StandbyGone` when the shell is stopped meanwhile: it would not go on until someone
+        resumes it, and the command waiting for it spawns the usual way instead."""
         pieces = []
+        waiting = select.poll()
+        waiting.register(self._status, select.POLLIN)
         try:
-            while piece := os.read(self._status, 64):
+            while True:
+                if not waiting.poll(_STOPPED_CHECK_MS):
+                    if process_stopped(self.pid):
+                        # Killed now, stopped: resumed later, it would run the command
+                        # that is about to be spawned the usual way.
+                        self.popen.kill()
+                        raise StandbyGone()
+                    continue
+                if not (piece := os.read(self._status, 64)):
+                    break
                 pieces.append(piece)
         finally:
             os.close(self._status)
@@ -138,6 +160,8 @@ class StandbyShell:
         with contextlib.suppress(OSError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
+        if process_stopped(self.pid):  # it would not read the EOF: nothing of a command ran in it
+            self.popen.kill()
         try:
             self.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:

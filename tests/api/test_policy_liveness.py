@@ -8,8 +8,12 @@ policy allows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 
 import anyio
@@ -17,6 +21,7 @@ import pytest
 
 from app.policy import PolicyDocument, RuleAction, evaluate
 from app.policy_reader import OVER_LIMIT, CommandReaders
+from app.process.line_child import LineChild
 from app.shell_syntax import clear_segment_cache, read_command
 from tests.api.test_binary_stream_liveness import health_latencies
 from tests.conftest import ADMIN, LiveServer
@@ -104,3 +109,120 @@ async def test_the_reader_process_reads_as_the_server_would_and_ends_with_it() -
     for pid in children:  # closed: killed and reaped
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.anyio
+async def test_closing_the_readers_ends_a_read_under_way_as_a_limit_and_reaps_its_child() -> None:
+    readers = CommandReaders(deadline=60.0)
+    command = cut_pipeline(16 * 1024)
+    others = set(_reader_children())  # another test's server may keep an idle one
+    read = asyncio.ensure_future(readers.read(command))
+    with anyio.fail_after(30):
+        while not (pids := set(_reader_children()) - others):  # noqa: ASYNC110 (a process)
+            await asyncio.sleep(0.01)
+    (pid,) = pids
+    os.kill(pid, signal.SIGSTOP)  # this test's own child: it never answers
+    started = time.monotonic()
+    await readers.close()
+    with anyio.fail_after(5):  # before: the read waited for its 60 s deadline
+        reading = await read
+    assert reading.limit_reached == OVER_LIMIT  # never allowed, as any stopped reading
+    assert time.monotonic() - started < 5
+    assert pid not in _reader_children(), "killed and reaped"
+
+
+def _reader_children() -> list[int]:
+    """This process's children that are command readers (a zombie too: not yet reaped)."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as listing:
+            for child in map(int, listing.read().split()):
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                        if b"app.policy_reader" in cmdline.read():
+                            pids.append(child)
+                except FileNotFoundError:
+                    continue
+    return pids
+
+
+GARBLED_ANSWERS = [
+    "null",
+    '"a string"',
+    "{}",
+    "[1, 2, 3, 4]",
+    '[["a"], ["b"], null]',
+    "[[1], [], null, null]",
+    '[["echo"], [], null, 7]',
+    '[["echo"], [2], null, null]',
+    '[{"a": 1}, [], null, null]',
+    "[[",
+    "[" * 100_000 + "]" * 100_000,  # deeper than json.loads goes: RecursionError
+]
+
+
+@pytest.mark.anyio
+async def test_a_reader_that_answers_garbage_is_a_limit_never_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, an answer of the wrong shape raised a TypeError out of the judgement (a 500) or
+    came back as a reading holding numbers, which the rules then choked on."""
+    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.lying_reader"))
+    readers = CommandReaders(deadline=10.0)
+    try:
+        for answer in GARBLED_ANSWERS:  # the lying reader answers each command with its text
+            reading = await readers.read(answer)
+            assert reading.limit_reached == OVER_LIMIT, answer
+            verdict = evaluate(
+                PolicyDocument(unreadable=RuleAction.allow), answer, readings={answer: reading}
+            )
+            assert verdict.approval is RuleAction.prompt, answer
+        assert not readers._idle, "a reader that lied is not reused"
+    finally:
+        await readers.close()
+
+
+@pytest.mark.anyio
+async def test_a_stopped_reader_is_a_limit_at_once_not_at_its_deadline() -> None:
+    """Before, a SIGSTOPped reader held its command, and one of the two readers' slots, for
+    the whole deadline (10 s in the server)."""
+    readers = CommandReaders(deadline=60.0)
+    try:
+        others = set(_reader_children())
+        read = asyncio.ensure_future(readers.read(cut_pipeline(16 * 1024)))
+        with anyio.fail_after(30):
+            while not (pids := set(_reader_children()) - others):  # noqa: ASYNC110 (a process)
+                await asyncio.sleep(0.01)
+        (pid,) = pids
+        os.kill(pid, signal.SIGSTOP)  # this test's own child
+        with anyio.fail_after(5):
+            reading = await read
+        assert reading.limit_reached == OVER_LIMIT
+        assert pid not in _reader_children(), "killed and reaped"
+    finally:
+        await readers.close()
+
+
+def test_a_server_under_a_lower_address_space_limit_still_reads_long_commands() -> None:
+    """Under a hard RLIMIT_AS below the reader's 1 GiB (`ulimit -v` in a container), the
+    reader raised it at its start and died: every command over 1 KiB was then refused as too
+    long or too costly to read."""
+    script = """
+import asyncio, json, resource
+resource.setrlimit(resource.RLIMIT_AS, (900 << 20, 900 << 20))
+from app.policy_reader import CommandReaders
+
+async def main():
+    readers = CommandReaders()
+    try:
+        reading = await readers.read("echo hi; " * 200)
+    finally:
+        await readers.close()
+    print(json.dumps([reading.limit_reached, reading.segments[:1]]))
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == [None, ["echo hi"]], done.stderr

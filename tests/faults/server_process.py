@@ -55,13 +55,20 @@ def server_env(tmp: Path, database: ServerDatabase, **settings: Any) -> dict[str
 
 @contextlib.contextmanager
 def server_process(
-    env: dict[str, str], log_path: Path, port: int | None = None
+    env: dict[str, str], log_path: Path, port: int | None = None, cwd: Path = ROOT
 ) -> Iterator[ServerProcess]:
+    """`cwd`: where the server is started (elsewhere than the checkout, `app` is found through
+    PYTHONPATH)."""
     port = port or free_port()
+    if cwd != ROOT:
+        env = {
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        }
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

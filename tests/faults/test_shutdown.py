@@ -474,3 +474,38 @@ def test_a_request_the_stop_cuts_short_gets_503_not_a_500(
     assert b"retry-after" in head.lower(), answer
     assert json.loads(body)["error"]["code"] == "shutting_down"
     assert "Traceback" not in log and "Exception in ASGI application" not in log, log
+
+
+def test_the_stop_ends_a_long_commands_reading_and_answers_its_call(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reading under way when the stop came held its call until the reader's 10 s
+    deadline, past uvicorn's cut at half the grace: the caller got no answer at all."""
+    from app.process.line_child import LineChild
+
+    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.slow_reader"))
+    app = create_app(make_settings(tmp_path, database))
+    long_command = "echo never-runs; : " + "x" * 1100  # over 1 KiB: read by a child
+    with _serve_app(app) as base_url:
+        headers = {"Authorization": f"Bearer {AGENT}"}
+        with httpx.Client(base_url=base_url, headers=headers, timeout=30) as client:
+            results: dict[str, Any] = {}
+            call = _in_thread(
+                results,
+                "call",
+                lambda: client.post("/v1/executions", json={"command": long_command}),
+            )
+            readers = app.state.services.policy._readers
+            _until(lambda: readers._children, 10, "the reader")
+            time.sleep(0.3)  # the command is written to it: the reading is under way
+            fired = time.monotonic()
+            app.state.stop_signal.fire()
+            call.join(8)
+            answered = time.monotonic() - fired
+    answer = results.get("call")
+    assert isinstance(answer, httpx.Response), answer
+    assert answered < 3, f"answered {answered:.1f} s after the stop"
+    # The reading became a limit: never run (held for an approval the stop answers).
+    assert answer.status_code in (202, 403, 503), answer.text
+    if answer.status_code == 202:
+        assert answer.json()["state"] == "awaiting_approval", answer.text
