@@ -221,7 +221,7 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
 ) -> None:
     """Before, a claim on a SIGSTOPped standby waited for its exec for good: the execution
     never started and its call never answered."""
-    shell = StandbyShell("/bin/bash", (), tmp_path)
+    shell = StandbyShell("/bin/bash", ())
     marker = tmp_path / "ran"
     try:
         os.kill(shell.pid, signal.SIGSTOP)  # this test's own shell
