@@ -8,6 +8,8 @@ import asyncio
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,10 +19,12 @@ import pytest
 from app.artifact_log import ArtifactLog
 from app.output import OutputSink
 from app.process import ExitStatus, OutputStream
+from app.process.helper_children import process_stopped
 from app.process.message_child import MessageChild
 from app.registry import WINDOW_PROCESS_MIN_BYTES, LiveExecution
 from app.sink_worker import WINDOW_PROCESS
 from app.window_process import MAX_FAILURES, WindowProcess
+from tests.waiting import eventually
 
 
 def _mixed_output(seed: int, size: int) -> bytes:
@@ -200,3 +204,51 @@ def test_a_helper_child_finds_app_only_where_the_server_does(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "relative/dir", str(tmp_path)]))
     root = str(Path(__file__).resolve().parent.parent)
     assert helper_environment()["PYTHONPATH"].split(os.pathsep) == [root, str(tmp_path)]
+
+
+def test_a_helper_child_dies_with_a_sigkilled_server(tmp_path: Path) -> None:
+    """Before, a helper outlived a SIGKILLed server for as long as its work took (a reader
+    mid-parse), and for good when stopped: nothing signals a stopped orphan. A stand-in
+    server (a process of this test) spawns a helper from a worker thread that has ended by
+    the kill, as the server's idle worker threads do; the helper is stopped too."""
+    script = (
+        "import sys, threading\n"
+        "from app.process.helper_children import spawn_helper\n"
+        "made = []\n"
+        "worker = threading.Thread(target=lambda: made.append(spawn_helper("
+        "'tests.faults.slow_reader')))\n"
+        "worker.start(); worker.join()\n"
+        "print(made[0].pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert server.stdout is not None
+    helper = int(server.stdout.readline())
+    try:
+        os.kill(helper, signal.SIGSTOP)  # the stand-in server's own child
+        eventually(lambda: process_stopped(helper), what="the helper stopped")
+        time.sleep(0.5)
+        assert _alive(helper), "the helper lives while the server does, its spawner gone"
+        server.kill()
+        server.wait()
+        eventually(lambda: not _alive(helper), what="the helper's end with the server")
+    finally:
+        if _alive(helper):
+            os.kill(helper, signal.SIGKILL)
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def _alive(pid: int) -> bool:
+    """`pid` exists and is no zombie (a helper whose parent died is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b") ")[2][:1] != b"Z"
+    except OSError:
+        return False
