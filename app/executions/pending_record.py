@@ -101,10 +101,8 @@ class IntentJournal:
 
     def _append(self, line: bytes) -> None:
         fd = self._open()
-        view, written = memoryview(line), 0
         try:
-            while written < len(line):
-                written += os.write(fd, view[written:])
+            _write_all(fd, line)
         except OSError:
             # A part written (a full disk) must not run into the next line.
             with contextlib.suppress(OSError):
@@ -134,10 +132,7 @@ class IntentJournal:
         temporary = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            data = b"".join(lines)
-            view, written = memoryview(data), 0
-            while written < len(data):
-                written += os.write(fd, view[written:])
+            _write_all(fd, b"".join(lines))
         finally:
             os.close(fd)
         os.replace(temporary, self.path)
@@ -163,7 +158,7 @@ class IntentJournal:
                         rejected.append(line)
             recovered += _recover_legacy_files(db, self.directory)
         with self._lock:
-            if self.path.exists() or rejected:
+            if self.path.exists():  # rejected lines come from it alone
                 self._keep_rejected(rejected)
                 self._rewrite([])
                 self._pending.clear()
@@ -175,9 +170,15 @@ class IntentJournal:
         path = self.path.with_suffix(".rejected")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, b"".join(lines))
+            _write_all(fd, b"".join(lines))
         finally:
             os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view, written = memoryview(data), 0
+    while written < len(data):
+        written += os.write(fd, view[written:])
 
 
 def read_unresolved(path: Path) -> list[tuple[bytes, dict[str, Any]]]:

@@ -67,7 +67,7 @@ _Job = tuple[Callable[[], "subprocess.Popen[bytes]"], "Future[subprocess.Popen[b
 
 class _Spawner:
     """One thread, started with the first helper, that makes every helper: the kernel's
-    death signal (helper_main.py) fires when the thread that spawned a child ends, and the
+    death signal (`_die_with`) fires when the thread that spawned a child ends, and the
     worker threads helpers were spawned on end when idle."""
 
     def __init__(self) -> None:
