@@ -171,6 +171,33 @@ def test_at_a_phone_width_the_command_stays_visible_and_a_tap_opens_the_terminal
     screenshot(page, "console-terminal-420.png")
 
 
+def test_edit_rules_waits_for_the_policy_instead_of_swallowing_a_click(
+    page: Page, console_server: LiveServer
+) -> None:
+    # Before the policy has arrived there is nothing to edit: a click then did nothing, silently
+    # (a flaky CI run showed it). The button is disabled until the document is in.
+    held: list[Any] = []
+    page.route(
+        re.compile(r".*/v1/policy$"),
+        lambda route: held.append(route) if route.request.method == "GET" else route.continue_(),
+    )
+    sign_in(page, console_server, ADMIN)
+    page.get_by_role("tab", name="Policy").click()
+    edit = page.get_by_role("button", name="Edit rules")
+    expect(edit).to_be_visible()
+    for _ in range(200):  # the route handler runs while Playwright waits on the page
+        if held:
+            break
+        page.wait_for_timeout(25)
+    assert held, "the console did not ask for the policy"
+    expect(edit).to_be_disabled()
+    for route in held:
+        route.continue_()
+    expect(edit).to_be_enabled()
+    edit.click()
+    expect(page.locator("#policy-editor")).to_be_visible()
+
+
 def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
     page: Page, console_server: LiveServer, admin: httpx.Client
 ) -> None:

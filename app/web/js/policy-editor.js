@@ -37,8 +37,11 @@ export class PolicyEditor {
   }
 
   // The document in force: what an edit starts from (fields the editor does not show are kept).
+  // Until it has arrived there is nothing to edit, so the button stays disabled: a click before
+  // the policy loaded must not be swallowed silently.
   setDocument(document) {
     this.document = document;
+    if (this.form.hidden) this.editButton.disabled = !document;
   }
 
   begin() {
@@ -55,7 +58,7 @@ export class PolicyEditor {
   end() {
     this.form.hidden = true;
     this.readOnlyTable.hidden = false;
-    this.editButton.disabled = false;
+    this.editButton.disabled = !this.document;
     this.rows.replaceChildren();
   }
 

@@ -60,6 +60,7 @@ export class PolicyPanel {
 
   stop() {
     this.editor.allow(false);
+    this.editor.setDocument(null); // the next user starts from the policy read for them
     this.rulesBody.replaceChildren();
     this.summary.replaceChildren();
     this.envRules.replaceChildren();
