@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from app.auth import Principal
 from app.errors import NotFoundError
 from app.executions import ExecutionService
+from app.executions.ports import CallerGone
 from app.registry import LiveExecution, Registry
 from app.runner import (
     FinishedSource,
@@ -40,8 +41,16 @@ class SessionRuns:
         self._executions = executions
         self._registry = registry
 
-    async def run(self, principal: Principal, session_id: str, body: RunRequest) -> RunStream:
-        """Everything that can refuse the call does so before the response starts."""
+    async def run(
+        self,
+        principal: Principal,
+        session_id: str,
+        body: RunRequest,
+        *,
+        caller_gone: CallerGone | None = None,
+    ) -> RunStream:
+        """Everything that can refuse the call does so before the response starts; a caller
+        that leaves while its command awaits approval withdraws it (`caller_gone`)."""
         principal.require("agent", "admin")
         record = await self._sessions.usable(principal, session_id)
         deadline_ms = check_run(body.command, body.timeout_ms, record.timeout_ms)
@@ -50,6 +59,7 @@ class SessionRuns:
             session_id=session_id,
             command=body.command,
             timeout_seconds=deadline_ms / 1000,
+            caller_gone=caller_gone,
         )
         source: RunSource
         if live is not None:

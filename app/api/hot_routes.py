@@ -28,7 +28,7 @@ from typing import Any
 
 from fastapi.routing import APIRoute
 from starlette._utils import get_route_path
-from starlette.requests import HTTPConnection
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -141,7 +141,10 @@ class LeanHotRoutes:
         if body is None:
             await self.app(scope, replay_messages(read, receive), send)
             return
-        await self._answer(SUBMIT, scope, receive, send, {"body": body}, principal=True)
+        # The endpoint listens on `receive` for the client's disconnect while it holds the
+        # call for an approval: the body has been read from it to its end.
+        arguments = {"body": body, "request": Request(scope, receive)}
+        await self._answer(SUBMIT, scope, receive, send, arguments, principal=True)
 
     async def _read(self, scope: Scope, receive: Receive, send: Send, execution_id: str) -> None:
         query = _query(scope, frozenset({"wait"}))

@@ -44,12 +44,16 @@ class Answers:
         self._changes = context.changes
         self._reader = reader
 
-    async def answer(self, launch: Launch) -> Outcome:
+    async def answer(self, launch: Launch, *, caller_left: bool = False) -> Outcome:
+        """`caller_left`: nobody waits for this foreground run any more (its caller left as it
+        started): it is backgrounded now rather than at the threshold, under the cap; at the
+        cap it is followed to its end, as the caller would have."""
         live = launch.live
         if launch.foreground_wait == 0:
             return Outcome(202, await self._backgrounded(live, launch.notices))
         waits = self._changes.wait_unless_stopping
-        ended = await waits(self._finished_or_idle(launch), launch.foreground_wait)
+        within = 0.0 if caller_left else launch.foreground_wait
+        ended = await waits(self._finished_or_idle(launch), within)
         if not (ended and live.finished.is_set()):
             # No await between the check and the copy: see the module's docstring.
             stopped_first = self._changes.stopping

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app import crud
@@ -32,6 +34,7 @@ from app.executions.draft import (
 )
 from app.executions.launch import Launch, Launcher
 from app.executions.lifecycle import Lifecycle
+from app.executions.ports import CallerGone
 from app.executions.views import ExecutionReader
 from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 from app.registry import LiveExecution
@@ -75,7 +78,9 @@ class ApprovalFlow:
         self._tracing = context.tracing
         # Callers holding their request open for a decision; the result None means "it ended
         # without running (cancelled): answer with the record".
-        self._waiters: dict[str, asyncio.Future[Launch | None]] = {}
+        self._waiters: dict[str, _Caller] = {}
+        # Foreground runs whose caller left as they started (`_adopt_when_started`).
+        self._adopted: set[asyncio.Task[None]] = set()
         # Executions being settled now: a decision heard twice (the approver's own call and
         # the polling fallback, or a notification) starts the command once, and the second
         # hearer waits for the first, so a decision's answer always comes after its effect.
@@ -91,50 +96,114 @@ class ApprovalFlow:
         reason: str,
         approval_wait: float,
         execution_id: str | None = None,
+        caller_gone: CallerGone | None = None,
     ) -> Outcome:
         """Record the execution as awaiting approval; a foreground caller waits up to
-        `approval_wait` seconds for the decision and then gets the run's answer."""
+        `approval_wait` seconds for the decision and then gets the run's answer.
+
+        A caller that leaves first (`caller_gone` returns: its connection closed; or its task
+        is cancelled) is no longer waiting from that moment: a decision after it starts the
+        command as a job, under the cap (or fails it with the job-limit message at the cap),
+        exactly as once `approval_wait` ran out."""
         execution_id = execution_id or new_execution_id()
-        waiter: asyncio.Future[Launch | None] | None = None
+        caller: _Caller | None = None
         if not draft.async_ and approval_wait > 0:
             # Registered before the approval exists, so that even an instant decision (an
             # automated approver on the stream) finds the caller still holding on.
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters[execution_id] = waiter
+            caller = _Caller(asyncio.get_running_loop().create_future())
+            self._waiters[execution_id] = caller
         try:
             await self._request(owner, draft, reason, execution_id)
-            if waiter is None:
+            if caller is None:
                 return Outcome(202, await self._reader.get(owner, execution_id))
             with self._tracing.span("approval_wait"):
                 decided = await self._changes.wait_unless_stopping(
-                    asyncio.shield(waiter), approval_wait
+                    asyncio.shield(caller.answer),
+                    approval_wait,
+                    unless=None if caller_gone is None else caller.leaves(caller_gone),
                 )
-            # Out of time, or the server is stopping: the approval stays pending (it survives
-            # a restart) and the caller polls the execution. A decision that arrived as we gave
-            # up took the waiter: `settled` always resolves the waiter it took, so this ends.
+            # Out of time, the caller gone, or the server stopping: the approval stays pending
+            # (it survives a restart) and the caller polls the execution. A decision that
+            # arrived as we gave up took the waiter: `settled` always resolves the waiter it
+            # took, so this ends.
             if not decided and self._waiters.pop(execution_id, None) is not None:
                 return Outcome(202, await self._reader.get(owner, execution_id))
-            launch = await waiter
+            if not caller.here:
+                # The decision took the waiter, and the caller left while it started the
+                # command: whatever it started is looked after without the caller.
+                self._adopt_when_started(caller)
+                return Outcome(202, await self._reader.get(owner, execution_id))
+            launch = await caller.answer
+        except asyncio.CancelledError:
+            if caller is not None:
+                caller.here = False
+                if self._waiters.get(execution_id) is not caller:
+                    self._adopt_when_started(caller)
+            raise
         finally:
-            # A caller that went away (disconnect, shutdown) leaves; the approved command then
-            # runs as a job.
-            if self._waiters.get(execution_id) is waiter:
+            if caller is not None and self._waiters.get(execution_id) is caller:
                 self._waiters.pop(execution_id, None)
         if launch is None:
             return Outcome(200, await self._reader.get(owner, execution_id))
         return await self._answers.answer(launch)
 
+    def _adopt_when_started(self, caller: _Caller) -> None:
+        """The caller left after a decision took it. The decision read the caller's presence
+        when it chose the mode, so the command is a job unless the caller left between that
+        choice and now (the spawn): such a foreground run becomes a job at once, under the cap,
+        or, at the cap, runs on to its end as a foreground call does whose caller is gone
+        (followed here until then), rather than be killed half-way after its approval."""
+        if caller.adopted:
+            return  # a cancel while the caller's gone answer was being read: already done
+        caller.adopted = True
+
+        def started(answer: asyncio.Future[Launch | None]) -> None:
+            if answer.cancelled() or answer.exception() is not None:
+                return  # not started: recorded `rejected` or `failed` by `_start_or_reject`
+            launch = answer.result()
+            if launch is None or launch.foreground_wait == 0:
+                return  # ended before it started, or a job already
+            task = asyncio.create_task(self._adopt(launch))
+            self._adopted.add(task)
+            task.add_done_callback(self._adopted.discard)
+
+        caller.answer.add_done_callback(started)
+
+    async def _adopt(self, launch: Launch) -> None:
+        logger.info("the caller of %s left as it started: backgrounding it", launch.live.id)
+        try:
+            await self._answers.answer(launch, caller_left=True)
+        except Exception:
+            logger.exception("could not background %s after its caller left", launch.live.id)
+
     async def follow_streamed(
-        self, owner: Principal, draft: Draft, reason: str, execution_id: str | None = None
+        self,
+        owner: Principal,
+        draft: Draft,
+        reason: str,
+        execution_id: str | None = None,
+        caller_gone: CallerGone | None = None,
     ) -> tuple[str, LiveExecution | None]:
         """A streamed call: not held as a request, it follows the record until the decision has
-        started (or ended) the command; refusals raise what the runner's caller should see."""
+        started (or ended) the command; refusals raise what the runner's caller should see.
+
+        The stream borrows its command: a caller that leaves first (`caller_gone`) withdraws
+        it, as a cancel would (the runner's command never becomes a job)."""
         execution_id = execution_id or new_execution_id()
         await self._request(owner, draft, reason, execution_id)
+        within = self._settings.approval_timeout + STREAMED_DECISION_MARGIN_SECONDS
         with self._tracing.span("approval_wait"):
-            record = await self._reader.wait_past_approval(
-                execution_id, self._settings.approval_timeout + STREAMED_DECISION_MARGIN_SECONDS
-            )
+            followed = asyncio.ensure_future(self._reader.wait_past_approval(execution_id, within))
+            if caller_gone is not None:
+                # Without a time of its own (the follow has one): it ends with the follow, the
+                # server's stop, or the caller leaving, which is the one that leaves it running.
+                await self._changes.wait_unless_stopping(
+                    asyncio.shield(followed), None, unless=caller_gone()
+                )
+                if not followed.done() and not self._changes.stopping:
+                    followed.cancel()
+                    await self._withdraw_streamed(owner, execution_id)
+            record = await followed
         state = ExecutionState(record.state)
         if state is ExecutionState.rejected and record.approval_id:
             approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)
@@ -156,6 +225,18 @@ class ApprovalFlow:
                 raise ConflictError(message)
             raise InvalidRequestError(message)
         return execution_id, self._registry.get(execution_id)
+
+    async def _withdraw_streamed(self, owner: Principal, execution_id: str) -> None:
+        """The runner's caller left before the decision: cancel the execution; when a decision
+        won that race and started it, the command goes with its caller as it would mid-run."""
+        logger.info("runner client of %s went away awaiting approval: cancelling it", execution_id)
+        record = await self._reader.record(execution_id)
+        if ExecutionState(record.state) is ExecutionState.awaiting_approval:
+            await self.cancel_awaiting(record, by=owner.name)
+        live = self._registry.get(execution_id)
+        if live is not None and not live.has_exited:
+            self._registry.cancel(live)
+        raise ConflictError(f"the caller of execution {execution_id} went away")
 
     async def _request(
         self, owner: Principal, draft: Draft, reason: str, execution_id: str
@@ -195,20 +276,26 @@ class ApprovalFlow:
         launch: Launch | None = None
         failure: Exception | None = None
         try:
-            launch = await self._start_or_reject(approval, caller_waiting=waiter is not None)
+            # Whether the caller is still there is read when the mode is chosen, not now: one
+            # who leaves while the approved command is being checked gets a job.
+            launch = await self._start_or_reject(
+                approval, caller_waiting=waiter.is_here if waiter is not None else _nobody_waiting
+            )
         except Exception as error:
             failure = error
         finally:
             del self._settling[approval.execution_id]
             done.set()
             # A caller holding its request open always gets an answer, whatever happened.
-            if waiter is not None and not waiter.done():
+            if waiter is not None and not waiter.answer.done():
                 if failure is not None:
-                    waiter.set_exception(failure)
+                    waiter.answer.set_exception(failure)
                 else:
-                    waiter.set_result(launch)
+                    waiter.answer.set_result(launch)
 
-    async def _start_or_reject(self, approval: Approval, *, caller_waiting: bool) -> Launch | None:
+    async def _start_or_reject(
+        self, approval: Approval, *, caller_waiting: Callable[[], bool]
+    ) -> Launch | None:
         """Start the approved command, or reject it; raises what a waiting caller should get.
 
         After approval the command continues where the policy left it: the interceptor, which
@@ -267,9 +354,30 @@ class ApprovalFlow:
             record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
         )
         waiter = self._waiters.pop(record.id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None and not waiter.answer.done():
+            waiter.answer.set_result(None)
         return None
+
+
+@dataclass(eq=False)
+class _Caller:
+    """A foreground caller holding its request open for the decision on its command."""
+
+    answer: asyncio.Future[Launch | None]
+    here: bool = True  # False from the moment it is known to have left
+    adopted: bool = False  # what the decision starts is looked after without it
+
+    def is_here(self) -> bool:
+        return self.here
+
+    async def leaves(self, gone: CallerGone) -> None:
+        """Returns once the caller has gone, marked gone on that same turn of the loop."""
+        await gone()
+        self.here = False
+
+
+def _nobody_waiting() -> bool:
+    return False
 
 
 def rejection(approval: Approval) -> ApprovalRejectedError:

@@ -45,15 +45,25 @@ class StateChanges:
     async def until_stopping(self) -> None:
         await self._stopping.wait()
 
-    async def wait_unless_stopping(self, awaitable: Awaitable[Any], within: float | None) -> bool:
+    async def wait_unless_stopping(
+        self,
+        awaitable: Awaitable[Any],
+        within: float | None,
+        *,
+        unless: Awaitable[Any] | None = None,
+    ) -> bool:
         """Await `awaitable` for up to `within` seconds (None: no limit); False when the time
-        ran out or the server started stopping first (the awaitable is then cancelled)."""
+        ran out, the server started stopping or `unless` (the caller leaving) ended first (the
+        awaitable is then cancelled; so is `unless`, whenever the wait ends)."""
         done = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._stopping.wait())
+        others = {asyncio.ensure_future(self._stopping.wait())}
+        if unless is not None:
+            others.add(asyncio.ensure_future(unless))
         try:
-            await asyncio.wait({done, stop}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({done, *others}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stop.cancel()
+            for other in others:
+                other.cancel()
             if not done.done():
                 done.cancel()
         return done.done() and not done.cancelled() and done.exception() is None

@@ -109,10 +109,12 @@ class Launcher:
         execution_id: str,
         owner: Principal,
         draft: Draft,
-        caller_waiting: bool,
+        caller_waiting: bool | Callable[[], bool],
         existing: bool = False,
     ) -> Launch:
-        """Start the command; `existing`: its record was written while it awaited approval."""
+        """Start the command; `existing`: its record was written while it awaited approval.
+        `caller_waiting` may be asked as the mode is chosen (an approved command's caller may
+        leave while the command is checked): a caller gone by then gets a job."""
         if self.ctx.changes.stopping:
             raise ShuttingDownError()
         plan = await self._plan(execution_id, owner, draft, caller_waiting, existing)
@@ -176,7 +178,7 @@ class Launcher:
         execution_id: str,
         owner: Principal,
         draft: Draft,
-        caller_waiting: bool,
+        caller_waiting: bool | Callable[[], bool],
         existing: bool,
     ) -> _Plan:
         await self._intercept(draft)
@@ -192,8 +194,10 @@ class Launcher:
         limits = self.ctx.confinement.resolve(
             session.limits if session is not None else None, draft.limits
         )
-        # No await from here to the job slot's reservation: the cap checked below still holds.
-        mode, foreground_wait = self._choose_mode(draft, timeout, caller_waiting)
+        # No await from here to the job slot's reservation: the cap checked below still holds,
+        # and so does the caller's presence read here.
+        waiting = caller_waiting() if callable(caller_waiting) else caller_waiting
+        mode, foreground_wait = self._choose_mode(draft, timeout, waiting)
         return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
 
     async def _intercept(self, draft: Draft) -> None:

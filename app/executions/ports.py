@@ -26,6 +26,11 @@ class _LocalNode:
 
 LOCAL_NODE: NodeRole = _LocalNode()
 
+# Returns once the caller of a held call has gone away (its connection closed). The HTTP layer
+# provides it (app/api/disconnect.py); without it (the MCP tools, the CLI's in-process calls)
+# a held call ends by its time, the server's stop or its task's cancel.
+CallerGone = Callable[[], Awaitable[None]]
+
 
 @dataclass(frozen=True)
 class SessionContext:

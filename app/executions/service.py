@@ -34,7 +34,13 @@ from app.executions.control import Controls, require_control
 from app.executions.launch import Launcher
 from app.executions.lifecycle import Lifecycle
 from app.executions.pending_record import IntentJournal
-from app.executions.ports import LOCAL_NODE, NodeRole, SessionBinding, SessionContext
+from app.executions.ports import (
+    LOCAL_NODE,
+    CallerGone,
+    NodeRole,
+    SessionBinding,
+    SessionContext,
+)
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
 from app.metrics import Metrics
 from app.models import Execution, ExecutionState
@@ -104,8 +110,16 @@ class ExecutionService:
 
     # --- running a command --------------------------------------------------------------------
 
-    async def submit(self, principal: Principal, request: ExecutionCreate) -> Outcome:
-        """`POST /v1/executions`: checks, policy, then run (or hold for approval) and answer."""
+    async def submit(
+        self,
+        principal: Principal,
+        request: ExecutionCreate,
+        *,
+        caller_gone: CallerGone | None = None,
+    ) -> Outcome:
+        """`POST /v1/executions`: checks, policy, then run (or hold for approval) and answer.
+        `caller_gone` returns once the caller has left (held for approval, it stops waiting
+        then: the approved command becomes a job)."""
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
@@ -130,7 +144,12 @@ class ExecutionService:
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = cwd, env
             return await self._approval_flow.hold(
-                principal, draft, judgement.reason, request.approval_wait, execution_id
+                principal,
+                draft,
+                judgement.reason,
+                request.approval_wait,
+                execution_id,
+                caller_gone=caller_gone,
             )
         launch = await self._launcher.launch(
             execution_id=execution_id,
@@ -141,7 +160,13 @@ class ExecutionService:
         return await self._answers.answer(launch)
 
     async def start_streamed(
-        self, principal: Principal, *, session_id: str, command: str, timeout_seconds: float
+        self,
+        principal: Principal,
+        *,
+        session_id: str,
+        command: str,
+        timeout_seconds: float,
+        caller_gone: CallerGone | None = None,
     ) -> tuple[str, LiveExecution | None]:
         """A streaming-runner call: `submit`'s checks and policy, then a foreground run in the
         session that never auto-backgrounds. Returns the execution id and its live execution
@@ -159,7 +184,7 @@ class ExecutionService:
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = session.cwd, env
             return await self._approval_flow.follow_streamed(
-                principal, draft, judgement.reason, execution_id
+                principal, draft, judgement.reason, execution_id, caller_gone=caller_gone
             )
         launch = await self._launcher.launch(
             execution_id=execution_id,

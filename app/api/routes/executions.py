@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
+from app.api.disconnect import caller_gone
 from app.api.errors import error_responses
 from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
@@ -126,7 +127,7 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
     summary="Run a command",
 )
 async def create_execution(
-    body: ExecutionCreate, principal: PrincipalDep, services: ServicesDep
+    body: ExecutionCreate, principal: PrincipalDep, services: ServicesDep, request: Request
 ) -> JSONResponse:
     """Runs `bash -c <command>` under the policy. A foreground call answers 200 with the result
     once it ends; a call still running after the auto-background threshold, or sent with
@@ -134,7 +135,9 @@ async def create_execution(
     `/output` log or the WebSocket stream). A `prompt` verdict creates the execution in
     `awaiting_approval`; the call holds up to `approval_wait` seconds for a decision, then
     answers 202 with the pending `approval`."""
-    outcome = await services.executions.submit(principal, body)
+    # Its body read, the request's receive channel only has the client's disconnect to give.
+    gone = caller_gone(request.receive)
+    outcome = await services.executions.submit(principal, body, caller_gone=gone)
     return JSONResponse(outcome.execution.model_dump(mode="json"), status_code=outcome.status_code)
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
+from app.api.disconnect import caller_gone
 from app.api.errors import error_responses
 from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
@@ -162,12 +163,17 @@ async def session_tool(
     summary="Run a command in the session and stream its output (the streaming runner)",
 )
 async def run_in_session(
-    session_id: str, body: RunRequest, principal: PrincipalDep, services: ServicesDep
+    session_id: str,
+    body: RunRequest,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    request: Request,
 ) -> StreamingResponse:
     """Runs `command` in the session under the policy and streams its output as NDJSON while
     it runs; every check happens before the first byte, so a refusal is a plain JSON error.
     The call never turns into a background job; the client's disconnect cancels it."""
-    stream = await services.session_runs.run(principal, session_id, body)
+    gone = caller_gone(request.receive)  # its body read: only the disconnect is left to hear
+    stream = await services.session_runs.run(principal, session_id, body, caller_gone=gone)
     return StreamingResponse(
         stream.items,
         media_type=NDJSON,
