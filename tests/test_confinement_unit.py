@@ -133,12 +133,12 @@ def test_a_unit_opens_after_its_base_cgroups_were_removed_from_outside(
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         for controller, base in cgroup_backend.bases.items():
-            assert unit.directories[controller] == base / "ex_rebased"
-            assert unit.directories[controller].is_dir()
+            assert Path(unit.directories[controller]) == base / "ex_rebased"
+            assert Path(unit.directories[controller]).is_dir()
         if cgroup_backend.version == 2:
             enabled = (cgroup_backend.bases[""] / "cgroup.subtree_control").read_text().split()
             assert {"memory", "pids"} <= set(enabled)
-        pids = unit.directories.get("pids") or unit.directories[""]
+        pids = Path(unit.directories.get("pids") or unit.directories[""])
         assert (pids / "pids.max").read_text().strip() == "20"
         # A process can join the re-created hierarchy, so the unit confines and kills it.
         for procs in unit.child.cgroup_procs:
@@ -150,7 +150,7 @@ def test_a_unit_opens_after_its_base_cgroups_were_removed_from_outside(
         sleeper.wait(timeout=10)
     assert released
     assert sleeper.returncode == -signal.SIGKILL
-    assert not any(directory.exists() for directory in unit.directories.values())
+    assert not any(Path(directory).exists() for directory in unit.directories.values())
     assert all(base.is_dir() for base in cgroup_backend.bases.values())
     rebuilt = [r.getMessage() for r in caplog.records if "removed from outside" in r.getMessage()]
     assert len(rebuilt) == len(cgroup_backend.bases), rebuilt

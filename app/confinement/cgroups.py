@@ -21,6 +21,7 @@ from app.confinement.units import (
     signal_evidence,
 )
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, kill_processes
+from app.process.kernel_files import read_kernel_file
 
 logger = logging.getLogger("shellgate.confinement")
 
@@ -60,24 +61,9 @@ def own_cgroups(text: str | None = None) -> dict[str, str]:
 
 
 def _read(path: str | Path) -> str:
-    """A small kernel file's text, "" when it cannot be read. Plain descriptor calls: these
-    files are read for every execution (its evidence, its release, the monitor's polls), and
-    `Path.read_text` (a text wrapper, an encoding lookup and pathlib's joins around three
-    system calls) was a fifth of a foreground call's interpreter time on cgroup v1."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    pieces: list[bytes] = []
-    try:
-        # To the end: `cgroup.procs` of a large tree outgrows any single read.
-        while piece := os.read(fd, 65536):
-            pieces.append(piece)
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-    return b"".join(pieces).decode("ascii", "replace")
+    """A small kernel file's text, "" when it cannot be read."""
+    data = read_kernel_file(path)
+    return "" if data is None else data.decode("ascii", "replace")
 
 
 def _keyed(text: str) -> dict[str, int]:
@@ -89,7 +75,7 @@ def _keyed(text: str) -> dict[str, int]:
     return values
 
 
-def _pids_in(directory: Path) -> list[int]:
+def _pids_in(directory: str) -> list[int]:
     return [int(word) for word in _read(f"{directory}/cgroup.procs").split() if word.isdigit()]
 
 
@@ -113,11 +99,11 @@ def _wait_until(predicate: Callable[[], bool], within: float) -> bool:
     return True
 
 
-def _remove_directory(directory: Path) -> bool:
+def _remove_directory(directory: str | Path) -> bool:
     """rmdir a cgroup (retrying while its last members are still exiting)."""
     for attempt in range(50):
         try:
-            directory.rmdir()
+            os.rmdir(directory)
             return True
         except FileNotFoundError:
             return True
@@ -135,11 +121,14 @@ class CgroupUnit(Unit):
         execution_id: str,
         limits: Limits,
         child: ChildConfinement,
-        directories: dict[str, Path],
+        directories: dict[str, str],
         version: int,
     ) -> None:
         super().__init__(execution_id, limits, child)
-        self.directories = directories  # controller (or "" for v2) → cgroup directory
+        # controller (or "" for v2) → cgroup directory; strings, not `Path`s: a unit is made
+        # for every execution, and pathlib's parsing of each join was ~3 % of a foreground
+        # call's interpreter time (bench/PROFILE.md, "Where each target stands").
+        self.directories = directories
         self.version = version
         self.backend = "cgroup2" if version == 2 else "cgroup1"
         # The files the evidence reads, as strings once (see `_read`).
@@ -152,7 +141,7 @@ class CgroupUnit(Unit):
     def watched(self) -> bool:
         return True
 
-    def _dir(self, controller: str) -> Path | None:
+    def _dir(self, controller: str) -> str | None:
         if self.version == 2:
             return self.directories.get("")
         return self.directories.get(controller)
@@ -172,12 +161,12 @@ class CgroupUnit(Unit):
             directory = self._dir("")
             if directory is None:
                 return None
-            usage = _keyed(_read(directory / "cpu.stat")).get("usage_usec")
+            usage = _keyed(_read(f"{directory}/cpu.stat")).get("usage_usec")
             return None if usage is None else usage / 1e6
         directory = self.directories.get("cpuacct")
         if directory is None:
             return None
-        text = _read(directory / "cpuacct.usage").strip()
+        text = _read(f"{directory}/cpuacct.usage").strip()
         return int(text) / 1e9 if text.isdigit() else None
 
     def check_running(self) -> str | None:
@@ -216,30 +205,30 @@ class CgroupUnit(Unit):
             killed += kill_marked_processes(self.marker)
         return killed
 
-    def _freezer(self) -> tuple[Path, str, str, Callable[[], bool]] | None:
+    def _freezer(self) -> tuple[str, str, str, Callable[[], bool]] | None:
         """The freeze file, its frozen and thawed values, and a check that it is frozen."""
         if self.version == 2:
             directory = self.directories[""]
 
             def frozen2() -> bool:
-                return "frozen 1" in _read(directory / "cgroup.events")
+                return "frozen 1" in _read(f"{directory}/cgroup.events")
 
-            return directory / "cgroup.freeze", "1", "0", frozen2
+            return f"{directory}/cgroup.freeze", "1", "0", frozen2
         freezer = self.directories.get("freezer")
         if freezer is None:
             return None
 
         def frozen1() -> bool:
-            return _read(freezer / "freezer.state").strip() == "FROZEN"
+            return _read(f"{freezer}/freezer.state").strip() == "FROZEN"
 
-        return freezer / "freezer.state", "FROZEN", "THAWED", frozen1
+        return f"{freezer}/freezer.state", "FROZEN", "THAWED", frozen1
 
     def _kill_tree(self) -> int:
         if self.version == 2:
             directory = self.directories[""]
-            if (directory / "cgroup.kill").exists():
+            if os.path.exists(f"{directory}/cgroup.kill"):
                 with contextlib.suppress(OSError):
-                    _write(directory / "cgroup.kill", "1")
+                    _write(f"{directory}/cgroup.kill", "1")
                     _wait_until(lambda: not _pids_in(directory), 2.0)
                     return 1
         freezer = self._freezer()
@@ -280,6 +269,7 @@ class CgroupBackend(Backend):
     def __init__(self, *, root: bool, bases: dict[str, Path], version: int) -> None:
         super().__init__(root=root)
         self.bases = bases  # controller (or "") → shellgate-<instance> directory
+        self._base_names = {controller: str(base) for controller, base in bases.items()}
         self.version = version
         self.name = "cgroup2" if version == 2 else "cgroup1"
 
@@ -287,14 +277,14 @@ class CgroupBackend(Backend):
         return True
 
     def open_unit(self, execution_id: str, limits: Limits) -> Unit:
-        directories: dict[str, Path] = {}
+        directories: dict[str, str] = {}
         try:
-            for controller, base in self.bases.items():
-                directory = base / execution_id
+            for controller, base in self._base_names.items():
+                directory = f"{base}/{execution_id}"
                 try:
                     os.mkdir(directory)
                 except FileNotFoundError:
-                    self._recreate_base(base)
+                    self._recreate_base(self.bases[controller])
                     os.mkdir(directory)
                 directories[controller] = directory
             self._apply(directories, limits)
@@ -331,7 +321,7 @@ class CgroupBackend(Backend):
         directories = dict(unit.directories)
         if self.version == 1:
             for controller, directory in unit.directories.items():
-                renamed = directory.with_name(execution_id)
+                renamed = f"{os.path.dirname(directory)}/{execution_id}"
                 try:
                     os.rename(directory, renamed)
                 except OSError as error:
@@ -344,24 +334,24 @@ class CgroupBackend(Backend):
         )
         return CgroupUnit(execution_id, unit.limits, child, directories, self.version)
 
-    def _apply(self, directories: dict[str, Path], limits: Limits) -> None:
+    def _apply(self, directories: dict[str, str], limits: Limits) -> None:
         if self.version == 2:
             directory = directories[""]
             if limits.memory_mb is not None:
-                _write(directory / "memory.max", str(limits.memory_mb * MiB))
+                _write(f"{directory}/memory.max", str(limits.memory_mb * MiB))
                 with contextlib.suppress(OSError):
-                    _write(directory / "memory.swap.max", "0")
+                    _write(f"{directory}/memory.swap.max", "0")
             if limits.processes is not None:
-                _write(directory / "pids.max", str(limits.processes))
+                _write(f"{directory}/pids.max", str(limits.processes))
             return
         if limits.memory_mb is not None:
             memory = directories["memory"]
-            _write(memory / "memory.limit_in_bytes", str(limits.memory_mb * MiB))
+            _write(f"{memory}/memory.limit_in_bytes", str(limits.memory_mb * MiB))
             # With swap accounting, swap counts too (absent without it).
             with contextlib.suppress(OSError):
-                _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory_mb * MiB))
+                _write(f"{memory}/memory.memsw.limit_in_bytes", str(limits.memory_mb * MiB))
         if limits.processes is not None:
-            _write(directories["pids"] / "pids.max", str(limits.processes))
+            _write(f"{directories['pids']}/pids.max", str(limits.processes))
 
     def close(self) -> None:
         for base in self.bases.values():
@@ -378,9 +368,9 @@ class CgroupBackend(Backend):
             if not name.startswith("ex_"):
                 continue  # only what this server names
             directories = {
-                controller: base / name
-                for controller, base in self.bases.items()
-                if (base / name).is_dir()
+                controller: f"{base}/{name}"
+                for controller, base in self._base_names.items()
+                if os.path.isdir(f"{base}/{name}")
             }
             unit = CgroupUnit(name, Limits(), ChildConfinement(), directories, self.version)
             unit.release(kill=True)
@@ -433,7 +423,7 @@ def cgroup2_base(instance: str, own: dict[str, str]) -> Path:
         leaf = own_dir / "server"
         leaf.mkdir(exist_ok=True)
         _write(leaf / "cgroup.procs", "0")
-        for pid in _pids_in(own_dir):
+        for pid in _pids_in(str(own_dir)):
             with contextlib.suppress(OSError):  # it may have exited meanwhile
                 _write(leaf / "cgroup.procs", str(pid))
     _enable_child_controllers(own_dir)

@@ -8,6 +8,8 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from app.process.kernel_files import read_kernel_file
+
 
 def boot_id() -> str:
     try:
@@ -18,10 +20,10 @@ def boot_id() -> str:
 
 def process_start_ticks(pid: int) -> int | None:
     """Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    data = read_kernel_file(f"/proc/{pid}/stat")
+    if data is None:
         return None
+    stat = data.decode("utf-8", "replace")
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = stat[stat.rfind(")") + 2 :].split()
     return int(fields[19])
@@ -32,10 +34,10 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
+        data = read_kernel_file(f"/proc/{entry.name}/stat")
+        if data is None:
             continue
+        stat = data.decode("utf-8", "replace")
         fields = stat[stat.rfind(")") + 2 :].split()
         if int(fields[2]) == pgid:
             members.append(int(entry.name))
@@ -43,10 +45,8 @@ def group_members(pgid: int) -> list[int]:
 
 
 def process_environ_has(pid: int, marker: bytes) -> bool:
-    try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
+    environ = read_kernel_file(f"/proc/{pid}/environ")
+    return environ is not None and marker in environ.split(b"\0")
 
 
 def group_exists(pgid: int) -> bool:
