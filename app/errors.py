@@ -153,6 +153,20 @@ class OutputGoneError(AppError):
         )
 
 
+class ReadersBusyError(UnavailableError):
+    """Every command reader stayed busy with other long commands for as long as a command may
+    wait for one (app/policy_reader.py): it was not read, so it is neither allowed nor run."""
+
+    code = "readers_busy"
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(
+            "The server's command readers are busy with other long commands; this one was not "
+            "read (nothing ran). Retry in a moment."
+        )
+        self.retry_after_seconds = retry_after_seconds
+
+
 class LogOwnerUnreachableError(UnavailableError):
     """The log is on the disk of the replica that ran the execution (data directories not
     shared), and that replica does not answer."""

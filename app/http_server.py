@@ -56,6 +56,9 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
 # few seconds stayed open for good (RELIABILITY.md, "One request against all the others").
 # (The time is SHELLGATE_HEAD_TIMEOUT_SECONDS: `server_options` makes the class that has it.)
 MAX_HEAD_BYTES = 64 * 1024
+# The scope extension each request gets, `{"cut": <callable>}`: close the connection after what
+# the response sent, left incomplete on purpose (`_cut_connection`).
+CUT_CONNECTION = "shellgate.cut_connection"
 REFUSED_LINGER_SECONDS = 2.0
 
 
@@ -68,6 +71,7 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
     _head_bytes = 0
     _head_timer: asyncio.TimerHandle | None = None
     _refused = False
+    _cut = False
 
     def _peer(self) -> str:
         return f"{self.client[0]}:{self.client[1]}" if self.client else "unknown peer"
@@ -94,7 +98,23 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._end_head()
+        # Read by the request's cycle, which uvicorn makes with this scope right now.
+        extensions = self.scope.setdefault("extensions", {})
+        extensions[CUT_CONNECTION] = {"cut": self._cut_connection}
         super().on_headers_complete()
+
+    def _cut_connection(self) -> None:
+        """End the connection after what the response sent, short of the `Content-Length` it
+        announced: the app cannot send the rest (a file that shrank while it was sent,
+        `app/api/file_response.py`), and a connection closed early is how HTTP/1.1 tells the
+        client its body is short. uvicorn's own way is `RuntimeError: Response content shorter
+        than Content-Length`, logged with its traceback. Its request counts as disconnected,
+        so that the app returning without completing the response is not logged as an error
+        either; the app has logged why."""
+        self._cut = True
+        if self.cycle is not None:
+            self.cycle.disconnected = True
+        self.transport.close()  # after what is buffered is written
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -166,7 +186,7 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end_head()
-        if self.cycle is not None and not self.cycle.response_complete:
+        if self.cycle is not None and not self.cycle.response_complete and not self._cut:
             logger.info(
                 "connection from %s lost before its response was complete: %s",
                 self._peer(),

@@ -28,7 +28,7 @@ from app.policy import (
     evaluate,
     glob_matches,
 )
-from app.policy_reader import CommandReaders
+from app.policy_reader import CommandReaders, ReadingBudget
 from app.schemas import (
     CdRewrite,
     EnvVerdictPublic,
@@ -140,16 +140,19 @@ class PolicyService:
         scripts: Sequence[str] = (),
         home: str | None = None,
         cdpath: bool = False,
+        budget: ReadingBudget | None = None,
     ) -> Verdict:
         # Parsing is CPU work that grows with the text, superlinearly on some, and holds the
         # interpreter lock: past the inline size every text (the command and the scripts its
         # env hands programs) is read in a child process, bounded in time and memory, and the
-        # rest of the judgement runs on a worker thread.
+        # rest of the judgement runs on a worker thread. `budget`: the call's share of the
+        # readers (its owner, its wait, its reading time), shared by all its texts.
         document = self.document  # one version for the whole judgement
         texts = (command, *scripts)
         if sum(len(text) for text in texts) <= INLINE_EVALUATION_MAX_CHARS:
             return evaluate(document, command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
-        readings = {text: await self._readers.read(text) for text in dict.fromkeys(texts)}
+        budget = budget if budget is not None else self._readers.budget("")
+        readings = {text: await self._readers.read(text, budget) for text in dict.fromkeys(texts)}
         return await anyio.to_thread.run_sync(
             lambda: evaluate(
                 document,
@@ -190,17 +193,23 @@ class PolicyService:
         env: Mapping[str, str],
         cwd: str | None = None,
         run: tuple[str, str] | None = None,
+        owner: str = "",
     ) -> Judgement:
         """The command and every env name of a request, under the policy in force now; the
         values a program runs as shell text (`GIT_EXTERNAL_DIFF`, `PAGER`, …) are read with
         the command, as they would be in its own text. `cwd`: where the command starts (for
         a command whose leading `cd` was rewritten, the directory before that `cd`); `run`:
-        the rewritten command and its directory, when there is one."""
+        the rewritten command and its directory, when there is one; `owner`: who asks (long
+        commands share the readers fairly between owners). ReadersBusyError (503) when a
+        long command found no free reader in time."""
         names = self.judge_env(env)
         scripts = env_scripts(env)
         home = env.get("HOME") or None  # what `~` means to this command
         cdpath = bool(env.get("CDPATH"))
-        verdict = await self.evaluate(command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
+        budget = self._readers.budget(owner)  # from the call's arrival, for all its readings
+        verdict = await self.evaluate(
+            command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath, budget=budget
+        )
         run_command, run_cwd = run or (command, cwd)
         if run_cwd is not None and judged_by_cwd(verdict.segments):
             # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
@@ -209,14 +218,14 @@ class PolicyService:
             real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
             if real != cwd or run_command != command:
                 other = await self.evaluate(
-                    run_command, cwd=real, scripts=scripts, home=home, cdpath=cdpath
+                    run_command, cwd=real, scripts=scripts, home=home, cdpath=cdpath, budget=budget
                 )
                 if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
                     verdict = other
         return Judgement(verdict, names)
 
     async def dry_run(
-        self, request: PolicyEvaluate, *, max_command_bytes: int, workspace: Path
+        self, request: PolicyEvaluate, *, max_command_bytes: int, workspace: Path, owner: str = ""
     ) -> PolicyEvaluation:
         """What `POST /v1/executions` would decide for this request; runs nothing."""
         size = len(request.command.encode("utf-8", "surrogatepass"))
@@ -232,6 +241,7 @@ class PolicyService:
             env=request.env or {},
             cwd=start,
             run=(leading.rest, cwd) if leading else None,
+            owner=owner,
         )
         verdict = judgement.command
         interception = None

@@ -63,8 +63,9 @@ _STATUS_DESCRIPTIONS = {
     'server refuses a well-formed value (`{"error": ...}` with `invalid_request`).',
     429: "The background job cap is reached (`job_limit_reached`, header `Retry-After`).",
     503: "Temporarily unavailable: the server is stopping (`shutting_down`), the database "
-    "does not answer (`database_unavailable`), or the replica that holds the execution does "
-    "not (`node_unreachable`); retry after the `Retry-After` seconds.",
+    "does not answer (`database_unavailable`), the replica that holds the execution does "
+    "not (`node_unreachable`), or a long command found no free command reader in time "
+    "(`readers_busy`); retry after the `Retry-After` seconds.",
     507: "The server's data storage is full (`storage_full`): nothing was started.",
 }
 _RETRY_AFTER = {

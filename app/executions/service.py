@@ -237,7 +237,9 @@ class ExecutionService:
         """The policy's verdict on a command and every env name it runs with, the stricter of
         the two; a deny ends the call here (403) and nothing is stored."""
         with self._tracing.span("policy"):
-            judgement = await self._policy.judge(command, env=env, cwd=cwd, run=run)
+            judgement = await self._policy.judge(
+                command, env=env, cwd=cwd, run=run, owner=principal.name
+            )
         self._metrics.labelled(self._metrics.policy_verdicts, judgement.approval.value).inc()
         execution_event(
             "verdict",

@@ -80,6 +80,7 @@ class Pending:
 class Readable:
     located: Located
     stat: os.stat_result
+    record: FileOperation  # the read's, already `completed`: its bytes start to go out
 
 
 def operation_public(record: FileOperation) -> FileOperationPublic:
@@ -257,8 +258,11 @@ class FileService:
             )
         raise ConflictError(f"approval {approval_id} was already used ({record.state})")
 
-    async def _finish(self, record: FileOperation, state: str, **values: Any) -> None:
-        logger.info(
+    async def _finish(
+        self, record: FileOperation, state: str, *, level: int = logging.INFO, **values: Any
+    ) -> None:
+        logger.log(
+            level,
             "file %s of %s by %s: %s (%s)",
             record.op,
             record.path,
@@ -297,7 +301,8 @@ class FileService:
         if isinstance(authorized, Pending):
             return authorized
         try:
-            readable = Readable(located, await anyio.to_thread.run_sync(regular_file_stat, located))
+            info = await anyio.to_thread.run_sync(regular_file_stat, located)
+            readable = Readable(located, info, authorized)
             if accept is not None:
                 accept(readable)
         except Exception as error:
@@ -305,6 +310,11 @@ class FileService:
             raise
         await self._finish(authorized, "completed", size=readable.stat.st_size)
         return readable
+
+    async def read_cut_short(self, readable: Readable, why: str) -> None:
+        """The file shrank while its bytes went out: the read, recorded `completed` as they
+        started to, did not complete after all (the client got a body cut short)."""
+        await self._finish(readable.record, "failed", level=logging.WARNING, message=why)
 
     async def read_range(
         self,

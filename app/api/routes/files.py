@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
-from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
-from starlette.types import Send
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
-from app.errors import BadRequestError, InvalidRequestError, RangeNotSatisfiableError
+from app.api.file_response import SizedFileResponse
+from app.errors import InvalidRequestError
 from app.files.service import Pending, Readable, parse_mode
 from app.schemas.files import (
     FileCheckPublic,
@@ -105,10 +104,14 @@ async def download(
     def accept(readable: Readable) -> None:
         # Built once the file is known, so that a `Range` it refuses (400, 416) is the read's
         # recorded failure, not a read recorded `completed` that sent nothing.
+        async def cut_short(why: str) -> None:
+            await services.files.read_cut_short(readable, why)
+
         response = SizedFileResponse(
             readable.located.resolved,
             stat_result=readable.stat,
             media_type="application/octet-stream",
+            on_cut=cut_short,
         )
         response.check_range(request.headers.get("range"), request.headers.get("if-range"))
         responses.append(response)
@@ -255,63 +258,6 @@ async def list_operations(
 ) -> FileOperationsPublic:
     """Newest first. Approvers and admins see everyone's; an agent sees its own."""
     return FileOperationsPublic(data=await services.files.list(principal, limit=limit))
-
-
-class SizedFileResponse(FileResponse):
-    """Starlette's FileResponse (ranges, ETag, If-Range), except that a whole-file answer sends
-    exactly the `Content-Length` it announced: a file that grows while it is sent would
-    otherwise overrun the header and the connection would be cut mid-body; and that a `Range`
-    it refuses is an error in the API's envelope, not Starlette's plain text."""
-
-    def check_range(self, http_range: str | None, http_if_range: str | None) -> None:
-        """Raise the error the response would answer for this `Range` (and `If-Range`), as
-        Starlette decides whether to use it; nothing when it would send the file."""
-        if http_range is None:
-            return
-        if http_if_range is not None and not self._should_use_range(http_if_range):
-            return
-        assert self.stat_result is not None
-        self._parse_range_header(http_range, self.stat_result.st_size)
-
-    @classmethod
-    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
-        # Raised before anything is sent, these reach the API's error handlers.
-        try:
-            return super()._parse_range_header(http_range, file_size)
-        except MalformedRangeHeader:
-            raise BadRequestError(
-                f"Range {_shown(http_range)} is not a byte range: give `bytes=<first>-<last>`, "
-                "`bytes=<first>-` or `bytes=-<count>`, several separated by commas, each with "
-                "first <= last"
-            ) from None
-        except RangeNotSatisfiable:
-            raise RangeNotSatisfiableError(
-                f"Range {_shown(http_range)} asks for no byte of the file, which is "
-                f"{file_size} bytes long",
-                size=file_size,
-            ) from None
-
-    async def _handle_simple(self, send: Send, send_header_only: bool, send_pathsend: bool) -> None:
-        if send_header_only or send_pathsend:
-            await super()._handle_simple(send, send_header_only, send_pathsend)
-            return
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        remaining = self.stat_result.st_size if self.stat_result is not None else 0
-        async with self._open_file() as file:
-            while remaining > 0:
-                chunk = await file.read(min(self.chunk_size, remaining))
-                if not chunk:
-                    break  # it shrank: the client sees a short body, not a wrong one
-                remaining -= len(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _shown(header: str) -> str:
-    """A header as an error message quotes it: the start of a long one is enough."""
-    return repr(header if len(header) <= 100 else header[:100] + "…")
 
 
 def _pending(pending: Pending) -> JSONResponse:

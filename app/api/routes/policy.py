@@ -64,7 +64,7 @@ async def policy_versions(
     summary="Dry run: what the policy and the interceptor would do; runs nothing",
 )
 async def evaluate(
-    body: PolicyEvaluate, _: PrincipalDep, services: ServicesDep
+    body: PolicyEvaluate, principal: PrincipalDep, services: ServicesDep
 ) -> PolicyEvaluation:
     """The verdict `POST /v1/executions` would get for this command and its env: the
     stricter of the command's verdict and the env's, with the matched rule and segment, the
@@ -75,4 +75,5 @@ async def evaluate(
         body,
         max_command_bytes=services.settings.max_command_bytes,
         workspace=services.settings.workspace,
+        owner=principal.name,
     )
