@@ -196,3 +196,40 @@ def test_recovery_never_kills_an_unrelated_group_that_reused_the_pgid(
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_job_that_renamed_itself_in_non_utf8_does_not_stop_the_restart(
+    dirs: tuple[Path, Path], database: ServerDatabase
+) -> None:
+    # A command may name itself with any bytes (`/proc/self/comm`). Recovery reads the
+    # leftover group's `/proc/<pid>/stat`: it raised UnicodeDecodeError there, and the server
+    # never came up again while that process lived.
+    data_dir, workspace = dirs
+    command = r"printf '\377\376odd' > /proc/$BASHPID/comm; echo renamed; while :; do sleep 1; done"
+    first = ServerProcess(data_dir, workspace, database)
+    try:
+        with first.client() as client:
+            job = client.post("/v1/executions", json={"command": command, "async": True}).json()
+            eventually(
+                lambda: client.get(f"/v1/executions/{job['id']}").json()["output"] == "renamed\n",
+                what="the job's rename",
+            )
+        engine = database.engine(data_dir)
+        with engine.connect() as connection:
+            pgid = connection.scalar(select(Execution.pgid).where(Execution.id == job["id"]))
+        engine.dispose()
+        assert pgid is not None and group_alive(pgid)
+        with open(f"/proc/{pgid}/stat", "rb") as stat:
+            assert b"\xff\xfe" in stat.read()  # the leader carries the name recovery reads
+    finally:
+        first.stop(signal.SIGKILL)
+
+    second = ServerProcess(data_dir, workspace, database)
+    try:
+        with second.client() as client:
+            assert client.get(f"/v1/executions/{job['id']}").json()["state"] == "lost"
+        eventually(lambda: not group_alive(pgid), what="the renamed group's end", within=5)
+    finally:
+        second.stop()
+        if group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
