@@ -49,7 +49,24 @@ def locate(requested: str, workspace: str) -> Located:
         resolved = os.path.realpath(path)
     except (OSError, ValueError) as error:
         raise InvalidRequestError(f"path cannot be resolved: {error}") from None
+    if not _utf8(resolved):
+        # A symlink (or a directory) on the way, made by a command, names bytes that are not
+        # UTF-8: the record, the policy's globs and every answer carry paths as text, so such a
+        # file cannot be named here (it raised out of the record's insert, a 500).
+        shown = os.fsencode(resolved).decode("utf-8", "backslashreplace")  # `\xff` for 0xff
+        raise ConflictError(
+            f"{path} leads to {shown}, a name that is not UTF-8: the file API names files by "
+            "UTF-8 paths only"
+        )
     return Located(requested, path, resolved)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a byte of a name that is not UTF-8, as os.fsdecode keeps it
+        return False
+    return True
 
 
 def names_a_directory(requested: str) -> bool:

@@ -315,6 +315,36 @@ def test_directories_missing_files_and_fifos_are_clear_4xx(
     assert alice.get("/v1/files", params={"path": "a-fifo"}).status_code == 409  # not blocked
 
 
+def test_a_symlink_to_a_name_that_is_not_utf8_is_a_clear_409_and_writes_nothing(
+    alice: httpx.Client, workspace: Path
+) -> None:
+    # A command may make such names (`ln -s $'\xffname' link`); the path asked for is text, but
+    # where it leads is not: it raised out of the record's insert (a 500).
+    target = os.fsencode(workspace) + b"/\xffname"
+    with open(target, "wb") as file:
+        file.write(b"hi")
+    os.symlink(b"\xffdir", os.fsencode(workspace) + b"/dir-link")
+    os.mkdir(os.fsencode(workspace) + b"/\xffdir")
+    link = workspace / "odd-link"
+    link.unlink(missing_ok=True)
+    os.symlink(target, os.fsencode(link))
+    before = alice.get("/v1/files/operations").json()["data"]
+    for method, path in [
+        ("GET", "/v1/files"),
+        ("GET", "/v1/files/stat"),
+        ("PUT", "/v1/files"),
+    ]:
+        for name in ("odd-link", "dir-link/new-file"):
+            response = alice.request(method, path, params={"path": name}, content=b"new")
+            assert response.status_code == 409, (method, name, response.text)
+            message = error_of(response)["message"]
+            assert "not UTF-8" in message and "\\xff" in message, message
+    with open(target, "rb") as file:
+        assert file.read() == b"hi"  # not written
+    assert not os.path.exists(os.fsencode(workspace) + b"/\xffdir/new-file")
+    assert alice.get("/v1/files/operations").json()["data"] == before  # nothing recorded
+
+
 @pytest.mark.parametrize("path", ["not-yet-a-dir/", "not-yet-a-dir/.", "adir/", "adir/sub/.."])
 def test_an_upload_to_a_path_that_names_a_directory_writes_no_file(
     alice: httpx.Client, workspace: Path, path: str
