@@ -23,6 +23,7 @@ import typer
 import typer.core
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from app.cli_arguments import CommandWords, command_text, parse_env
 from app.cli_attach import attach
@@ -36,7 +37,8 @@ from app.cli_connection import fail as _fail
 from app.cli_connection import server as _server
 from app.cli_files import files_cli
 from app.cli_policy import policy_cli
-from app.client import DEFAULT_URL, ApiError, Client, Execution, OutputFrame
+from app.client import DEFAULT_URL, ApiError, Approval, Client, Execution, OutputFrame
+from app.visible_text import pieces
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -70,6 +72,9 @@ def openapi() -> None:
 # Ctrl-C: the shell's 128 + SIGINT.
 EXIT_INTERRUPTED = 130
 COMMAND_COLUMN_CHARS = 60
+# How a table marks a character it shows as an escape (`\x1b`, `\u202e`): apart from the same
+# four characters typed by the command's author.
+ESCAPE_STYLE = "reverse"
 FOREGROUND_POLL_SECONDS = 60.0
 
 
@@ -152,6 +157,35 @@ def _when(moment: datetime | None) -> str:
 def _cut(text: str, limit: int = COMMAND_COLUMN_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _shown(text: str, *, keep: str = "") -> Text:
+    """Text from the server (a command, an owner, a cwd, an env value) for a table cell: never
+    read as rich markup (`[link=…]`, `[/]`), and every character that would not show as itself
+    (a carriage return, an escape sequence, a bidi override, a zero-width character; those in
+    `keep` aside) written as a marked escape, so the cell shows all of what runs."""
+    shown = Text()
+    for piece, escaped in pieces(text, keep=keep):
+        shown.append(piece, style=ESCAPE_STYLE if escaped else "")
+    return shown
+
+
+def _approval_cell(approval: Approval) -> Text:
+    """All of an approval's command (a table cut would hide its end), then the cwd and env it
+    runs with. Each line break of the command is a marked `\\n` before the break, so that a
+    break the table makes to fold a long line never reads as one of the command's."""
+    cell = Text()
+    for number, line in enumerate(approval.command.split("\n")):
+        if number:
+            cell.append("\\n", style=ESCAPE_STYLE)
+            cell.append("\n")
+        cell.append_text(_shown(line))
+    cell.append("\ncwd ", style="dim")
+    cell.append_text(_shown(approval.cwd))
+    for name, value in approval.env.items():
+        cell.append("\nenv ", style="dim")
+        cell.append_text(_shown(f"{name}={value}"))
+    return cell
 
 
 def _console() -> Console:
@@ -331,9 +365,9 @@ def jobs(
             execution.id,
             execution.state,
             exit_code,
-            execution.owner,
+            _shown(execution.owner),
             _when(execution.created_at),
-            _cut(execution.command),
+            _shown(_cut(execution.command)),
         )
     _console().print(table)
 
@@ -390,15 +424,16 @@ def approvals(
     if not listing.data:
         typer.echo("none")
         return
-    table = Table("id", "state", "execution", "requested by", "expires", "command")
+    table = Table("id", "state", "execution", "requested by", "expires")
+    table.add_column("command", overflow="fold")
     for approval in listing.data:
         table.add_row(
             approval.id,
             approval.state,
             approval.execution_id,
-            approval.requested_by,
+            _shown(approval.requested_by),
             _when(approval.expires_at),
-            _cut(approval.command),
+            _approval_cell(approval),
         )
     _console().print(table)
 

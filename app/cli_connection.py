@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from app.auth import GENERATED_TOKEN_FILE
 from app.client import ApiError, Client, ServerUnreachableError, ShellgateError
 from app.config import Settings
+from app.visible_text import visible
 
 EXIT_NOT_FINISHED = 1
 EXIT_REFUSED = 2
@@ -52,7 +53,9 @@ def execution_id_argument() -> Any:
 
 
 def fail(message: str, status: int) -> NoReturn:
-    typer.echo(f"shellgate: {message}", err=True)
+    # A message quotes the server's text (a path, a cwd, a command's error): its control
+    # characters are shown as escapes, never sent to the user's terminal.
+    typer.echo(f"shellgate: {visible(message)}", err=True)
     raise typer.Exit(status)
 
 

@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Literal
 
+from app.visible_text import visible
+
 LogFormat = Literal["text", "json"]
 
 request_id_var: ContextVar[str | None] = ContextVar("shellgate_request_id", default=None)
@@ -81,6 +83,11 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """One line per record: a message carries text a command or a request chose (a cwd, a
+    path, an error's text), so its line breaks and other control characters are written as
+    escapes (`\\n`, `\\x1b`): no message forges the next line or drives the reader's terminal.
+    A traceback, appended after the message, keeps its lines."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
 
@@ -88,6 +95,10 @@ class TextFormatter(logging.Formatter):
         if getattr(record, "request_id", None) is None:
             record.request_id = "-"
         return super().format(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = visible(record.message)
+        return super().formatMessage(record)
 
 
 def configure_logging(level: str, log_format: LogFormat) -> None:

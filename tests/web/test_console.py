@@ -402,3 +402,23 @@ def test_policy_page_shows_the_file_rules_and_dry_runs_a_file_access(
     expect(result.locator("dd[data-field='path']")).to_have_text(
         str(console_server.settings.workspace / "notes.txt")
     )
+
+
+def test_approval_card_shows_planted_control_and_bidi_characters_as_escapes(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    # U+202E would show `echo x ~ fr- mr` reversed; \r and the CSI sequence would hide a part; a
+    # line break marked so that a wrapped line never reads as two commands.
+    command = f"{PROMPT_PREFIX} \u202eok\u202c\r\x1b[2K\u200bz\nfalse && echo tail"
+    execution = agent.post(
+        "/v1/executions",
+        json={"command": command, "env": {"PLANTED": "a\x1b]0;t\x07b"}, "async": True},
+    ).json()
+    assert execution["state"] == "awaiting_approval"
+    sign_in(page, console_server, APPROVER)
+    card = pending_card(page, execution["approval"]["id"])
+    shown = f"{PROMPT_PREFIX} \\u202eok\\u202c\\r\\x1b[2K\\u200bz\\n\nfalse && echo tail"
+    expect(card.locator("pre.command")).to_have_text(shown)
+    expect(card.locator("pre.command .escape")).to_have_count(6)
+    expect(card.locator("pre.env")).to_have_text("PLANTED=a\\x1b]0;t\\x07b")
+    approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})

@@ -2,7 +2,7 @@
 // Approve / Deny and an optional reason; decisions move to the history list.
 
 import { api, backoff, openSocket, refusal } from "./api.js";
-import { byId, el, showError, timeEl } from "./dom.js";
+import { byId, el, showError, timeEl, visibleText } from "./dom.js";
 
 const HISTORY_LIMIT = 50;
 const FIRST_RETRY_MS = 500;
@@ -12,14 +12,15 @@ function field(label, value) {
 }
 
 // Everything besides the command that decides what runs: each variable on a line of its own,
-// values verbatim (a `$(…)` in a value is data, and the approver must see it as such).
+// values verbatim (a `$(…)` in a value is data, and the approver must see it as such), a
+// character that would not show as itself as its escape (dom.js, visibleText).
 function envBlock(env) {
   const entries = Object.entries(env ?? {});
   if (entries.length === 0) return el("span", { class: "muted env-none" }, "none");
   return el(
     "pre",
     { class: "env" },
-    entries.map(([name, value]) => `${name}=${value}`).join("\n"),
+    entries.flatMap(([name, value], index) => [index ? "\n" : "", ...visibleText(`${name}=${value}`)]),
   );
 }
 
@@ -253,11 +254,11 @@ export class ApprovalsPanel {
           openButton,
         );
     card.append(
-      el("pre", { class: "command" }, approval.command),
+      el("pre", { class: "command" }, visibleText(approval.command)),
       el(
         "dl",
         {},
-        field("cwd", approval.cwd),
+        field("cwd", visibleText(approval.cwd)),
         field("env", envBlock(approval.env)),
         field("session", approval.session ?? el("span", { class: "muted" }, "none")),
         field("pty", approval.pty ? "yes (it may read typed input)" : "no"),
@@ -276,7 +277,7 @@ export class ApprovalsPanel {
       "li",
       { class: "card decided", dataset: { approvalId: approval.id, state: approval.state } },
       el("span", { class: "state", dataset: { state: approval.state } }, approval.state),
-      el("pre", { class: "command" }, approval.command),
+      el("pre", { class: "command" }, visibleText(approval.command)),
       el(
         "dl",
         {},

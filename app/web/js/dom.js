@@ -36,3 +36,42 @@ export function timeEl(iso) {
 export function showError(node, error) {
   node.textContent = error ? (error.message ?? String(error)) : "";
 }
+
+// Characters that do not show as themselves (the set of app/visible_text.py): controls (C0 but
+// tab, DEL, C1), format characters (bidi overrides such as U+202E, zero-width characters, the
+// BOM), line and paragraph separators, spaces other than U+0020, unpaired surrogates, private
+// use and unassigned code points. An approver must see all of what runs: each is shown as its
+// escape (`\r`, `\x1b`, `\u202e`), never interpreted.
+const HIDDEN = /(?![ \t])[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/gu;
+const NAMED_ESCAPES = { "\n": "\\n", "\r": "\\r" };
+
+function escapeOf(char) {
+  if (NAMED_ESCAPES[char]) return NAMED_ESCAPES[char];
+  const point = char.codePointAt(0);
+  const hex = point.toString(16);
+  if (point < 0x100) return `\\x${hex.padStart(2, "0")}`;
+  if (point < 0x10000) return `\\u${hex.padStart(4, "0")}`;
+  return `\\U${hex.padStart(8, "0")}`;
+}
+
+// `text` as nodes: its visible runs as text, each hidden character as a marked
+// `<span class="escape">` holding its escape; a line feed is marked and then kept as a break, so
+// a break the browser makes to wrap a long line never reads as one of the command's.
+export function visibleText(text) {
+  const value = String(text ?? "");
+  const nodes = [];
+  let last = 0;
+  for (const match of value.matchAll(HIDDEN)) {
+    if (match.index > last) nodes.push(value.slice(last, match.index));
+    nodes.push(el("span", { class: "escape" }, escapeOf(match[0])));
+    if (match[0] === "\n") nodes.push("\n");
+    last = match.index + match[0].length;
+  }
+  if (last < value.length) nodes.push(value.slice(last));
+  return nodes;
+}
+
+// The same as one string, for places that take text only (a tooltip, a tab's label).
+export function visibleString(text) {
+  return String(text ?? "").replace(HIDDEN, escapeOf);
+}

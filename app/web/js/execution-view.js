@@ -3,7 +3,7 @@
 // Each open tab is one ExecutionView built from the page's template.
 
 import { api } from "./api.js";
-import { el, showError } from "./dom.js";
+import { el, showError, visibleText } from "./dom.js";
 import { OutputTools } from "./output-tools.js";
 import { ExecutionStream } from "./stream.js";
 import { createTerminal } from "./terminal.js";
@@ -82,7 +82,7 @@ export class ExecutionView {
     }
     if (this.closed) return;
     this.execution = execution;
-    this.commandEl.textContent = execution.command;
+    this.commandEl.replaceChildren(...visibleText(execution.command));
     this.#setState(execution.state, execution);
     this.#renderFacts(execution);
     this.onLabel?.(execution.command);

@@ -4,7 +4,7 @@
 // row follows it, so it works at any width.
 
 import { api } from "./api.js";
-import { byId, el, showError, timeEl } from "./dom.js";
+import { byId, el, showError, timeEl, visibleString, visibleText } from "./dom.js";
 import { durationText } from "./execution-view.js";
 import { executionHref } from "./router.js";
 
@@ -83,7 +83,7 @@ export class ExecutionsPanel {
       cell(
         "Command",
         "command-cell",
-        el("a", { class: "command", href: executionHref(execution.id), title: execution.command }, execution.command),
+        el("a", { class: "command", href: executionHref(execution.id), title: visibleString(execution.command) }, visibleText(execution.command)),
         execution.pty ? el("span", { class: "tag" }, "pty") : null,
       ),
       cell("Exit", "exit-cell", exit === null ? el("span", { class: "muted" }, "—") : String(exit)),

@@ -2,14 +2,14 @@
 // full-window terminal that keeps streaming while another tab is shown). The address decides
 // which tab is shown (router.js); closing a tab ends its stream.
 
-import { byId, el } from "./dom.js";
+import { byId, el, visibleString } from "./dom.js";
 import { ExecutionView } from "./execution-view.js";
 import { executionHref, go } from "./router.js";
 
 const LABEL_CHARS = 28;
 
 function shortLabel(command) {
-  const line = command.split("\n", 1)[0];
+  const line = visibleString(command.split("\n", 1)[0]);
   return line.length > LABEL_CHARS ? `${line.slice(0, LABEL_CHARS - 1)}…` : line;
 }
 
@@ -66,7 +66,7 @@ export class Tabs {
       onChanged: () => this.onExecutionChanged(),
       onLabel: (command) => {
         link.textContent = shortLabel(command);
-        link.title = `${command}\n${id}`;
+        link.title = `${visibleString(command)}\n${id}`;
       },
     });
     view.root.setAttribute("aria-label", `Execution ${id}`);
