@@ -75,6 +75,28 @@ def fill_the_cap(client: httpx.Client, jobs: int) -> list[str]:
     return ids
 
 
+def approved_after_the_caller_left(
+    server: LiveServer,
+    alice: httpx.Client,
+    carol: httpx.Client,
+    command: str,
+    path: str,
+    caplog: pytest.LogCaptureFixture,
+) -> dict[str, Any]:
+    """Alice's foreground call held for an approval, her connection closed, then carol's
+    approval: the execution's record once it has settled."""
+    connection = open_held_call(
+        server, "/v1/executions", {"command": command, "approval_wait": 120}, CONTENT_TYPES[path]
+    )
+    approval = pending_approval_for(carol, command)
+    hang_up(connection, caplog)
+    assert carol.post(f"/v1/approvals/{approval['id']}/approve").status_code == 200
+    final: dict[str, Any] = alice.get(
+        f"/v1/executions/{approval['execution_id']}", params={"wait": 20}
+    ).json()
+    return final
+
+
 @pytest.mark.parametrize("path", list(CONTENT_TYPES))
 def test_a_caller_gone_before_the_approval_does_not_run_past_the_job_cap(
     capped: LiveServer, caplog: pytest.LogCaptureFixture, path: str
@@ -85,18 +107,7 @@ def test_a_caller_gone_before_the_approval_does_not_run_past_the_job_cap(
         blockers = fill_the_cap(alice, 2)
         try:
             assert alice.get("/v1/info").json()["running_jobs"] == 2
-            connection = open_held_call(
-                capped,
-                "/v1/executions",
-                {"command": command, "approval_wait": 120},
-                CONTENT_TYPES[path],
-            )
-            approval = pending_approval_for(carol, command)
-            hang_up(connection, caplog)
-            assert carol.post(f"/v1/approvals/{approval['id']}/approve").status_code == 200
-            final = alice.get(
-                f"/v1/executions/{approval['execution_id']}", params={"wait": 20}
-            ).json()
+            final = approved_after_the_caller_left(capped, alice, carol, command, path, caplog)
             # Before: started in the foreground, beside the two jobs (`completed`, `foreground`).
             assert final["state"] == "failed", final
             assert final["started_at"] is None
@@ -116,18 +127,7 @@ def test_a_caller_gone_before_the_approval_gets_a_job_below_the_cap(
     with capped.client(AGENT) as alice, capped.client(APPROVER) as carol:
         blockers = fill_the_cap(alice, 1)
         try:
-            connection = open_held_call(
-                capped,
-                "/v1/executions",
-                {"command": command, "approval_wait": 120},
-                CONTENT_TYPES[path],
-            )
-            approval = pending_approval_for(carol, command)
-            hang_up(connection, caplog)
-            assert carol.post(f"/v1/approvals/{approval['id']}/approve").status_code == 200
-            final = alice.get(
-                f"/v1/executions/{approval['execution_id']}", params={"wait": 20}
-            ).json()
+            final = approved_after_the_caller_left(capped, alice, carol, command, path, caplog)
             # Before: `foreground`, counted under no cap.
             assert final["mode"] == "job", final
             assert final["state"] == "completed"
