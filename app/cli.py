@@ -14,6 +14,7 @@ file in the data directory.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime
 from enum import StrEnum
@@ -38,7 +39,7 @@ from app.cli_connection import server as _server
 from app.cli_files import files_cli
 from app.cli_policy import policy_cli
 from app.client import DEFAULT_URL, ApiError, Approval, Client, Execution, OutputFrame
-from app.visible_text import pieces
+from app.visible_text import pieces, visible
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -72,6 +73,8 @@ def openapi() -> None:
 # Ctrl-C: the shell's 128 + SIGINT.
 EXIT_INTERRUPTED = 130
 COMMAND_COLUMN_CHARS = 60
+# What the command column folds into one space: blanks, a word break to bash and nothing more.
+_FOLDED_BLANKS = re.compile(r"[ \t]+")
 # How a table marks a character it shows as an escape (`\x1b`, `\u202e`): apart from the same
 # four characters typed by the command's author.
 ESCAPE_STYLE = "reverse"
@@ -155,7 +158,11 @@ def _when(moment: datetime | None) -> str:
 
 
 def _cut(text: str, limit: int = COMMAND_COLUMN_CHARS) -> str:
-    flat = " ".join(text.split())
+    """`text` cut to `limit`, each run of spaces and tabs folded into one space. Nothing else
+    folds: `str.split()` also took line feeds, `\r`, NEL, U+2028 and no-break spaces for
+    spaces, so `a\nrm x` showed as `a rm x`, `rm\u00a0-rf` as `rm -rf` (`_shown` marks each
+    as an escape: `\n`, `\xa0`)."""
+    flat = " ".join(_FOLDED_BLANKS.split(text.strip(" \t")))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -314,7 +321,8 @@ def run(
             # and the middle of long output cut); a script piping the output wants the bytes.
             _write_log(client, execution.id)
             for notice in execution.notices:
-                typer.echo(f"shellgate: {notice}", err=True)
+                # A notice may quote a denier's reason or a cwd: shown as text, like errors.
+                typer.echo(f"shellgate: {visible(notice)}", err=True)
             _exit_with_outcome(execution)
     _print_result(execution)
     _exit_with_outcome(execution)

@@ -16,6 +16,7 @@ import typer
 
 from app.cli_connection import EXIT_NOT_FINISHED, EXIT_REFUSED, fail, server
 from app.client import ApprovalPendingError
+from app.visible_text import visible
 
 files_cli = typer.Typer(
     help="Copy files to and from the server's machine (relative remote paths are in its "
@@ -76,7 +77,8 @@ def files_get(
             _awaiting(pending)
         except OSError as error:
             fail(f"cannot write {target}: {error.strerror}", EXIT_REFUSED)
-    typer.echo(f"{remote} -> {target} ({saved.size} bytes)")
+    # Paths are names anyone may have planted (`\r`, `\x1b[2K`, U+202E): shown as escapes.
+    typer.echo(f"{visible(remote)} -> {visible(str(target))} ({saved.size} bytes)")
 
 
 @files_cli.command("put")
@@ -108,4 +110,6 @@ def files_put(
             )
         except ApprovalPendingError as pending:
             _awaiting(pending)
-    typer.echo(f"{local} -> {stored.path} ({stored.size} bytes, mode {stored.mode})")
+    typer.echo(
+        f"{visible(str(local))} -> {visible(stored.path)} ({stored.size} bytes, mode {stored.mode})"
+    )

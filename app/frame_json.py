@@ -37,6 +37,25 @@ def json_string(text: str) -> str:
     return '"' + data.decode("utf-8", "surrogatepass") + '"'
 
 
+# Characters JSON leaves raw in a string but that Python's `str.splitlines()` (and so httpx's
+# `iter_lines()`) takes for line breaks: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR. A
+# line-delimited format (the NDJSON runner, an SSE `data:` line) writes them as escapes, so
+# that each item is one line for any line splitter (RELIABILITY.md, "Bytes and text a
+# command plants").
+_LINE_SEPARATORS: Final = (("\x85", "\\u0085"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def one_line(json_text: str) -> str:
+    """`json_text` (compact JSON, so without a raw line feed) with NEL, U+2028 and U+2029
+    escaped: the same value, on one line for every line splitter."""
+    if json_text.isascii():
+        return json_text
+    for raw, escaped in _LINE_SEPARATORS:
+        if raw in json_text:
+            json_text = json_text.replace(raw, escaped)
+    return json_text
+
+
 def encode_output_frame(frame: dict[str, Any]) -> str:
     """An output frame (`type`, `stream`, `offset`, `data`, maybe `encoding`) as JSON text."""
     encoding = ',"encoding":"base64"' if frame.get("encoding") == "base64" else ""

@@ -23,6 +23,7 @@ import anyio.to_thread
 from app.artifact_log import ArtifactLog
 from app.critical_patterns import first_runner_critical_match
 from app.errors import InvalidRequestError, PolicyDeniedError
+from app.frame_json import one_line
 from app.process import OutputStream
 from app.registry import LiveExecution
 from app.schemas import SESSION_MAX_TIMEOUT_MS
@@ -189,7 +190,8 @@ class ItemEncoder:
 
 
 def ndjson_line(item: dict[str, Any]) -> bytes:
-    return (json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    # One line per item, whatever the output holds (\u2028 is a line break to splitlines()).
+    return (one_line(json.dumps(item, ensure_ascii=False, separators=(",", ":"))) + "\n").encode()
 
 
 # --- streaming an execution -------------------------------------------------------------------

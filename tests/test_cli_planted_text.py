@@ -5,6 +5,7 @@ and a long command is shown whole (real server on loopback, typer's CliRunner)."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,34 @@ def test_an_error_quoting_planted_text_reaches_the_terminal_escaped(
     assert result.exit_code == 2, result.output
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert "/nonexistent-x\\x1b[2K\\u202e" in result.stderr
+
+
+def test_files_put_and_get_show_a_planted_remote_name_as_text(
+    prompting: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # click strips `\x1b[…` when not writing to a terminal; `\r` and U+202E it lets through.
+    name = "planted\r\u202ename\u00a0x"
+    shown = "planted\\r\\u202ename\\xa0x"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local.txt").write_text("hi\n")
+    put = shellgate(prompting.base_url, AGENT, "files", "put", "local.txt", name)
+    assert put.exit_code == 0, put.output
+    stored = f"{prompting.settings.workspace}/{shown}"
+    assert put.stdout == f"local.txt -> {stored} (3 bytes, mode 0644)\n"
+    got = shellgate(prompting.base_url, AGENT, "files", "get", name, "copy.txt")
+    assert got.exit_code == 0, got.output
+    assert got.stdout == f"{shown} -> copy.txt (3 bytes)\n"
+    assert (tmp_path / "copy.txt").read_text() == "hi\n"
+    # The file's content is output: passed through as it is.
+    assert shellgate(prompting.base_url, AGENT, "files", "get", name, "-").stdout == "hi\n"
+
+
+def test_jobs_column_shows_line_breaks_and_odd_spaces_as_escapes(prompting: LiveServer) -> None:
+    # str.split() folded all of these into plain spaces: `a\nrm` read as `a rm`.
+    command = "echo a\u00a0b\rc\u2028d\necho  e"
+    with prompting.client(AGENT) as agent:
+        execution_id = agent.post("/v1/executions", json={"command": command}).json()["id"]
+    listed = shellgate(prompting.base_url, AGENT, "jobs", "--limit", "50")
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.stdout.splitlines() if execution_id in line)
+    assert "echo a\\xa0b\\rc\\u2028d\\necho e" in row

@@ -225,3 +225,11 @@ def test_ndjson_lines_are_one_compact_json_object_each() -> None:
     assert line.endswith(b"\n")
     assert line.count(b"\n") == 1
     assert json.loads(line) == {"stdout": "a\nb", "stderr": ""}
+
+
+def test_ndjson_lines_stay_one_line_for_splitlines() -> None:
+    # NEL, U+2028 and U+2029 are line breaks to str.splitlines() (and httpx's iter_lines()).
+    item = {"stdout": "a\x85b\u2028c\u2029d\r\n€", "stderr": ""}
+    line = ndjson_line(item)
+    assert len(line.decode().splitlines()) == 1
+    assert json.loads(line) == item

@@ -25,6 +25,7 @@ from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.auth import Principal
 from app.errors import InvalidRequestError, NotFoundError
+from app.frame_json import one_line
 from app.models import ExecutionState
 from app.services import Services
 
@@ -111,8 +112,12 @@ async def _feed(
         if event_rank > seen_rank:
             seen_rank = event_rank
             name = "end" if event_rank == END_RANK else "state"
-            data = json.dumps(
-                public.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
+            # Compact JSON has no raw CR or LF, so the record is one `data:` line; NEL,
+            # U+2028 and U+2029 are escaped too, for readers that split with splitlines().
+            data = one_line(
+                json.dumps(
+                    public.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
+                )
             )
             yield f"id: {event_rank}\nevent: {name}\ndata: {data}\n\n"
         if event_rank == END_RANK:
