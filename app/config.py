@@ -94,8 +94,11 @@ def describe_settings_error(error: ValidationError) -> str:
 
 
 class Settings(BaseSettings):
+    # No setting is infinite or NaN (`inf` passes `gt=0`): every duration below ends up in a
+    # timedelta, a timer or an answer's JSON, where infinity raises (the pruner's
+    # `timedelta(days=inf)` failed every interval with a traceback).
     model_config = SettingsConfigDict(
-        env_prefix="SHELLGATE_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="SHELLGATE_", env_file=".env", extra="ignore", frozen=True, allow_inf_nan=False
     )
 
     host: str = "127.0.0.1"
@@ -106,12 +109,12 @@ class Settings(BaseSettings):
     tokens: str = Field(default="", repr=False)
     policy_file: Path | None = None
     max_jobs: int = Field(default=32, ge=1, le=10_000)
-    auto_background_ms: int = Field(default=30_000, ge=0)
+    auto_background_ms: int = Field(default=30_000, ge=0, le=86_400_000)  # a day at most
     # A plain foreground call that ends within this is recorded with one database write (its
     # row kept meanwhile in an intent journal, see docs/operations.md); 0 writes every row at the
     # spawn.
     foreground_record_delay_ms: int = Field(default=500, ge=0, le=60_000)
-    approval_timeout: float = Field(default=600, gt=0)
+    approval_timeout: float = Field(default=600, gt=0, le=30 * 86400)
     # Per owner: one agent filing approvals in a loop must not bury everyone else's.
     max_pending_approvals: int = Field(default=50, ge=1, le=100_000)
     # Open sessions one owner may have: each holds a row, a state directory and, while used, a
@@ -120,7 +123,8 @@ class Settings(BaseSettings):
 
     shell: str = "/bin/bash"
     max_command_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
-    max_timeout: float = Field(default=0, ge=0)  # 0 = only the 1..3600 s range applies
+    # 0 = only the 1..3600 s range applies.
+    max_timeout: float = Field(default=0, ge=0, le=30 * 86400)
     kill_grace_seconds: float = Field(default=2.0, ge=0, le=60)
     # SIGTERM/SIGINT to exit, whatever is still open: running commands are killed and recorded,
     # waiting calls answered, sockets closed within this bound.
@@ -128,8 +132,8 @@ class Settings(BaseSettings):
     # The largest file `PUT /v1/files` accepts (docs/api.md#files); larger uploads get 413.
     files_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
     artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
-    retention_days: float = Field(default=7, gt=0)
-    prune_interval_seconds: float = Field(default=3600, gt=0)
+    retention_days: float = Field(default=7, gt=0, le=36_500)
+    prune_interval_seconds: float = Field(default=3600, gt=0, le=7 * 86400)
     ws_ping_seconds: float = Field(default=20, gt=0, le=20)
     # An idle HTTP keep-alive connection is closed after this. Above a gateway's own idle cut
     # (nginx 60 s, AWS ALB 60 s) and a client pool's (httpx 5 s), so it is always the other

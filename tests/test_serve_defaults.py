@@ -265,6 +265,30 @@ def test_a_setting_the_server_cannot_use_is_one_line_not_a_traceback(
     assert result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("retention_days", "inf"),  # the pruner's timedelta(days=inf) raised every interval
+        ("retention_days", "1e300"),
+        ("approval_timeout", "inf"),
+        ("prune_interval_seconds", "Infinity"),
+        ("max_timeout", "inf"),
+        ("kill_grace_seconds", "nan"),
+        ("auto_background_ms", "99999999999999999999"),
+    ],
+)
+def test_an_endless_or_huge_duration_is_refused_at_start(
+    tmp_path: Path, setting: str, value: str
+) -> None:
+    from pydantic import ValidationError
+
+    from app.config import Settings, describe_settings_error
+
+    with pytest.raises(ValidationError) as refused:
+        Settings(data_dir=tmp_path, **{setting: value})
+    assert f"SHELLGATE_{setting.upper()}" in describe_settings_error(refused.value)
+
+
 def test_a_log_level_is_read_in_any_case(tmp_path: Path) -> None:
     from app.config import Settings
 
