@@ -37,13 +37,13 @@ export function showError(node, error) {
   node.textContent = error ? (error.message ?? String(error)) : "";
 }
 
-// Characters that do not show as themselves (the set of app/visible_text.py): controls (C0 but
-// tab, DEL, C1), format characters (bidi overrides such as U+202E, zero-width characters, the
+// Characters that do not show as themselves (the set of app/visible_text.py): controls (C0, tab
+// included, DEL, C1), format characters (bidi overrides such as U+202E, zero-width characters, the
 // BOM), line and paragraph separators, spaces other than U+0020, unpaired surrogates, private
 // use and unassigned code points. An approver must see all of what runs: each is shown as its
 // escape (`\r`, `\x1b`, `\u202e`), never interpreted.
-const HIDDEN = /(?![ \t])[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/gu;
-const NAMED_ESCAPES = { "\n": "\\n", "\r": "\\r" };
+const HIDDEN = /(?! )[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/gu;
+const NAMED_ESCAPES = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
 
 function escapeOf(char) {
   if (NAMED_ESCAPES[char]) return NAMED_ESCAPES[char];
