@@ -60,15 +60,15 @@ test: $(DEV_STAMP) $(NODE_STAMP)
 
 # ruff's banned imports (pyproject.toml, app/api/ruff.toml) are the layering check.
 lint: $(DEV_STAMP)
-	$(BIN)/ruff format --check app tests bench migrations
-	$(BIN)/ruff check app tests bench migrations
-	$(BIN)/mypy app
-	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for app/*.sh (Debian: apt-get install shellcheck)"; exit 1; }
-	shellcheck app/*.sh
+	$(BIN)/ruff format --check app shellgate tests bench migrations
+	$(BIN)/ruff check app shellgate tests bench migrations
+	$(BIN)/mypy app shellgate
+	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for the shipped scripts (Debian: apt-get install shellcheck)"; exit 1; }
+	shellcheck app/process/*.sh app/sessions/*.sh
 
 format: $(DEV_STAMP)
-	$(BIN)/ruff format app tests bench migrations
-	$(BIN)/ruff check --fix app tests bench migrations
+	$(BIN)/ruff format app shellgate tests bench migrations
+	$(BIN)/ruff check --fix app shellgate tests bench migrations
 
 openapi: $(DEV_STAMP)
 	$(BIN)/python -m app openapi > openapi.json

@@ -1,12 +1,12 @@
 """What pyproject.toml cannot say: the Alembic environment and versions stay in the top-level
 `migrations/` of the repository and ship inside the wheel as the package `app.migrations`, so
-that `pip install .` serves without a checkout (app/migrate.py finds either layout)."""
+that `pip install .` serves without a checkout (app/store/migrate.py finds either layout)."""
 
 from setuptools import find_namespace_packages, setup
 
 setup(
     packages=[
-        *find_namespace_packages(include=["app", "app.*"]),
+        *find_namespace_packages(include=["app", "app.*", "shellgate", "shellgate.*"]),
         "app.migrations",
         "app.migrations.versions",
     ],

@@ -1,6 +1,6 @@
 """The `shellgate` program (and `python -m app`): a plain `serve` starts the server without
-loading the Typer CLI (app/serve_command.py says why); everything else, `serve --help` and any
-option `serve` does not take included, goes to the CLI (app/cli.py), which also owns the
+loading the Typer CLI (app/server/serve_command.py says why); everything else, `serve --help` and
+any option `serve` does not take included, goes to the CLI (app/cli/main.py), which also owns the
 usage errors."""
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def main() -> None:
     options = plain_serve(sys.argv[1:])
     port = options.get("port") if options is not None else None
     if options is not None and (port is None or port.isdigit()):
-        from app.serve_command import serve
+        from app.server.serve_command import serve
 
         serve(host=options.get("host"), port=int(port) if port is not None else None)
         return
-    from app.cli import main as cli_main
+    from app.cli.main import main as cli_main
 
     cli_main()

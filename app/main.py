@@ -19,7 +19,7 @@ from app.api.body_limit import LimitRequestBodies
 from app.api.description import API_DESCRIPTION
 from app.api.errors import install_error_handlers
 from app.api.hot_routes import LeanHotRoutes
-from app.api.mcp_mount import MCP_PATH, LazyMcpEndpoint
+from app.api.mcp.mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
 from app.api.router import api_router
@@ -27,17 +27,17 @@ from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.cluster.forwarding import ForwardToOwner
 from app.cluster.heartbeat import heartbeat_forever
-from app.config import Settings
+from app.core.config import Settings
+from app.core.strict_json import json_body_limit
 from app.executions.pending_record import recover_pending_records
-from app.memory_trim import trim_memory_when_idle
-from app.metrics import Metrics
-from app.migrate import upgrade_if_behind
+from app.executions.recovery import prune_expired, recover_lost_executions
+from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing
-from app.recovery import prune_expired, recover_lost_executions
+from app.output.sink_worker import WINDOW_PROCESS
+from app.server.memory_trim import trim_memory_when_idle
+from app.server.stop_signal import StopSignal
 from app.services import Services
-from app.sink_worker import WINDOW_PROCESS
-from app.stop_signal import StopSignal
-from app.strict_json import json_body_limit
+from app.store.migrate import upgrade_if_behind
 
 logger = logging.getLogger("shellgate")
 
@@ -107,7 +107,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         finally:
             for task in background:
                 task.cancel()
-            # uvicorn gave open requests half the grace already (app/serving.py).
+            # uvicorn gave open requests half the grace already (app/server/serving.py).
             await services.executions.shutdown(within=settings.shutdown_grace * 0.3)
             await services.relay.close()
             await services.cluster.drain()

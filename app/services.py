@@ -10,26 +10,26 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from app.approvals import ApprovalService
-from app.auth import TokenBook
+from app.api.ws_tickets import TicketBook
+from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
 from app.cluster.identity import with_node_id
 from app.cluster.notify import ApprovalRelay
-from app.config import Settings
 from app.confinement import Confinement, build_confinement
-from app.db import Database, make_engine
+from app.core.auth import TokenBook
+from app.core.config import Settings
 from app.executions import ExecutionService
+from app.executions.registry import Registry
 from app.files.service import FileService
-from app.metrics import Metrics
+from app.governance.service import PolicyService
 from app.notifications import Notifier
+from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
-from app.policy_service import PolicyService
-from app.registry import Registry
-from app.session_runs import SessionRuns
-from app.sessions import SessionService
-from app.storage import StorageGuard
-from app.ws_tickets import TicketBook
+from app.sessions.runs import SessionRuns
+from app.sessions.service import SessionService
+from app.store.db import Database, make_engine
+from app.store.storage import StorageGuard
 
 
 def make_private(settings: Settings) -> None:

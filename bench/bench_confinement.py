@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 
 from app.confinement import Backend, Limits, choose_backend
-from app.environment import build_environment
 from app.process import ExitStatus, RunningProcess, SpawnSpec
+from app.process.environment import build_environment
 from bench.servers import TOKEN, shellgate
 from bench.table import percentile
 

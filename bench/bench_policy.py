@@ -1,6 +1,6 @@
 """Policy evaluation benchmark: `python -m bench.bench_policy` from the repo root.
 
-Times `app.policy.evaluate` over 10,000 deterministic, mixed commands against a realistic
+Times `app.policy.engine.evaluate` over 10,000 deterministic, mixed commands against a realistic
 20-rule policy and prints one JSON object. Next to it, as a yardstick, it times a plain
 `re.fullmatch` of the same 20 globs against the raw command (no parsing, no segments), so
 results can be recorded as a ratio that is stable across machines.
@@ -25,10 +25,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from app.interceptor import DEFAULT_INTERCEPTOR_RULES
-from app.interceptor import check as intercept
-from app.policy import InterceptorRule, PolicyDocument, RuleAction, evaluate
-from app.shell_syntax import clear_segment_cache, normalize_whitespace
+from app.policy.engine import InterceptorRule, PolicyDocument, RuleAction, evaluate
+from app.policy.interceptor import DEFAULT_INTERCEPTOR_RULES
+from app.policy.interceptor import check as intercept
+from app.policy.shell.syntax import clear_segment_cache, normalize_whitespace
 from tests.policy_corpus import BENIGN_COMMANDS, REALISTIC_POLICY
 
 BENIGN_ROUNDS = 20

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from app.policy import PolicyDocument, evaluate
+from app.policy.engine import PolicyDocument, evaluate
 from bench.bench_policy import RULES
 from bench.servers import TOKEN, shellgate
 

@@ -63,7 +63,7 @@ def shares(collapsed: str) -> tuple[int, collections.Counter[str], collections.C
 
 
 def package(name: str) -> str:
-    """`sqlalchemy` for a frame in sqlalchemy/…, `app/crud.py` for one of ours, the stdlib
+    """`sqlalchemy` for a frame in sqlalchemy/…, `app/store/crud.py` for one of ours, the stdlib
     module otherwise."""
     path = name.rsplit("(", 1)[-1].rstrip(")")
     if path.startswith("app/"):

@@ -3,7 +3,8 @@
 
 1. wall time and server CPU per call, alternating: a foreground `true`, `true` in a session
    (`POST /v1/executions` with `session`, and the NDJSON runner), and the persistent-bash floor;
-2. the session wrapper alone (`app/session_wrapper.sh`, no server): `bash -c true` against the
+2. the session wrapper alone (`app/sessions/session_wrapper.sh`, no server): `bash -c true` against
+the
    wrapper running `true` as a one-shot call and as the saving call, CPU of the child;
 3. py-spy (`--gil`) over the server during the session calls, with the same report as
    `bench/profile.py`.
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from app.sessions import WRAPPER
+from app.sessions.service import WRAPPER
 from bench import servers
 from bench.profile import report
 from bench.sidebyside import RESULTS, PersistentBash
@@ -147,7 +148,7 @@ def wrapper_alone(calls: int, baseline: Path | None) -> str:
     try:
         scripts = {"bash -c true": "true", "wrapper": WRAPPER}
         if baseline is not None:
-            scripts["baseline wrapper"] = (baseline / "app/session_wrapper.sh").read_text()
+            scripts["baseline wrapper"] = (baseline / "app/sessions/session_wrapper.sh").read_text()
         subjects = {
             (f"{name}, {kind}" if kind else name): (script, kind == "saving")
             for name, script in scripts.items()

@@ -52,7 +52,7 @@ HEALTH_P99_LIMIT_MS = 50.0
 # allocator keeps some freed memory); more than this is a leak.
 RSS_SLACK = 1.10
 # After the jobs end: the server gives the heap's free memory back once no execution runs
-# (app/memory_trim.py looks every 0.5 s); RSS is read after this much idle time, for the
+# (app/server/memory_trim.py looks every 0.5 s); RSS is read after this much idle time, for the
 # baseline and at the end alike.
 IDLE_SECONDS_BEFORE_RSS = 2.0
 KINDS = ("foreground", "foreground_text", "job", "pty", "viewer", "stalled_viewer")

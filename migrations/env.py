@@ -1,4 +1,4 @@
-"""Alembic environment: the URL comes from the caller (app.migrate) or from Settings."""
+"""Alembic environment: the URL comes from the caller (app.store.migrate) or from Settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
-import app.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import app.store.models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -16,7 +16,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from app.config import Settings
+    from app.core.config import Settings
 
     return Settings().resolved_database_url
 

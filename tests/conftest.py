@@ -29,10 +29,10 @@ import pytest
 import uvicorn
 from sqlalchemy import Engine, create_engine
 
-from app.config import Settings
-from app.http_server import server_options
+from app.core.config import Settings
 from app.main import create_app
 from app.observability.tracing import Tracing
+from app.server.http_server import server_options
 from tests.databases import (
     Databases,
     PostgresDatabases,

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, make_url, text
 
-from app.migrate import upgrade_to_head
+from app.store.migrate import upgrade_to_head
 
 POSTGRES_URL = os.environ.get(
     "SHELLGATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -391,7 +391,7 @@ BENIGN_COMMANDS: list[str] = [
     "head -n 50 src/main.py",
     "tail -n 100 logs/app.log",
     "wc -l src/*.py",
-    "sed -n '1,80p' app/policy.py",
+    "sed -n '1,80p' app/policy/engine.py",
     "sed -i 's/foo/bar/g' src/config.py",
     "awk '{print $1}' access.log | sort | uniq -c | sort -rn | head",
     "cut -d: -f1 /etc/passwd | sort",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from app import crud
 from app.main import create_app
-from app.models import ApprovalState, ExecutionState
+from app.store import crud
+from app.store.models import ApprovalState, ExecutionState
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE
 

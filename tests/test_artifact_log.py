@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.artifact_log import ArtifactLog, OutputStream, truncation_marker
+from app.output.artifact_log import ArtifactLog, OutputStream, truncation_marker
 
 OUT, ERR, PTY = OutputStream.stdout, OutputStream.stderr, OutputStream.pty
 # 100 bytes whose every position is recognisable: "000,001,002,…,024,"

@@ -1,4 +1,4 @@
-"""app/blocking.py: the work runs in the caller's context, its exception reaches the caller,
+"""app/core/blocking.py: the work runs in the caller's context, its exception reaches the caller,
 and a cancelled caller gets the cancel only once the work has ended."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from app.blocking import run_blocking
+from app.core.blocking import run_blocking
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
 

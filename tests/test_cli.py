@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from app.cli import cli
+from app.cli.main import cli
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, free_port, make_settings, serve
 from tests.databases import Databases
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from ptyprocess import PtyProcess
 
-from app.client import Client
+from shellgate import Client
 from tests.conftest import AGENT, LiveServer
 from tests.waiting import eventually
 
@@ -160,7 +160,7 @@ def test_attach_refuses_a_run_without_a_pty(server: LiveServer, sdk: Client) -> 
     job = sdk.start("sleep 30")
     from typer.testing import CliRunner
 
-    from app.cli import cli
+    from app.cli.main import cli
 
     result = CliRunner().invoke(cli, ["--url", server.base_url, "--token", AGENT, "attach", job.id])
     sdk.cancel(job.id)

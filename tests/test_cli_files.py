@@ -7,7 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from app.cli_connection import EXIT_NOT_FINISHED, EXIT_REFUSED
+from app.cli.connection import EXIT_NOT_FINISHED, EXIT_REFUSED
 from tests.conftest import AGENT, APPROVER, LiveServer
 from tests.test_cli import shellgate
 

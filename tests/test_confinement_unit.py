@@ -21,7 +21,7 @@ from app.confinement import (
     resolve_limits,
 )
 from app.confinement.cgroups import CgroupBackend, _pids_in
-from app.errors import InvalidRequestError
+from app.core.errors import InvalidRequestError
 from app.process import ChildConfinement, ExitStatus
 
 CEILING = Limits(memory_mb=1000, processes=512, cpu_seconds=None, file_size_mb=None, open_files=64)

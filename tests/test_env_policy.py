@@ -1,4 +1,4 @@
-"""The pure env rules (`app/env_policy.py`): globs, the default list, the judgement."""
+"""The pure env rules (`app/policy/env_rules.py`): globs, the default list, the judgement."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.env_policy import (
+from app.core.errors import InvalidRequestError
+from app.policy.env_rules import (
     DEFAULT_ENV_DENY,
     EnvRules,
     glob_matches_name,
     judge_env,
     validate_env,
 )
-from app.errors import InvalidRequestError
 
 NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
 GLOBS = st.from_regex(r"[A-Za-z0-9_*]{1,12}", fullmatch=True)

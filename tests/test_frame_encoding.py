@@ -1,5 +1,5 @@
-"""Output frames are JSON-encoded by hand (app/streaming.py, for speed): the text must be the
-json module's, character for character, whatever the data."""
+"""Output frames are JSON-encoded by hand (app/executions/viewer.py, for speed): the text must be
+the json module's, character for character, whatever the data."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.frame_json import json_string
-from app.output_framing import OutputFrame
-from app.streaming import encode_frame
+from app.executions.viewer import encode_frame
+from app.output.frame_json import json_string
+from app.output.framing import OutputFrame
 
 REFERENCE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import uvicorn
 
 from app.main import create_app
-from app.serving import GracefulServer
+from app.server.serving import GracefulServer
 from tests.conftest import free_port, make_settings
 from tests.databases import SQLITE
 from tests.waiting import eventually

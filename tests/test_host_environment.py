@@ -1,11 +1,11 @@
 """The host environment a command inherits follows `os.environ` as it changes, although the
-filtered copy is kept between calls (app/environment.py)."""
+filtered copy is kept between calls (app/process/environment.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.environment import host_environment
+from app.process.environment import host_environment
 
 
 def test_a_change_to_the_process_environment_shows_in_the_next_call(

@@ -1,4 +1,4 @@
-"""Unit tests for app.interceptor (pure; nothing is executed); docs/policy.md#interceptor."""
+"""Unit tests for app.policy.interceptor (pure; nothing is executed); docs/policy.md#interceptor."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from app.interceptor import (
+from app.policy.engine import InterceptorRule, InterceptorSettings
+from app.policy.interceptor import (
     DEFAULT_INTERCEPTOR_RULES,
     Interception,
     check,
     compile_rule,
     effective_rules,
 )
-from app.policy import InterceptorRule, InterceptorSettings
-from app.shell_syntax import extract_leading_cd
+from app.policy.shell.syntax import extract_leading_cd
 
 ALL_TOOLS = frozenset({"read", "grep", "glob", "edit", "write", "bash"})
 GIT_COMMIT = InterceptorRule(pattern=r"^\s*git\s+commit\b", tool="bash", message="Use git tool.")

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.api.mcp_mount import MCP_PATH
+from app.api.mcp.mount import MCP_PATH
+from app.api.mcp.server import MCP_PATH as SERVER_MCP_PATH
 from app.entry import plain_serve
-from app.mcp_server import MCP_PATH as SERVER_MCP_PATH
-from app.migrate import upgrade_to_head
+from app.store.migrate import upgrade_to_head
 from tests.conftest import AGENT, TOKENS, free_port
 from tests.databases import ServerDatabase
 
@@ -26,9 +26,9 @@ CHECK = """
 import asyncio, sys, tempfile
 from pathlib import Path
 import httpx
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
-from app.migrate import upgrade_to_head
+from app.store.migrate import upgrade_to_head
 
 LAZY = ("mcp", "mcp_types", "alembic")
 assert not [name for name in LAZY if name in sys.modules], "imported by app.main"
@@ -87,8 +87,8 @@ NOT_AT_START = (
     "alembic",
     "yaml",
     "mcp",
-    "app.cli",
-    "app.client",
+    "app.cli.main",
+    "shellgate",
 )
 
 
@@ -153,9 +153,9 @@ def test_serve_reaches_healthz_without_the_cli_clients_or_alembic(
 
 UPGRADE_IN_CHILD = """
 import sys
-from app.migrate import MigrationFailedError, head_revisions, stored_revisions
-from app.migrate import upgrade_in_child_if_behind
-from app.db import make_engine
+from app.store.migrate import MigrationFailedError, head_revisions, stored_revisions
+from app.store.migrate import upgrade_in_child_if_behind
+from app.store.db import make_engine
 
 url = sys.argv[1]
 assert upgrade_in_child_if_behind(url) is True  # a database with no tables: migrated

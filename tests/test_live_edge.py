@@ -1,4 +1,4 @@
-"""The latest output kept in memory for viewers at the live edge (app/live_edge.py): from any
+"""The latest output kept in memory for viewers at the live edge (app/output/live_edge.py): from any
 offset it keeps, it gives exactly what the log gives (bytes, offsets, stream labels), never
 reaches back further than the log keeps, and stays bounded."""
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.artifact_log import ArtifactLog
-from app.live_edge import MAX_CHUNKS, RecentOutput
+from app.output.artifact_log import ArtifactLog
+from app.output.live_edge import MAX_CHUNKS, RecentOutput
 from app.process import OutputStream
 
 CHUNKS = st.lists(

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from app.artifact_log import ArtifactLog
-from app.output import OutputSink
+from app.executions.registry import INLINE_FEED_BYTES, LiveExecution
+from app.output.artifact_log import ArtifactLog
+from app.output.window import OutputSink
 from app.process import ExitStatus, OutputStream
-from app.registry import INLINE_FEED_BYTES, LiveExecution
 
 pytestmark = pytest.mark.anyio
 

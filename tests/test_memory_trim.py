@@ -1,4 +1,4 @@
-"""The idle memory trim (app/memory_trim.py): once per busy-to-idle change of the running
+"""The idle memory trim (app/server/memory_trim.py): once per busy-to-idle change of the running
 executions, off the loop; and the trim really gives freed heap memory back."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from app.memory_trim import trim_free_memory, trim_memory_when_idle
+from app.server.memory_trim import trim_free_memory, trim_memory_when_idle
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_trim_returns_freed_heap_memory() -> None:
     # until trimmed (it gives back on its own only the heap's free top).
     script = """
 import sys
-from app.memory_trim import trim_free_memory
+from app.server.memory_trim import trim_free_memory
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):

@@ -9,7 +9,7 @@ import json
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
-from app.migrate import alembic_config
+from app.store.migrate import alembic_config
 
 
 def test_upgrade_fills_the_context_of_existing_approvals_and_downgrade_removes_it(

@@ -10,8 +10,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
-import app.models  # noqa: F401
-from app.migrate import upgrade_to_head
+import app.store.models  # noqa: F401
+from app.store.migrate import upgrade_to_head
 
 
 def assert_schema_matches(url: str) -> None:
@@ -30,7 +30,7 @@ def test_the_migrated_schema_matches_the_models(empty_database_url: str) -> None
 def test_the_head_read_from_the_scripts_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
-    from app.migrate import alembic_config, head_revisions
+    from app.store.migrate import alembic_config, head_revisions
 
     scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
     assert head_revisions() == set(scripts.get_heads())
@@ -39,7 +39,12 @@ def test_the_head_read_from_the_scripts_is_alembics_head() -> None:
 def test_migrations_run_only_when_the_database_is_behind(tmp_path: Path) -> None:
     from alembic import command
 
-    from app.migrate import alembic_config, head_revisions, stored_revisions, upgrade_if_behind
+    from app.store.migrate import (
+        alembic_config,
+        head_revisions,
+        stored_revisions,
+        upgrade_if_behind,
+    )
 
     url = f"sqlite:///{tmp_path / 'behind.db'}"
     engine = create_engine(url)

@@ -1,4 +1,4 @@
-"""The webhook allow-list and address checks (app/notifications/urls.py), on their own."""
+"""The webhook allow-list and address checks (app/core/urls.py), on their own."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from app.notifications.urls import AllowList, UrlRefused, glob_host, is_public, parse_url
+from app.core.urls import AllowList, UrlRefused, glob_host, is_public, parse_url
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.openapi_export import openapi_document
+from app.api.openapi_export import openapi_document
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-from app.output import (
+from app.output.window import (
     HEAD_BYTES,
     MAX_COLUMNS,
     TAIL_BYTES,

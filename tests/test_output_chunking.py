@@ -10,7 +10,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.output import _MAX_ESCAPE_CARRY, OutputSink, OutputSummary
+from app.output.window import _MAX_ESCAPE_CARRY, OutputSink, OutputSummary
 
 LONG = _MAX_ESCAPE_CARRY + 37  # past the carry cap, so the carry is shortened
 PIECES = [

@@ -1,4 +1,4 @@
-"""Unit tests for app.policy (pure; nothing is executed).
+"""Unit tests for app.policy.engine (pure; nothing is executed).
 
 What docs/policy.md promises, for a pure engine: rule parsing and glob matching, first
 applicable rule, allow only for whole commands without shell-control syntax (and the
@@ -21,14 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.critical_patterns import (
+from app.policy.critical_patterns import (
     CRITICAL_PATTERNS,
     RUNNER_CRITICAL_PATTERNS,
     find_critical_hits,
     first_runner_critical_match,
 )
-from app.env_policy import DEFAULT_ENV_DENY, EnvRules
-from app.policy import (
+from app.policy.engine import (
     InterceptorRule,
     InterceptorSettings,
     PolicyDocument,
@@ -38,6 +37,7 @@ from app.policy import (
     evaluate,
     glob_matches,
 )
+from app.policy.env_rules import DEFAULT_ENV_DENY, EnvRules
 
 
 def policy(

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.policy import PolicyDocument, RuleAction, evaluate
+from app.policy.engine import PolicyDocument, RuleAction, evaluate
 from tests.policy_corpus import (
     BENIGN_COMMANDS,
     BYPASS_FORMS,

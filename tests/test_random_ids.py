@@ -7,7 +7,7 @@ import os
 import re
 import secrets
 
-from app.random_ids import POOL_BYTES, random_token
+from app.core.random_ids import POOL_BYTES, random_token
 
 URL_SAFE_20 = re.compile(r"^[A-Za-z0-9_-]{20}$")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.environment import EXECUTION_MARKER
-from app.models import Execution
+from app.executions.recovery import kill_orphan_group, kill_orphan_tree
 from app.process import boot_id, process_start_ticks
-from app.recovery import kill_orphan_group, kill_orphan_tree
+from app.process.environment import EXECUTION_MARKER
+from app.store.models import Execution
 from tests.waiting import eventually
 
 

@@ -3,8 +3,8 @@ notices, exit code."""
 
 from __future__ import annotations
 
-from app.models import ExecutionState
-from app.result_text import backgrounded_text, final_text, timeout_notice
+from app.executions.result_text import backgrounded_text, final_text, timeout_notice
+from app.store.models import ExecutionState
 
 
 def test_body_then_one_blank_line_then_wall_time() -> None:

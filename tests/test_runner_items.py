@@ -1,5 +1,5 @@
-"""The pure parts of the streaming runner (app/runner.py): the checks and their order, the tool
-object, and how output becomes NDJSON items (docs/streaming.md#the-ndjson-runner)."""
+"""The pure parts of the streaming runner (app/sessions/runner.py): the checks and their order, the
+tool object, and how output becomes NDJSON items (docs/streaming.md#the-ndjson-runner)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.artifact_log import OutputStream
-from app.critical_patterns import RUNNER_CRITICAL_PATTERNS
-from app.errors import InvalidRequestError, PolicyDeniedError
-from app.runner import (
+from app.core.errors import InvalidRequestError, PolicyDeniedError
+from app.output.artifact_log import OutputStream
+from app.policy.critical_patterns import RUNNER_CRITICAL_PATTERNS
+from app.sessions.runner import (
     ITEM_BYTES,
     ItemEncoder,
     check_run,

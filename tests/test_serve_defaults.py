@@ -282,7 +282,7 @@ def test_an_endless_or_huge_duration_is_refused_at_start(
 ) -> None:
     from pydantic import ValidationError
 
-    from app.config import Settings, describe_settings_error
+    from app.core.config import Settings, describe_settings_error
 
     with pytest.raises(ValidationError) as refused:
         Settings(data_dir=tmp_path, **{setting: value})
@@ -290,7 +290,7 @@ def test_an_endless_or_huge_duration_is_refused_at_start(
 
 
 def test_a_log_level_is_read_in_any_case(tmp_path: Path) -> None:
-    from app.config import Settings
+    from app.core.config import Settings
 
     assert Settings(log_level="WARNING", data_dir=tmp_path).log_level == "warning"
 
@@ -300,7 +300,7 @@ def test_a_log_level_is_read_in_any_case(tmp_path: Path) -> None:
     ["sqlite:///x.db", "sqlite+pysqlite:///x.db", "postgresql://h/db", "postgresql+psycopg://h/db"],
 )
 def test_every_database_url_the_server_can_use_is_accepted(tmp_path: Path, url: str) -> None:
-    from app.config import Settings
+    from app.core.config import Settings
 
     assert Settings(database_url=url, data_dir=tmp_path).database_url == url
 

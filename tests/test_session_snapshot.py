@@ -7,7 +7,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from app.sessions import install_state
+from app.sessions.service import install_state
 
 SIZE = 20 * 1024 * 1024
 

@@ -1,10 +1,10 @@
-"""Unit tests for app.shell_syntax (pure; nothing is executed)."""
+"""Unit tests for app.policy.shell.syntax (pure; nothing is executed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.shell_syntax import (
+from app.policy.shell.syntax import (
     FlatSegment,
     LeadingCd,
     UnparseableCommandError,

@@ -1,4 +1,4 @@
-"""Each SQLite connection's own page cache is kept small (app/db.py): with the pool's
+"""Each SQLite connection's own page cache is kept small (app/store/db.py): with the pool's
 connections it was most of the RSS a soak left behind (RELIABILITY.md, "Soak")."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from app.db import SQLITE_CACHE_KIB, make_engine
+from app.store.db import SQLITE_CACHE_KIB, make_engine
 
 
 def test_every_pooled_sqlite_connection_gets_the_small_page_cache(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.strict_json import MAX_DEPTH, loads_strict
+from app.core.strict_json import MAX_DEPTH, loads_strict
 
 
 def walked(value: Any, depth: int = 0) -> str | None:

@@ -1,6 +1,6 @@
 import pytest
 
-from app.utf8 import ceil_boundary, floor_boundary, incomplete_tail
+from app.core.utf8 import ceil_boundary, floor_boundary, incomplete_tail
 
 EURO = "€".encode()  # three bytes: a lead and two continuations
 

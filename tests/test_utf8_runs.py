@@ -11,7 +11,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.output_framing import MIN_TEXT_RUN, output_frames, utf8_runs
+from app.output.framing import MIN_TEXT_RUN, output_frames, utf8_runs
 from app.process import OutputStream
 
 PIECES = [b"a", b"\n", "é".encode(), "€".encode(), "😀".encode(), b"\xff", b"\xe2\x82", b"\xc3"]

@@ -1,4 +1,4 @@
-"""What makes planted text safe to show (app/visible_text.py): every character that would not
+"""What makes planted text safe to show (app/core/visible_text.py): every character that would not
 show as itself becomes its escape; everything else is left as it is."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.visible_text import is_hidden, pieces, visible
+from app.core.visible_text import is_hidden, pieces, visible
 
 
 def test_terminal_controls_bidi_and_zero_width_characters_become_escapes() -> None:

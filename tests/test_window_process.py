@@ -1,4 +1,4 @@
-"""Costly output is cleaned for the inline window in a child process (app/window_process.py):
+"""Costly output is cleaned for the inline window in a child process (app/output/window_process.py):
 the window that comes back is exactly what feeding it here gives, the child is replaced when
 it dies, given up on when it keeps failing, and never outlives its server's stop."""
 
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from app.artifact_log import ArtifactLog
-from app.output import OutputSink
+from app.executions.registry import WINDOW_PROCESS_MIN_BYTES, LiveExecution
+from app.output.artifact_log import ArtifactLog
+from app.output.sink_worker import WINDOW_PROCESS
+from app.output.window import OutputSink
+from app.output.window_process import MAX_FAILURES, WindowProcess
 from app.process import ExitStatus, OutputStream
 from app.process.helper_children import process_stopped
 from app.process.message_child import MessageChild
-from app.registry import WINDOW_PROCESS_MIN_BYTES, LiveExecution
-from app.sink_worker import WINDOW_PROCESS
-from app.window_process import MAX_FAILURES, WindowProcess
 from tests.waiting import eventually
 
 
@@ -136,7 +136,7 @@ def test_a_child_that_stops_answering_is_killed_and_the_window_fed_here(
     windows = WindowProcess()
     try:
         window, child = _fed_once(windows)
-        monkeypatch.setattr("app.window_process.ANSWER_SECONDS_BASE", 0.5)
+        monkeypatch.setattr("app.output.window_process.ANSWER_SECONDS_BASE", 0.5)
         os.kill(child.process.pid, signal.SIGSTOP)  # stopped, not dead: it never answers
         assert windows.feed(window, b"second\n") is None
         assert child.process.poll() is not None, "the stopped child was killed and reaped"

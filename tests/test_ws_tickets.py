@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.auth import Principal, TokenBook
-from app.config import TokenEntry
-from app.db import Database, make_engine
-from app.errors import UnauthenticatedError
-from app.migrate import upgrade_to_head
-from app.ws_tickets import TicketBook
+from app.api.ws_tickets import TicketBook
+from app.core.auth import Principal, TokenBook
+from app.core.config import TokenEntry
+from app.core.errors import UnauthenticatedError
+from app.store.db import Database, make_engine
+from app.store.migrate import upgrade_to_head
 from tests.databases import ServerDatabase
 
 pytestmark = pytest.mark.anyio

@@ -17,9 +17,9 @@ from starlette._utils import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import app_error_response
-from app.api.mcp_mount import MCP_PATH
-from app.asgi_replay import replay_messages
-from app.errors import PayloadTooLargeError
+from app.api.mcp.mount import MCP_PATH
+from app.core.asgi_replay import replay_messages
+from app.core.errors import PayloadTooLargeError
 
 FILES_PATH = "/v1/files"
 

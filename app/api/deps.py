@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.auth import Principal
-from app.errors import ForbiddenError, UnauthenticatedError
+from app.core.auth import Principal
+from app.core.errors import ForbiddenError, UnauthenticatedError
 from app.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="A token from SHELLGATE_TOKENS.")

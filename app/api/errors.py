@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import errors
+from app.core import errors
 from app.observability.logs import current_request_id
 from app.schemas import ErrorResponse, UnprocessableResponse
 

@@ -7,7 +7,7 @@ header). A file that shrinks cannot fill the body: the only honest signal left i
 connection short of `Content-Length`, which every HTTP client reports as a truncated body.
 uvicorn offers no way to do that: a body ended short is its `RuntimeError: Response content
 shorter than Content-Length`, an unhandled error with its traceback (RELIABILITY.md, "The
-server's own helper children"). The server's protocol (`app.http_server`) gives each request
+server's own helper children"). The server's protocol (`app.server.http_server`) gives each request
 a way to cut its connection, the scope extension `CUT_CONNECTION`, which this uses.
 """
 
@@ -23,8 +23,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Message, Receive, Scope, Send
 
-from app.errors import BadRequestError, RangeNotSatisfiableError
-from app.http_server import CUT_CONNECTION
+from app.core.errors import BadRequestError, RangeNotSatisfiableError
+from app.server.http_server import CUT_CONNECTION
 
 
 class FileShrank(Exception):

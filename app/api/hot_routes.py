@@ -35,9 +35,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import deps
 from app.api.errors import app_error_response
 from app.api.routes import executions, health
-from app.asgi_replay import replay_messages
-from app.errors import AppError
-from app.strict_json import loads_strict
+from app.core.asgi_replay import replay_messages
+from app.core.errors import AppError
+from app.core.strict_json import loads_strict
 
 # A submit is a command and a few options; a larger body (a long heredoc) takes the general
 # path, which reads it however large it is.

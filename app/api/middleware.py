@@ -13,8 +13,8 @@ import time
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.metrics import Metrics
 from app.observability.logs import request_id_var, trace_id_var
+from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 
 logger = logging.getLogger("shellgate.access")

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import app_error_response
-from app.errors import ShuttingDownError
+from app.core.errors import ShuttingDownError
 
 logger = logging.getLogger("shellgate.http")
 

@@ -1,4 +1,4 @@
-"""The route class of every API router: request bodies go through `app.strict_json`.
+"""The route class of every API router: request bodies go through `app.core.strict_json`.
 
 FastAPI parses a JSON body with `Request.json()`; this request class swaps in the strict
 parser, so that a non-standard constant, an out-of-range number or a lone surrogate is a 422
@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
-from app.strict_json import json_body_limit, loads_strict
+from app.core.strict_json import json_body_limit, loads_strict
 
 __all__ = ["StrictJsonRequest", "StrictJsonRoute", "json_body_limit"]
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from app.asgi_replay import replay_body
 from app.cluster import store
 from app.cluster.node import Cluster
-from app.config import Settings
-from app.db import Database
-from app.models import ExecutionState
+from app.core.asgi_replay import replay_body
+from app.core.config import Settings
+from app.store.db import Database
+from app.store.models import ExecutionState
 
 if TYPE_CHECKING:
     import httpx

@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 
 import anyio.to_thread
 
-from app import crud
 from app.cluster import store
 from app.cluster.node import Cluster
-from app.config import Settings
-from app.db import Database
-from app.models import Execution, ExecutionState
-from app.recovery import summarise_log
-from app.result_text import LOST_NOTICE, final_text
+from app.core.config import Settings
+from app.executions.recovery import summarise_log
+from app.executions.result_text import LOST_NOTICE, final_text
+from app.store import crud
+from app.store.db import Database
+from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.cluster")
 

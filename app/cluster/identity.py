@@ -10,7 +10,7 @@ import secrets
 import socket
 from pathlib import Path
 
-from app.config import Settings
+from app.core.config import Settings
 
 NODE_ID_FILE = "node-id"
 _VALID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 from app import __version__
 from app.cluster import store
-from app.config import Settings
-from app.db import Database
-from app.models import Execution, Node
-from app.timestamps import aware_utc
+from app.core.config import Settings
+from app.store.db import Database
+from app.store.models import Execution, Node
+from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.cluster")
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from sqlalchemy import make_url
 
-from app import crud
-from app.approvals import ApprovalService
+from app.approvals.service import ApprovalService
 from app.cluster import store
 from app.cluster.node import Cluster
-from app.db import Database
-from app.models import Approval
+from app.store import crud
+from app.store.db import Database
+from app.store.models import Approval
 
 logger = logging.getLogger("shellgate.cluster")
 

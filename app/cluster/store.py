@@ -1,5 +1,5 @@
 """The cluster's SQL: node heartbeats, the shared job slots, who owns what, and the work a
-dead replica left behind. Like `app/crud.py`, plain synchronous functions over a Session
+dead replica left behind. Like `app/store/crud.py`, plain synchronous functions over a Session
 (callers go through `Database.call`); portable between SQLite and PostgreSQL except where a
 PostgreSQL-only statement says so."""
 
@@ -12,7 +12,7 @@ from sqlalchemy import DateTime, String, delete, func, literal, or_, text, updat
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.models import (
+from app.store.models import (
     Approval,
     ApprovalState,
     Execution,

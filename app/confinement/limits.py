@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.errors import InvalidRequestError
+from app.core.errors import InvalidRequestError
 
 MiB = 1024 * 1024
 

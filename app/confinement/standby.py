@@ -19,9 +19,9 @@ from pathlib import Path
 
 from app.confinement.cgroups import CgroupBackend, CgroupUnit, cgroup_child_rlimits
 from app.confinement.limits import Limits
+from app.core.random_ids import random_token
 from app.process import StandbyShell, ulimit_steps
 from app.process.standby import ENV_PROGRAM
-from app.random_ids import random_token
 
 logger = logging.getLogger("shellgate.confinement")
 

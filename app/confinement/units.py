@@ -9,8 +9,8 @@ import signal
 from collections.abc import Callable
 
 from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
-from app.environment import EXECUTION_MARKER
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, marked_processes
+from app.process.environment import EXECUTION_MARKER
 
 # RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
 CPU_HARD_MARGIN = 2

@@ -15,14 +15,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app import crud
 from app.executions.context import Context
 from app.executions.launch import Launch
+from app.executions.registry import LiveExecution
+from app.executions.result_text import LOST_NOTICE, STOPPING_NOTICE, backgrounded_text
 from app.executions.views import ExecutionReader, to_public
-from app.models import Execution, ExecutionMode, ExecutionState
-from app.registry import LiveExecution
-from app.result_text import LOST_NOTICE, STOPPING_NOTICE, backgrounded_text
 from app.schemas import ExecutionPublic
+from app.store import crud
+from app.store.models import Execution, ExecutionMode, ExecutionState
 
 # The output a backgrounded answer previews.
 PREVIEW_CHARS = 4096

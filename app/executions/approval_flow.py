@@ -11,10 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app import crud
-from app.approvals import ApprovalService, new_approval_id
-from app.auth import Principal
-from app.errors import (
+from app.approvals.service import ApprovalService, new_approval_id
+from app.core.auth import Principal
+from app.core.errors import (
     AppError,
     ApprovalRejectedError,
     ConflictError,
@@ -35,10 +34,11 @@ from app.executions.draft import (
 from app.executions.launch import Launch, Launcher
 from app.executions.lifecycle import Lifecycle
 from app.executions.ports import CallerGone
+from app.executions.registry import LiveExecution
+from app.executions.result_text import CANCELLED_NOTICE
 from app.executions.views import ExecutionReader
-from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
-from app.registry import LiveExecution
-from app.result_text import CANCELLED_NOTICE
+from app.store import crud
+from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 
 logger = logging.getLogger("shellgate.executions")
 

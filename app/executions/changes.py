@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.models import Execution
+from app.store.models import Execution
 
 
 class StateChanges:

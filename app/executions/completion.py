@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from app.errors import InvalidRequestError
-from app.models import NotifyState
+from app.core.errors import InvalidRequestError
+from app.store.models import NotifyState
 
 
 class CompletionHooks(Protocol):

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.config import Settings
 from app.confinement import Confinement
-from app.db import Database
+from app.core.config import Settings
 from app.executions.changes import StateChanges
 from app.executions.completion import NO_DELIVERY, CompletionHooks
 from app.executions.ports import LOCAL_NODE, NodeRole
-from app.metrics import Metrics
+from app.executions.registry import Registry
+from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
-from app.registry import Registry
-from app.storage import StorageGuard
+from app.store.db import Database
+from app.store.storage import StorageGuard
 
 
 @dataclass(frozen=True)

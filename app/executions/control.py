@@ -8,13 +8,13 @@ import contextlib
 import logging
 import signal
 
-from app.auth import Principal
-from app.errors import ConflictError, ForbiddenError
+from app.core.auth import Principal
+from app.core.errors import ConflictError, ForbiddenError
 from app.executions.context import Context
 from app.executions.draft import PTY_COLS, PTY_ROWS, clamp
+from app.executions.registry import LiveExecution
 from app.executions.views import ExecutionReader
-from app.models import Execution
-from app.registry import LiveExecution
+from app.store.models import Execution
 
 logger = logging.getLogger("shellgate.executions")
 

@@ -11,13 +11,13 @@ import shlex
 from dataclasses import asdict, dataclass, fields
 from typing import Any, get_args
 
-from app.config import Role
-from app.errors import InvalidRequestError, StaleApprovalError
-from app.random_ids import random_token
+from app.core.config import Role
+from app.core.errors import InvalidRequestError, StaleApprovalError
+from app.core.random_ids import random_token
+from app.executions.timeouts import DEFAULT_TIMEOUT, ResolvedTimeout, resolve_timeout
+from app.policy.shell.syntax import extract_leading_cd
+from app.policy.working_directory import working_directory
 from app.schemas import ExecutionCreate
-from app.shell_syntax import extract_leading_cd
-from app.timeouts import DEFAULT_TIMEOUT, ResolvedTimeout, resolve_timeout
-from app.working_directory import working_directory
 
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
 PTY_ROWS = (5, 200)

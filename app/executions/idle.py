@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.models import ExecutionMode
-from app.registry import LiveExecution, Registry
-from app.timeouts import format_seconds
+from app.executions.registry import LiveExecution, Registry
+from app.executions.timeouts import format_seconds
+from app.store.models import ExecutionMode
 
 IDLE_NOTICE = "No output for {seconds}s; the command may be waiting for input or stuck."
 

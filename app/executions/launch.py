@@ -12,13 +12,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from app import crud
-from app.artifact_log import ArtifactLog
-from app.auth import Principal
-from app.blocking import run_blocking
 from app.confinement import Limits, Unit
-from app.environment import build_environment
-from app.errors import (
+from app.core.auth import Principal
+from app.core.blocking import run_blocking
+from app.core.errors import (
     ForbiddenError,
     InterceptedError,
     InvalidRequestError,
@@ -43,14 +40,17 @@ from app.executions.idle import IdleWatch, watch_idle
 from app.executions.lifecycle import Lifecycle
 from app.executions.pending_record import IntentJournal, PendingRecord
 from app.executions.ports import CallRequest, SessionBinding, SessionCall, SessionContext
-from app.models import Execution, ExecutionMode, ExecutionState
+from app.executions.registry import LiveExecution
+from app.executions.timeouts import ResolvedTimeout
+from app.governance.service import PolicyService
 from app.observability.events import execution_event
-from app.output import OutputSink
-from app.policy_service import PolicyService
+from app.output.artifact_log import ArtifactLog
+from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
-from app.registry import LiveExecution
-from app.storage import StorageGuard, is_storage_full
-from app.timeouts import ResolvedTimeout
+from app.process.environment import build_environment
+from app.store import crud
+from app.store.models import Execution, ExecutionMode, ExecutionState
+from app.store.storage import StorageGuard, is_storage_full
 
 logger = logging.getLogger("shellgate.executions")
 

@@ -16,21 +16,21 @@ from typing import Any
 
 import anyio.to_thread
 
-from app import crud
-from app.blocking import run_blocking
 from app.confinement import Confinement, Unit
-from app.errors import DatabaseUnavailableError
+from app.core.blocking import run_blocking
+from app.core.errors import DatabaseUnavailableError
 from app.executions.context import Context
 from app.executions.pending_record import PendingRecord
 from app.executions.ports import SessionCall
-from app.models import Execution, ExecutionState
+from app.executions.registry import LiveExecution
+from app.executions.result_text import CANCELLED_NOTICE, LOST_NOTICE, final_text, timeout_notice
+from app.executions.timeouts import ResolvedTimeout
 from app.observability.events import execution_event
 from app.observability.tracing import RunSpan
-from app.output import truncation_footer
+from app.output.window import truncation_footer
 from app.process import ExitStatus
-from app.registry import LiveExecution
-from app.result_text import CANCELLED_NOTICE, LOST_NOTICE, final_text, timeout_notice
-from app.timeouts import ResolvedTimeout
+from app.store import crud
+from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.executions")
 

@@ -47,10 +47,10 @@ from typing import Any, Final
 
 import anyio.to_thread
 
-from app import crud
-from app.db import Database
-from app.errors import DatabaseUnavailableError
-from app.models import Execution
+from app.core.errors import DatabaseUnavailableError
+from app.store import crud
+from app.store.db import Database
+from app.store.models import Execution
 
 logger = logging.getLogger("shellgate.executions")
 

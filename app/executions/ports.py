@@ -1,4 +1,4 @@
-"""What an execution needs from the session it runs in. `app/sessions.py` provides it; this
+"""What an execution needs from the session it runs in. `app/sessions/service.py` provides it; this
 module only names the shape, so that neither side imports the other."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.auth import Principal
-from app.models import Execution
-from app.registry import LiveExecution
+from app.core.auth import Principal
+from app.executions.registry import LiveExecution
+from app.store.models import Execution
 
 
 class NodeRole(Protocol):

@@ -16,14 +16,11 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from app.approvals import ApprovalService
-from app.artifact_log import ArtifactLog
-from app.auth import Principal
-from app.config import Settings
+from app.approvals.service import ApprovalService
 from app.confinement import Confinement
-from app.db import Database
-from app.env_policy import validate_env
-from app.errors import ConflictError, PolicyDeniedError
+from app.core.auth import Principal
+from app.core.config import Settings
+from app.core.errors import ConflictError, PolicyDeniedError
 from app.executions import draft as drafts
 from app.executions.answer import Answers, Outcome
 from app.executions.approval_flow import ApprovalFlow
@@ -41,16 +38,19 @@ from app.executions.ports import (
     SessionBinding,
     SessionContext,
 )
+from app.executions.registry import LiveExecution, Registry
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
-from app.metrics import Metrics
-from app.models import Execution, ExecutionState
+from app.governance.service import Judgement, PolicyService
 from app.observability.events import execution_event
+from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
-from app.policy import RuleAction
-from app.policy_service import Judgement, PolicyService
-from app.registry import LiveExecution, Registry
+from app.output.artifact_log import ArtifactLog
+from app.policy.engine import RuleAction
+from app.policy.env_rules import validate_env
 from app.schemas import ExecutionCreate, ExecutionPublic
-from app.storage import StorageGuard
+from app.store.db import Database
+from app.store.models import Execution, ExecutionState
+from app.store.storage import StorageGuard
 
 logger = logging.getLogger("shellgate.executions")
 

@@ -8,10 +8,8 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from app import crud
-from app.artifact_log import ArtifactLog
-from app.auth import Principal
-from app.errors import (
+from app.core.auth import Principal
+from app.core.errors import (
     AppError,
     InvalidRequestError,
     LogOwnerUnreachableError,
@@ -19,11 +17,13 @@ from app.errors import (
     OutputGoneError,
 )
 from app.executions.context import Context
-from app.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
-from app.registry import LiveExecution
-from app.result_text import final_text
+from app.executions.registry import LiveExecution
+from app.executions.result_text import final_text
+from app.output.artifact_log import ArtifactLog
 from app.schemas import ApprovalSummary, ExecutionPublic
-from app.timestamps import aware_utc
+from app.store import crud
+from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
+from app.store.timestamps import aware_utc
 
 ERROR_STATES = frozenset(
     {

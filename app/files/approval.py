@@ -14,12 +14,12 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from app import crud
-from app.approvals import ApprovalService, new_approval_id
-from app.config import Settings
-from app.db import Database
+from app.approvals.service import ApprovalService, new_approval_id
+from app.core.config import Settings
 from app.executions.draft import new_execution_id
-from app.models import (
+from app.store import crud
+from app.store.db import Database
+from app.store.models import (
     Approval,
     ApprovalState,
     Execution,

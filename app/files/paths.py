@@ -8,7 +8,7 @@ import errno
 import os
 from dataclasses import dataclass
 
-from app.errors import (
+from app.core.errors import (
     AppError,
     ConflictError,
     ForbiddenError,

@@ -15,12 +15,10 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
-from app import crud
-from app.approvals import ApprovalService, new_approval_id
-from app.auth import Principal
-from app.config import Settings
-from app.db import Database
-from app.errors import (
+from app.approvals.service import ApprovalService, new_approval_id
+from app.core.auth import Principal
+from app.core.config import Settings
+from app.core.errors import (
     ApprovalRejectedError,
     ConflictError,
     InvalidRequestError,
@@ -29,15 +27,17 @@ from app.errors import (
     PolicyDeniedError,
     StaleApprovalError,
 )
+from app.core.random_ids import random_token
 from app.files.approval import FileApprovals
 from app.files.paths import Located, locate, names_a_directory, os_error, workspace_roots
-from app.files.rules import FileAccess, FileVerdict, judge_file
 from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
-from app.models import FileOperation
-from app.policy_service import PolicyService
-from app.random_ids import random_token
+from app.governance.service import PolicyService
+from app.policy.file_rules import FileAccess, FileVerdict, judge_file
 from app.schemas.files import FileOperationPublic
-from app.timestamps import aware_utc
+from app.store import crud
+from app.store.db import Database
+from app.store.models import FileOperation
+from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.files")
 

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.errors import ConflictError, NotFoundError
+from app.core.errors import ConflictError, NotFoundError
 from app.files.paths import Located, os_error
 
 HASH_CHUNK_BYTES = 1024 * 1024

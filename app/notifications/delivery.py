@@ -24,15 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from app import __version__, crud
-from app.config import Settings, parse_notify_secrets
-from app.db import Database
-from app.errors import InvalidRequestError
+from app import __version__
+from app.core.config import Settings, parse_notify_secrets
+from app.core.errors import InvalidRequestError
+from app.core.urls import AllowList, UrlRefused
 from app.executions.views import to_public
-from app.models import Execution, ExecutionState, NotifyState
 from app.notifications.signing import SIGNATURE_HEADER, sign
-from app.notifications.urls import AllowList, UrlRefused
-from app.timestamps import aware_utc
+from app.store import crud
+from app.store.db import Database
+from app.store.models import Execution, ExecutionState, NotifyState
+from app.store.timestamps import aware_utc
 
 if TYPE_CHECKING:
     import httpx

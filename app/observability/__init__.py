@@ -1,5 +1,5 @@
 """What an operator sees of a running server: log lines, lifecycle events, traces.
 
-Prometheus metrics live in `app/metrics.py`; the HTTP middleware that feeds all three is
-`app/api/middleware.py`.
+Prometheus metrics live in `app/observability/metrics.py`; the HTTP middleware that feeds all three
+is `app/api/middleware.py`.
 """

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Literal
 
-from app.visible_text import visible
+from app.core.visible_text import visible
 
 LogFormat = Literal["text", "json"]
 

@@ -3,8 +3,9 @@ descriptors, ptyprocess and signals.
 
 `spec` holds what a spawn is given and reports, `running` the spawned process and the event
 loop callbacks that read its output and see its exit, `groups` the process groups and `/proc`,
-`confine_hooks` what runs in the child before exec (and the environment for `app/confine.sh`),
-`standby` a shell started ahead of its command (`app/standby.sh`)."""
+`confine_hooks` what runs in the child before exec (and the environment for
+`app/process/confine.sh`), `standby` a shell started ahead of its command
+(`app/process/standby.sh`)."""
 
 from __future__ import annotations
 

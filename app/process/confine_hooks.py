@@ -1,5 +1,5 @@
 """The child side of confinement: what runs between fork and exec (cgroup entry, rlimits,
-default signals), or the environment that has bash apply it from `app/confine.sh`."""
+default signals), or the environment that has bash apply it from `app/process/confine.sh`."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _enter_confinement(confinement: ChildConfinement) -> None:
 
 # Bash runs this file (BASH_ENV) before the command: the confinement without a preexec
 # function, which would force a full fork of the server (about 20 ms more per spawn than vfork).
-BASH_CONFINE_SCRIPT = Path(__file__).parent.parent / "confine.sh"
+BASH_CONFINE_SCRIPT = Path(__file__).parent / "confine.sh"
 # setrlimit resource → bash `ulimit` flag and the unit of its value in bytes (or 1).
 _ULIMIT_FLAGS = {
     resource.RLIMIT_FSIZE: ("-f", 1024),

@@ -1,4 +1,4 @@
-"""A helper child of the server's own, spoken to one line at a time (`app/policy_reader.py`
+"""A helper child of the server's own, spoken to one line at a time (`app/policy/reader_process.py`
 reads long commands in one). Its calls block: callers run them on a worker thread."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A helper child of the server's own, spoken to in length-prefixed messages
-(`app/window_process.py` cleans inline windows in one). Its calls block: one caller at a time,
-off the event loop.
+(`app/output/window_process.py` cleans inline windows in one). Its calls block: one caller at a
+time, off the event loop.
 
     each way:  8-byte big-endian length, then the message
 

@@ -5,7 +5,7 @@ a CI step) inherits SIGINT and SIGQUIT ignored, and under `nohup` SIGHUP too; ig
 survive fork and exec, and bash cannot undo it ("signals ignored upon entry cannot be trapped or
 reset"), so `sleep` would shrug off the INT of a signal frame or a Ctrl-C. Commands therefore
 go through `env --default-signal` (coreutils 8.31+) when the server has any of them ignored;
-the shell started ahead always does (app/standby.sh). The PTY child resets them itself
+the shell started ahead always does (app/process/standby.sh). The PTY child resets them itself
 (confine_hooks.py)."""
 
 from __future__ import annotations

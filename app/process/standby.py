@@ -1,5 +1,5 @@
 """A shell started ahead of its command: the next execution's process, already inside its
-cgroups, waiting to exec the command it is given (`app/standby.sh`).
+cgroups, waiting to exec the command it is given (`app/process/standby.sh`).
 
 Why: moving a process into a cgroup (a write to `cgroup.procs`, v1 or v2) takes the kernel's
 `cgroup_threadgroup_rwsem` for writing, and when no cgroup move happened in the last few
@@ -32,7 +32,7 @@ __all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
 
 # standby.sh execs the command with ENV_PROGRAM (`env -i`: the exact environment, nothing of
 # bash's).
-STANDBY_SCRIPT = Path(__file__).parent.parent / "standby.sh"
+STANDBY_SCRIPT = Path(__file__).parent / "standby.sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 # How often a claim waiting for the shell's exec looks whether the shell was stopped.
 _STOPPED_CHECK_MS = 100

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.models import ApprovalState
 from app.schemas.common import StrictModel
+from app.store.models import ApprovalState
 
 
 class ApprovalPublic(BaseModel):

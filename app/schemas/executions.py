@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
-from app.models import ApprovalState, ExecutionMode, ExecutionState
 from app.schemas.common import StrictModel
+from app.store.models import ApprovalState, ExecutionMode, ExecutionState
 
 # The largest value each limit can mean to every backend (a cgroup file, setrlimit's C long,
 # bash's `ulimit` in 1 KiB blocks): beyond it a value wrapped to a tiny limit, failed the spawn

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.files.rules import FileRule
+from app.policy.file_rules import FileRule
 
 FileOperationState = Literal[
     "awaiting_approval", "approved", "running", "completed", "failed", "denied", "rejected"

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.policy import PolicyDocument, PolicyRule, RuleAction
+from app.policy.engine import PolicyDocument, PolicyRule, RuleAction
 from app.schemas.common import StrictModel
 
 # --- the policy (docs/policy.md#policy-api) -----------------------------------------------------

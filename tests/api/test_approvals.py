@@ -19,9 +19,9 @@ from sqlalchemy import update
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from app.approvals import LISTENER_QUEUE_SIZE, ApprovalService
-from app.db import Database, make_engine
-from app.models import Approval, Execution
+from app.approvals.service import LISTENER_QUEUE_SIZE, ApprovalService
+from app.store.db import Database, make_engine
+from app.store.models import Approval, Execution
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.databases import Databases, ServerDatabase

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.strict_json import json_body_limit
+from app.core.strict_json import json_body_limit
 from tests.conftest import ADMIN, LiveServer
 
 MiB = 1024 * 1024

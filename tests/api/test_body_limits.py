@@ -14,8 +14,8 @@ import httpx
 
 from app.api.errors import MAX_REPORTED_ERRORS
 from app.api.strict_route import json_body_limit
-from app.env_policy import MAX_ENV_NAMES
-from app.strict_json import MAX_CONTAINERS, MAX_MEMBERS
+from app.core.strict_json import MAX_CONTAINERS, MAX_MEMBERS
+from app.policy.env_rules import MAX_ENV_NAMES
 from tests.conftest import ADMIN, LiveServer
 
 JSON = {"Content-Type": "application/json"}

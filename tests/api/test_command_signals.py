@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.client import Client
 from app.process.signal_defaults import INHERITED
+from shellgate import Client
 from tests.api.test_spawn_ahead import one_standby, spawns
 from tests.conftest import AGENT, make_settings, serve
 from tests.conftest import run_foreground as run

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from app.confinement import choose_backend
-from app.environment import EXECUTION_MARKER
+from app.process.environment import EXECUTION_MARKER
 from tests.api.test_restart import ServerProcess
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from app.result_text import OUTPUT_CUT_NOTICES
+from app.executions.result_text import OUTPUT_CUT_NOTICES
 from tests.api.test_stream import auth as ws_auth
 from tests.api.test_stream import output_of, read_frames, stream_url
 from tests.conftest import LiveServer, make_settings, serve

@@ -17,8 +17,8 @@ import anyio
 import httpx
 import pytest
 
-from app.env_policy import DEFAULT_ENV_DENY
-from app.sessions import WRAPPER
+from app.policy.env_rules import DEFAULT_ENV_DENY
+from app.sessions.service import WRAPPER
 from tests.api.test_approvals import (
     in_background,
     next_event,
@@ -380,7 +380,7 @@ def test_an_env_value_a_program_runs_as_shell_text_is_judged_as_the_command_woul
                 "env": {"GIT_EXTERNAL_DIFF": f"{markers.script}"},
             },
             # Past the inline size the texts are read in the reader children
-            # (app/policy_reader.py): the command, and the script its env hands git.
+            # (app/policy/reader_process.py): the command, and the script its env hands git.
             {"command": diff + "; true" * 200, "env": {"GIT_EXTERNAL_DIFF": str(markers.script)}},
             {"command": diff, "env": {"GIT_EXTERNAL_DIFF": "true; " * 200 + str(markers.script)}},
         ):

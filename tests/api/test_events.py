@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.conftest import AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.databases import SQLITE
 from tests.waiting import eventually

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.executions.registry import LiveExecution
 from app.process import RunningProcess
-from app.registry import LiveExecution
 from tests.conftest import LiveServer, run_foreground
 
 COMMAND = "head -c 100000 /dev/zero | tr '\\0' x"

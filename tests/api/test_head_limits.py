@@ -1,4 +1,4 @@
-"""A request's line and headers are bounded in size and in time (app/http_server.py): uvicorn
+"""A request's line and headers are bounded in size and in time (app/server/http_server.py): uvicorn
 bounds neither, and one 64 MiB header took 2.5 s of the event loop to gather (then a 200),
 while a client trickling its headers held a connection for good (RELIABILITY.md, "One request
 against all the others")."""
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app.http_server import MAX_HEAD_BYTES
+from app.server.http_server import MAX_HEAD_BYTES
 from tests.conftest import LiveServer, make_settings, serve
 from tests.databases import ServerDatabase
 

@@ -18,8 +18,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.api.hot_routes import LEAN_BODY_LIMIT, LeanHotRoutes
-from app.http_server import server_options
 from app.main import create_app
+from app.server.http_server import server_options
 from tests.conftest import AGENT, AGENT2, LiveServer, free_port, make_settings
 from tests.databases import ServerDatabase
 from tests.waiting import eventually

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.conftest import make_settings, serve
 from tests.databases import ServerDatabase
 

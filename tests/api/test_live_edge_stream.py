@@ -1,5 +1,5 @@
-"""A viewer at the live edge takes the latest output from memory (app/live_edge.py): over a real
-WebSocket its frames still carry exactly the log's bytes, each labelled with its stream."""
+"""A viewer at the live edge takes the latest output from memory (app/output/live_edge.py): over a
+real WebSocket its frames still carry exactly the log's bytes, each labelled with its stream."""
 
 from __future__ import annotations
 

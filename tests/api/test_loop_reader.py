@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.output import OutputSink
+from app.output.window import OutputSink
 from tests.api.test_binary_stream_liveness import health_latencies
 from tests.conftest import LiveServer, make_settings, serve
 from tests.databases import ServerDatabase

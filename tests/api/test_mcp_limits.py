@@ -1,4 +1,4 @@
-"""`/mcp` bodies are bounded as the REST routes' are (app/mcp_server.py): the SDK reads up to
+"""`/mcp` bodies are bounded as the REST routes' are (app/api/mcp/server.py): the SDK reads up to
 4 MiB and parses it on the event loop, where 3 MiB of `[[],…]` stalled every client 0.7 s
 (RELIABILITY.md, "One request against all the others"). Over the JSON body limit: 413
 `too_large`; more arrays, objects or members than any request has: a JSON-RPC parse error,
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from app.strict_json import MAX_CONTAINERS, MAX_MEMBERS, json_body_limit
+from app.core.strict_json import MAX_CONTAINERS, MAX_MEMBERS, json_body_limit
 from tests.api.test_mcp import INITIALIZE, MCP_HEADERS
 from tests.conftest import LiveServer
 

@@ -9,7 +9,7 @@ import json
 import anyio
 import pytest
 
-from app.client.webhooks import verify_signature
+from shellgate.webhooks import verify_signature
 from tests.api.test_mcp import anyio_backend, mcp_client, structured, text_of  # noqa: F401
 from tests.conftest import LiveServer
 from tests.waiting import eventually

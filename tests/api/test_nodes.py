@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, create_engine
 
-from app.migrate import upgrade_to_head
-from app.models import Execution, ExecutionState
+from app.store.migrate import upgrade_to_head
+from app.store.models import Execution, ExecutionState
 from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
 from tests.databases import SQLITE, ServerDatabase
 

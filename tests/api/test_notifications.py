@@ -16,9 +16,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.client.webhooks import verify_signature
-from app.config import Settings
+from app.core.config import Settings
 from app.notifications.signing import verify
+from shellgate.webhooks import verify_signature
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.databases import POSTGRES_URL, SQLITE, postgres_unreachable_reason
 from tests.waiting import eventually

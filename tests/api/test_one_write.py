@@ -18,8 +18,6 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from app.crud import execution_row
-from app.db import Database, make_engine
 from app.executions.pending_record import (
     JOURNAL_SUFFIX,
     PENDING_RECORDS_DIR,
@@ -27,8 +25,10 @@ from app.executions.pending_record import (
     read_unresolved,
     recover_pending_records,
 )
-from app.migrate import upgrade_to_head
-from app.models import Execution
+from app.store.crud import execution_row
+from app.store.db import Database, make_engine
+from app.store.migrate import upgrade_to_head
+from app.store.models import Execution
 from tests.api.test_restart import ServerProcess, group_alive
 from tests.conftest import LiveServer, run_foreground
 from tests.databases import ServerDatabase

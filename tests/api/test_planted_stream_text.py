@@ -9,7 +9,7 @@ import json
 
 import httpx
 
-from app.client import Client
+from shellgate import Client
 from tests.api.test_events import iter_events
 from tests.conftest import AGENT, LiveServer
 

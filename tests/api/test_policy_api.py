@@ -16,8 +16,8 @@ import httpx
 import pytest
 import yaml
 
-from app.env_policy import DEFAULT_ENV_DENY
-from app.policy_service import PolicyFileError, read_policy_file
+from app.governance.service import PolicyFileError, read_policy_file
+from app.policy.env_rules import DEFAULT_ENV_DENY
 from tests.conftest import (
     ADMIN,
     AGENT,

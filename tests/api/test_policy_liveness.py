@@ -2,8 +2,8 @@
 shaped: tree-sitter's parse holds the interpreter lock from start to end, and its error
 recovery is superlinear in time and memory on some text (`a|a|…|`: 16 KiB took 1.5 s and
 650 MiB in the server's process). Long commands are read in a child process, bounded in time
-and memory (app/policy_reader.py); a reading stopped there is a limit of the reader, which no
-policy allows."""
+and memory (app/policy/reader_process.py); a reading stopped there is a limit of the reader, which
+no policy allows."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import time
 import anyio
 import pytest
 
-from app.policy import PolicyDocument, RuleAction, evaluate
-from app.policy_reader import OVER_LIMIT, CommandReaders
+from app.policy.engine import PolicyDocument, RuleAction, evaluate
+from app.policy.reader_process import OVER_LIMIT, CommandReaders
+from app.policy.shell.syntax import clear_segment_cache, read_command
 from app.process.line_child import LineChild
-from app.shell_syntax import clear_segment_cache, read_command
 from tests.api.test_binary_stream_liveness import health_latencies
 from tests.conftest import ADMIN, LiveServer
 
@@ -139,7 +139,7 @@ def _reader_children() -> list[int]:
             for child in map(int, listing.read().split()):
                 try:
                     with open(f"/proc/{child}/cmdline", "rb") as cmdline:
-                        if b"app.policy_reader" in cmdline.read():
+                        if b"app.policy.reader_process" in cmdline.read():
                             pids.append(child)
                 except FileNotFoundError:
                     continue
@@ -167,7 +167,9 @@ async def test_a_reader_that_answers_garbage_is_a_limit_never_allowed(
 ) -> None:
     """Before, an answer of the wrong shape raised a TypeError out of the judgement (a 500) or
     came back as a reading holding numbers, which the rules then choked on."""
-    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.lying_reader"))
+    monkeypatch.setattr(
+        "app.policy.reader_process._start", lambda: LineChild("tests.faults.lying_reader")
+    )
     readers = CommandReaders(deadline=10.0)
     try:
         for answer in GARBLED_ANSWERS:  # the lying reader answers each command with its text
@@ -210,7 +212,7 @@ def test_a_server_under_a_lower_address_space_limit_still_reads_long_commands() 
     script = """
 import asyncio, json, resource
 resource.setrlimit(resource.RLIMIT_AS, (900 << 20, 900 << 20))
-from app.policy_reader import CommandReaders
+from app.policy.reader_process import CommandReaders
 
 async def main():
     readers = CommandReaders()

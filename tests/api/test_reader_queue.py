@@ -1,4 +1,4 @@
-"""Long commands share a few reader children (app/policy_reader.py): the wait for one is
+"""Long commands share a few reader children (app/policy/reader_process.py): the wait for one is
 bounded from the call's arrival, a command that found none in time is refused (503
 `readers_busy`), never read as allowed, and a free reader goes to the owner with the fewest
 reads under way, so one agent's flood of hostile commands queues behind its own
@@ -16,8 +16,8 @@ import anyio
 import httpx
 import pytest
 
-from app.errors import ReadersBusyError
-from app.policy_reader import OVER_LIMIT, CommandReaders, FairSlots
+from app.core.errors import ReadersBusyError
+from app.policy.reader_process import OVER_LIMIT, CommandReaders, FairSlots
 from app.process.line_child import LineChild
 from tests.api.test_policy_liveness import _reader_children, cut_pipeline
 from tests.conftest import ADMIN, AGENT, AGENT2, LiveServer, make_settings, serve
@@ -90,7 +90,9 @@ async def test_a_command_that_finds_no_free_reader_in_time_is_refused_not_allowe
     """Before, the wait for a reader had no bound: behind a reader that takes long (here a
     child that sleeps a minute per command) the next command waited for its whole deadline,
     and behind many such commands without end."""
-    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.slow_reader"))
+    monkeypatch.setattr(
+        "app.policy.reader_process._start", lambda: LineChild("tests.faults.slow_reader")
+    )
     readers = CommandReaders(deadline=60.0, size=1, wait=0.5)
     long_command = "echo x; " * 200
     try:
@@ -121,7 +123,7 @@ async def test_a_calls_texts_share_one_reading_deadline(monkeypatch: pytest.Monk
         started.append(LineChild("tests.faults.slow_reader"))
         return started[-1]
 
-    monkeypatch.setattr("app.policy_reader._start", start)
+    monkeypatch.setattr("app.policy.reader_process._start", start)
     readers = CommandReaders(deadline=0.5, size=1)
     try:
         budget = readers.budget("alice")
@@ -148,7 +150,8 @@ def one_slow_reader(
     """A server with one reader and a 1 s deadline (so a 3 s wait), under a policy that allows
     everything it can read."""
     monkeypatch.setattr(
-        "app.policy_service.CommandReaders", functools.partial(CommandReaders, deadline=1.0, size=1)
+        "app.governance.service.CommandReaders",
+        functools.partial(CommandReaders, deadline=1.0, size=1),
     )
     with serve(make_settings(tmp_path, database)) as live:
         with live.client(ADMIN) as root:

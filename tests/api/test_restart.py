@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import insert, select, text
 
-from app.models import Execution
+from app.store.models import Execution
 from tests.conftest import AGENT, TOKENS, free_port
 from tests.databases import ServerDatabase
 from tests.waiting import eventually

@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from app.openapi_export import openapi_document
+from app.api.openapi_export import openapi_document
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.databases import Databases
 

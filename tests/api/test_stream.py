@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from app.artifact_log import OutputStream
-from app.output_framing import output_frames
+from app.output.artifact_log import OutputStream
+from app.output.framing import output_frames
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.databases import ServerDatabase
 

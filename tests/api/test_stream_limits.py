@@ -14,8 +14,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from app.streaming import MAX_FRAME_VALUES
-from app.strict_json import json_body_limit
+from app.core.strict_json import json_body_limit
+from app.executions.viewer import MAX_FRAME_VALUES
 from tests.api.test_stream import auth, next_frame, start_job, stream_url
 from tests.conftest import LiveServer
 

@@ -164,7 +164,7 @@ def test_no_opentelemetry_sdk_is_loaded_when_tracing_is_off(tmp_path: Path) -> N
     program = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from app.config import Settings\n"
+        "from app.core.config import Settings\n"
         "from app.main import create_app\n"
         f"create_app(Settings(_env_file=None, data_dir=Path({str(tmp_path)!r})))\n"
         "ours = ('opentelemetry.sdk', 'opentelemetry.exporter', 'opentelemetry.instrumentation')\n"

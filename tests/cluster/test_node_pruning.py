@@ -12,9 +12,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from app.cluster import store
-from app.db import make_engine
-from app.migrate import upgrade_to_head
-from app.models import Execution, JobSlot, Node, ShellSession
+from app.store.db import make_engine
+from app.store.migrate import upgrade_to_head
+from app.store.models import Execution, JobSlot, Node, ShellSession
 from tests.cluster.replicas import fresh_database
 
 pytestmark = pytest.mark.postgres

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
-from app.db import CONNECT_TIMEOUT_SECONDS
+from app.store.db import CONNECT_TIMEOUT_SECONDS
 from tests.conftest import AGENT, LiveServer, make_settings, serve
 from tests.databases import PostgresDatabases, ServerDatabase
 from tests.faults.cuttable_proxy import CuttableProxy

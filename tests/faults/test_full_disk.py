@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import OUTPUT_STORAGE_FULL_NOTICE
+from app.store.storage import OUTPUT_STORAGE_FULL_NOTICE
 from tests.conftest import AGENT, make_settings, serve
 from tests.databases import ServerDatabase
 from tests.faults.tmpfs import small_tmpfs

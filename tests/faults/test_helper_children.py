@@ -94,7 +94,7 @@ def test_sigterm_with_a_stopped_reader_mid_read_exits_in_the_grace_and_leaves_no
 
         thread = threading.Thread(target=submit, daemon=True)
         thread.start()
-        reader = _helper(server.process.pid, "app.policy_reader")
+        reader = _helper(server.process.pid, "app.policy.reader_process")
         try:
             os.kill(reader, signal.SIGSTOP)  # mid-read: it never answers
             seconds, code = _stop_server(server.process)
@@ -123,7 +123,7 @@ def test_sigterm_with_a_stopped_window_process_exits_at_once_and_leaves_no_child
                 "/v1/executions", json={"command": "head -c 600000 /dev/urandom; echo"}
             ).json()
             assert record["state"] == "completed", record
-        window = _helper(server.process.pid, "app.window_process")
+        window = _helper(server.process.pid, "app.output.window_process")
         try:
             os.kill(window, signal.SIGSTOP)  # idle and stopped: it cannot read the EOF
             seconds, code = _stop_server(server.process)
@@ -177,9 +177,9 @@ def test_a_package_planted_in_the_servers_directory_is_not_the_helpers_app(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
     """An operator who starts the server in the workspace (`cd project && shellgate serve`):
-    before, `python -m app.policy_reader` put that directory first on the helper's path, so a
-    command that wrote `app/policy_reader.py` there chose how every later long command read,
-    and a denied one ran."""
+    before, `python -m app.policy.reader_process` put that directory first on the helper's path, so
+    a command that wrote `app/policy/reader_process.py` there chose how every later long command
+    read, and a denied one ran."""
     policy = tmp_path / "policy.json"
     policy.write_text(
         '{"default": "allow", "rules": [{"match": "nonexistent-tool-x *", "approval": "deny"}]}'
@@ -195,7 +195,7 @@ def test_a_package_planted_in_the_servers_directory_is_not_the_helpers_app(
     ):
         plant = (
             "mkdir -p app && : > app/__init__.py && "
-            f"printf %s {shlex.quote(FORGED_READER)} > app/policy_reader.py && echo planted"
+            f"printf %s {shlex.quote(FORGED_READER)} > app/policy/reader_process.py && echo planted"
         )
         record = client.post("/v1/executions", json={"command": plant}).json()
         assert record["output"] == "planted\n", record
@@ -227,7 +227,7 @@ def test_a_window_process_stopped_mid_flood_holds_no_other_run_and_loses_no_byte
     with server_process(env, tmp_path / "server.log") as server, server.client() as client:
         started = client.post("/v1/executions", json={"command": flood, "async": True})
         flood_id = started.json()["id"]
-        window = _helper(server.process.pid, "app.window_process")
+        window = _helper(server.process.pid, "app.output.window_process")
         try:
             time.sleep(0.3)
             os.kill(window, signal.SIGSTOP)  # a child of this test's server, mid-flood

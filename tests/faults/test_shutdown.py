@@ -19,8 +19,8 @@ import uvicorn
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from app.executions.result_text import LOST_NOTICE
 from app.main import create_app
-from app.result_text import LOST_NOTICE
 from tests.conftest import AGENT, APPROVER, free_port, make_settings
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
@@ -483,7 +483,9 @@ def test_the_stop_ends_a_long_commands_reading_and_answers_its_call(
     deadline, past uvicorn's cut at half the grace: the caller got no answer at all."""
     from app.process.line_child import LineChild
 
-    monkeypatch.setattr("app.policy_reader._start", lambda: LineChild("tests.faults.slow_reader"))
+    monkeypatch.setattr(
+        "app.policy.reader_process._start", lambda: LineChild("tests.faults.slow_reader")
+    )
     app = create_app(make_settings(tmp_path, database))
     long_command = "echo never-runs; : " + "x" * 1100  # over 1 KiB: read by a child
     with _serve_app(app) as base_url:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from app.artifact_log import ArtifactLog
-from app.output import OutputSink
+from app.executions.registry import LiveExecution
+from app.executions.viewer import follow_output
+from app.output.artifact_log import ArtifactLog
+from app.output.window import OutputSink
 from app.process import ExitStatus, OutputStream
-from app.registry import LiveExecution
-from app.storage import OUTPUT_STORAGE_FULL_NOTICE
-from app.streaming import follow_output
+from app.store.storage import OUTPUT_STORAGE_FULL_NOTICE
 from tests.faults.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.anyio

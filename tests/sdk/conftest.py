@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.client import Client
+from shellgate import Client
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
 from tests.databases import Databases
 from tests.faults.cuttable_proxy import CuttableProxy

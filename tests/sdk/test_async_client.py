@@ -7,7 +7,7 @@ import hashlib
 import anyio
 import pytest
 
-from app.client import (
+from shellgate import (
     AsyncClient,
     AuthenticationError,
     ConflictError,

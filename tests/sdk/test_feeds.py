@@ -8,7 +8,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from app.client import AsyncClient, AuthenticationError, Client
+from shellgate import AsyncClient, AuthenticationError, Client
 from tests.conftest import AGENT, APPROVER, LiveServer
 from tests.faults.cuttable_proxy import CuttableProxy
 

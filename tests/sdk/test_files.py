@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.client import (
+from shellgate import (
     ApprovalPendingError,
     AsyncClient,
     Client,

@@ -61,7 +61,7 @@ def guide_example(heading: str) -> str:
 def test_the_sdk_guides_attach_example_runs_to_its_end(sdk_server: LiveServer) -> None:
     # Copied as written it must end: a prompt that arrives in pieces must still be seen, and
     # the loop must not type into the interpreter forever.
-    from app.client import Client, OutputFrame
+    from shellgate import Client, OutputFrame
 
     printed = io.StringIO()
     with Client(sdk_server.base_url, AGENT) as client:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from app.client import models
-from app.client.frames import ExitFrame, GapFrame, OutputFrame, StateFrame, StreamCursor
+from shellgate import models
+from shellgate.frames import ExitFrame, GapFrame, OutputFrame, StateFrame, StreamCursor
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_STACK = (
@@ -27,23 +27,23 @@ SERVER_STACK = (
     "tree_sitter_bash",
     "re2",
     "typer",
-    "app.models",
+    "app.store.models",
     "app.schemas",
-    "app.config",
-    "app.policy",
-    "app.db",
+    "app.core.config",
+    "app.policy.engine",
+    "app.store.db",
     "app.main",
 )
 
 
 def test_importing_the_sdk_loads_nothing_of_the_server() -> None:
-    probe = "import json, sys; import app.client; print(json.dumps(sorted(m for m in sys.modules)))"
+    probe = "import json, sys; import shellgate; print(json.dumps(sorted(m for m in sys.modules)))"
     loaded = json.loads(
         subprocess.run(
             [sys.executable, "-c", probe], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
     )
-    assert "httpx" in loaded and "websockets" in loaded and "app.client" in loaded
+    assert "httpx" in loaded and "websockets" in loaded and "shellgate" in loaded
     offending = [
         name
         for name in loaded

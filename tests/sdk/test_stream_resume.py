@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.client import AsyncClient, Client, ExitFrame, OutputFrame
+from shellgate import AsyncClient, Client, ExitFrame, OutputFrame
 from tests.conftest import AGENT, LiveServer
 from tests.faults.cuttable_proxy import CuttableProxy
 from tests.sdk.conftest import numbered_lines_bytes, numbered_lines_command

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from app.client import (
+from shellgate import (
     AuthenticationError,
     Client,
     ConflictError,

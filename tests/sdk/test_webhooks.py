@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app.client import SignatureError, verify_signature
+from shellgate import SignatureError, verify_signature
 
 SECRET = "whsec-test-0123456789"
 BODY = json.dumps({"id": "ex_0123456789abcdefghij", "state": "completed"}).encode()

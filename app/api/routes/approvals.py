@@ -13,11 +13,11 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
 from app.api.strict_route import StrictJsonRoute
-from app.approvals import approval_public
-from app.auth import Principal
-from app.errors import UnauthenticatedError
-from app.models import ApprovalState
+from app.approvals.service import approval_public
+from app.core.auth import Principal
+from app.core.errors import UnauthenticatedError
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
+from app.store.models import ApprovalState
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"], route_class=StrictJsonRoute)
 _NOT_FOUND = "No such approval, or one of another agent's executions (`not_found`)."

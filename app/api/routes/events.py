@@ -23,11 +23,11 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
-from app.auth import Principal
-from app.errors import InvalidRequestError, NotFoundError
-from app.frame_json import one_line
-from app.models import ExecutionState
+from app.core.auth import Principal
+from app.core.errors import InvalidRequestError, NotFoundError
+from app.output.frame_json import one_line
 from app.services import Services
+from app.store.models import ExecutionState
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 

@@ -13,7 +13,7 @@ from starlette.requests import ClientDisconnect
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.api.file_response import SizedFileResponse
-from app.errors import InvalidRequestError
+from app.core.errors import InvalidRequestError
 from app.files.service import Pending, Readable, parse_mode
 from app.schemas.files import (
     FileCheckPublic,

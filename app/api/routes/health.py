@@ -8,14 +8,15 @@ import anyio.to_thread
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import __version__, crud
+from app import __version__
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import app_error_response, error_responses
 from app.api.strict_route import StrictJsonRoute
-from app.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
+from app.core.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
+from app.executions.tool_description import execution_tool
 from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, ToolObject
 from app.services import Services
-from app.tool_description import execution_tool
+from app.store import crud
 
 router = APIRouter(tags=["operations"], route_class=StrictJsonRoute)
 

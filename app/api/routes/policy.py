@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.api.strict_route import StrictJsonRoute
-from app.policy import PolicyDocument
-from app.policy_service import version_public
+from app.governance.service import version_public
+from app.policy.engine import PolicyDocument
 from app.schemas import PolicyEvaluate, PolicyEvaluation, PolicyVersionsPublic
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"], route_class=StrictJsonRoute)

@@ -1,6 +1,6 @@
 """The live stream of one execution over a WebSocket, and the tickets browsers use to open it
 (docs/streaming.md#the-execution-stream). The frames and what they mean live in
-`app/streaming.py`; this module is the
+`app/executions/viewer.py`; this module is the
 socket plumbing: handshake, close codes, one sender, one reader, keepalive.
 
 Close codes: 1000 after the exit frame; 4000 + the HTTP status the same error would have on
@@ -25,11 +25,9 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses, status_for
 from app.api.strict_route import StrictJsonRoute
-from app.auth import Principal
-from app.errors import AppError, UnavailableError
-from app.schemas import WsTicket
-from app.services import Services
-from app.streaming import (
+from app.core.auth import Principal
+from app.core.errors import AppError, UnavailableError
+from app.executions.viewer import (
     PING_FRAME,
     ExecutionViewer,
     Frame,
@@ -38,6 +36,8 @@ from app.streaming import (
     handle_client_frame,
     parse_offset,
 )
+from app.schemas import WsTicket
+from app.services import Services
 
 logger = logging.getLogger("shellgate.stream")
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
 from app.api.strict_route import StrictJsonRoute
-from app.errors import NotFoundError
+from app.core.errors import NotFoundError
 
 WEB_DIR = Path(__file__).resolve().parent.parent.parent / "web"
 XTERM_DIR = WEB_DIR.parent.parent / "node_modules" / "@xterm"

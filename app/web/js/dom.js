@@ -37,7 +37,7 @@ export function showError(node, error) {
   node.textContent = error ? (error.message ?? String(error)) : "";
 }
 
-// Characters that do not show as themselves (the set of app/visible_text.py): controls (C0, tab
+// Characters that do not show as themselves (the set of app/core/visible_text.py): controls (C0, tab
 // included, DEL, C1), format characters (bidi overrides such as U+202E, zero-width characters, the
 // BOM), line and paragraph separators, spaces other than U+0020, unpaired surrogates, private
 // use and unassigned code points. An approver must see all of what runs: each is shown as its

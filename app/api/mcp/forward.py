@@ -1,0 +1,83 @@
+"""MCP calls on a session or an execution that lives on another replica, made there.
+
+REST requests are carried to their owner by the forwarding middleware (app/cluster/
+forwarding.py), which routes by path and body. An MCP call is one `/mcp` request to whichever
+replica the gateway picked, so the tools ask the owner themselves: the same REST call, with the
+caller's own bearer token, marked as a forward. Run locally, a session call would have found
+none of the session's state (it is in the owner's data dir), a cancel no process to stop, a
+log read no log.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.cluster.forwarding import Forwarder, NodeUnreachableError, Target
+from app.core.errors import AppError
+from app.executions.views import OutputPage
+from app.schemas import ExecutionPublic
+
+
+class OwnerRefused(AppError):
+    code = "owner_refused"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The replica a session or an execution lives on, called as this MCP caller."""
+
+    forwarder: Forwarder
+    target: Target
+    authorization: str  # the caller's own header: the owner checks the token itself
+
+    async def ask(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[dict[str, str], bytes]:
+        """The owner's answer (headers, body); OwnerRefused, with its message, when it refused
+        or did not answer."""
+        node = self.target.node_id
+        try:
+            status, headers, content = await self.forwarder.call(
+                self.target, method, path, authorization=self.authorization, body=body
+            )
+        except NodeUnreachableError as error:
+            raise OwnerRefused(error.message) from None
+        if status >= 400:
+            try:
+                answer: Any = json.loads(content)
+            except ValueError:
+                answer = content[:200]
+            envelope = answer.get("error") if isinstance(answer, dict) else None
+            message = envelope.get("message") if isinstance(envelope, dict) else None
+            raise OwnerRefused(message or f"replica {node} answered {status}: {answer}")
+        return headers, content
+
+    async def record(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> ExecutionPublic:
+        """An execution's record as the owner answers `method path` (a run, a wait, a cancel)."""
+        _, content = await self.ask(method, path, body)
+        try:
+            return ExecutionPublic.model_validate_json(content)
+        except ValidationError:
+            raise OwnerRefused(
+                f"replica {self.target.node_id} answered no execution record"
+            ) from None
+
+    async def output(self, execution_id: str, offset: int, limit: int) -> OutputPage:
+        """A page of the log the owner has (`GET /v1/executions/{id}/output`)."""
+        path = f"/v1/executions/{execution_id}/output?offset={offset}&limit={limit}"
+        headers, content = await self.ask("GET", path)
+        try:
+            return OutputPage(
+                data=content,
+                total_bytes=int(headers["x-total-bytes"]),
+                complete=headers["x-complete"] == "true",
+                next_offset=int(headers["x-next-offset"]),
+            )
+        except (KeyError, ValueError):
+            raise OwnerRefused(f"replica {self.target.node_id} answered no log page") from None

@@ -1,0 +1,1 @@
+"""Human approvals: request, decide, expire, and tell whoever is listening."""

@@ -1,0 +1,374 @@
+"""Human approvals (docs/policy.md#approvals): request, decide, expire, and tell whoever is
+listening.
+
+The execution side, which asks for approvals, passes `on_settled`: it starts or rejects the
+execution once an approval leaves `pending`. This module knows nothing about processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.core.auth import Principal
+from app.core.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PendingApprovalLimitError,
+)
+from app.core.random_ids import random_token
+from app.observability.events import execution_event
+from app.observability.metrics import Metrics
+from app.schemas import ApprovalPublic
+from app.store import crud
+from app.store.db import Database
+from app.store.models import Approval, ApprovalState, Execution, ExecutionState
+from app.store.timestamps import aware_utc
+
+logger = logging.getLogger("shellgate.approvals")
+
+SettledHandler = Callable[[Approval], Awaitable[None]]
+# Told of every approval this replica requests or decides, for the other replicas (app/cluster).
+EventHandler = Callable[[Approval], None]
+# Approvals whose last published state is remembered, so that one heard of twice (a
+# notification and the polling fallback) reaches the listeners once.
+REMEMBERED_APPROVALS = 10_000
+# Events a listener may leave unread before it is dropped (it then gets `overflow`).
+LISTENER_QUEUE_SIZE = 1000
+OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
+WITHDRAWN_REASON = "execution cancelled by its requester"
+
+
+def new_approval_id() -> str:
+    return "ap_" + random_token(15)
+
+
+def approval_public(approval: Approval) -> ApprovalPublic:
+    """The wire form (the fields of docs/policy.md#approvals), with timezone-aware timestamps."""
+    return ApprovalPublic(
+        id=approval.id,
+        execution_id=approval.execution_id,
+        command=approval.command,
+        cwd=approval.cwd,
+        env=json.loads(approval.env),
+        session=approval.session_id,
+        pty=approval.pty,
+        reason=approval.reason,
+        state=ApprovalState(approval.state),
+        requested_by=approval.requested_by,
+        decided_by=approval.decided_by,
+        decision_reason=approval.decision_reason,
+        created_at=aware_utc(approval.created_at),
+        decided_at=aware_utc(approval.decided_at),
+        expires_at=aware_utc(approval.expires_at),
+    )
+
+
+def approval_event(kind: str, approval: Approval) -> dict[str, Any]:
+    return {"type": kind, "approval": approval_public(approval).model_dump(mode="json")}
+
+
+class ApprovalService:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        timeout_seconds: float,
+        on_settled: SettledHandler | None = None,
+        metrics: Metrics | None = None,
+        max_pending_per_owner: int = 50,
+    ) -> None:
+        self._db = db
+        self._metrics = metrics
+        self._timeout = timeout_seconds
+        self._max_pending = max_pending_per_owner
+        self._expiry: dict[str, asyncio.TimerHandle] = {}
+        # Unbounded queues with the bound enforced in `_publish`, so that the `overflow` marker
+        # always fits behind the events a slow listener left unread.
+        self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
+        self._tasks: set[asyncio.Task[Approval | None]] = set()
+        self.on_settled = on_settled
+        self.on_event: EventHandler | None = None
+        self._published: OrderedDict[str, str] = OrderedDict()
+
+    # --- requests ---------------------------------------------------------------------------
+
+    async def request(
+        self, execution: Execution, *, reason: str, env: dict[str, str] | None = None
+    ) -> Approval:
+        """Record a pending approval (id `execution.approval_id`) for `execution`, which is
+        written in the same transaction: no execution ever waits on an approval that does not
+        exist. The approval shows everything that will run: the command, the cwd, `env` (all
+        the variables the request sets), the session and whether it runs in a PTY.
+
+        One owner holds at most `max_pending_per_owner` pending approvals: the count and the
+        insert are one database transaction (see `crud.insert_execution_awaiting`), so requests
+        racing each other cannot pass the cap together. Beyond it: PendingApprovalLimitError,
+        and nothing is written.
+        """
+        if execution.approval_id is None:
+            raise ValueError(f"execution {execution.id} names no approval")
+        now = datetime.now(UTC)
+        approval = Approval(
+            id=execution.approval_id,
+            execution_id=execution.id,
+            command=execution.original_command,
+            cwd=execution.cwd,
+            env=json.dumps(env or {}),
+            session_id=execution.session_id,
+            pty=execution.pty,
+            reason=reason,
+            requested_by=execution.owner,
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._timeout),
+        )
+        inserted = await self._db.call(
+            crud.insert_execution_awaiting,
+            execution=execution,
+            approval=approval,
+            max_pending=self._max_pending,
+        )
+        if inserted is None:
+            raise PendingApprovalLimitError(
+                self._max_pending, retry_after_seconds=await self._retry_after(execution.owner)
+            )
+        approval = inserted
+        self._arm_expiry(approval)
+        self._announce("approval.requested", approval)
+        logger.info(
+            "approval %s requested by %s for %s (%s): %s",
+            approval.id,
+            approval.requested_by,
+            approval.execution_id,
+            reason,
+            approval.command,
+        )
+        return approval
+
+    async def _retry_after(self, owner: str) -> int:
+        """Seconds until the owner's oldest pending approval expires (a decision may free a
+        place sooner), within 1..60."""
+        earliest = await self._db.call(crud.earliest_pending_expiry, requested_by=owner)
+        if earliest is None:
+            return 1
+        seconds = (aware_utc(earliest) - datetime.now(UTC)).total_seconds()
+        return max(1, min(60, math.ceil(seconds)))
+
+    async def restore(self) -> int:
+        """After a restart: pending approvals stay pending, with their expiry timers re-armed;
+        an execution whose approval was decided just before the server stopped, but which never
+        started or was never rejected, is settled now."""
+        pending = await self._db.call(crud.pending_approvals)
+        for approval in pending:
+            self._arm_expiry(approval)
+        awaiting = await self._db.call(
+            crud.executions_in_state, state=ExecutionState.awaiting_approval
+        )
+        for record in awaiting:
+            if record.approval_id is None or self.on_settled is None:
+                continue
+            decided = await self._db.call(crud.get_approval, approval_id=record.approval_id)
+            if decided is not None and decided.state != ApprovalState.pending:
+                logger.warning(
+                    "approval %s was %s before the restart; settling %s now",
+                    decided.id,
+                    decided.state,
+                    record.id,
+                )
+                await self.on_settled(decided)
+        return len(pending)
+
+    # --- decisions --------------------------------------------------------------------------
+
+    async def decide(
+        self, *, approval_id: str, approve: bool, principal: Principal, reason: str | None
+    ) -> Approval:
+        if principal.role not in ("approver", "admin"):
+            # Agents never decide, not even on their own executions.
+            raise ForbiddenError("only an approver or an admin can decide approvals")
+        state = ApprovalState.approved if approve else ApprovalState.denied
+        return await self._settle(approval_id, state, decided_by=principal.name, reason=reason)
+
+    async def expire(self, approval_id: str) -> Approval | None:
+        try:
+            return await self._settle(
+                approval_id,
+                ApprovalState.expired,
+                decided_by="system",
+                reason=f"no decision within {self._timeout:g} seconds",
+            )
+        except (ConflictError, NotFoundError):
+            return None
+
+    async def withdraw(self, approval_id: str, *, by: str) -> bool:
+        """The execution is being cancelled while it waits: close its approval as `expired`.
+
+        False when the approval was already decided (an approver won the race), in which case
+        the execution is starting or rejected and the caller must treat it as such.
+        """
+        try:
+            await self._settle(
+                approval_id,
+                ApprovalState.expired,
+                decided_by=by,
+                reason=WITHDRAWN_REASON,
+                notify_execution=False,
+            )
+        except ConflictError:
+            return False
+        except NotFoundError:
+            return True
+        return True
+
+    async def _settle(
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        *,
+        decided_by: str,
+        reason: str | None,
+        notify_execution: bool = True,
+    ) -> Approval:
+        # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
+        # the expiry timer and a cancel racing for the same approval.
+        changed = await self._db.call(
+            crud.decide_approval,
+            approval_id=approval_id,
+            state=state,
+            decided_by=decided_by,
+            decision_reason=reason,
+            decided_at=datetime.now(UTC),
+        )
+        approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+        if approval is None:
+            raise NotFoundError(f"approval {approval_id} not found")
+        if not changed:
+            raise ConflictError(
+                f"approval {approval_id} is already {approval.state}",
+                details={"state": approval.state},
+            )
+        handle = self._expiry.pop(approval_id, None)
+        if handle is not None:
+            handle.cancel()
+        decided_at = aware_utc(approval.decided_at or datetime.now(UTC))
+        waited = (decided_at - aware_utc(approval.created_at)).total_seconds()
+        if self._metrics is not None:
+            self._metrics.approval_wait.labels(state.value).observe(max(0.0, waited))
+        execution_event(
+            "approval_decided",
+            execution_id=approval.execution_id,
+            owner=approval.requested_by,
+            approval_id=approval_id,
+            decision=state.value,
+            decided_by=decided_by,
+            reason=reason or "no reason given",
+            waited_ms=round(waited * 1000),
+        )
+        self._announce("approval.decided", approval)
+        if notify_execution and self.on_settled is not None:
+            await self.on_settled(approval)
+        return approval
+
+    # --- other replicas' approvals (app/cluster/notify.py) -----------------------------------
+
+    def _announce(self, kind: str, approval: Approval) -> None:
+        self._remember(approval)
+        self._publish(approval_event(kind, approval))
+        if self.on_event is not None:
+            self.on_event(approval)
+
+    def _remember(self, approval: Approval) -> None:
+        self._published[approval.id] = approval.state
+        self._published.move_to_end(approval.id)
+        while len(self._published) > REMEMBERED_APPROVALS:
+            self._published.popitem(last=False)
+
+    async def relay(self, approval: Approval) -> None:
+        """An approval another replica requested or decided: this replica's listeners hear of
+        it once, its expiry is kept here too (any replica may expire it; the conditional
+        UPDATE lets one win), and a decision settles the execution if it is this node's."""
+        if self._published.get(approval.id) == approval.state:
+            return
+        self._remember(approval)
+        if approval.state == ApprovalState.pending:
+            if approval.id not in self._expiry:
+                self._arm_expiry(approval)
+            self._publish(approval_event("approval.requested", approval))
+            return
+        handle = self._expiry.pop(approval.id, None)
+        if handle is not None:
+            handle.cancel()
+        self._publish(approval_event("approval.decided", approval))
+        if self.on_settled is not None:
+            await self.on_settled(approval)
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def get(self, approval_id: str, principal: Principal) -> Approval:
+        approval = await self._db.call(crud.get_approval, approval_id=approval_id)
+        if approval is None or not principal.may_read(approval.requested_by):
+            raise NotFoundError(f"approval {approval_id} not found")
+        return approval
+
+    async def list(self, principal: Principal, *, state: str | None, limit: int) -> list[Approval]:
+        requested_by = None if principal.reads_everything else principal.name
+        return await self._db.call(
+            crud.list_approvals, state=state, requested_by=requested_by, limit=limit
+        )
+
+    # --- listeners (WebSocket /v1/approvals/stream) -----------------------------------------
+
+    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._listeners.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        self._listeners.discard(queue)
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        for queue in list(self._listeners):
+            if queue.qsize() >= LISTENER_QUEUE_SIZE:
+                # A listener that stopped reading is dropped, never allowed to stall deciders
+                # or grow without bound; `overflow` tells it to reconnect and list again.
+                self._listeners.discard(queue)
+                queue.put_nowait(OVERFLOW_EVENT)
+            else:
+                queue.put_nowait(event)
+
+    # --- expiry -----------------------------------------------------------------------------
+
+    def _arm_expiry(self, approval: Approval) -> None:
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (aware_utc(approval.expires_at) - datetime.now(UTC)).total_seconds())
+        self._expiry[approval.id] = loop.call_later(delay, self._spawn_expire, approval.id)
+
+    def _spawn_expire(self, approval_id: str) -> None:
+        self._expiry.pop(approval_id, None)
+        task = asyncio.create_task(self.expire(approval_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._expiry_done)
+
+    def _expiry_done(self, task: asyncio.Task[Approval | None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("expiring an approval failed", exc_info=task.exception())
+
+    @property
+    def pending_count(self) -> int:
+        """Approvals of this server waiting for a decision (each has its expiry armed)."""
+        return len(self._expiry)
+
+    async def close(self) -> None:
+        for handle in self._expiry.values():
+            handle.cancel()
+        self._expiry.clear()
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,1 @@
+"""The `shellgate` command line: serve, and the client commands on the SDK."""

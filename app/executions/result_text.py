@@ -1,0 +1,62 @@
+"""The model-facing `text` block of an execution (docs/api.md#the-text-block)."""
+
+from __future__ import annotations
+
+from app.executions.timeouts import format_seconds
+from app.store.models import ExecutionState
+
+BACKGROUNDED_NOTICE = "Backgrounded as job {id}; result will be delivered automatically."
+
+
+def timeout_notice(timeout_seconds: float | None) -> str:
+    if timeout_seconds is None:
+        return "Command timed out"
+    return f"Command timed out after {format_seconds(timeout_seconds)} seconds"
+
+
+CANCELLED_NOTICE = "Command cancelled"
+LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
+# Reading stopped before EOF when the command exited (app.process.OutputCut): keyed by its value.
+OUTPUT_CUT_NOTICES = {
+    "background": "Output capture stopped when the command exited: background processes it left "
+    "running still hold its output open; what they write later is not recorded.",
+    "escaped": "Output capture stopped when the command exited: a process that left its process "
+    "group (setsid, a daemon) still holds its output open; what it writes later is not recorded.",
+}
+
+STOPPING_NOTICE = "The server is shutting down: this command is being stopped and recorded."
+
+
+def final_text(
+    *,
+    body: str,
+    wall_time_ms: float | None,
+    notices: list[str],
+    state: ExecutionState,
+    exit_code: int | None,
+    footer: str | None,
+) -> str:
+    # The output's own final newline would add a third line break before the notices.
+    text = body.rstrip("\n") or "(no output)"
+    if footer:
+        text = f"{text}\n\n{footer}"
+    block = []
+    if wall_time_ms is not None:
+        block.append(f"Wall time: {wall_time_ms / 1000:.2f} seconds")
+    block.extend(notices)
+    if block:
+        text = f"{text}\n\n" + "\n".join(block)
+    if state is ExecutionState.failed and exit_code not in (None, 0):
+        text = f"{text}\n\nCommand exited with code {exit_code}"
+    return text
+
+
+def backgrounded_text(*, preview: str, notices: list[str], execution_id: str) -> str:
+    parts = []
+    preview = preview.strip()
+    if preview:
+        parts.append(preview)
+    if notices:
+        parts.append("\n".join(notices))
+    parts.append(BACKGROUNDED_NOTICE.format(id=execution_id))
+    return "\n\n".join(parts)

@@ -1,0 +1,383 @@
+"""What one viewer of an execution sees (docs/streaming.md#the-execution-stream): the log
+replayed from an offset, then
+followed live, then the exit. No FastAPI here: `api/routes/stream.py` carries these frames over
+a WebSocket and feeds the client's frames to `handle_client_frame`.
+
+Server → client frames (JSON objects):
+- `{"type": "state", "state": s}` at connect and on each change seen (running, then terminal);
+- `{"type": "output", "stream": "stdout"|"stderr"|"pty", "offset": n, "data": text}`, or with
+  `"encoding": "base64"` when the bytes are not UTF-8;
+- `{"type": "gap", "from": a, "to": b}`: `[a, b)` was evicted from a truncated log;
+- `{"type": "exit", "state": s, "exit_code": n|null, "signal": n|null}`: the last frame; only it
+  means "done" (a dropped socket means "reconnect with the next offset");
+- `{"type": "ping"}` when idle, `{"type": "pong"}` answering a client ping, and
+  `{"type": "error", "code": c, "message": m}` when a client frame is refused (the route).
+
+`offset` is the logical position of the frame's first byte in the merged log, and a frame
+carries exactly the bytes `data` encodes (UTF-8 of the text, or the base64 payload), so
+`offset + len(bytes)` is where a reconnect resumes without losing or repeating a byte.
+
+The log on disk is each viewer's buffer: every viewer reads at its own offset and waits for its
+own sends, so a slow viewer holds back nobody, neither the process nor the other viewers.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import signal
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypedDict
+
+import anyio.to_thread
+from pydantic import TypeAdapter, ValidationError
+
+from app.core.auth import Principal
+from app.core.errors import AppError, InvalidRequestError, UnavailableError
+from app.core.strict_json import TooManyValuesError, check_counts
+from app.executions import ExecutionService
+from app.executions.registry import LiveExecution
+from app.output.artifact_log import ArtifactLog
+from app.output.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
+from app.output.framing import FRAME_BYTES, OutputFrame, output_frames
+from app.schemas import (
+    ExecutionPublic,
+    WsClientFrame,
+    WsInputFrame,
+    WsPingFrame,
+    WsResizeFrame,
+    WsSignalFrame,
+)
+from app.store.models import Execution, ExecutionState
+
+# The most log bytes one read of the log takes (split into frames): each read is a hop to a
+# worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
+READ_BYTES: Final = 256 * 1024
+# A viewer at the live edge frames the bytes it takes from memory on the loop (no thread hop)
+# when they are few: ASCII up to LOOP_FRAMING_ASCII_BYTES (≈ 0.35 ms), anything else up to
+# LOOP_FRAMING_BYTES (≈ 1.3 ms for random bytes, 0.3 ms for UTF-8 text). A larger batch takes
+# the worker thread, which reads the log when it runs: under CPU contention a pipe stream ran
+# 10-30% slower with large batches framed on the loop (serialised with the reads and sends) or
+# framed on the thread from a snapshot taken before the hop (smaller batches, more of them);
+# and binary framing costs ≈ 75 ms per 256 KiB (bench/PROFILE.md).
+LOOP_FRAMING_ASCII_BYTES: Final = 64 * 1024
+LOOP_FRAMING_BYTES: Final = 16 * 1024
+# Following a burst of output live: how long a viewer at its edge waits for a full read to
+# gather before reading what there is (small writes are sent at once).
+BURST_COALESCE_SECONDS: Final = 0.005
+# Waiting for an approval: the decision wakes the viewer; the wait is re-armed after this long.
+APPROVAL_WAIT_SLICE_SECONDS: Final = 30.0
+# A live wait is re-armed after this long (every wait bounded); new bytes end it at once.
+LIVE_WAIT_SLICE_SECONDS: Final = 30.0
+# The process exited: how long the terminal record may take to reach the database.
+FINAL_RECORD_WAIT_SECONDS: Final = 60.0
+
+SIGNALS_BY_NAME: Final = {
+    "INT": signal.SIGINT,
+    "TERM": signal.SIGTERM,
+    "KILL": signal.SIGKILL,
+    "HUP": signal.SIGHUP,
+    "QUIT": signal.SIGQUIT,
+}
+
+
+class StateFrame(TypedDict):
+    type: Literal["state"]
+    state: str
+
+
+# "from" is a Python keyword, hence the functional form.
+GapFrame = TypedDict("GapFrame", {"type": Literal["gap"], "from": int, "to": int})
+
+
+class ExitFrame(TypedDict):
+    type: Literal["exit"]
+    state: str
+    exit_code: int | None
+    signal: int | None
+
+
+class ErrorFrame(TypedDict):
+    type: Literal["error"]
+    code: str
+    message: str
+
+
+class SimpleFrame(TypedDict):
+    type: Literal["ping", "pong"]
+
+
+Frame = StateFrame | OutputFrame | GapFrame | ExitFrame | ErrorFrame | SimpleFrame
+
+PING_FRAME: Final[SimpleFrame] = {"type": "ping"}
+PONG_FRAME: Final[SimpleFrame] = {"type": "pong"}
+
+
+def encode_frame(frame: Frame | dict[str, Any]) -> str:
+    if frame.get("type") == "output" and frame.keys() <= OUTPUT_FRAME_KEYS:
+        # Most of what a stream sends: built by hand, the same text (app/output/frame_json.py).
+        return encode_output_frame(frame)  # type: ignore[arg-type]
+    return FRAME_ENCODER.encode(frame)
+
+
+def state_frame(state: ExecutionState) -> StateFrame:
+    return {"type": "state", "state": state.value}
+
+
+def gap_frame(start: int, end: int) -> GapFrame:
+    return {"type": "gap", "from": start, "to": end}
+
+
+def exit_frame(state: ExecutionState, exit_code: int | None, signal: int | None) -> ExitFrame:
+    return {"type": "exit", "state": state.value, "exit_code": exit_code, "signal": signal}
+
+
+def error_frame(code: str, message: str) -> ErrorFrame:
+    return {"type": "error", "code": code, "message": message}
+
+
+@dataclass(frozen=True)
+class _Batch:
+    start: int  # where the read began: the cursor, or past the evicted middle it pointed into
+    frames: list[str]  # the bytes read, framed and JSON-encoded
+    framed_end: int | None  # the offset after the last byte the frames carry
+    end: int  # start + the bytes read
+    total: int  # the log's size just after the read
+    complete: bool  # nothing can be added after `total` (checked before reading)
+
+
+def _read_batch(
+    log: ArtifactLog, cursor: int, limit: int, finished: bool, frame_bytes: int
+) -> _Batch:
+    """Runs in a worker thread: the read, and the framing and JSON encoding, whose cost grows
+    with the bytes read (decoding, base64, escaping), stay off the event loop."""
+    # `complete` first: once it is true the total is final, so a read after it sees every byte.
+    complete = finished or log.complete
+    start = log.next_available(cursor)
+    pieces = log.read_labelled(start, limit)
+    end = start + sum(len(data) for _, _, data in pieces)
+    frames, framed_end = output_frames(
+        pieces, more_may_follow=not complete, frame_bytes=frame_bytes
+    )
+    encoded = [encode_frame(frame) for frame in frames]
+    return _Batch(start, encoded, framed_end, end, log.total_bytes, complete)
+
+
+def _read_live_edge(
+    live: LiveExecution, cursor: int, limit: int, frame_bytes: int
+) -> _Batch | None:
+    """On the loop, for a viewer at the live edge: the few bytes after `cursor` as the reader
+    handed them to the log, from memory (`LiveExecution.recent`), framed here. None when they
+    are not all in memory (the viewer is behind) or too many to frame on the loop: then
+    `_read_batch` on a worker thread. Never claims the end of the log (`complete`): that is
+    settled through `_read_batch` once the process has exited."""
+    pieces = live.recent.since(cursor, limit)
+    if pieces is None:
+        return None
+    size = sum(len(data) for _, _, data in pieces)
+    if size > LOOP_FRAMING_BYTES and (
+        size > LOOP_FRAMING_ASCII_BYTES or not all(data.isascii() for _, _, data in pieces)
+    ):
+        return None
+    frames, framed_end = output_frames(pieces, more_may_follow=True, frame_bytes=frame_bytes)
+    encoded = [encode_frame(frame) for frame in frames]
+    return _Batch(cursor, encoded, framed_end, cursor + size, live.log.total_bytes, False)
+
+
+async def follow_output(
+    log: ArtifactLog,
+    offset: int,
+    live: LiveExecution | None,
+    *,
+    frame_bytes: int = FRAME_BYTES,
+    read_bytes: int = READ_BYTES,
+) -> AsyncGenerator[str | GapFrame, None]:
+    """Output frames (already JSON: see `encode_frame`) and gap frames from `offset` to the end
+    of the log; with `live`, waits for the bytes still to come until the process has exited
+    and every byte was sent."""
+    if live is not None:
+        # While someone follows, the latest output stays in memory for the live edge.
+        live.recent.follow(log.total_bytes)
+    try:
+        cursor = offset
+        while True:
+            batch = None
+            if live is not None and not live.has_exited:
+                # At the live edge the bytes are still in memory: no file read, and for a
+                # small batch (a keystroke's echo) no thread hop either.
+                batch = _read_live_edge(live, cursor, read_bytes, frame_bytes)
+            if batch is None:
+                # Final once the process exited: `exited` is settled only after the log's
+                # finish was attempted, so nothing can be appended past it — even when the
+                # finish failed (a full disk) and the log never says it is complete.
+                final = live is None or live.has_exited
+                batch = await anyio.to_thread.run_sync(
+                    _read_batch, log, cursor, read_bytes, final, frame_bytes
+                )
+            if batch.start > cursor:
+                yield gap_frame(cursor, batch.start)
+                cursor = batch.start
+            for frame in batch.frames:
+                yield frame
+            end = batch.framed_end
+            if end is not None and end > cursor:
+                cursor = end
+                if (
+                    live is not None
+                    and not batch.complete
+                    and batch.end - batch.start >= frame_bytes
+                ):
+                    # A burst, and we are at its edge: let a full read gather (or the coalescing
+                    # bound pass) rather than pay a read, a thread hop and a send per chunk the
+                    # process writes. Keystroke echoes and other small writes never wait here.
+                    await live.wait_for_bytes_after(
+                        batch.start + read_bytes - 1, within=BURST_COALESCE_SECONDS
+                    )
+                continue
+            if batch.complete:
+                return  # at (or, for an offset past the end, beyond) the last byte
+            if batch.end < batch.total:
+                continue  # written while we read, or the kept tail moved on: read again
+            assert live is not None  # a log without a live process is complete
+            await live.wait_for_bytes_after(batch.end, within=LIVE_WAIT_SLICE_SECONDS)
+    finally:
+        if live is not None:
+            live.recent.unfollow()
+
+
+class ExecutionViewer:
+    """One viewer of one execution, from `offset` to the exit frame."""
+
+    def __init__(
+        self,
+        executions: ExecutionService,
+        principal: Principal,
+        record: Execution,
+        offset: int,
+        *,
+        frame_bytes: int = FRAME_BYTES,
+    ) -> None:
+        """`record`: the execution as `authorize_read` returned it to this principal."""
+        self._executions = executions
+        self._principal = principal
+        self._record = record
+        self._id = record.id
+        self._offset = offset
+        self._frame_bytes = frame_bytes
+
+    async def frames(self) -> AsyncGenerator[Frame | str, None]:
+        """state, output/gap…, state (terminal), exit; output frames come JSON-encoded."""
+        state = ExecutionState(self._record.state)
+        yield state_frame(state)
+        final: Execution | ExecutionPublic | None = self._record if state.is_terminal else None
+        live = None if final else self._executions.live_for(self._principal, self._id)
+        while live is None and final is None and state is ExecutionState.awaiting_approval:
+            # The decision wakes this wait; a start shows in the registry before the record.
+            record = await self._executions.wait_past_approval(
+                self._principal, self._id, APPROVAL_WAIT_SLICE_SECONDS
+            )
+            live = self._executions.live_for(self._principal, self._id)
+            if live is None and ExecutionState(record.state).is_terminal:
+                final = record
+            elif live is None and record.state != ExecutionState.awaiting_approval:
+                break  # it ran and is being recorded: its log and final record follow below
+
+        log = live.log if live is not None else await self._finished_log()
+        if log is not None and state is ExecutionState.awaiting_approval:
+            # It ran, however briefly: say so before its output.
+            state = ExecutionState.running
+            yield state_frame(state)
+        if log is not None:
+            # Closed at once when the viewer goes, not when collected: it unregisters from
+            # the live execution's memory of recent output.
+            async with contextlib.aclosing(
+                follow_output(log, self._offset, live, frame_bytes=self._frame_bytes)
+            ) as output:
+                async for frame in output:
+                    yield frame
+
+        if final is None or live is not None:
+            # The live entry leaves the registry only after the terminal record is written,
+            # so this returns at once unless that write is being retried.
+            final = await self._executions.get(
+                self._principal, self._id, wait=FINAL_RECORD_WAIT_SECONDS
+            )
+        final_state = ExecutionState(final.state)
+        if not final_state.is_terminal:
+            raise UnavailableError(f"the final state of {self._id} was not recorded")
+        if final_state is not state:
+            yield state_frame(final_state)
+        yield exit_frame(final_state, final.exit_code, final.signal)
+
+    async def _finished_log(self) -> ArtifactLog | None:
+        # None: never started (rejected, cancelled while pending) or pruned.
+        return await self._executions.open_finished_log(self._id)
+
+
+# --- client → server frames --------------------------------------------------------------------
+
+_client_frames: TypeAdapter[WsClientFrame] = TypeAdapter(WsClientFrame)
+# Arrays, objects and members a client frame may have (the largest has four members).
+MAX_FRAME_VALUES = 16
+
+
+def parse_offset(raw: str | None) -> int:
+    """The `?offset=` of a stream: a non-negative integer (default 0)."""
+    if raw is None or raw == "":
+        return 0
+    # 4300 digits and more are beyond `int()` (it raised out of the handshake, no close frame).
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 4000:
+        raise InvalidRequestError(f"offset must be a non-negative integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+async def handle_client_frame(
+    executions: ExecutionService, principal: Principal, execution_id: str, text: str
+) -> Frame | None:
+    """Act on one client frame; the reply frame, if any (an error never ends the stream)."""
+    try:
+        # A frame is one small object, counted before it is parsed: 16 MiB of `[[],…]` took
+        # 3.4 s to parse on the loop (RELIABILITY.md, "One request against all the others").
+        check_counts(text, max_containers=MAX_FRAME_VALUES, max_members=MAX_FRAME_VALUES)
+        frame = _client_frames.validate_json(text)
+    except TooManyValuesError as error:
+        return error_frame("invalid_frame", f"frames must be small JSON objects: {error.msg}")
+    except ValidationError as error:
+        return error_frame("invalid_frame", _describe(error))
+    try:
+        if isinstance(frame, WsInputFrame):
+            await executions.send_input(principal, execution_id, _input_bytes(frame))
+        elif isinstance(frame, WsResizeFrame):
+            await executions.resize(principal, execution_id, frame.rows, frame.cols)
+        elif isinstance(frame, WsSignalFrame):
+            await executions.send_signal(principal, execution_id, SIGNALS_BY_NAME[frame.signal])
+        elif isinstance(frame, WsPingFrame):
+            return PONG_FRAME
+    except AppError as error:
+        return error_frame(error.code, error.message)
+    return None
+
+
+def _input_bytes(frame: WsInputFrame) -> bytes:
+    if frame.encoding != "base64":
+        return frame.data.encode()
+    try:
+        return base64.b64decode(frame.data, validate=True)
+    except ValueError as error:
+        raise InvalidRequestError(f"input data is not valid base64: {error}") from error
+
+
+def _describe(error: ValidationError) -> str:
+    problems = error.errors(include_url=False, include_input=False)
+    if problems and problems[0]["type"] == "json_invalid":
+        return "frames must be JSON objects"
+    if problems and problems[0]["type"] == "union_tag_invalid":
+        return (
+            "unknown frame type; expected one of: input, resize, signal, ping "
+            f"({problems[0]['msg']})"
+        )
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'frame'}: {problem['msg']}"
+        for problem in problems[:5]
+    )

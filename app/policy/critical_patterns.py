@@ -1,0 +1,439 @@
+"""The critical patterns: commands so destructive that a policy escalates them whatever its rules.
+
+Two lists live here. `CRITICAL_PATTERNS` (with the word-level checks of `_segment_hits`) feeds
+`find_critical_hits`, which `app.policy.engine.evaluate` uses to raise a verdict to the policy's
+`critical` action (docs/policy.md). `RUNNER_CRITICAL_PATTERNS` is the streaming runner's own
+list, whose sources runner clients see verbatim. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CRITICAL_PATTERNS",
+    "RUNNER_CRITICAL_PATTERNS",
+    "CriticalPattern",
+    "find_critical_hits",
+    "first_runner_critical_match",
+    "judged_by_cwd",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPattern:
+    """A named critical regex. `keywords` are casefolded substrings of which at least one must
+    occur in any text the regex can match; they let most texts skip the regex entirely."""
+
+    name: str
+    regex: re.Pattern[str]
+    keywords: tuple[str, ...]
+
+
+_I = re.IGNORECASE
+# Downloaders, and the shells and interpreters that run what they fetch.
+_FETCH = r"\b(?:curl|wget|fetch|xh|https?ie|lwp-request|aria2c)\b"
+_FETCH_KEYWORDS = ("curl", "wget", "fetch", "xh", "http", "lwp-", "aria2c")
+_INTERPRETER_NAMES = (
+    r"(?:(?:ba|da|z|k|mk|c|tc|fi|a|rba|ya|po)?sh|busybox\s+sh|python[0-9.]*|pypy[0-9.]*|"
+    r"perl[0-9.]*|ruby[0-9.]*|node(?:js)?|php[0-9.]*|lua(?:jit|[0-9.]*)|Rscript|tclsh|wish|"
+    r"pwsh|powershell|osascript|deno|bun|irb|jshell|groovy|source|\.)"
+)
+_INTERPRETER = r"""["']?(?:[^\s|;&'"]*/)?""" + _INTERPRETER_NAMES + r"""["']?(?=[\s;&|)]|$)"""
+# The interpreter runs its stdin: nothing but options follows it, until `-` or `--` (after
+# which come the script's own arguments). `python3 -m json.tool` or `perl -ne …` read data.
+_READS_STDIN = (
+    r"""(?:\s+-[^\s;&|)'"-][^\s;&|)]*)*(?:\s+--?(?=[\s;&|)]|$)[^\n;&|]*)?\s*(?:$|[;&|)\n`"'])"""
+)
+# Wrappers that may stand between a pipe and the interpreter (`| sudo -E env bash`).
+_RUNNER_PREFIX = (
+    r"(?:(?:[^\s|;&]*/)?(?:sudo|doas|env|nohup|nice|command|exec|builtin|stdbuf|setsid|"
+    r"timeout\s+\S+|time)(?:\s+-\S+)*(?:\s+[A-Za-z_]\w*=\S*)*\s+)*"
+)
+# A function that pipes into itself in the background, under any name: `f(){ f|f& };f`.
+_FORK_BOMB = (
+    r"(?:^|[\s;&|({])(?:function\s+)?([^\s(){}|;&<>]{1,64})\s*(?:\(\s*\))?\s*\{[^}]{0,200}?"
+    r"(?<![^\s;&|({])\1\s*\|&?\s*\1(?![^\s;&|)}])"
+)
+# Command position: start of text or right after an operator, optionally behind `sudo`, so
+# `echo reboot` and `npm run reboot-tests` are not host control.
+_AT_COMMAND = r"(?:^|[;&|(\n`]|\$\()\s*(?:sudo\s+)?"
+
+CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
+    CriticalPattern(name, re.compile(source, flags), keywords)
+    for name, source, flags, keywords in (
+        # The recursive/force flag may sit among other options on either side; the lookahead
+        # finds it and the possessive run then needs an absolute target, in linear time.
+        (
+            "rm-recursive-absolute",
+            r"\brm(?=(?:\s+-\S+)*?\s+(?:-[a-z]*[rf][a-z]*|--recursive|--force)(?=\s))"
+            r"(?:\s+-\S+)*+\s+/",
+            _I,
+            ("rm",),
+        ),
+        (
+            "rm-no-preserve-root",
+            r"\brm\b[^\n;&|]*?--no-preserve-root\b",
+            _I,
+            ("--no-preserve-root",),
+        ),
+        ("sudo-rm", r"\bsudo(?:\s+-[A-Za-z-]+(?:[= ][^\s-]\S*)?)*?\s+rm\b", _I, ("sudo",)),
+        (
+            "chmod-recursive-octal-absolute",
+            r"\bchmod\s+(?:-[a-z]*r[a-z]*|--recursive)\s+[0-7]+\s+/",
+            _I,
+            ("chmod",),
+        ),
+        (
+            "chmod-recursive-symbolic-absolute",
+            r"\bchmod\s+(?:-[a-zA-Z]*R[a-zA-Z]*|--recursive)\s+[ugoa+\-=rwxXst,]+\s+/",
+            0,
+            ("chmod",),
+        ),
+        (
+            "chown-recursive-absolute",
+            r"\bchown\s+(?:-[a-z]*r[a-z]*|--recursive)\s+\S+\s+/",
+            _I,
+            ("chown",),
+        ),
+        ("fork-bomb", r":\(\)\s*\{\s*:\s*\|\s*:", 0, (":(",)),
+        ("fork-bomb-any-name", _FORK_BOMB, 0, ("(", "function")),
+        (
+            "write-block-device",
+            r">[|&]?\s*/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)",
+            _I,
+            ("/dev/",),
+        ),
+        (
+            "mkfs",
+            r"\b(?:mkfs|mke2fs|mkswap|wipefs|mkntfs|mkdosfs|mkexfatfs)(?:\.|\b)",
+            _I,
+            ("mk", "wipefs"),
+        ),
+        (
+            "dd-to-device",
+            r"\bdd\b[^\n;&|]*?\bof=/dev/(?!(?:null|zero|stdout|stderr|tty)\b)",
+            _I,
+            ("of=/dev/",),
+        ),
+        ("shred-device", r"\bshred\b[^\n;&|]*?\s/dev/", _I, ("shred",)),
+        ("cryptsetup", r"\bcryptsetup\b", _I, ("cryptsetup",)),
+        (
+            "redirect-to-auth-file",
+            r">[|&]?\s*/etc/(?:passwd|shadow|sudoers)\b",
+            _I,
+            ("/etc/",),
+        ),
+        ("tee-to-auth-file", r"\btee\s+(?:-\S+\s+)*/etc/(?:passwd|shadow|sudoers)\b", _I, ("tee",)),
+        (
+            "fetch-piped-to-shell",
+            _FETCH
+            + r"[^\n;&]*?(?<!\|)\|(?!\|)&?\s*"
+            + _RUNNER_PREFIX
+            + _INTERPRETER
+            + _READS_STDIN,
+            _I,
+            _FETCH_KEYWORDS,
+        ),
+        (
+            "fetch-process-substitution",
+            r"(?:^|[\s;&|(`])" + _RUNNER_PREFIX + _INTERPRETER + r"[^\n;&|]*?<\(\s*"
+            r"(?:sudo\s+)?" + _FETCH,
+            _I,
+            ("<(",),
+        ),
+        (
+            "fetch-substituted-into-interpreter",
+            r"(?:^|[\s;&|(`])" + _RUNNER_PREFIX + r"(?:eval|" + _INTERPRETER_NAMES + r")"
+            r"""["']?(?=[\s"'])[^\n;&|]*?(?:\$\(|`)\s*(?:sudo\s+)?""" + _FETCH,
+            _I,
+            _FETCH_KEYWORDS,
+        ),
+        (
+            "kill-init",
+            r"\bkill\s+(?:-9|-KILL|-SIGKILL|-s\s+(?:9|KILL|SIGKILL))\s+-?1\b",
+            0,
+            ("kill",),
+        ),
+        (
+            "host-power",
+            _AT_COMMAND + r"(?:shutdown|poweroff|reboot|halt)(?=\s|$|[;|&)])"
+            r"|\bsystemctl\s+(?:reboot|poweroff|halt|kexec)\b",
+            _I,
+            ("shutdown", "poweroff", "reboot", "halt", "systemctl"),
+        ),
+        ("init-runlevel", _AT_COMMAND + r"(?:init|telinit)\s+[06]\b", _I, ("init",)),
+        (
+            "netcat-exec",
+            r"\b(?:nc|ncat|netcat)\b[^|;\n]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s",
+            _I,
+            ("nc", "netcat"),
+        ),
+    )
+)
+
+
+def find_critical_hits(
+    command: str,
+    segments: Sequence[str] = (),
+    *,
+    cwd: str | None = None,
+    home: str | None = None,
+    cdpath: bool = False,
+) -> list[str]:
+    """Names of the critical patterns found in the raw command or in any segment.
+
+    `cwd` is the directory the command starts in (None: unknown); a `cd` segment moves it for
+    the segments after it, so `cd / && rm -rf .` is a recursive delete of `/`. `home`: what
+    `~` and `$HOME` mean to the command when its env sets `HOME` (else the server's);
+    `cdpath`: its env sets `CDPATH`, so a `cd` to a plain relative name may lead anywhere.
+    """
+    if not command.strip():
+        return []
+    texts = (command, *segments)
+    # Joined, a keyword may straddle two texts; that only costs a needless regex run.
+    folded = "\n".join(texts).casefold()
+    hits = [
+        pattern.name
+        for pattern in CRITICAL_PATTERNS
+        if any(keyword in folded for keyword in pattern.keywords)
+        and any(pattern.regex.search(text) for text in texts)
+    ]
+    found = _segment_hits(segments, cwd, home or _HOME, cdpath)
+    hits.extend(name for name in found if name not in hits)
+    return hits
+
+
+# Where a recursive delete, chmod or chown is catastrophic: the root, the home directory and the
+# top-level system directories, however they are spelled.
+_HOME = os.path.expanduser("~") if os.path.expanduser("~") != "~" else "/root"
+_SYSTEM_DIRS = frozenset(
+    [
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/snap",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/var",
+        "/Users",
+        "/System",
+        "/Applications",
+        "/Library",
+    ]
+)
+_HOME_SPELLINGS = ("~", "$HOME", "${HOME}")
+# `${HOME:?}`, `${HOME:-x}`, `${HOME:=x}` (and without the colon) are $HOME itself, set as it is.
+_HOME_WITH_DEFAULT = re.compile(r"\$\{HOME:?[-=?][^}]*\}")
+_CWD_SPELLINGS = ("$PWD", "${PWD}")
+_TRAILING_GLOBS = ("/*", "/.*", "/{*,.*}", "/{.*,*}", "/**")
+_HOST_POWER = frozenset({"shutdown", "reboot", "poweroff", "halt"})
+# A directory the text does not name (`cd "$dir"`): it may be `/` or the home directory.
+_UNKNOWN = "\0unknown"
+
+
+def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
+    """The absolute, normalised path a word names, or None when it depends on unknown state."""
+    path = _HOME_WITH_DEFAULT.sub(lambda _: "$HOME", path, count=1)
+    for spelling in _CWD_SPELLINGS:
+        if path == spelling or path.startswith(spelling + "/"):
+            path = "." + path[len(spelling) :]
+            break
+    for spelling in _HOME_SPELLINGS:
+        if path == spelling or path.startswith(spelling + "/"):
+            path = home + path[len(spelling) :]
+            break
+    else:
+        if path.startswith("~"):  # `~user`: some user's home
+            name, _, rest = path[1:].partition("/")
+            path = f"/home/{name}/{rest}"
+    while path.endswith(_TRAILING_GLOBS):
+        path = path[: path.rindex("/")] or "/"
+    if path in ("*", ".*", "{*,.*}"):
+        path = "."
+    if "$" in path or "`" in path:
+        return None
+    if not path.startswith("/"):
+        if cwd is None:
+            return None
+        path = posixpath.join(cwd, path)
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def _places(target: str, here: str | None, home: str, cdpath: bool) -> set[str | None]:
+    """Where `cd target` from `here` may lead. A climb (`..`) may have run more than once (in a
+    loop, or repeated: the segments hold each text once), so every directory above it counts
+    too; a target the text does not name leads to an unknown directory, and so does a plain
+    relative name while `CDPATH` is set (bash looks for it there first)."""
+    if cdpath and not target.startswith(("/", "./", "../", "~", "$")) and target not in (".", ".."):
+        return {_UNKNOWN, *_places(target, here, home, False)}
+    if here == _UNKNOWN:
+        there = _resolve(target, None, home)
+        return {_UNKNOWN} if there is None else {there}
+    there = _resolve(target, here, home)
+    if there is None:
+        return {None} if here is None and "$" not in target and "`" not in target else {_UNKNOWN}
+    places: set[str | None] = {there}
+    if not target.startswith("/") and ".." in target.split("/"):
+        while there != "/":
+            there = posixpath.dirname(there)
+            places.add(there)
+    return places
+
+
+def _names_precious(target: str, places: set[str | None], home: str) -> bool:
+    """Whether `target`, from any of `places`, is the root, a home or a system directory."""
+    for here in places:
+        if here == _UNKNOWN:
+            if any(_is_precious(_resolve(target, guess, home)) for guess in ("/", home)):
+                return True
+        elif _is_precious(_resolve(target, here, home)):
+            return True
+    return False
+
+
+def _is_precious(path: str | None) -> bool:
+    if path is None:
+        return False
+    return (
+        path == "/"
+        or path == _HOME
+        or path in _SYSTEM_DIRS
+        or (posixpath.dirname(path) in ("/home", "/Users") and path.count("/") == 2)
+    )
+
+
+def _operands(words: Sequence[str]) -> list[str]:
+    operands: list[str] = []
+    options_done = False
+    for word in words:
+        if word == "--" and not options_done:
+            options_done = True
+        elif options_done or not word.startswith("-") or word == "-":
+            operands.append(word)
+    return operands
+
+
+def _recursive(words: Sequence[str]) -> bool:
+    return any(
+        word in ("--recursive", "-R", "-r")
+        or (word.startswith("-") and not word.startswith("--") and ("r" in word or "R" in word))
+        for word in words
+    )
+
+
+_CWD_COMMANDS = frozenset({"rm", "chmod", "chown", "chgrp", "find", "cd", "pushd", "popd"})
+
+
+def judged_by_cwd(segments: Sequence[str]) -> bool:
+    """Whether the working directory can change what `find_critical_hits` finds here."""
+    return any(segment.split(" ", 1)[0].rsplit("/", 1)[-1] in _CWD_COMMANDS for segment in segments)
+
+
+def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: bool) -> list[str]:
+    """Checks that need the words of each segment, and the directory it runs in."""
+    hits: list[str] = []
+    # The command may set CDPATH itself (`export CDPATH=/; cd etc && …`).
+    cdpath = cdpath or any("CDPATH=" in segment for segment in segments)
+    here: set[str | None] = {cwd}  # where the segment may run
+    visited = set(here)
+    for segment in segments:
+        words = segment.split()
+        if not words:
+            continue
+        name = words[0].rsplit("/", 1)[-1]
+        args = words[1:]
+        if name in ("cd", "pushd"):
+            targets = _operands(args)
+            if not targets and name == "cd":
+                here = {home}
+            elif not targets or targets[0] == "-" or targets[0].startswith("+"):
+                # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
+                here = set(visited)
+            else:
+                here = {place for now in here for place in _places(targets[0], now, home, cdpath)}
+            visited |= here
+        elif name == "popd":
+            here = set(visited)
+        elif name == "rm" and _recursive(args):
+            if any(_names_precious(target, here, home) for target in _operands(args)):
+                hits.append("rm-recursive-root-or-home")
+        elif name in ("chmod", "chown", "chgrp") and _recursive(args):
+            if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
+                hits.append("chmod-chown-recursive-root-or-home")
+        elif name == "find" and (
+            "-delete" in args
+            or any(
+                arg in ("-exec", "-execdir", "-ok", "-okdir")
+                and args[i + 1 : i + 2] in (["rm"], ["/bin/rm"], ["shred"], ["unlink"])
+                for i, arg in enumerate(args)
+            )
+        ):
+            roots = []
+            for arg in args:
+                if arg.startswith(("-", "(", "!")):
+                    break
+                roots.append(arg)
+            if any(_names_precious(root, here, home) for root in roots or ["."]):
+                hits.append("find-delete-root-or-home")
+        elif name in _HOST_POWER:
+            hits.append("host-power")
+        elif name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
+            hits.append("init-runlevel")
+    return list(dict.fromkeys(hits))
+
+
+# The streaming runner's list (docs/streaming.md#the-ndjson-runner): the exact sources runner
+# clients see in `Pattern match found: …`, in evaluation order; every one is valid Python
+# `re` as written. Raw string only, as the runner.
+_RUNNER_SOURCES: tuple[str, ...] = (
+    r"(?i)\brm\s+-[a-z]*[rRfF][a-z]*\s+\/",
+    r"(?i)\bsudo\s+rm\b",
+    r"(?i)\bchmod\s+-R\s+[0-7]+\s+\/",
+    r"\bchmod\s+-R\s+[ugoa+\-=rwxXst,]+\s+\/",
+    r"(?i)\bchown\s+-R\s+\S+\s+\/",
+    r"(?i):\(\)\s*\{\s*:\s*\|\s*:",
+    r"(?i)>\s*\/dev\/sd[a-z]",
+    r"(?i)\bmkfs(\.|\b)",
+    r"(?i)\bdd\s+if=.+of=\/dev\/",
+    r"(?i)\bshred\s+\/dev\/",
+    r"(?i)\bcryptsetup\b",
+    r"(?i)>\s*\/etc\/(?:passwd|shadow|sudoers)\b",
+    r"(?i)\btee\s+(?:-a\s+)?\/etc\/(?:passwd|shadow|sudoers)\b",
+    r"(?i)\b(?:curl|wget|fetch)\b[^|]*\|\s*(?:bash|sh|zsh|fish)\b",
+    r"(?i)(?:^|[\s;&|(])(?:bash|sh|zsh|source|\.)\s+<\(\s*(?:curl|wget|fetch)\b",
+    r"""(?i)\beval\s+["'`]?\$\(\s*(?:curl|wget|fetch)\b|\beval\s+`\s*(?:curl|wget|fetch)\b""",
+    r"\bkill\s+-9\s+1\b",
+    r"(?i)(?:^|[\s;&|(])(?:shutdown|poweroff|reboot|halt)(?:\s|$|[;|&])",
+    r"(?i)(?:^|[\s;&|(])init\s+0\b",
+    r"(?i)\bnc\b[^|;]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s",
+)
+RUNNER_CRITICAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (source, re.compile(source)) for source in _RUNNER_SOURCES
+)
+
+
+def first_runner_critical_match(command: str) -> str | None:
+    """Source of the first runner pattern found in the raw command (`Pattern match found: …`)."""
+    for source, regex in RUNNER_CRITICAL_PATTERNS:
+        if regex.search(command):
+            return source
+    return None

@@ -1,0 +1,2 @@
+"""Running the HTTP server: uvicorn with a bounded stop, the stop signal, `shellgate serve`, idle
+memory."""

@@ -1,0 +1,1 @@
+"""Persistent sessions and the NDJSON streaming runner."""

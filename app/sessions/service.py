@@ -1,0 +1,493 @@
+"""Sessions (docs/streaming.md#sessions): a configuration (cwd, env, timeout, pty) plus a
+persistent shell state.
+
+A session is not a long-lived bash process. Each call is a fresh `bash -c` in its own process
+group, so timeouts, group kills, the output log, streaming and PTYs work exactly as for any
+execution. What persists is the shell *state*: the exported variables, functions and aliases
+that the calls define, kept in `<data_dir>/sessions/<id>/state.sh` (an emulation of a
+long-lived shell; docs/streaming.md#sessions says where it differs). The command spawned for
+a call is `WRAPPER` (`app/sessions/session_wrapper.sh`), which
+
+1. restores the snapshot (sourced with stdio on /dev/null, `expand_aliases` on);
+2. lays the call's own `env` over it, then runs the user's command with `eval`, the command text
+   arriving in an environment variable (never spliced into shell text), in the session's cwd
+   (set afresh on every call: a `cd` does not carry over);
+3. on EXIT (a trap, so `exit 3` still saves; the exit status is kept) writes the exported
+   variables that differ from the environment the shell was started with (host defaults plus
+   the session's env) as `export` / `unset -v` lines, every function and every alias, to a
+   working file (`state.next`), which the server renames over the snapshot once the process has
+   ended, only
+   when this call holds the session's lease and ended by itself (and only when it differs).
+   A call that changed no exported variable keeps the snapshot's variable lines as they were,
+   and a call that cannot save does no bookkeeping at all: the wrapper's cost is per variable,
+   so the common case skips it (the script's header says how).
+
+Rules around the lease (docs/streaming.md#sessions): one call at a time owns the state. A call
+that arrives while another runs becomes a one-shot shell: it restores the snapshot but does not
+save. Background jobs (`async`) never save. A timeout or a cancel of the owning call resets the
+state (the snapshot is deleted), as does changing the session's `env` (another env makes
+another shell). Per-call env values are not saved unless the command itself changed them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from app.confinement import Confinement
+from app.core.auth import Principal
+from app.core.config import Settings
+from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError
+from app.core.random_ids import random_token
+from app.executions.draft import resolve_cwd
+from app.executions.ports import CallRequest, SessionCall, SessionContext
+from app.executions.registry import LiveExecution, Registry
+from app.governance.service import PolicyService
+from app.policy.env_rules import validate_env
+from app.process.environment import build_environment
+from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
+from app.sessions.runner import runner_tool
+from app.store import crud
+from app.store.db import Database
+from app.store.models import ShellSession
+from app.store.timestamps import aware_utc
+
+logger = logging.getLogger("shellgate.sessions")
+
+STATE_FILE = "state.sh"
+# The owning call's working files, one pair per session (one call at a time owns the state):
+# what its EXIT trap writes, and the wrapper's scratch listing. Emptied after each call, not
+# removed: a file made and freed per call made every later file creation in the data
+# directory skip the freed inode on this project's ext4 without a journal (bench/PROFILE.md,
+# "Files per call").
+NEXT_STATE_FILE = "state.next"
+SCRATCH_FILE = "scratch.names"
+DELETE_WAIT_SECONDS = 5.0
+
+# The script each call runs (see the module docstring), shipped next to this module.
+WRAPPER = resources.files("app.sessions").joinpath("session_wrapper.sh").read_text(encoding="utf-8")
+
+
+def new_session_id() -> str:
+    return "se_" + random_token(15)
+
+
+# --- the snapshot on disk ---------------------------------------------------------------------
+
+
+def install_state(saved: Path, state: Path) -> None:
+    """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
+    change nothing: then the snapshot is left as it is (no rename, no journal write) and the
+    caller empties `saved`."""
+    with contextlib.suppress(FileNotFoundError):
+        if _same_bytes(saved, state):
+            return
+    os.replace(saved, state)
+
+
+# A snapshot is as large as what the session's commands export and define (50 MB of exported
+# variable is one `export`): compared a slice at a time, not read whole twice (RELIABILITY.md,
+# "One request against all the others").
+_COMPARE_SLICE = 1024 * 1024
+
+
+def _same_bytes(first: Path, second: Path) -> bool:
+    with first.open("rb") as one, second.open("rb") as other:
+        if os.fstat(one.fileno()).st_size != os.fstat(other.fileno()).st_size:
+            return False
+        while True:
+            piece = one.read(_COMPARE_SLICE)
+            if piece != other.read(_COMPARE_SLICE):
+                return False
+            if not piece:
+                return True
+
+
+# --- the in-memory side -----------------------------------------------------------------------
+
+
+@dataclass
+class SessionRuntime:
+    """Calls of one session in this server process."""
+
+    lease: str | None = None  # the execution allowed to save the state
+    # A reset (timeout, cancel, env change, delete) bumps it: older calls no longer save.
+    generation: int = 0
+    calls: dict[str, LiveExecution | None] = field(default_factory=dict)
+    deleted: bool = False
+
+
+class _Call:
+    """One execution in a session (`SessionCall` of app/executions/ports.py)."""
+
+    def __init__(
+        self,
+        service: SessionService,
+        runtime: SessionRuntime,
+        *,
+        session_id: str,
+        execution_id: str,
+        argv: list[str],
+        env: dict[str, str],
+        save_to: Path | None,
+        scratch: Path,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self._service = service
+        self._runtime = runtime
+        self._session_id = session_id
+        self._execution_id = execution_id
+        self._save_to = save_to
+        self._scratch = scratch
+        self._generation = runtime.generation
+
+    @property
+    def _owns_state(self) -> bool:
+        return self._save_to is not None and self._runtime.lease == self._execution_id
+
+    def started(self, live: LiveExecution) -> None:
+        self._runtime.calls[self._execution_id] = live
+        if self._runtime.deleted:
+            # The session was deleted while this call was being spawned.
+            self._service.registry.cancel(live)
+
+    async def settle(self, live: LiveExecution) -> None:
+        decides = self._owns_state and not live.lost  # a server stop leaves the state alone
+        # A shell cut off mid-command may hold half-made state: the next call starts clean.
+        reset = decides and (live.timed_out or live.cancelled)
+        commit = decides and not reset and self._generation == self._runtime.generation
+        if reset:
+            self._runtime.generation += 1
+        try:
+            # Only the call that may save writes files (the wrapper's scratch listing and its
+            # snapshot): a one-shot call leaves nothing behind, so it skips the thread hop.
+            if self._save_to is not None:
+                await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+        finally:
+            self._release()
+
+    def abandon(self) -> None:
+        self._empty_working_files()  # a failure path, rare: file calls on the loop are fine
+        self._release()
+
+    def _release(self) -> None:
+        if self._runtime.lease == self._execution_id:
+            self._runtime.lease = None
+        self._runtime.calls.pop(self._execution_id, None)
+        self._service.forget_idle(self._session_id, self._runtime)
+
+    def _settle_files(self, reset: bool, commit: bool) -> None:
+        state = self._scratch.with_name(STATE_FILE)
+        if reset:
+            state.unlink(missing_ok=True)
+        elif commit and self._save_to is not None:
+            # Absent when the shell died before its EXIT trap (a signal): the state stays.
+            with contextlib.suppress(FileNotFoundError):
+                install_state(self._save_to, state)
+        self._empty_working_files()
+
+    def _empty_working_files(self) -> None:
+        """Nothing of the call's listings stays on disk (they hold every exported value, the
+        call's own env too); the files stay for the next owning call. Only the owning call
+        has any: another must not empty what the owner is using."""
+        if self._save_to is None:
+            return
+        for working in (self._save_to, self._scratch):
+            with contextlib.suppress(OSError):
+                os.truncate(working, 0)
+
+
+class SessionService:
+    """The sessions' use-cases, and the `SessionBinding` through which executions run in them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        registry: Registry,
+        policy: PolicyService,
+        confinement: Confinement,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.registry = registry
+        self._policy = policy
+        self._confinement = confinement  # session limits are checked against the server's
+        self._directory = settings.data_dir / "sessions"
+        # Sessions loaded since start; every change goes through this service, so it stays true.
+        self._known: dict[str, ShellSession] = {}
+        self._runtimes: dict[str, SessionRuntime] = {}
+        self._directory_checked: set[str] = set()
+        # Awaited with the id of each deleted session once its calls have ended.
+        self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
+
+    # ---------------------------------------------------------------------------------------
+    # the API's use-cases
+    # ---------------------------------------------------------------------------------------
+
+    async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
+        principal.require("agent", "admin")
+        validate_env(body.env)
+        # Judged now (a denied name → 403, nothing stored) and again at every call, under the
+        # policy in force then: a prompted name is accepted here and prompts on each call.
+        self._policy.refuse_denied_env(body.env)
+        limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
+        self._confinement.resolve(limits)  # above the server's → 422
+        cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
+        now = datetime.now(UTC)
+        record = ShellSession(
+            id=new_session_id(),
+            owner=principal.name,
+            cwd=cwd,
+            env=json.dumps(body.env or {}),
+            timeout_ms=body.timeout_ms,
+            pty=body.pty,
+            limits=json.dumps(limits),
+            node=self.settings.node_id or None,
+            created_at=now,
+            updated_at=now,
+        )
+        await anyio.to_thread.run_sync(self._make_directory, record.id)
+        inserted = await self.db.call(
+            crud.insert_session_within, record=record, max_open=self.settings.max_sessions
+        )
+        if inserted is None:
+            await anyio.to_thread.run_sync(self._remove_directory, record.id)
+            raise SessionLimitError(self.settings.max_sessions)
+        record = inserted
+        self._directory_checked.add(record.id)
+        self._known[record.id] = record
+        logger.info("session %s created for %s in %s", record.id, principal.name, cwd)
+        return self.to_public(record)
+
+    async def list_for(self, principal: Principal) -> list[SessionPublic]:
+        owner = None if principal.reads_everything else principal.name
+        records = await self.db.call(crud.list_live_sessions, owner=owner)
+        return [self.to_public(record) for record in records]
+
+    async def get(self, principal: Principal, session_id: str) -> SessionPublic:
+        return self.to_public(await self._readable(principal, session_id))
+
+    async def tool(self, principal: Principal, session_id: str) -> dict[str, Any]:
+        record = await self._readable(principal, session_id)
+        return runner_tool(record.timeout_ms, pty=record.pty)
+
+    async def patch(
+        self, principal: Principal, session_id: str, body: SessionPatch
+    ) -> SessionPublic:
+        record = await self.usable(principal, session_id)
+        values: dict[str, Any] = {}
+        if body.cwd is not None:
+            values["cwd"] = await anyio.to_thread.run_sync(
+                resolve_cwd, body.cwd, str(self.settings.workspace)
+            )
+        env_changed = False
+        if body.env is not None:
+            validate_env(body.env)
+            self._policy.refuse_denied_env(body.env)
+            env_changed = body.env != json.loads(record.env)
+            values["env"] = json.dumps(body.env)
+        if body.timeout_ms is not None:
+            values["timeout_ms"] = body.timeout_ms
+        if body.pty is not None:
+            values["pty"] = body.pty
+        if body.limits is not None:
+            limits = body.limits.model_dump(exclude_none=True)
+            self._confinement.resolve(limits)  # above the server's → 422
+            values["limits"] = json.dumps(limits)
+        values["updated_at"] = datetime.now(UTC)
+        updated = await self.db.call(crud.update_session, session_id=session_id, values=values)
+        if updated is None:
+            raise NotFoundError(f"session {session_id} not found")
+        record = updated
+        self._known[session_id] = record
+        if env_changed:
+            # Another env is another shell: the state saved under the old one does not carry over.
+            await self.reset_state(session_id, self._runtime(session_id))
+        return self.to_public(record)
+
+    async def delete(self, principal: Principal, session_id: str) -> None:
+        """Ends the session: later use is a 404; its running calls are cancelled."""
+        await self.usable(principal, session_id)
+        await self.db.call(
+            crud.update_session, session_id=session_id, values={"deleted_at": datetime.now(UTC)}
+        )
+        self._known.pop(session_id, None)
+        runtime = self._runtimes.get(session_id)
+        lives: list[LiveExecution] = []
+        if runtime is not None:
+            runtime.deleted = True
+            runtime.generation += 1
+            lives = [live for live in runtime.calls.values() if live is not None]
+            for live in lives:
+                self.registry.cancel(live)
+        for live in lives:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    live.finished.wait(), self.settings.kill_grace_seconds + DELETE_WAIT_SECONDS
+                )
+        for hook in self._deleted_hooks:
+            await hook(session_id)
+        await anyio.to_thread.run_sync(
+            lambda: shutil.rmtree(self._session_directory(session_id), ignore_errors=True)
+        )
+        self._runtimes.pop(session_id, None)
+        self._directory_checked.discard(session_id)
+        logger.info("session %s deleted by %s", session_id, principal.name)
+
+    def to_public(self, record: ShellSession) -> SessionPublic:
+        runtime = self._runtimes.get(record.id)
+        return SessionPublic(
+            id=record.id,
+            owner=record.owner,
+            cwd=record.cwd,
+            env=json.loads(record.env),
+            timeout_ms=record.timeout_ms,
+            pty=record.pty,
+            limits=json.loads(record.limits or "{}"),
+            busy=runtime is not None and runtime.lease is not None,
+            created_at=aware_utc(record.created_at),
+            updated_at=aware_utc(record.updated_at),
+            tool=ToolObject.model_validate(runner_tool(record.timeout_ms, pty=record.pty)),
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # SessionBinding (app/executions/ports.py): executions running in a session
+    # ---------------------------------------------------------------------------------------
+
+    async def context(self, session_id: str, principal: Principal) -> SessionContext:
+        record = await self.usable(principal, session_id)
+        if session_id not in self._directory_checked:
+            # Once per session and server run (a data dir restored without it, say).
+            await anyio.to_thread.run_sync(self._make_directory, session_id)
+            self._directory_checked.add(session_id)
+        return SessionContext(
+            id=record.id,
+            cwd=record.cwd,
+            env=json.loads(record.env),
+            pty=record.pty,
+            limits=json.loads(record.limits or "{}"),
+        )
+
+    def known_cwd(self, session_id: str, principal: Principal) -> str:
+        record = self._known.get(session_id)
+        if record is None or not self._may_use(record, principal):
+            raise NotFoundError(f"session {session_id} not found")
+        return record.cwd
+
+    def when_deleted(self, hook: Callable[[str], Awaitable[None]]) -> None:
+        self._deleted_hooks.append(hook)
+
+    def begin_call(self, context: SessionContext, call: CallRequest) -> SessionCall:
+        runtime = self._runtime(context.id)
+        if runtime.deleted or context.id not in self._known:
+            raise NotFoundError(f"session {context.id} not found")
+        execution_id, pty = call.execution_id, call.pty
+        directory = self._session_directory(context.id)
+        save_to: Path | None = None
+        if call.may_save_state and runtime.lease is None:
+            runtime.lease = execution_id
+            save_to = directory / NEXT_STATE_FILE
+        runtime.calls[execution_id] = None
+        session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
+        # The call's own env reaches the wrapper under other names: it is applied after the
+        # restore (so it wins over the saved state) and left out of the next snapshot.
+        overlay: dict[str, str] = {}
+        if call.caller_env:
+            with_call = build_environment(
+                execution_id=execution_id,
+                caller_env={**context.env, **call.caller_env},
+                pty=pty,
+            )
+            overlay = {
+                key: value for key, value in with_call.items() if session_env.get(key) != value
+            }
+        env = dict(session_env)
+        env["__SHELLGATE_COMMAND"] = call.command
+        env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
+        scratch = directory / SCRATCH_FILE
+        env["__SHELLGATE_SCRATCH"] = str(scratch)
+        if save_to is not None:
+            env["__SHELLGATE_SAVE_TO"] = str(save_to)
+        env["__SHELLGATE_CALL_KEYS"] = " ".join(overlay)
+        for key, value in overlay.items():
+            env[f"__SHELLGATE_CALL_{key}"] = value
+        return _Call(
+            self,
+            runtime,
+            session_id=context.id,
+            execution_id=execution_id,
+            argv=[self.settings.shell, "-c", WRAPPER],
+            env=env,
+            save_to=save_to,
+            scratch=scratch,
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # internals
+    # ---------------------------------------------------------------------------------------
+
+    async def reset_state(self, session_id: str, runtime: SessionRuntime) -> None:
+        runtime.generation += 1
+        state = self._session_directory(session_id) / STATE_FILE
+        await anyio.to_thread.run_sync(lambda: state.unlink(missing_ok=True))
+
+    def forget_idle(self, session_id: str, runtime: SessionRuntime) -> None:
+        if runtime.calls or runtime.lease is not None:
+            return
+        if self._runtimes.get(session_id) is runtime and not runtime.deleted:
+            # Its generation only matters to calls that are still running: there are none.
+            del self._runtimes[session_id]
+
+    def _runtime(self, session_id: str) -> SessionRuntime:
+        return self._runtimes.setdefault(session_id, SessionRuntime())
+
+    def _session_directory(self, session_id: str) -> Path:
+        return self._directory / session_id
+
+    def _remove_directory(self, session_id: str) -> None:
+        """The directory of a session that was refused (still empty)."""
+        with contextlib.suppress(OSError):
+            self._session_directory(session_id).rmdir()
+
+    def _make_directory(self, session_id: str) -> None:
+        self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = self._session_directory(session_id)
+        directory.mkdir(mode=0o700, exist_ok=True)
+        # The snapshot holds the session's variables, secrets included: owner-only.
+        os.chmod(directory, 0o700)
+
+    async def _load(self, session_id: str) -> ShellSession:
+        record = self._known.get(session_id)
+        if record is None:
+            record = await self.db.call(crud.get_live_session, session_id=session_id)
+            if record is None:
+                raise NotFoundError(f"session {session_id} not found")
+            self._known[session_id] = record
+        return record
+
+    async def _readable(self, principal: Principal, session_id: str) -> ShellSession:
+        return principal.readable(await self._load(session_id), f"session {session_id}")
+
+    async def usable(self, principal: Principal, session_id: str) -> ShellSession:
+        record = await self._readable(principal, session_id)
+        if not self._may_use(record, principal):
+            raise ForbiddenError("only the owner or an admin can use this session")
+        return record
+
+    @staticmethod
+    def _may_use(record: ShellSession, principal: Principal) -> bool:
+        return principal.is_admin or (principal.role == "agent" and record.owner == principal.name)

@@ -1,0 +1,1 @@
+"""The registry's database: engine, tables, the only SQL, migrations, and room on disk."""

@@ -1,0 +1,105 @@
+"""shellgate's Python SDK: a sync `Client` and an asyncio `AsyncClient` for the REST and
+WebSocket API, with typed results, streams that resume by offset, PTY attachment, sessions,
+approvals and their live feed, files (streamed, resumed, sha256-checked), execution events
+(Server-Sent Events), policy dry runs and webhook signature checks. docs/sdk.md shows it in use.
+
+It imports httpx, websockets and pydantic only, never the server's own modules (FastAPI,
+SQLAlchemy, the policy engine): `shellgate/ruff.toml` bans them and
+tests/sdk/test_sdk_imports.py checks it.
+"""
+
+from __future__ import annotations
+
+from shellgate.async_client import AsyncClient
+from shellgate.async_stream import AsyncAttachment
+from shellgate.calls import ANSWER_MARGIN_SECONDS, DEFAULT_URL
+from shellgate.errors import (
+    ApiError,
+    ApprovalPendingError,
+    AuthenticationError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    ServerUnreachableError,
+    ShellgateError,
+    TransferError,
+)
+from shellgate.frames import ErrorFrame, ExitFrame, Frame, GapFrame, OutputFrame, StateFrame
+from shellgate.models import (
+    TERMINAL_STATES,
+    Approval,
+    ApprovalEvent,
+    ApprovalList,
+    Caller,
+    Execution,
+    ExecutionEvent,
+    ExecutionPage,
+    FileCheck,
+    FileDownload,
+    FileOperation,
+    FileOperationList,
+    FileStat,
+    Info,
+    OutputChunk,
+    PolicyEvaluation,
+    RunnerItem,
+    RunnerResult,
+    Session,
+    SessionList,
+)
+from shellgate.sync_client import Client
+from shellgate.sync_stream import Attachment
+from shellgate.webhooks import SIGNATURE_HEADER, SignatureError, verify_signature
+
+__all__ = [
+    "ANSWER_MARGIN_SECONDS",
+    "DEFAULT_URL",
+    "SIGNATURE_HEADER",
+    "TERMINAL_STATES",
+    "ApiError",
+    "Approval",
+    "ApprovalEvent",
+    "ApprovalList",
+    "ApprovalPendingError",
+    "AsyncAttachment",
+    "AsyncClient",
+    "Attachment",
+    "AuthenticationError",
+    "Caller",
+    "Client",
+    "ConflictError",
+    "ErrorFrame",
+    "Execution",
+    "ExecutionEvent",
+    "ExecutionPage",
+    "ExitFrame",
+    "FileCheck",
+    "FileDownload",
+    "FileOperation",
+    "FileOperationList",
+    "FileStat",
+    "Frame",
+    "GapFrame",
+    "Info",
+    "InvalidRequestError",
+    "NotFoundError",
+    "OutputChunk",
+    "OutputFrame",
+    "PermissionDeniedError",
+    "PolicyEvaluation",
+    "RateLimitedError",
+    "RunnerItem",
+    "RunnerResult",
+    "ServerError",
+    "ServerUnreachableError",
+    "Session",
+    "SessionList",
+    "ShellgateError",
+    "SignatureError",
+    "StateFrame",
+    "TransferError",
+    "verify_signature",
+]

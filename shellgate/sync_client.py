@@ -1,0 +1,369 @@
+"""`Client`: the synchronous SDK (httpx + websockets). Every method is one API call or a
+loop of them; what each sends and how its answer is read lives in `calls.py`, shared with
+`AsyncClient`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from shellgate import calls
+from shellgate.calls import DEFAULT_URL, LONG_POLL_SECONDS, OUTPUT_PAGE_BYTES, Call
+from shellgate.errors import ServerUnreachableError
+from shellgate.frames import Frame
+from shellgate.models import (
+    Approval,
+    ApprovalList,
+    Execution,
+    ExecutionPage,
+    Info,
+    OutputChunk,
+    PolicyEvaluation,
+    RunnerItem,
+    RunnerResult,
+    Session,
+    SessionList,
+)
+from shellgate.sync_feeds import SyncFeeds
+from shellgate.sync_files import SyncFiles
+from shellgate.sync_stream import Attachment, signal_once
+
+T = TypeVar("T")
+
+
+class Client(SyncFiles, SyncFeeds):
+    """A shellgate server, synchronously. Use it as a context manager, or call `close()`.
+
+    >>> with Client("http://127.0.0.1:8000", token="…") as client:
+    ...     result = client.run("echo hello")
+    ...     print(result.exit_code, result.output)
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        reconnects: int = 8,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.reconnects = reconnects
+        try:
+            self._http = httpx.Client(
+                base_url=self.base_url,
+                headers=calls.auth_headers(token),
+                timeout=calls.timeout(calls.DEFAULT_READ_SECONDS),
+                transport=transport,
+            )
+        except (httpx.InvalidURL, ValueError) as error:
+            raise ServerUnreachableError(f"invalid server URL {base_url!r}: {error}") from None
+
+    @classmethod
+    def from_env(cls) -> Client:
+        """`SHELLGATE_URL` (default http://127.0.0.1:8000) and `SHELLGATE_TOKEN`."""
+        return cls(os.environ.get("SHELLGATE_URL", DEFAULT_URL), os.environ.get("SHELLGATE_TOKEN"))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, call: Call[Any]) -> httpx.Response:
+        try:
+            response = self._http.request(
+                call.method,
+                call.path,
+                json=call.json,
+                params=call.params,
+                timeout=calls.timeout(call.read_seconds),
+            )
+        except httpx.TimeoutException as error:
+            raise ServerUnreachableError(
+                f"no answer from {self.base_url} in time ({type(error).__name__})"
+            ) from None
+        except (httpx.TransportError, httpx.InvalidURL) as error:
+            raise ServerUnreachableError(
+                f"cannot reach the server at {self.base_url}: {error or type(error).__name__}"
+            ) from None
+        if response.status_code >= 400:
+            raise calls.error_from(response)
+        return response
+
+    def _call(self, call: Call[T]) -> T:
+        return call.parse(self._request(call))
+
+    # --- executions -------------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        session: str | None = None,
+        pty: bool = False,
+        rows: int | None = None,
+        cols: int | None = None,
+        approval_wait: float | None = None,
+        limits: Mapping[str, int] | None = None,
+        tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
+        follow: bool = True,
+    ) -> Execution:
+        """Run a command in the foreground and return its record. With `follow` (the default)
+        a call the server answers before the end — auto-backgrounded, or held for an approval —
+        is waited for until the record is terminal; `follow=False` returns the first answer.
+        A command the policy denies raises `PermissionDeniedError` (`policy_denied`), and so
+        does one whose approval is denied while the server holds the call
+        (`approval_rejected`); denied later, while this call follows it, the record ends
+        `rejected`."""
+        execution = self._call(
+            calls.submit(
+                command,
+                run_async=False,
+                cwd=cwd,
+                timeout_seconds=timeout,
+                env=env,
+                session=session,
+                pty=pty,
+                rows=rows,
+                cols=cols,
+                approval_wait=approval_wait,
+                limits=limits,
+                tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
+            )
+        )
+        return self.wait(execution.id) if follow and not execution.is_terminal else execution
+
+    def start(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        session: str | None = None,
+        pty: bool = False,
+        rows: int | None = None,
+        cols: int | None = None,
+        limits: Mapping[str, int] | None = None,
+        tools: list[str] | None = None,
+        notify_url: str | None = None,
+        idle_timeout: float | None = None,
+        idle_action: str | None = None,
+    ) -> Execution:
+        """Start a background job; answers at once with its record (`state` running, or
+        awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
+        return self._call(
+            calls.submit(
+                command,
+                run_async=True,
+                cwd=cwd,
+                timeout_seconds=timeout,
+                env=env,
+                session=session,
+                pty=pty,
+                rows=rows,
+                cols=cols,
+                approval_wait=None,
+                limits=limits,
+                tools=tools,
+                notify_url=notify_url,
+                idle_timeout=idle_timeout,
+                idle_action=idle_action,
+            )
+        )
+
+    def get(self, execution_id: str) -> Execution:
+        return self._call(calls.get_execution(execution_id))
+
+    def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
+        """The record once it is terminal, by long polls; after `timeout` seconds (None: no
+        limit) the record as it is then."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            hold = max(0.0, min(LONG_POLL_SECONDS, left))
+            execution = self._call(calls.get_execution(execution_id, wait=hold))
+            if execution.is_terminal or (deadline is not None and time.monotonic() >= deadline):
+                return execution
+
+    def list_executions(
+        self, *, state: list[str] | None = None, limit: int = 50, cursor: str | None = None
+    ) -> ExecutionPage:
+        """Newest first; pass `next_cursor` back as `cursor` for the next page."""
+        return self._call(calls.list_executions(state, limit, cursor))
+
+    def read(
+        self, execution_id: str, offset: int = 0, limit: int = OUTPUT_PAGE_BYTES
+    ) -> OutputChunk:
+        """Raw log bytes from `offset` (at most `limit`), with `next_offset` to read on."""
+        return self._call(calls.read_output(execution_id, offset, limit))
+
+    def output(self, execution_id: str, offset: int = 0) -> bytes:
+        """The raw log from `offset` to what is written now (all of it once it ended)."""
+        parts: list[bytes] = []
+        while True:
+            chunk = self.read(execution_id, offset)
+            parts.append(chunk.data)
+            if chunk.next_offset <= offset or chunk.next_offset >= chunk.total_bytes:
+                return b"".join(parts)
+            offset = chunk.next_offset
+
+    def stream(self, execution_id: str, offset: int = 0) -> Iterator[Frame]:
+        """The execution's frames from `offset` until its `ExitFrame`; a dropped socket is
+        reopened at the offset after the last byte delivered, so none is lost or repeated."""
+        with self.attach(execution_id, offset=offset) as attachment:
+            yield from attachment
+
+    def attach(self, execution_id: str, offset: int = 0) -> Attachment:
+        """A two-way, resuming connection: iterate it for frames; `send`, `resize` and
+        `signal` drive a PTY run; `close()` detaches and leaves the run running."""
+        return Attachment(
+            self.base_url, self.token, execution_id, offset=offset, reconnects=self.reconnects
+        )
+
+    def cancel(self, execution_id: str) -> Execution:
+        """End a running execution (its process group) or withdraw one awaiting approval."""
+        return self._call(calls.cancel(execution_id))
+
+    def signal(self, execution_id: str, name: str) -> None:
+        """Send INT, TERM, KILL, HUP or QUIT to the execution's process group."""
+        signal_once(self.base_url, self.token, execution_id, name)
+
+    def input(self, execution_id: str, data: str) -> None:
+        """Type text into a PTY run (`\\r` is Enter, `\\x03` Ctrl-C)."""
+        self._call(calls.send_input(execution_id, data))
+
+    def resize(self, execution_id: str, rows: int, cols: int) -> None:
+        self._call(calls.resize(execution_id, rows, cols))
+
+    # --- approvals ----------------------------------------------------------------------------
+
+    def list_approvals(self, *, state: str | None = "pending", limit: int = 100) -> ApprovalList:
+        """Approvals in `state` (pending, approved, denied, expired; None: all)."""
+        return self._call(calls.list_approvals(state, limit))
+
+    def get_approval(self, approval_id: str) -> Approval:
+        return self._call(calls.get_approval(approval_id))
+
+    def decide(self, approval_id: str, *, approve: bool, reason: str | None = None) -> Approval:
+        return self._call(calls.decide(approval_id, approve, reason))
+
+    def approve(self, approval_id: str, reason: str | None = None) -> Approval:
+        return self.decide(approval_id, approve=True, reason=reason)
+
+    def deny(self, approval_id: str, reason: str | None = None) -> Approval:
+        return self.decide(approval_id, approve=False, reason=reason)
+
+    # --- policy -------------------------------------------------------------------------------
+
+    def get_policy(self) -> dict[str, Any]:
+        return self._call(calls.get_policy())
+
+    def put_policy(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the policy (admin token); `document` has the shape `get_policy` returns."""
+        return self._call(calls.put_policy(document))
+
+    def evaluate(
+        self,
+        command: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        tools: list[str] | None = None,
+    ) -> PolicyEvaluation:
+        """Dry run: what the policy would decide for `command` (runs nothing)."""
+        return self._call(calls.evaluate(command, env, cwd, tools))
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        pty: bool | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> Session:
+        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty, "limits": limits}
+        return self._call(calls.create_session(fields))
+
+    def get_session(self, session_id: str) -> Session:
+        return self._call(calls.get_session(session_id))
+
+    def list_sessions(self) -> SessionList:
+        return self._call(calls.list_sessions())
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        pty: bool | None = None,
+    ) -> Session:
+        """Change the fields given (`env` replaces the whole environment)."""
+        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty}
+        return self._call(calls.update_session(session_id, fields))
+
+    def delete_session(self, session_id: str) -> None:
+        self._call(calls.delete_session(session_id))
+
+    def session_items(
+        self, session_id: str, command: str, *, timeout_ms: int | None = None
+    ) -> Iterator[tuple[str, RunnerItem]]:
+        """The session runner's items as they come, each with the execution's id. Leaving
+        the loop early closes the call, which cancels the command."""
+        call = calls.session_run(session_id, command, timeout_ms)
+        try:
+            with self._http.stream(
+                call.method, call.path, json=call.json, timeout=calls.timeout(None)
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise calls.error_from(response)
+                execution_id = response.headers.get("X-Execution-Id", "")
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield execution_id, calls.runner_item(line)
+        except httpx.TransportError as error:
+            raise ServerUnreachableError(
+                f"the runner call broke off: {error or type(error).__name__}"
+            ) from None
+
+    def session_run(
+        self, session_id: str, command: str, *, timeout_ms: int | None = None
+    ) -> RunnerResult:
+        """Run `command` in the session with its saved shell state (the NDJSON runner);
+        stdout and stderr come back apart."""
+        return calls.collect_runner(self.session_items(session_id, command, timeout_ms=timeout_ms))
+
+    # --- service ------------------------------------------------------------------------------
+
+    def info(self) -> Info:
+        return self._call(calls.info())
