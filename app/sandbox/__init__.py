@@ -1,2 +1,2 @@
 """The kernel boundary around every command: what it may see, write and reach, whatever the
-policy read in its text (docs/sandbox.md)."""
+policy read in its text."""
