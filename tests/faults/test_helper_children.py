@@ -194,7 +194,7 @@ def test_a_package_planted_in_the_servers_directory_is_not_the_helpers_app(
         server.client() as client,
     ):
         plant = (
-            "mkdir -p app && : > app/__init__.py && "
+            "mkdir -p app/policy && : > app/__init__.py && "
             f"printf %s {shlex.quote(FORGED_READER)} > app/policy/reader_process.py && echo planted"
         )
         record = client.post("/v1/executions", json={"command": plant}).json()
