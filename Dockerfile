@@ -15,15 +15,17 @@ RUN apt-get update \
 
 WORKDIR /app
 COPY pyproject.toml setup.py README.md alembic.ini constraints.txt ./
+COPY sdk ./sdk
 COPY app ./app
 COPY migrations ./migrations
 COPY --from=console /build/node_modules ./node_modules
 # Editable, so that the app finds node_modules/ (the console's xterm.js) beside its package.
-# The versions the suite passed on (constraints.txt), as `make run` installs them.
-RUN pip install --no-cache-dir -c constraints.txt -e '.[postgres]'
+# The versions the suite passed on (constraints.txt), as `make run` installs them; the client
+# (sdk/, distribution shellgate-client) beside the server, which depends on it.
+RUN pip install --no-cache-dir -c constraints.txt -e ./sdk -e '.[postgres]'
 # The server runs as a user that cannot write here, so without this every start would compile
 # the app's modules from source again (about half of the start: bench/PROFILE.md).
-RUN python -m compileall -q app migrations
+RUN python -m compileall -q app sdk migrations
 
 USER shellgate
 ENV SHELLGATE_HOST=0.0.0.0 \

@@ -14,6 +14,10 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime$(if $(RUNTIME_EXTRAS),-postgres,)
 NODE_STAMP := node_modules/.stamp
 # Every install takes the versions the suite passed on (constraints.txt; `make lock` renews it).
 PIP_INSTALL := $(BIN)/pip install -q -c constraints.txt
+# The client (sdk/, distribution shellgate-client) is installed beside the server, which needs it.
+SDK := sdk/pyproject.toml
+# What lint and format read: the client's sources too.
+SOURCES := app sdk tests bench migrations
 
 .PHONY: run test lint format openapi bench clean console-deps wheel lock
 
@@ -22,12 +26,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(RUNTIME_STAMP): pyproject.toml setup.py constraints.txt | $(BIN)/python
-	$(PIP_INSTALL) -e '.$(RUNTIME_EXTRAS)'
+$(RUNTIME_STAMP): pyproject.toml setup.py $(SDK) constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e ./sdk -e '.$(RUNTIME_EXTRAS)'
 	touch $@
 
-$(DEV_STAMP): pyproject.toml setup.py constraints.txt | $(BIN)/python
-	$(PIP_INSTALL) -e '.[dev]'
+$(DEV_STAMP): pyproject.toml setup.py $(SDK) constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e ./sdk -e '.[dev]'
 	touch $@
 
 # Resolve pyproject.toml's ranges afresh in a scratch venv and record the result: the next
@@ -36,7 +40,7 @@ lock:
 	rm -rf .venv-lock
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install -q --upgrade pip
-	.venv-lock/bin/pip install -q -e '.[dev,postgres]'
+	.venv-lock/bin/pip install -q -e ./sdk -e '.[dev,postgres]'
 	{ sed -n '/^#/p' constraints.txt; .venv-lock/bin/pip freeze --exclude-editable; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf .venv-lock
@@ -60,15 +64,15 @@ test: $(DEV_STAMP) $(NODE_STAMP)
 
 # ruff's banned imports (pyproject.toml, app/api/ruff.toml) are the layering check.
 lint: $(DEV_STAMP)
-	$(BIN)/ruff format --check app shellgate tests bench migrations
-	$(BIN)/ruff check app shellgate tests bench migrations
-	$(BIN)/mypy app shellgate
+	$(BIN)/ruff format --check $(SOURCES)
+	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/mypy app sdk/shellgate
 	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for the shipped scripts (Debian: apt-get install shellcheck)"; exit 1; }
 	shellcheck app/process/*.sh app/sessions/*.sh
 
 format: $(DEV_STAMP)
-	$(BIN)/ruff format app shellgate tests bench migrations
-	$(BIN)/ruff check --fix app shellgate tests bench migrations
+	$(BIN)/ruff format $(SOURCES)
+	$(BIN)/ruff check --fix $(SOURCES)
 
 openapi: $(DEV_STAMP)
 	$(BIN)/python -m app openapi > openapi.json
@@ -76,9 +80,11 @@ openapi: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
 
-# The wheel and sdist in dist/ (what `pip install shellgate-….whl` installs).
+# The wheels and sdists in dist/: the server's and the client's it depends on (install both:
+# `pip install dist/*.whl`).
 wheel: $(DEV_STAMP)
 	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m build --outdir dist sdk
 
 clean:
-	rm -rf $(VENV) data build dist .pytest_cache .mypy_cache .ruff_cache node_modules
+	rm -rf $(VENV) data build dist sdk/build .pytest_cache .mypy_cache .ruff_cache node_modules

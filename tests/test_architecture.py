@@ -1,6 +1,6 @@
 """The tree is the architecture (README, "Architecture"): `app/`'s root holds only the
 composition root and the entry points, the graph of its top-level packages has no cycle, and
-the SDK (`shellgate/`) imports nothing of the server."""
+the SDK (`sdk/shellgate/`) imports nothing of the server."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app"
+SDK = REPO / "sdk"
 ROOT_MODULES_MAX = 8
 
 
@@ -84,8 +85,8 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_sdk_imports_nothing_of_the_server() -> None:
     modules = {
-        str(path.relative_to(REPO)): _imported_modules(path)
-        for path in (REPO / "shellgate").rglob("*.py")
+        str(path.relative_to(SDK)): _imported_modules(path)
+        for path in (SDK / "shellgate").rglob("*.py")
     }
     assert "httpx" in modules["shellgate/async_client.py"]  # the imports are read
     server = {

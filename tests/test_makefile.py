@@ -1,5 +1,6 @@
-"""`make run` installs what serving needs, no more: the runtime dependencies, plus the
-PostgreSQL driver when the database URL names PostgreSQL; `make test` installs [dev]."""
+"""`make run` installs what serving needs, no more: the client (sdk/) and the runtime
+dependencies, plus the PostgreSQL driver when the database URL names PostgreSQL; `make test`
+installs [dev]."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def planned(target: str, *make_arguments: str, **env: str) -> str:
 @pytest.mark.parametrize(
     ("database_url", "install"),
     [
-        ("", "pip install -q -c constraints.txt -e '.'"),
+        ("", "pip install -q -c constraints.txt -e ./sdk -e '.'"),
         (
             "postgresql+psycopg://app@db/shellgate",
-            "pip install -q -c constraints.txt -e '.[postgres]'",
+            "pip install -q -c constraints.txt -e ./sdk -e '.[postgres]'",
         ),
     ],
 )
@@ -50,7 +51,7 @@ def test_make_run_installs_the_runtime_dependencies_only(database_url: str, inst
 
 
 def test_make_test_installs_the_dev_extra() -> None:
-    assert "pip install -q -c constraints.txt -e '.[dev]'" in planned("test")
+    assert "pip install -q -c constraints.txt -e ./sdk -e '.[dev]'" in planned("test")
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,10 @@ def test_make_test_installs_the_dev_extra() -> None:
     [
         ("SHELLGATE_DATABASE_URL=postgresql+psycopg://app@db/shellgate", "'.[postgres]'"),
         ("SHELLGATE_DATABASE_URL = postgresql://app@db/shellgate", "'.[postgres]'"),
-        ("SHELLGATE_TOKENS=a:agent:0123456789abcdef", "pip install -q -c constraints.txt -e '.'"),
+        (
+            "SHELLGATE_TOKENS=a:agent:0123456789abcdef",
+            "pip install -q -c constraints.txt -e ./sdk -e '.'",
+        ),
     ],
 )
 def test_make_run_reads_the_database_url_from_the_env_file(
@@ -74,13 +78,17 @@ def test_every_dependency_is_locked_at_a_version_its_range_allows() -> None:
     apart: a dependency added or re-ranged there without `make lock` fails here, not on a
     fresh machine that resolves it to whatever is newest that day."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    client = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())["project"]
     locked: dict[str, Version] = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: {line!r} is not an exact pin"
             locked[canonicalize_name(name)] = Version(version)
-    wanted = [*project["dependencies"]]
+    # The client is this repository's own (sdk/), installed from there beside the server.
+    assert f"{client['name']}=={client['version']}" in project["dependencies"]
+    wanted = [r for r in project["dependencies"] if not r.startswith(client["name"])]
+    wanted += client["dependencies"]
     for extra, requirements in project["optional-dependencies"].items():
         wanted += [r for r in requirements if not r.startswith("shellgate[")]
         assert extra in ("postgres", "otel", "dev"), extra

@@ -1,6 +1,6 @@
 """`shellgate` command line: serve the API, export the OpenAPI document, and the client
 commands (run, jobs, logs, wait, cancel, attach, approvals, approve, deny, policy, files, token)
-that talk to a running server through the SDK (shellgate/).
+that talk to a running server through the SDK (sdk/shellgate/).
 
 Exit statuses of the client commands: a finished command's own exit code; 1 when it did not
 finish normally (timed out, cancelled, rejected, lost, awaiting approval, still running); 2 for

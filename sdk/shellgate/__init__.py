@@ -3,9 +3,10 @@ WebSocket API, with typed results, streams that resume by offset, PTY attachment
 approvals and their live feed, files (streamed, resumed, sha256-checked), execution events
 (Server-Sent Events), policy dry runs and webhook signature checks. docs/sdk.md shows it in use.
 
-It imports httpx, websockets and pydantic only, never the server's own modules (FastAPI,
-SQLAlchemy, the policy engine): `shellgate/ruff.toml` bans them and
-tests/sdk/test_sdk_imports.py checks it.
+It is its own distribution, `shellgate-client` (sdk/pyproject.toml): it imports httpx,
+httpx-sse, websockets and pydantic only, never the server's own modules (FastAPI, SQLAlchemy,
+the policy engine): `sdk/shellgate/ruff.toml` bans them, tests/test_architecture.py checks it
+and tests/sdk/test_client_alone.py installs it alone into a fresh venv.
 """
 
 from __future__ import annotations
