@@ -39,6 +39,7 @@ class SessionContext:
     env: dict[str, str]
     pty: bool
     limits: dict[str, int | None] = field(default_factory=dict)
+    keep_cwd: bool = False  # the owning call's last directory becomes the session's cwd
 
 
 @dataclass(frozen=True)
