@@ -90,6 +90,7 @@ class Services:
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
         sessions = SessionService(settings, db, registry, policy, confinement)
+        cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(
