@@ -96,6 +96,7 @@ class Services:
             workspace=settings.workspace,
         )
         sessions = SessionService(settings, db, registry, policy, confinement)
+        cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(

@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
     errors.OutputGoneError: 410,
+    errors.SessionLostError: 410,
     errors.PayloadTooLargeError: 413,
     errors.RangeNotSatisfiableError: 416,
     errors.TooManyRequestsError: 429,

@@ -22,6 +22,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,11 +167,24 @@ class Forwarder:
         return await self._live_node(node_id)
 
     async def _session_target(self, session_id: str) -> Target | None:
-        node_id = await self._db.call(store.session_node, session_id=session_id)
-        if node_id in (None, self._cluster.node_id):
+        found = await self._db.call(store.session_node, session_id=session_id)
+        if found is None:
             return None
+        node_id, lost = found
+        if lost or node_id in (None, self._cluster.node_id):
+            return None  # served here: a lost session answers 410 after the caller's checks
         assert node_id is not None
-        return await self._live_node(node_id)
+        target = await self._live_node(node_id)
+        if target is None:
+            # Its shell state went with its replica: lost, never a fresh shell here. Recorded
+            # now (the heartbeat loop would, a beat later) so that the answer here says so.
+            await self._db.call(
+                store.lose_session,
+                session_id=session_id,
+                node_id=node_id,
+                now=datetime.now(UTC),
+            )
+        return target
 
     async def _live_node(self, node_id: str) -> Target | None:
         node = await self._cluster.node(node_id)

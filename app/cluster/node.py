@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -43,6 +45,10 @@ class Cluster:
         # Only a shared database has other replicas; SQLite is one node's file.
         self.shared = db.engine.dialect.name == "postgresql"
         self._releases: set[asyncio.Task[None]] = set()
+        # When this node last heartbeat (monotonic): a beat after a gap longer than the timeout
+        # means the others may have declared it dead meanwhile (its sessions lost).
+        self._last_beat = time.monotonic()
+        self._silence_hooks: list[Callable[[], None]] = []
 
     @property
     def heartbeat_interval(self) -> float:
@@ -73,6 +79,19 @@ class Cluster:
             version=__version__,
             now=now or datetime.now(UTC),
         )
+        beaten, self._last_beat = self._last_beat, time.monotonic()
+        if self.shared and self._last_beat - beaten > self.timeout:
+            logger.warning(
+                "this node was silent for %.1f s (over the node timeout): forgetting what "
+                "the others may have declared lost meanwhile",
+                self._last_beat - beaten,
+            )
+            for hook in self._silence_hooks:
+                hook()
+
+    def after_silence(self, hook: Callable[[], None]) -> None:
+        """Call `hook` when a beat follows a silence longer than the node timeout."""
+        self._silence_hooks.append(hook)
 
     async def node(self, node_id: str) -> Node | None:
         return await self._db.call(store.get_node, node_id=node_id)

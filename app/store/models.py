@@ -178,6 +178,9 @@ class ShellSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     deleted_at: datetime | None = Field(default=None, sa_column=_ts())
+    # Set once by the cluster when `node` stopped heartbeating: the session is gone with it,
+    # for good (a returning replica does not take it back).
+    lost_at: datetime | None = Field(default=None, sa_column=_ts())
 
 
 class FileOperation(SQLModel, table=True):
