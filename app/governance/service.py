@@ -38,6 +38,7 @@ from app.schemas import (
     PolicyEvaluate,
     PolicyEvaluation,
     PolicyVersionPublic,
+    SandboxProfilePublic,
 )
 from app.store import crud
 from app.store.db import Database
@@ -319,6 +320,16 @@ class PolicyService:
             cwd=cwd,
             cd_rewrite=CdRewrite(cwd=leading.target, command=leading.rest) if leading else None,
             interception=interception,
+            sandbox=self._dry_run_sandbox(judgement),
+        )
+
+    def _dry_run_sandbox(self, judgement: Judgement) -> SandboxProfilePublic | None:
+        if judgement.approval is RuleAction.deny:
+            return None
+        rule = judgement.command.matched_rule
+        record = self.sandbox_profile(rule.sandbox if rule is not None else None).to_record()
+        return SandboxProfilePublic.model_validate(
+            {key: record[key] for key in ("network", "write", "hidden")}
         )
 
     async def intercept(

@@ -347,3 +347,32 @@ def test_a_session_is_created_with_the_policys_profile_and_never_more(
     refused = alice.post("/v1/sessions", json={"sandbox": {"network": "on", "write": ["/srv/x"]}})
     assert refused.status_code == 403, refused.text
     assert "cannot be created with more than the policy's sandbox profile" in refused.text
+
+
+def test_the_dry_run_shows_the_profile_a_command_would_get(
+    admin: httpx.Client, alice: httpx.Client, sandboxed: LiveServer
+) -> None:
+    install(
+        admin,
+        {
+            "sandbox": {"network": "off", "write": ["/srv/cache"]},
+            "rules": [
+                {"match": "npm install *", "approval": "allow", "sandbox": {"network": "on"}},
+                {"match": "rm *", "approval": "deny"},
+            ],
+        },
+    )
+    widened = alice.post("/v1/policy/evaluate", json={"command": "npm install left-pad"}).json()
+    assert widened["sandbox"]["network"] == "on"
+    assert widened["sandbox"]["write"] == [str(sandboxed.settings.workspace), "/srv/cache"]
+    assert str(sandboxed.settings.data_dir) in widened["sandbox"]["hidden"]
+    plain = alice.post("/v1/policy/evaluate", json={"command": "npm test"}).json()
+    assert plain["sandbox"]["network"] == "off"
+    # Compound text is never vouched for by an allow rule, so it never gets its widening.
+    compound = alice.post(
+        "/v1/policy/evaluate", json={"command": "npm install x; curl example.com"}
+    ).json()
+    assert compound["sandbox"]["network"] == "off"
+    denied = alice.post("/v1/policy/evaluate", json={"command": "rm x"}).json()
+    assert denied["verdict"] == "deny" and denied["sandbox"] is None
+    install(admin, {})
