@@ -9,6 +9,7 @@ from typing import Protocol
 
 from app.core.auth import Principal
 from app.executions.registry import LiveExecution
+from app.sandbox.profile import SandboxProfile
 from app.store.models import Execution
 
 
@@ -39,6 +40,9 @@ class SessionContext:
     env: dict[str, str]
     pty: bool
     limits: dict[str, int | None] = field(default_factory=dict)
+    # The profile every call of the session runs with, fixed at its creation (None: the
+    # policy's in force).
+    sandbox: SandboxProfile | None = None
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from app.core.auth import Principal
 from app.core.config import Settings
 from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError, SessionLostError
 from app.core.random_ids import random_token
+from app.executions import sandboxing
 from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.executions.registry import LiveExecution, Registry
@@ -246,6 +247,8 @@ class SessionService:
         self._policy.refuse_denied_env(body.env)
         limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
         self._confinement.resolve(limits)  # above the server's → 422
+        # The profile every call will have, fixed now; more than the policy's → 403.
+        sandboxing.for_new_session(self._policy, body.sandbox)
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         now = datetime.now(UTC)
         record = ShellSession(
