@@ -17,6 +17,7 @@ import anyio.to_thread
 from app.cluster import store
 from app.cluster.node import Cluster
 from app.core.config import Settings
+from app.core.errors import DatabaseUnavailableError
 from app.executions.recovery import summarise_log
 from app.executions.result_text import LOST_NOTICE, final_text
 from app.store import crud
@@ -33,6 +34,8 @@ async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) 
         try:
             await cluster.beat()
             await take_over_silent_nodes(cluster, db, settings)
+        except DatabaseUnavailableError:
+            pass  # the database's outage log says so, once per outage
         except Exception:
             logger.exception("heartbeat failed")
         await asyncio.sleep(cluster.heartbeat_interval)

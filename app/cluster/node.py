@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from app import __version__
 from app.cluster import store
 from app.core.config import Settings
+from app.core.errors import DatabaseUnavailableError
 from app.store.db import Database
 from app.store.models import Execution, Node
 from app.store.timestamps import aware_utc
@@ -45,6 +46,8 @@ class Cluster:
         # Only a shared database has other replicas; SQLite is one node's file.
         self.shared = db.engine.dialect.name == "postgresql"
         self._releases: set[asyncio.Task[None]] = set()
+        # Slots whose release found no database: released again at the next beat.
+        self._unreleased: set[str] = set()
         # When this node last heartbeat (monotonic): a beat after a gap longer than the timeout
         # means the others may have declared it dead meanwhile (its sessions lost).
         self._last_beat = time.monotonic()
@@ -79,6 +82,9 @@ class Cluster:
             version=__version__,
             now=now or datetime.now(UTC),
         )
+        for execution_id in list(self._unreleased):
+            await self._db.call(store.release_job_slot, execution_id=execution_id)
+            self._unreleased.discard(execution_id)
         beaten, self._last_beat = self._last_beat, time.monotonic()
         if self.shared and self._last_beat - beaten > self.timeout:
             logger.warning(
@@ -151,6 +157,10 @@ class Cluster:
     async def _release(self, execution_id: str) -> None:
         try:
             await self._db.call(store.release_job_slot, execution_id=execution_id)
+        except DatabaseUnavailableError:
+            # Logged once per outage by the database. The cap errs on the safe side until the
+            # next beat that reaches the database releases it.
+            self._unreleased.add(execution_id)
         except Exception:
             # The row outlives the job until this node restarts or is declared dead; the cap
             # errs on the safe side meanwhile.

@@ -197,6 +197,8 @@ class LogOwnerUnreachableError(UnavailableError):
 
 class StorageFullError(AppError):
     code = "storage_full"
+    # Space comes back when an operator or the retention pruning frees it: a back-off.
+    retry_after_seconds = 30
 
     def __init__(self) -> None:
         super().__init__(
