@@ -23,10 +23,10 @@ ESCALATION_REASON = "Sandbox escalation requested: "
 
 @dataclass(frozen=True)
 class SandboxDecision:
-    """`profile`: what the draft runs with (None: its session's); `ask`: what the request asks
-    beyond `base`, the profile it would have had (empty: nothing more)."""
+    """`profile`: what the draft runs with; `ask`: what the request asks beyond `base`, the
+    profile it would have had (empty: nothing more)."""
 
-    profile: SandboxProfile | None
+    profile: SandboxProfile
     base: SandboxProfile
     ask: SandboxAsk
     justification: str | None = None

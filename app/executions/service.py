@@ -150,7 +150,8 @@ class ExecutionService:
             )
         else:
             sandbox = sandboxing.for_execution(self._policy, judgement, request.sandbox)
-            draft.sandbox, draft.sandbox_request = sandbox.profile, sandbox.approval_request()
+            draft.sandbox = sandbox.profile.to_record()
+            draft.sandbox_request = sandbox.approval_request()
             if sandbox.ask:
                 reason = sandbox.reason(judgement)
         if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
@@ -210,7 +211,9 @@ class ExecutionService:
 
     def _session_profile(self, session: SessionContext) -> SandboxProfile:
         """The profile the session's calls run with, fixed at its creation."""
-        return session.sandbox or self._policy.sandbox_profile()
+        if session.sandbox is None:
+            return self._policy.sandbox_profile()
+        return SandboxProfile.from_record(session.sandbox)
 
     async def _admit(
         self,
