@@ -58,6 +58,7 @@ from app.schemas.sessions import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
+    "SessionPending",
     "SessionPublic",
     "SessionsPublic",
     "StrictModel",
