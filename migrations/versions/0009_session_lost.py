@@ -1,4 +1,4 @@
-"""session_keep_cwd: a session may keep the directory its last call ended in
+"""session_lost: sessions.lost_at, set when the replica holding a session's shell is declared dead
 
 Revision ID: 0009
 Revises: 0008
@@ -18,11 +18,9 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("sessions") as batch:
-        batch.add_column(
-            sa.Column("keep_cwd", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
+        batch.add_column(sa.Column("lost_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("sessions") as batch:
-        batch.drop_column("keep_cwd")
+        batch.drop_column("lost_at")
