@@ -46,22 +46,38 @@ from typing import Any
 
 import anyio.to_thread
 
+from app.approvals.service import ApprovalService
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
-from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError
+from app.core.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    SessionLimitError,
+    SessionLostError,
+)
 from app.core.random_ids import random_token
+from app.executions import sandboxing
 from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.executions.registry import LiveExecution, Registry
 from app.governance.service import PolicyService
 from app.policy.env_rules import validate_env
 from app.process.environment import build_environment
-from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
+from app.schemas import (
+    ApprovalSummary,
+    SessionCreate,
+    SessionPatch,
+    SessionPending,
+    SessionPublic,
+    ToolObject,
+)
 from app.sessions.runner import runner_tool
+from app.sessions.sandbox_approval import SessionSandboxApprovals
 from app.store import crud
 from app.store.db import Database
-from app.store.models import ShellSession
+from app.store.models import Approval, ApprovalState, ShellSession
 from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.sessions")
@@ -233,12 +249,17 @@ class SessionService:
         self._directory_checked: set[str] = set()
         # Awaited with the id of each deleted session once its calls have ended.
         self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
+        # Set once the approvals exist (app/services.py): a new session's sandbox request.
+        self._sandbox_approvals: SessionSandboxApprovals | None = None
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
     # ---------------------------------------------------------------------------------------
 
-    async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
+    async def create(
+        self, principal: Principal, body: SessionCreate
+    ) -> SessionPublic | SessionPending:
+        """The new session; or, when its sandbox request awaits a human, what it waits on."""
         principal.require("agent", "admin")
         validate_env(body.env)
         # Judged now (a denied name → 403, nothing stored) and again at every call, under the
@@ -247,6 +268,10 @@ class SessionService:
         limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
         self._confinement.resolve(limits)  # above the server's → 422
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
+        # The profile every call will have, fixed now: more than the policy's asks a human.
+        sandbox = await self._sandbox_for(principal, body, cwd)
+        if isinstance(sandbox, SessionPending):
+            return sandbox
         now = datetime.now(UTC)
         record = ShellSession(
             id=new_session_id(),
@@ -270,7 +295,14 @@ class SessionService:
         record = inserted
         self._directory_checked.add(record.id)
         self._known[record.id] = record
-        logger.info("session %s created for %s in %s", record.id, principal.name, cwd)
+        logger.info(
+            "session %s created for %s in %s (sandbox network %s%s)",
+            record.id,
+            principal.name,
+            cwd,
+            sandbox["network"],
+            ", escalated" if sandbox["escalated"] else "",
+        )
         return self.to_public(record)
 
     async def list_for(self, principal: Principal) -> list[SessionPublic]:
@@ -347,6 +379,39 @@ class SessionService:
         self._runtimes.pop(session_id, None)
         self._directory_checked.discard(session_id)
         logger.info("session %s deleted by %s", session_id, principal.name)
+
+    def use_approvals(self, approvals: ApprovalService) -> None:
+        """Sandbox requests of new sessions ask through the approvals of commands."""
+        self._sandbox_approvals = SessionSandboxApprovals(self.settings, self.db, approvals)
+
+    async def _sandbox_for(
+        self, principal: Principal, body: SessionCreate, cwd: str
+    ) -> dict[str, Any] | SessionPending:
+        """The session's profile (record form), or the approval it waits on."""
+        decision = sandboxing.for_new_session(self._policy, body.sandbox)
+        request = decision.approval_request()
+        if request is None:
+            return decision.profile.to_record()
+        if self._sandbox_approvals is None:
+            raise ConflictError("this server takes no session sandbox requests")
+        approval_id = body.approval_id
+        if approval_id is None:
+            asked = await self._sandbox_approvals.ask(
+                principal, decision, cwd=cwd, wait=body.approval_wait
+            )
+            approval_id = asked.id
+        taken = await self._sandbox_approvals.take(principal, approval_id, request)
+        if isinstance(taken, Approval):
+            return SessionPending(
+                approval=ApprovalSummary(
+                    id=taken.id,
+                    state=ApprovalState(taken.state),
+                    reason=taken.reason,
+                    expires_at=aware_utc(taken.expires_at),
+                ),
+                execution_id=taken.execution_id,
+            )
+        return taken
 
     def to_public(self, record: ShellSession) -> SessionPublic:
         runtime = self._runtimes.get(record.id)
@@ -470,8 +535,15 @@ class SessionService:
         # The snapshot holds the session's variables, secrets included: owner-only.
         os.chmod(directory, 0o700)
 
+    def forget_cached(self) -> None:
+        """Read every session from the database again: after this replica was silent for longer
+        than the node timeout, the cluster may have declared its sessions lost meanwhile."""
+        self._known.clear()
+
     async def _load(self, session_id: str) -> ShellSession:
         record = self._known.get(session_id)
+        if record is not None and record.node not in (None, self.settings.node_id):
+            record = None  # another replica's: whether it still lives is the database's to say
         if record is None:
             record = await self.db.call(crud.get_live_session, session_id=session_id)
             if record is None:
@@ -480,7 +552,11 @@ class SessionService:
         return record
 
     async def _readable(self, principal: Principal, session_id: str) -> ShellSession:
-        return principal.readable(await self._load(session_id), f"session {session_id}")
+        record = principal.readable(await self._load(session_id), f"session {session_id}")
+        if record.lost_at is not None:
+            self._known.pop(session_id, None)
+            raise SessionLostError(session_id, record.node)
+        return record
 
     async def usable(self, principal: Principal, session_id: str) -> ShellSession:
         record = await self._readable(principal, session_id)
