@@ -261,7 +261,13 @@ class ApprovalFlow:
             **notify_columns(draft.notify_url),
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
-        await self.approvals.request(record, reason=reason, env=env)
+        await self.approvals.request(
+            record,
+            reason=reason,
+            env=env,
+            kind="sandbox" if draft.sandbox_request is not None else "command",
+            sandbox_request=draft.sandbox_request,
+        )
 
     # --- the decision -------------------------------------------------------------------------
 

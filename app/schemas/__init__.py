@@ -38,6 +38,11 @@ from app.schemas.policy import (
     PolicyVersionPublic,
     PolicyVersionsPublic,
 )
+from app.schemas.sandbox import (
+    SandboxProfilePublic,
+    SandboxRequest,
+    SandboxRequestPublic,
+)
 from app.schemas.service import (
     Caller,
     Health,
@@ -53,6 +58,7 @@ from app.schemas.sessions import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
 )
@@ -97,8 +103,12 @@ __all__ = [
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",
+    "SandboxProfilePublic",
+    "SandboxRequest",
+    "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
+    "SessionPending",
     "SessionPublic",
     "SessionsPublic",
     "StrictModel",
