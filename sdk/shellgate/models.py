@@ -115,6 +115,10 @@ class Approval(WireModel):
     created_at: datetime
     decided_at: datetime | None
     expires_at: datetime
+    # What is asked (docs/api.md): to run `command`, a `file` operation, or a `sandbox` beyond
+    # the policy's profile; defaults keep the client reading a server from before the field.
+    kind: str = "command"
+    sandbox_request: dict[str, Any] | None = None
 
 
 class ApprovalList(WireModel):
@@ -139,6 +143,7 @@ class Session(WireModel):
     created_at: datetime
     updated_at: datetime
     tool: ToolObject
+    keep_cwd: bool = False  # a `cd` carries over to the next call
 
 
 class SessionList(WireModel):
@@ -189,6 +194,7 @@ class PolicyEvaluation(WireModel):
     cwd: str
     cd_rewrite: dict[str, Any] | None
     interception: dict[str, Any] | None
+    sandbox: dict[str, Any] | None = None  # the sandbox profile it would run with
 
 
 class Caller(WireModel):
