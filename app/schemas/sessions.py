@@ -42,6 +42,11 @@ class SessionCreate(StrictModel):
         description="Deadline of each `/run` call; a call may only raise it.",
     )
     pty: bool = Field(default=False, description="Run the calls in a pseudo-terminal.")
+    keep_cwd: bool = Field(
+        default=False,
+        description="Each call starts in the directory the session's last call ended in (a "
+        "`cd` carries over, and `cwd` follows it); default false: every call starts in `cwd`.",
+    )
     limits: ExecutionLimits | None = Field(
         default=None, description="Resource limits of every call (only lower than the server's)."
     )
@@ -72,6 +77,7 @@ class SessionPatch(StrictModel):
     env: dict[str, str] | None = None
     timeout_ms: int | None = Field(default=None, ge=1, le=SESSION_MAX_TIMEOUT_MS)
     pty: bool | None = None
+    keep_cwd: bool | None = None
     limits: ExecutionLimits | None = Field(
         default=None, description="Replaces the session's limits (`{}` clears them)."
     )
@@ -90,10 +96,13 @@ class SessionPending(BaseModel):
 class SessionPublic(BaseModel):
     id: str
     owner: str
-    cwd: str
+    cwd: str = Field(
+        description="Where the next call starts (with `keep_cwd`, where the last one ended)."
+    )
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    keep_cwd: bool = Field(description="A `cd` carries over to the next call.")
     limits: dict[str, int] = Field(default_factory=dict, description="Limits of every call.")
     busy: bool = Field(description="A call holds the session's shell state right now.")
     created_at: datetime

@@ -345,9 +345,9 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
     @server.tool(
         name="session_start",
         description="Start a persistent shell session: the exported variables, shell functions "
-        "and aliases one session_run call leaves are there for the next (the working directory "
-        "is not: every call starts in the session's `cwd`). Returns the session id for "
-        "session_run; end it with session_close.",
+        "and aliases one session_run call leaves are there for the next; the working directory "
+        "too with keep_cwd=true (else every call starts in the session's `cwd`). Returns the "
+        "session id for session_run; end it with session_close.",
         annotations=SESSION_START_ANNOTATIONS,
     )
     async def session_start(
@@ -363,9 +363,13 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
         timeout_ms: Annotated[
             int | None, Field(ge=1, description="Default deadline of each call, milliseconds.")
         ] = None,
+        keep_cwd: Annotated[
+            bool,
+            Field(description="Each call starts in the directory the last one ended in."),
+        ] = False,
     ) -> Annotated[CallToolResult, SessionResult]:
         try:
-            fields: dict[str, object] = {"cwd": cwd, "env": env}
+            fields: dict[str, object] = {"cwd": cwd, "env": env, "keep_cwd": keep_cwd}
             if timeout_ms is not None:
                 fields["timeout_ms"] = timeout_ms
             body = SessionCreate.model_validate(fields)
