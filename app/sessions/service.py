@@ -298,6 +298,8 @@ class SessionService:
         self._confinement.resolve(limits)  # above the server's → 422
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         # The profile every call will have, fixed now: more than the policy's asks a human.
+        # `sandbox` (record form: the policy's profile, or the approved grant) is what the
+        # session's `sandbox` column keeps once the kernel side adds it.
         sandbox = await self._sandbox_for(principal, body, cwd)
         if isinstance(sandbox, SessionPending):
             return sandbox
