@@ -258,10 +258,13 @@ class ApprovalFlow:
             # The validated request, so that the approved command can start after a restart.
             pending_request=pending_request_json(owner.role, draft),
             created_at=datetime.now(UTC),
+            policy_reason=reason,
             **notify_columns(draft.notify_url),
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
-        await self.approvals.request(record, reason=reason, env=env)
+        await self.approvals.request(
+            record, reason=reason, env=env, suggested_pattern=draft.suggested_pattern
+        )
 
     # --- the decision -------------------------------------------------------------------------
 
