@@ -27,6 +27,7 @@ from app.governance.service import PolicyService
 from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox.defaults import default_profile
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
@@ -90,8 +91,14 @@ class Services:
         )
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
-        policy = PolicyService(db, settings.policy_file)
+        policy = PolicyService(
+            db,
+            settings.policy_file,
+            sandbox_default=default_profile(settings),
+            workspace=settings.workspace,
+        )
         sessions = SessionService(settings, db, registry, policy, confinement)
+        cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(

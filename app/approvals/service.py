@@ -26,10 +26,10 @@ from app.core.errors import (
 from app.core.random_ids import random_token
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
-from app.schemas import ApprovalPublic
+from app.schemas import ApprovalPublic, SandboxRequestPublic
 from app.store import crud
 from app.store.db import Database
-from app.store.models import Approval, ApprovalState, Execution, ExecutionState
+from app.store.models import Approval, ApprovalKind, ApprovalState, Execution, ExecutionState
 from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.approvals")
@@ -67,6 +67,10 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         session=approval.session_id,
         pty=approval.pty,
         reason=approval.reason,
+        kind=approval.kind,
+        sandbox_request=None
+        if approval.sandbox_request is None
+        else SandboxRequestPublic.model_validate_json(approval.sandbox_request),
         state=ApprovalState(approval.state),
         requested_by=approval.requested_by,
         decided_by=approval.decided_by,
@@ -115,11 +119,15 @@ class ApprovalService:
         reason: str,
         env: dict[str, str] | None = None,
         suggested_pattern: str | None = None,
+        kind: ApprovalKind = "command",
+        sandbox_request: dict[str, Any] | None = None,
     ) -> Approval:
         """Record a pending approval (id `execution.approval_id`) for `execution`, which is
         written in the same transaction: no execution ever waits on an approval that does not
         exist. The approval shows everything that will run: the command, the cwd, `env` (all
-        the variables the request sets), the session and whether it runs in a PTY.
+        the variables the request sets), the session and whether it runs in a PTY; `kind`
+        says what is asked (a command, a file operation, a sandbox beyond the profile) and
+        `sandbox_request` what a `sandbox` one asks beyond it.
 
         One owner holds at most `max_pending_per_owner` pending approvals: the count and the
         insert are one database transaction (see `crud.insert_execution_awaiting`), so requests
@@ -140,6 +148,8 @@ class ApprovalService:
             reason=reason,
             requested_by=execution.owner,
             suggested_pattern=suggested_pattern,
+            kind=kind,
+            sandbox_request=None if sandbox_request is None else json.dumps(sandbox_request),
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )

@@ -263,7 +263,13 @@ class ApprovalFlow:
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
         await self.approvals.request(
-            record, reason=reason, env=env, suggested_pattern=draft.suggested_pattern
+            record,
+            reason=reason,
+            env=env,
+            kind="sandbox" if draft.sandbox_request is not None else "command",
+            sandbox_request=draft.sandbox_request,
+            # Only a command's prompt is remembered (a sandbox escalation is not, yet).
+            suggested_pattern=draft.suggested_pattern if draft.sandbox_request is None else None,
         )
 
     # --- the decision -------------------------------------------------------------------------

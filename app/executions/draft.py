@@ -72,6 +72,12 @@ class Draft:
     policy_reason: str | None = None
     remembered_rule: str | None = None
     suggested_pattern: str | None = None
+    # The sandbox profile this one execution runs with (its record form,
+    # `SandboxProfile.to_record()`), when the policy or an approved request decided one;
+    # None: its session's, else the server's default (app/sandbox/boundary.py).
+    sandbox: dict[str, Any] | None = None
+    # What the request asks beyond the profile, as the approver is shown it (kind `sandbox`).
+    sandbox_request: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})

@@ -67,7 +67,7 @@ class FileApprovals:
             record.approval_id,
         )
         try:
-            await self._approvals.request(anchor, reason=reason)
+            await self._approvals.request(anchor, reason=reason, kind="file")
         except Exception as error:
             message = getattr(error, "message", "the approval could not be requested")
             await self._db.call(

@@ -34,6 +34,9 @@ from app.policy.reader_process import CommandReaders, ReadingBudget
 from app.policy.remembered import RememberedRule, active_rules, suggest_pattern
 from app.policy.shell.syntax import env_scripts, extract_leading_cd
 from app.policy.working_directory import working_directory
+from app.sandbox.effective import effective_profile, expand_paths, under_hidden
+from app.sandbox.policy_rules import SandboxWidening
+from app.sandbox.profile import SandboxProfile
 from app.schemas import (
     CdRewrite,
     EnvVerdictPublic,
@@ -41,6 +44,7 @@ from app.schemas import (
     PolicyEvaluate,
     PolicyEvaluation,
     PolicyVersionPublic,
+    SandboxProfilePublic,
 )
 from app.store import crud
 from app.store.db import Database
@@ -119,7 +123,14 @@ class Judgement:
 
 
 class PolicyService:
-    def __init__(self, db: Database, policy_file: Path | None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        policy_file: Path | None,
+        *,
+        sandbox_default: SandboxProfile | None = None,
+        workspace: Path | None = None,
+    ) -> None:
         self._db = db
         self._policy_file = policy_file
         self.document = PolicyDocument()
@@ -127,6 +138,40 @@ class PolicyService:
         self._readers = CommandReaders()
         # One version written at a time, so that two decisions remembered together both stay.
         self._writing = asyncio.Lock()
+        # The server's own profile (app/sandbox/defaults.py), which the policy only widens.
+        self.sandbox_default = sandbox_default or SandboxProfile("on", (), ())
+        self._workspace = str(workspace or Path.cwd())
+
+    def sandbox_profile(self, widening: SandboxWidening | None = None) -> SandboxProfile:
+        """The profile the policy in force gives a command whose deciding rule carries
+        `widening` (docs/policy.md#sandbox)."""
+        return effective_profile(
+            self.sandbox_default, self.document.sandbox, widening, workspace=self._workspace
+        )
+
+    def expand_sandbox_paths(self, paths: Iterable[str]) -> list[str]:
+        """`$WORKSPACE` and `~` in checked paths, as a profile has them."""
+        return expand_paths(paths, workspace=self._workspace)
+
+    def check_sandbox(self, document: PolicyDocument) -> None:
+        """Hidden wins: a write path at or below a path the server hides is refused (422), so
+        that no document seems to grant what the kernel will never give."""
+        hidden = self.sandbox_default.hidden
+        fields = [("sandbox.write", document.sandbox.write)]
+        fields += [
+            (f"rules[{index}].sandbox.write", rule.sandbox.write)
+            for index, rule in enumerate(document.rules)
+            if rule.sandbox is not None
+        ]
+        for name, paths in fields:
+            for path in paths:
+                if under_hidden(self.expand_sandbox_paths([path]), hidden):
+                    raise InvalidRequestError(
+                        f"{name}: {path} is hidden from every command by the server "
+                        "(the data directory, the token and policy files, the configured "
+                        "hidden list); hidden wins, so it cannot be made writable",
+                        details={"field": name, "path": path},
+                    )
 
     async def load(self) -> None:
         """The newest stored version wins; the policy file only seeds an empty registry."""
@@ -137,6 +182,12 @@ class PolicyService:
             return
         if self._policy_file is not None:
             document = read_policy_file(self._policy_file)
+            try:
+                self.check_sandbox(document)
+            except InvalidRequestError as error:
+                raise PolicyFileError(
+                    f"invalid policy file {self._policy_file}: {error.message}"
+                ) from error
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
@@ -305,6 +356,16 @@ class PolicyService:
             cwd=cwd,
             cd_rewrite=CdRewrite(cwd=leading.target, command=leading.rest) if leading else None,
             interception=interception,
+            sandbox=self._dry_run_sandbox(judgement),
+        )
+
+    def _dry_run_sandbox(self, judgement: Judgement) -> SandboxProfilePublic | None:
+        if judgement.approval is RuleAction.deny:
+            return None
+        rule = judgement.command.matched_rule
+        record = self.sandbox_profile(rule.sandbox if rule is not None else None).to_record()
+        return SandboxProfilePublic.model_validate(
+            {key: record[key] for key in ("network", "write", "hidden")}
         )
 
     async def intercept(
@@ -354,6 +415,7 @@ class PolicyService:
             return await self._install(document, author=rule.author)
 
     async def _install(self, document: PolicyDocument, *, author: str) -> PolicyVersion:
+        self.check_sandbox(document)
         text = document.model_dump_json()
         version = await self._db.call(crud.insert_policy_version, document=text, author=author)
         self.document = document

@@ -39,6 +39,11 @@ from app.schemas.policy import (
     PolicyVersionPublic,
     PolicyVersionsPublic,
 )
+from app.schemas.sandbox import (
+    SandboxProfilePublic,
+    SandboxRequest,
+    SandboxRequestPublic,
+)
 from app.schemas.service import (
     Caller,
     Health,
@@ -99,6 +104,9 @@ __all__ = [
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",
+    "SandboxProfilePublic",
+    "SandboxRequest",
+    "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
     "SessionPublic",

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
+from app.schemas.sandbox import SandboxRequestPublic
 from app.store.models import ApprovalState
 
 
@@ -23,6 +24,14 @@ class ApprovalPublic(BaseModel):
     session: str | None = Field(description="The session the command runs in, if any.")
     pty: bool = Field(description="The command runs in a pseudo-terminal (it may read input).")
     reason: str
+    kind: Literal["command", "file", "sandbox"] = Field(
+        description="What is asked: to run `command`; a `file` operation through the files "
+        "API; or a `sandbox` beyond the policy's profile for this one execution."
+    )
+    sandbox_request: SandboxRequestPublic | None = Field(
+        default=None,
+        description="For kind `sandbox`: what the request asks beyond the profile, and why.",
+    )
     state: ApprovalState
     requested_by: str
     decided_by: str | None

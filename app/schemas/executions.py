@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from app.schemas.common import StrictModel
+from app.schemas.sandbox import SandboxRequest
 from app.store.models import ApprovalState, ExecutionMode, ExecutionState
 
 # The largest value each limit can mean to every backend (a cgroup file, setrlimit's C long,
@@ -98,6 +99,12 @@ class ExecutionCreate(StrictModel):
     )
     idle_action: Literal["background", "cancel"] = Field(
         default="background", description="What `idle_timeout` does."
+    )
+    sandbox: SandboxRequest | None = Field(
+        default=None,
+        description="More than the policy's sandbox profile for this run: beyond it, an "
+        "approval of kind `sandbox` (or 403 under `escalation: deny`); in a session, more "
+        "than the session's profile is a 409.",
     )
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
 from app.schemas.executions import ExecutionLimits
+from app.schemas.sandbox import SandboxRequest
 from app.schemas.service import ToolObject
 
 # --- sessions and the streaming runner (docs/streaming.md#sessions) ---------------------------
@@ -43,6 +44,12 @@ class SessionCreate(StrictModel):
     pty: bool = Field(default=False, description="Run the calls in a pseudo-terminal.")
     limits: ExecutionLimits | None = Field(
         default=None, description="Resource limits of every call (only lower than the server's)."
+    )
+    sandbox: SandboxRequest | None = Field(
+        default=None,
+        description="More than the policy's sandbox profile for every call of the session, "
+        "fixed at its creation: under `escalation: deny` beyond the profile is a 403; under "
+        "`prompt`, a 403 too (ask for it on a single execution, which an approver decides).",
     )
 
 
@@ -86,6 +93,11 @@ class RunRequest(StrictModel):
         default=None,
         description="Per-call deadline in milliseconds; must be strictly greater than the "
         "session's timeout_ms (it can only raise it).",
+    )
+    sandbox: SandboxRequest | None = Field(
+        default=None,
+        description="Must stay within the session's sandbox profile (fixed at its creation); "
+        "more is a 409 and nothing runs.",
     )
 
 

@@ -49,8 +49,9 @@ import anyio.to_thread
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
-from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError
+from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError, SessionLostError
 from app.core.random_ids import random_token
+from app.executions import sandboxing
 from app.executions.draft import resolve_cwd
 from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.executions.registry import LiveExecution, Registry
@@ -246,6 +247,8 @@ class SessionService:
         self._policy.refuse_denied_env(body.env)
         limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
         self._confinement.resolve(limits)  # above the server's → 422
+        # The profile every call will have, fixed now; more than the policy's → 403.
+        sandboxing.for_new_session(self._policy, body.sandbox)
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         now = datetime.now(UTC)
         record = ShellSession(
@@ -470,8 +473,15 @@ class SessionService:
         # The snapshot holds the session's variables, secrets included: owner-only.
         os.chmod(directory, 0o700)
 
+    def forget_cached(self) -> None:
+        """Read every session from the database again: after this replica was silent for longer
+        than the node timeout, the cluster may have declared its sessions lost meanwhile."""
+        self._known.clear()
+
     async def _load(self, session_id: str) -> ShellSession:
         record = self._known.get(session_id)
+        if record is not None and record.node not in (None, self.settings.node_id):
+            record = None  # another replica's: whether it still lives is the database's to say
         if record is None:
             record = await self.db.call(crud.get_live_session, session_id=session_id)
             if record is None:
@@ -480,7 +490,11 @@ class SessionService:
         return record
 
     async def _readable(self, principal: Principal, session_id: str) -> ShellSession:
-        return principal.readable(await self._load(session_id), f"session {session_id}")
+        record = principal.readable(await self._load(session_id), f"session {session_id}")
+        if record.lost_at is not None:
+            self._known.pop(session_id, None)
+            raise SessionLostError(session_id, record.node)
+        return record
 
     async def usable(self, principal: Principal, session_id: str) -> ShellSession:
         record = await self._readable(principal, session_id)

@@ -313,6 +313,7 @@ def insert_session_within(
         .where(
             col(ShellSession.owner) == record.owner,
             col(ShellSession.deleted_at).is_(None),
+            col(ShellSession.lost_at).is_(None),
             col(ShellSession.id) != record.id,
         )
     ).one()
@@ -330,7 +331,9 @@ def get_live_session(session: Session, *, session_id: str) -> ShellSession | Non
 
 
 def list_live_sessions(session: Session, *, owner: str | None) -> list[ShellSession]:
-    query = select(ShellSession).where(col(ShellSession.deleted_at).is_(None))
+    query = select(ShellSession).where(
+        col(ShellSession.deleted_at).is_(None), col(ShellSession.lost_at).is_(None)
+    )
     if owner is not None:
         query = query.where(col(ShellSession.owner) == owner)
     query = query.order_by(col(ShellSession.created_at).desc(), col(ShellSession.id).desc())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Literal
 
 from sqlalchemy import BigInteger, Column, DateTime, Index, Text
 from sqlmodel import Field, SQLModel
@@ -35,6 +36,11 @@ class ExecutionState(StrEnum):
 class ExecutionMode(StrEnum):
     foreground = "foreground"
     job = "job"
+
+
+# What an approval asks (docs/policy.md#approvals): to run a command, a file operation through
+# the files API, or a sandbox beyond the policy's profile for one execution.
+ApprovalKind = Literal["command", "file", "sandbox"]
 
 
 class ApprovalState(StrEnum):
@@ -136,6 +142,9 @@ class Approval(SQLModel, table=True):
     session_id: str | None = Field(default=None, max_length=64)
     pty: bool = False
     reason: str = Field(sa_column=Column(Text, nullable=False))
+    # ApprovalKind; and for a `sandbox` one, what it asks beyond the profile (JSON object).
+    kind: str = Field(default="command", max_length=16)
+    sandbox_request: str | None = Field(default=None, sa_column=Column(Text))
     state: str = Field(default=ApprovalState.pending, max_length=16)
     requested_by: str = Field(max_length=64)
     decided_by: str | None = Field(default=None, max_length=64)
@@ -177,6 +186,9 @@ class ShellSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     deleted_at: datetime | None = Field(default=None, sa_column=_ts())
+    # Set once by the cluster when `node` stopped heartbeating: the session is gone with it,
+    # for good (a returning replica does not take it back).
+    lost_at: datetime | None = Field(default=None, sa_column=_ts())
 
 
 class FileOperation(SQLModel, table=True):

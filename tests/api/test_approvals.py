@@ -36,6 +36,8 @@ APPROVAL_FIELDS = {
     "session",
     "pty",
     "reason",
+    "kind",
+    "sandbox_request",
     "state",
     "requested_by",
     "decided_by",
@@ -114,6 +116,7 @@ def test_foreground_call_waits_for_the_approval_then_gets_the_output(
     waiting = in_background(post_as(gated, AGENT, {"command": command}))
     approval = pending_approval_for(approver, command)
     assert set(approval) == APPROVAL_FIELDS
+    assert approval["kind"] == "command" and approval["sandbox_request"] is None
     assert approval["state"] == "pending"
     assert approval["requested_by"] == "alice"
     assert approval["reason"] == "Prompt required by bash pattern: *ask-*"

@@ -39,6 +39,7 @@ DEFAULT_POLICY = {
     "keep_daemons": False,
     "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
     "files": {"workspace": "allow", "outside": "prompt", "rules": []},
+    "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
 }
 DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
@@ -328,6 +329,12 @@ FILE_POLICY = {
         "workspace": "allow",
         "outside": "deny",
         "rules": [{"match": "/etc/*", "approval": "deny", "access": "write"}],
+    },
+    "sandbox": {
+        "network": ["pypi.org:443"],
+        "write": ["$WORKSPACE/out"],
+        "hidden": ["~/.kube"],
+        "escalation": "deny",
     },
 }
 

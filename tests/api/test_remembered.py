@@ -14,7 +14,6 @@ import pytest
 from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer
 from tests.waiting import eventually
 
-
 TERRAFORM_POLICY = {
     "default": "allow",
     "rules": [{"match": "terraform *", "approval": "prompt"}],

@@ -23,7 +23,7 @@ from app.api.mcp.forward import Owner
 from app.core.auth import Principal
 from app.core.errors import AppError, InvalidRequestError
 from app.files.service import Pending, parse_mode
-from app.schemas import ExecutionCreate, ExecutionPublic, SessionCreate
+from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest, SessionCreate
 from app.services import Services
 
 MAX_FILE_READ_BYTES = 1024 * 1024
@@ -417,6 +417,13 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
         notify_url: Annotated[
             str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
         ] = None,
+        sandbox: Annotated[
+            SandboxRequest | None,
+            Field(
+                description="Must stay within the session's sandbox profile (fixed at its "
+                "creation); more is refused and nothing runs."
+            ),
+        ] = None,
     ) -> CallToolResult:
         try:
             principal = helpers.principal(ctx)
@@ -430,6 +437,7 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
                 notify_url=notify_url,
+                sandbox=sandbox,
             )
             owner = await services.forwarder.session_owner(session)
             if owner is not None:

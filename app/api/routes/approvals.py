@@ -12,10 +12,11 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
+from app.api.routes.stream import close_code_for
 from app.api.strict_route import StrictJsonRoute
 from app.approvals.service import approval_public
 from app.core.auth import Principal
-from app.core.errors import InvalidRequestError, UnauthenticatedError
+from app.core.errors import AppError, InvalidRequestError, UnauthenticatedError
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 from app.store.models import ApprovalState
 
@@ -146,10 +147,19 @@ async def approvals_stream(websocket: WebSocket, services: WebSocketServicesDep)
     except UnauthenticatedError as error:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason=error.message)
         return
+    except AppError as error:  # a ticket, and no database to redeem it in: 1013
+        await websocket.close(code=close_code_for(error), reason=error.message)
+        return
     # Subscribe before reading the snapshot so that nothing decided in between is missed.
     queue = services.approvals.subscribe()
     try:
-        pending = await services.approvals.list(principal, state="pending", limit=SNAPSHOT_LIMIT)
+        try:
+            pending = await services.approvals.list(
+                principal, state="pending", limit=SNAPSHOT_LIMIT
+            )
+        except AppError as error:  # the database does not answer: 1013, try again later
+            await websocket.close(code=close_code_for(error), reason=error.message)
+            return
         snapshot = [approval_public(approval).model_dump(mode="json") for approval in pending]
         with contextlib.suppress(WebSocketDisconnect, OSError):
             await websocket.send_json({"type": "snapshot", "approvals": snapshot})

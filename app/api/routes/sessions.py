@@ -22,6 +22,10 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=StrictJ
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."
+_LOST = (
+    "With several replicas: the replica holding the session's shell stopped heartbeating, so "
+    "the session and its state are gone (`session_lost`, `details.node` names the replica)."
+)
 _FORBIDDEN_OR_ENV = (
     "Approvers may read sessions but not use or change them (`forbidden`); the policy's env "
     "rules deny a name of `env` (`policy_denied`, `Blocked environment variable: <NAME>`; "
@@ -67,7 +71,7 @@ async def list_sessions(principal: PrincipalDep, services: ServicesDep) -> Sessi
 @router.get(
     "/{session_id}",
     response_model=SessionPublic,
-    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    responses=error_responses(401, 404, 410, described={404: _NOT_FOUND, 410: _LOST}),
     summary="Read one session",
 )
 async def get_session(
@@ -81,7 +85,13 @@ async def get_session(
     "/{session_id}",
     response_model=SessionPublic,
     responses=error_responses(
-        400, 401, 403, 404, 422, described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND}
+        400,
+        401,
+        403,
+        404,
+        410,
+        422,
+        described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND, 410: _LOST},
     ),
     summary="Change cwd, env, timeout_ms or pty (a new env also resets the shell state)",
 )
@@ -96,7 +106,9 @@ async def patch_session(
 @router.delete(
     "/{session_id}",
     status_code=204,
-    responses=error_responses(401, 403, 404, described={403: _FORBIDDEN, 404: _NOT_FOUND}),
+    responses=error_responses(
+        401, 403, 404, 410, described={403: _FORBIDDEN, 404: _NOT_FOUND, 410: _LOST}
+    ),
     summary="End the session and cancel its running calls",
 )
 async def delete_session(
@@ -110,7 +122,7 @@ async def delete_session(
 @router.get(
     "/{session_id}/tool",
     response_model=ToolObject,
-    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    responses=error_responses(401, 404, 410, described={404: _NOT_FOUND, 410: _LOST}),
     summary="MCP tool object `bash_run` for this session's runner",
 )
 async def session_tool(
@@ -145,9 +157,11 @@ async def session_tool(
             403,
             404,
             409,
+            410,
             422,
             429,
             described={
+                410: _LOST,
                 403: "Approvers may not run in sessions (`forbidden`); the policy or a guard "
                 "pattern denied the command, or the env rules deny a name of the session's "
                 "env (`policy_denied`), or an approver did (`approval_rejected`).",
