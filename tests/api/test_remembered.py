@@ -150,6 +150,7 @@ def test_remember_refuses_what_it_cannot_keep(remembering: LiveServer) -> None:
             f"/v1/approvals/{first['id']}/deny",
             json={"remember": {"pattern": "terraform plan *"}},
         )
-        assert denied.status_code == 400
+        assert denied.status_code == 422
+        assert "approve only" in denied.text
         assert carol.get(f"/v1/approvals/{first['id']}").json()["state"] == "pending"
         assert alice.get("/v1/policy").json()["remembered"] == []
