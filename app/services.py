@@ -115,6 +115,7 @@ class Services:
             completion=notifier,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,

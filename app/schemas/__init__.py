@@ -59,6 +59,7 @@ from app.schemas.sessions import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
+    "SessionPending",
     "SessionPublic",
     "SessionsPublic",
     "StrictModel",

@@ -102,6 +102,23 @@ def finish_execution(connection: Connection, *, execution_id: str, values: dict[
     return bool(result.rowcount)
 
 
+def take_pending_request(
+    session: Session, *, execution_id: str, pending_request: str | None
+) -> bool:
+    """Clear an execution's stored request if it is still `pending_request`: whoever takes it
+    first (the waiting call or a retry) uses what it grants, once."""
+    result = session.execute(
+        update(Execution)
+        .where(
+            col(Execution.id) == execution_id,
+            col(Execution.pending_request) == pending_request,
+        )
+        .values(pending_request=None)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
 def encode_cursor(execution: Execution) -> str:
     raw = json.dumps([execution.created_at.isoformat(), execution.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -181,6 +181,10 @@ class ShellSession(SQLModel, table=True):
     env: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     timeout_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     pty: bool = False
+    # Each call starts where the owning call before it ended (`cwd` follows it).
+    keep_cwd: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
     limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     node: str | None = Field(default=None, max_length=64)  # the replica its shell lives on
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
