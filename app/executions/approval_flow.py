@@ -259,6 +259,7 @@ class ApprovalFlow:
             # The validated request, so that the approved command can start after a restart.
             pending_request=pending_request_json(owner.role, draft),
             created_at=datetime.now(UTC),
+            policy_reason=reason,
             **notify_columns(draft.notify_url),
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
@@ -268,6 +269,8 @@ class ApprovalFlow:
             env=env,
             kind="sandbox" if draft.sandbox_request is not None else "command",
             sandbox_request=draft.sandbox_request,
+            # Only a command's prompt is remembered (a sandbox escalation is not, yet).
+            suggested_pattern=draft.suggested_pattern if draft.sandbox_request is None else None,
         )
 
     # --- the decision -------------------------------------------------------------------------
