@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from app.api.ws_tickets import TicketBook
+from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
@@ -55,6 +56,7 @@ class Services:
     registry: Registry
     policy: PolicyService
     approvals: ApprovalService
+    remembering: Remembering
     executions: ExecutionService
     files: FileService
     sessions: SessionService
@@ -124,6 +126,7 @@ class Services:
             registry=registry,
             policy=policy,
             approvals=executions.approvals,
+            remembering=Remembering(settings, executions.approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(

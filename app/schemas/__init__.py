@@ -7,6 +7,7 @@ from app.schemas.approvals import (
     ApprovalDecision,
     ApprovalPublic,
     ApprovalsPublic,
+    RememberChoice,
 )
 from app.schemas.common import (
     StrictModel,
@@ -100,6 +101,7 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
+    "RememberChoice",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",

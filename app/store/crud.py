@@ -248,6 +248,7 @@ def decide_approval(
     decided_by: str,
     decision_reason: str | None,
     decided_at: datetime,
+    remembered_rule: str | None = None,
 ) -> bool:
     """Record a decision only while the approval is pending; False if someone decided first."""
     result = session.execute(
@@ -258,6 +259,7 @@ def decide_approval(
             decided_by=decided_by,
             decision_reason=decision_reason,
             decided_at=decided_at,
+            remembered_rule=remembered_rule,
         )
     )
     session.commit()
