@@ -26,6 +26,7 @@ from app.governance.service import PolicyService
 from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox import Sandbox
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
@@ -64,6 +65,7 @@ class Services:
     relay: ApprovalRelay
     forwarder: Forwarder
     notifier: Notifier
+    sandbox: Sandbox
 
     @classmethod
     def build(
@@ -89,7 +91,8 @@ class Services:
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
         policy = PolicyService(db, settings.policy_file)
-        sessions = SessionService(settings, db, registry, policy, confinement)
+        sandbox = Sandbox(settings)
+        sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(
@@ -104,6 +107,7 @@ class Services:
             tracing,
             cluster,
             completion=notifier,
+            sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         tokens = TokenBook.from_settings(settings)
@@ -129,4 +133,5 @@ class Services:
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
+            sandbox=sandbox,
         )

@@ -67,6 +67,10 @@ class Draft:
     notify_url: str | None = None
     idle_timeout: float | None = None
     idle_action: str = "background"
+    # The sandbox profile this one execution runs with (its record form,
+    # `SandboxProfile.to_record()`), when the policy or an approved request decided one;
+    # None: its session's, else the server's default (app/sandbox/boundary.py).
+    sandbox: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})

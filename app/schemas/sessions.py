@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
 from app.schemas.executions import ExecutionLimits
+from app.schemas.sandbox import SandboxRecord
 from app.schemas.service import ToolObject
 
 # --- sessions and the streaming runner (docs/streaming.md#sessions) ---------------------------
@@ -66,6 +67,11 @@ class SessionPublic(BaseModel):
     timeout_ms: int
     pty: bool
     limits: dict[str, int] = Field(default_factory=dict, description="Limits of every call.")
+    sandbox: SandboxRecord | None = Field(
+        default=None,
+        description="The sandbox profile its calls run with, fixed at its creation "
+        "(null: made while the sandbox was off).",
+    )
     busy: bool = Field(description="A call holds the session's shell state right now.")
     created_at: datetime
     updated_at: datetime

@@ -57,6 +57,7 @@ from app.executions.registry import LiveExecution, Registry
 from app.governance.service import PolicyService
 from app.policy.env_rules import validate_env
 from app.process.environment import build_environment
+from app.sandbox import Sandbox
 from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
 from app.sessions.runner import runner_tool
 from app.store import crud
@@ -78,6 +79,10 @@ DELETE_WAIT_SECONDS = 5.0
 
 # The script each call runs (see the module docstring), shipped next to this module.
 WRAPPER = resources.files("app.sessions").joinpath("session_wrapper.sh").read_text(encoding="utf-8")
+
+
+def _record_json(record: dict[str, Any] | None) -> str | None:
+    return None if record is None else json.dumps(record)
 
 
 def new_session_id() -> str:
@@ -143,9 +148,11 @@ class _Call:
         env: dict[str, str],
         save_to: Path | None,
         scratch: Path,
+        writable: tuple[str, ...],
     ) -> None:
         self.argv = argv
         self.env = env
+        self.writable = writable
         self._service = service
         self._runtime = runtime
         self._session_id = session_id
@@ -220,8 +227,11 @@ class SessionService:
         registry: Registry,
         policy: PolicyService,
         confinement: Confinement,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.settings = settings
+        # A session's calls run in the profile it was given at its creation.
+        self._sandbox = sandbox if sandbox is not None else Sandbox(settings)
         self.db = db
         self.registry = registry
         self._policy = policy
@@ -256,6 +266,7 @@ class SessionService:
             timeout_ms=body.timeout_ms,
             pty=body.pty,
             limits=json.dumps(limits),
+            sandbox=_record_json(self._sandbox.session_record()),
             node=self.settings.node_id or None,
             created_at=now,
             updated_at=now,
@@ -358,6 +369,7 @@ class SessionService:
             timeout_ms=record.timeout_ms,
             pty=record.pty,
             limits=json.loads(record.limits or "{}"),
+            sandbox=json.loads(record.sandbox) if record.sandbox else None,
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
             updated_at=aware_utc(record.updated_at),
@@ -380,6 +392,7 @@ class SessionService:
             env=json.loads(record.env),
             pty=record.pty,
             limits=json.loads(record.limits or "{}"),
+            sandbox=json.loads(record.sandbox) if record.sandbox else None,
         )
 
     def known_cwd(self, session_id: str, principal: Principal) -> str:
@@ -434,6 +447,7 @@ class SessionService:
             env=env,
             save_to=save_to,
             scratch=scratch,
+            writable=(str(directory),),
         )
 
     # ---------------------------------------------------------------------------------------
