@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from app.api.ws_tickets import TicketBook
+from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
@@ -27,6 +28,7 @@ from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.sandbox import Sandbox
+from app.sandbox.defaults import default_profile
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
@@ -55,6 +57,7 @@ class Services:
     registry: Registry
     policy: PolicyService
     approvals: ApprovalService
+    remembering: Remembering
     executions: ExecutionService
     files: FileService
     sessions: SessionService
@@ -90,9 +93,15 @@ class Services:
         )
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
-        policy = PolicyService(db, settings.policy_file)
+        policy = PolicyService(
+            db,
+            settings.policy_file,
+            sandbox_default=default_profile(settings),
+            workspace=settings.workspace,
+        )
         sandbox = Sandbox(settings)
         sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
+        cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(
@@ -110,6 +119,7 @@ class Services:
             sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,
@@ -120,6 +130,7 @@ class Services:
             registry=registry,
             policy=policy,
             approvals=executions.approvals,
+            remembering=Remembering(settings, executions.approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(

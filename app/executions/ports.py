@@ -39,6 +39,7 @@ class SessionContext:
     env: dict[str, str]
     pty: bool
     limits: dict[str, int | None] = field(default_factory=dict)
+    keep_cwd: bool = False  # the owning call's last directory becomes the session's cwd
     # The sandbox profile the session was given when it was created (its record form,
     # app/sandbox/profile.py); None: made while the sandbox was off.
     sandbox: dict[str, Any] | None = None

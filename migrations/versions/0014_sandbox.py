@@ -1,7 +1,7 @@
 """sandbox: the profile each execution ran with, and each session's own
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-05 19:45:00.000000
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
