@@ -38,7 +38,7 @@ import httpx
 from ptyprocess import PtyProcess
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench import registry_rows, servers
+from bench import over_cap, registry_rows, servers
 from bench.programs import ECHO_PROGRAM, pipe_program, stream_program
 from bench.table import Row, Target, percentile, render
 
@@ -63,10 +63,17 @@ class Sizes:
     pty_bytes: int
     keystrokes: int
     registry_rows: int
+    # Output of the over-the-cap row, and the cap it is measured against.
+    over_cap_bytes: int
+    cap_bytes: int
 
 
-FULL = Sizes(40, 2, 40, 40, 3.0, 200_000_000, 20_000_000, 150, registry_rows.ROWS)
-QUICK = Sizes(20, 1, 10, 10, 1.0, 20_000_000, 5_000_000, 30, registry_rows.QUICK_ROWS)
+FULL = Sizes(
+    40, 2, 40, 40, 3.0, 200_000_000, 20_000_000, 150, registry_rows.ROWS, over_cap.GIGABYTE, 0
+)
+QUICK = Sizes(
+    20, 1, 10, 10, 1.0, 20_000_000, 5_000_000, 30, registry_rows.QUICK_ROWS, 100_000_000, 16 << 20
+)
 
 
 class Subjects:
@@ -624,6 +631,20 @@ def measure_registry(subjects: Subjects, sizes: Sizes, index: int, out: Collecte
         out.add_round("registry_list_ms", name, list_ms)
 
 
+def measure_over_cap(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    # The quick run lowers the cap with the size; the full run keeps the default (0: unset).
+    cap = sizes.cap_bytes or None
+    sides: list[tuple[str, int | None]] = [
+        ("over the cap", cap),
+        ("uncapped", 2 * sizes.over_cap_bytes),
+    ]
+    shift = index % 2
+    for name, side_cap in sides[shift:] + sides[:shift]:
+        seconds, cpu = over_cap.one_call(sizes.over_cap_bytes, side_cap)
+        out.add_round("cap_s", name, seconds)
+        out.add_round("cap_cpu_s", name, cpu)
+
+
 @dataclass(frozen=True)
 class Measure:
     # The servers a round must start for it (a measure that starts its own names none).
@@ -640,6 +661,7 @@ MEASURES: dict[str, Measure] = {
     "pty": Measure(frozenset({"shellgate", "terminado"}), measure_pty),
     "echo": Measure(frozenset({"shellgate", "terminado"}), measure_echo),
     "registry": Measure(frozenset(), measure_registry),
+    "cap": Measure(frozenset(), measure_over_cap),
 }
 
 
@@ -820,6 +842,24 @@ def rows(out: Collected) -> list[Row]:
                 "empty",
                 Target("ratio_le", 1.05),
                 rows_note,
+            ),
+        ]
+    if "cap_s" in r:
+        found += [
+            Row(
+                "output over the artifact cap, time to the answer",
+                "s",
+                r["cap_s"]["over the cap"],
+                peers("cap_s", "uncapped"),
+                "uncapped",
+                Target("ratio_le", 1.1),
+            ),
+            Row(
+                "output over the artifact cap, whole-tree CPU",
+                "s",
+                r["cap_cpu_s"]["over the cap"],
+                peers("cap_cpu_s", "uncapped"),
+                "uncapped",
             ),
         ]
     return found
