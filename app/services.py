@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from app.api.ws_tickets import TicketBook
+from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
@@ -26,6 +27,8 @@ from app.governance.service import PolicyService
 from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox import Sandbox
+from app.sandbox.defaults import default_profile
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
@@ -54,6 +57,7 @@ class Services:
     registry: Registry
     policy: PolicyService
     approvals: ApprovalService
+    remembering: Remembering
     executions: ExecutionService
     files: FileService
     sessions: SessionService
@@ -64,6 +68,7 @@ class Services:
     relay: ApprovalRelay
     forwarder: Forwarder
     notifier: Notifier
+    sandbox: Sandbox
 
     @classmethod
     def build(
@@ -88,8 +93,15 @@ class Services:
         )
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
-        policy = PolicyService(db, settings.policy_file)
-        sessions = SessionService(settings, db, registry, policy, confinement)
+        policy = PolicyService(
+            db,
+            settings.policy_file,
+            sandbox_default=default_profile(settings),
+            workspace=settings.workspace,
+        )
+        sandbox = Sandbox(settings)
+        sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
+        cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
         executions = ExecutionService(
@@ -104,8 +116,10 @@ class Services:
             tracing,
             cluster,
             completion=notifier,
+            sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,
@@ -116,6 +130,7 @@ class Services:
             registry=registry,
             policy=policy,
             approvals=executions.approvals,
+            remembering=Remembering(settings, executions.approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(
@@ -129,4 +144,5 @@ class Services:
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
+            sandbox=sandbox,
         )

@@ -84,6 +84,8 @@ def test_policy_document_round_trips_the_spec_example_exactly() -> None:
         "keep_daemons": False,
         "env": EnvRules().model_dump(),
         "files": {"workspace": "allow", "outside": "prompt", "rules": []},
+        "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
+        "remembered": [],
     }
 
 
@@ -97,6 +99,8 @@ def test_policy_document_defaults() -> None:
         "keep_daemons": False,
         "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
         "files": {"workspace": "allow", "outside": "prompt", "rules": []},
+        "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
+        "remembered": [],
     }
 
 

@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.AppError], int] = {
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
     errors.OutputGoneError: 410,
+    errors.SessionLostError: 410,
     errors.PayloadTooLargeError: 413,
     errors.RangeNotSatisfiableError: 416,
     errors.TooManyRequestsError: 429,
@@ -94,7 +95,7 @@ def error_responses(
         description = (described or {}).get(code, _STATUS_DESCRIPTIONS[code])
         model = UnprocessableResponse if code == 422 else ErrorResponse
         responses[code] = {"model": model, "description": description}
-        if code in (429, 503):
+        if code in (429, 503, 507):
             responses[code]["headers"] = _RETRY_AFTER
         if code == 416:
             responses[code]["headers"] = _CONTENT_RANGE
@@ -125,7 +126,9 @@ def error_body(
 
 def app_error_response(error: errors.AppError) -> JSONResponse:
     headers: dict[str, str] = {}
-    if isinstance(error, errors.TooManyRequestsError | errors.UnavailableError):
+    if isinstance(
+        error, errors.TooManyRequestsError | errors.UnavailableError | errors.StorageFullError
+    ):
         headers["Retry-After"] = str(error.retry_after_seconds)
     if isinstance(error, errors.UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"

@@ -26,10 +26,10 @@ from app.core.errors import (
 from app.core.random_ids import random_token
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
-from app.schemas import ApprovalPublic
+from app.schemas import ApprovalPublic, SandboxRequestPublic
 from app.store import crud
 from app.store.db import Database
-from app.store.models import Approval, ApprovalState, Execution, ExecutionState
+from app.store.models import Approval, ApprovalKind, ApprovalState, Execution, ExecutionState
 from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.approvals")
@@ -44,6 +44,12 @@ REMEMBERED_APPROVALS = 10_000
 LISTENER_QUEUE_SIZE = 1000
 OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
 WITHDRAWN_REASON = "execution cancelled by its requester"
+
+
+def require_decider(principal: Principal) -> None:
+    if principal.role not in ("approver", "admin"):
+        # Agents never decide, not even on their own executions.
+        raise ForbiddenError("only an approver or an admin can decide approvals")
 
 
 def new_approval_id() -> str:
@@ -61,6 +67,10 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         session=approval.session_id,
         pty=approval.pty,
         reason=approval.reason,
+        kind=approval.kind,
+        sandbox_request=None
+        if approval.sandbox_request is None
+        else SandboxRequestPublic.model_validate_json(approval.sandbox_request),
         state=ApprovalState(approval.state),
         requested_by=approval.requested_by,
         decided_by=approval.decided_by,
@@ -68,6 +78,8 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         created_at=aware_utc(approval.created_at),
         decided_at=aware_utc(approval.decided_at),
         expires_at=aware_utc(approval.expires_at),
+        suggested_pattern=approval.suggested_pattern,
+        remembered_rule=approval.remembered_rule,
     )
 
 
@@ -101,12 +113,21 @@ class ApprovalService:
     # --- requests ---------------------------------------------------------------------------
 
     async def request(
-        self, execution: Execution, *, reason: str, env: dict[str, str] | None = None
+        self,
+        execution: Execution,
+        *,
+        reason: str,
+        env: dict[str, str] | None = None,
+        suggested_pattern: str | None = None,
+        kind: ApprovalKind = "command",
+        sandbox_request: dict[str, Any] | None = None,
     ) -> Approval:
         """Record a pending approval (id `execution.approval_id`) for `execution`, which is
         written in the same transaction: no execution ever waits on an approval that does not
         exist. The approval shows everything that will run: the command, the cwd, `env` (all
-        the variables the request sets), the session and whether it runs in a PTY.
+        the variables the request sets), the session and whether it runs in a PTY; `kind`
+        says what is asked (a command, a file operation, a sandbox beyond the profile) and
+        `sandbox_request` what a `sandbox` one asks beyond it.
 
         One owner holds at most `max_pending_per_owner` pending approvals: the count and the
         insert are one database transaction (see `crud.insert_execution_awaiting`), so requests
@@ -126,6 +147,9 @@ class ApprovalService:
             pty=execution.pty,
             reason=reason,
             requested_by=execution.owner,
+            suggested_pattern=suggested_pattern,
+            kind=kind,
+            sandbox_request=None if sandbox_request is None else json.dumps(sandbox_request),
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )
@@ -188,13 +212,23 @@ class ApprovalService:
     # --- decisions --------------------------------------------------------------------------
 
     async def decide(
-        self, *, approval_id: str, approve: bool, principal: Principal, reason: str | None
+        self,
+        *,
+        approval_id: str,
+        approve: bool,
+        principal: Principal,
+        reason: str | None,
+        remembered_rule: str | None = None,
     ) -> Approval:
-        if principal.role not in ("approver", "admin"):
-            # Agents never decide, not even on their own executions.
-            raise ForbiddenError("only an approver or an admin can decide approvals")
+        require_decider(principal)
         state = ApprovalState.approved if approve else ApprovalState.denied
-        return await self._settle(approval_id, state, decided_by=principal.name, reason=reason)
+        return await self._settle(
+            approval_id,
+            state,
+            decided_by=principal.name,
+            reason=reason,
+            remembered_rule=remembered_rule,
+        )
 
     async def expire(self, approval_id: str) -> Approval | None:
         try:
@@ -235,6 +269,7 @@ class ApprovalService:
         decided_by: str,
         reason: str | None,
         notify_execution: bool = True,
+        remembered_rule: str | None = None,
     ) -> Approval:
         # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
         # the expiry timer and a cancel racing for the same approval.
@@ -245,6 +280,7 @@ class ApprovalService:
             decided_by=decided_by,
             decision_reason=reason,
             decided_at=datetime.now(UTC),
+            remembered_rule=remembered_rule,
         )
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
         if approval is None:

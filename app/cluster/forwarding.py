@@ -22,6 +22,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,9 @@ from app.cluster import store
 from app.cluster.node import Cluster
 from app.core.asgi_replay import replay_body
 from app.core.config import Settings
+from app.core.errors import StorageFullError, UnavailableError
+from app.observability.logs import current_request_id
+from app.output.artifact_log import existing_log_path
 from app.store.db import Database
 from app.store.models import ExecutionState
 
@@ -166,11 +170,24 @@ class Forwarder:
         return await self._live_node(node_id)
 
     async def _session_target(self, session_id: str) -> Target | None:
-        node_id = await self._db.call(store.session_node, session_id=session_id)
-        if node_id in (None, self._cluster.node_id):
+        found = await self._db.call(store.session_node, session_id=session_id)
+        if found is None:
             return None
+        node_id, lost = found
+        if lost or node_id in (None, self._cluster.node_id):
+            return None  # served here: a lost session answers 410 after the caller's checks
         assert node_id is not None
-        return await self._live_node(node_id)
+        target = await self._live_node(node_id)
+        if target is None:
+            # Its shell state went with its replica: lost, never a fresh shell here. Recorded
+            # now (the heartbeat loop would, a beat later) so that the answer here says so.
+            await self._db.call(
+                store.lose_session,
+                session_id=session_id,
+                node_id=node_id,
+                now=datetime.now(UTC),
+            )
+        return target
 
     async def _live_node(self, node_id: str) -> Target | None:
         node = await self._cluster.node(node_id)
@@ -181,8 +198,9 @@ class Forwarder:
         return Target(node_id, node.url)
 
     async def _log_is_here(self, execution_id: str) -> bool:
-        path = Path(self._settings.artifacts_dir) / f"{execution_id}.log"
-        return await anyio.to_thread.run_sync(path.exists)
+        directory = Path(self._settings.artifacts_dir)
+        found = await anyio.to_thread.run_sync(existing_log_path, directory, execution_id)
+        return found is not None
 
     # --- carrying it there --------------------------------------------------------------------
 
@@ -384,6 +402,19 @@ class ForwardToOwner:
                 await forwarder.forward_http(scope, send, target, body)
         except NodeUnreachableError as error:
             await _refuse(scope, receive, send, 503, "node_unreachable", error.message)
+        except (UnavailableError, StorageFullError) as error:
+            # The database did not answer where the request belongs (or had no room to record
+            # a lost session): the same answer the routes give, never a 500.
+            status = 507 if isinstance(error, StorageFullError) else 503
+            await _refuse(
+                scope,
+                receive,
+                send,
+                status,
+                error.code,
+                error.message,
+                retry_after=error.retry_after_seconds,
+            )
 
 
 def route_path(scope: Scope) -> str:
@@ -437,7 +468,14 @@ async def read_body(receive: Receive) -> bytes:
 
 
 async def _refuse(
-    scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    retry_after: int = 5,
 ) -> None:
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
@@ -446,10 +484,17 @@ async def _refuse(
         await send({"type": "websocket.close", "code": close, "reason": message})
         return
     body = json.dumps(
-        {"error": {"code": code, "message": message, "details": {}, "request_id": None}}
+        {
+            "error": {
+                "code": code,
+                "message": message,
+                "details": {},
+                "request_id": current_request_id(),
+            }
+        }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 503:
-        headers.append((b"retry-after", b"5"))
+    if status in (503, 507):
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,6 +1,7 @@
 """The heartbeat loop: this node says it is alive, and looks for nodes that stopped saying so.
 A silent node's running executions become `lost` (their processes, if any still run, are out
-of reach: another machine, or a replica that no longer answers) and its job slots are freed.
+of reach: another machine, or a replica that no longer answers), its job slots are freed and
+its open sessions are lost (their shell state is on its disk).
 Its executions awaiting approval stay as they are: whichever node settles the decision runs
 them (Cluster.settles)."""
 
@@ -16,6 +17,7 @@ import anyio.to_thread
 from app.cluster import store
 from app.cluster.node import Cluster
 from app.core.config import Settings
+from app.core.errors import DatabaseUnavailableError
 from app.executions.recovery import summarise_log
 from app.executions.result_text import LOST_NOTICE, final_text
 from app.store import crud
@@ -32,6 +34,8 @@ async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) 
         try:
             await cluster.beat()
             await take_over_silent_nodes(cluster, db, settings)
+        except DatabaseUnavailableError:
+            pass  # the database's outage log says so, once per outage
         except Exception:
             logger.exception("heartbeat failed")
         await asyncio.sleep(cluster.heartbeat_interval)
@@ -44,11 +48,15 @@ async def take_over_silent_nodes(cluster: Cluster, db: Database, settings: Setti
     orphans = await db.call(store.running_on_dead_nodes, me=cluster.node_id, cutoff=cutoff)
     lost = [record.id for record in orphans if await _mark_lost(db, settings, record)]
     released = await db.call(store.release_slots_of_dead_nodes, me=cluster.node_id, cutoff=cutoff)
-    if lost or released:
+    sessions = await db.call(
+        store.lose_sessions_of_dead_nodes, me=cluster.node_id, cutoff=cutoff, now=datetime.now(UTC)
+    )
+    if lost or released or sessions:
         logger.warning(
-            "silent nodes: %d running executions marked lost, %d job slots freed",
+            "silent nodes: %d running executions marked lost, %d job slots freed, %d sessions lost",
             len(lost),
             released,
+            sessions,
         )
     return lost
 

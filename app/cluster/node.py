@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from app import __version__
 from app.cluster import store
 from app.core.config import Settings
+from app.core.errors import DatabaseUnavailableError
 from app.store.db import Database
 from app.store.models import Execution, Node
 from app.store.timestamps import aware_utc
@@ -43,6 +46,12 @@ class Cluster:
         # Only a shared database has other replicas; SQLite is one node's file.
         self.shared = db.engine.dialect.name == "postgresql"
         self._releases: set[asyncio.Task[None]] = set()
+        # Slots whose release found no database: released again at the next beat.
+        self._unreleased: set[str] = set()
+        # When this node last heartbeat (monotonic): a beat after a gap longer than the timeout
+        # means the others may have declared it dead meanwhile (its sessions lost).
+        self._last_beat = time.monotonic()
+        self._silence_hooks: list[Callable[[], None]] = []
 
     @property
     def heartbeat_interval(self) -> float:
@@ -73,6 +82,22 @@ class Cluster:
             version=__version__,
             now=now or datetime.now(UTC),
         )
+        for execution_id in list(self._unreleased):
+            await self._db.call(store.release_job_slot, execution_id=execution_id)
+            self._unreleased.discard(execution_id)
+        beaten, self._last_beat = self._last_beat, time.monotonic()
+        if self.shared and self._last_beat - beaten > self.timeout:
+            logger.warning(
+                "this node was silent for %.1f s (over the node timeout): forgetting what "
+                "the others may have declared lost meanwhile",
+                self._last_beat - beaten,
+            )
+            for hook in self._silence_hooks:
+                hook()
+
+    def after_silence(self, hook: Callable[[], None]) -> None:
+        """Call `hook` when a beat follows a silence longer than the node timeout."""
+        self._silence_hooks.append(hook)
 
     async def node(self, node_id: str) -> Node | None:
         return await self._db.call(store.get_node, node_id=node_id)
@@ -132,6 +157,10 @@ class Cluster:
     async def _release(self, execution_id: str) -> None:
         try:
             await self._db.call(store.release_job_slot, execution_id=execution_id)
+        except DatabaseUnavailableError:
+            # Logged once per outage by the database. The cap errs on the safe side until the
+            # next beat that reaches the database releases it.
+            self._unreleased.add(execution_id)
         except Exception:
             # The row outlives the job until this node restarts or is declared dead; the cap
             # errs on the safe side meanwhile.

@@ -17,6 +17,7 @@ from sqlalchemy import make_url
 from app.approvals.service import ApprovalService
 from app.cluster import store
 from app.cluster.node import Cluster
+from app.core.errors import DatabaseUnavailableError
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Approval
@@ -72,6 +73,7 @@ class ApprovalRelay:
     async def _listen_forever(self) -> None:
         import psycopg  # the [postgres] extra: only a PostgreSQL database gets here
 
+        said = False  # one line per interruption, not one per reconnection attempt
         while True:
             try:
                 connection = await psycopg.AsyncConnection.connect(
@@ -80,12 +82,15 @@ class ApprovalRelay:
                 async with connection:
                     await connection.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
                     self.listening.set()
+                    said = False
                     async for notification in connection.notifies():
                         self._heard(notification.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                logger.warning("approval notifications interrupted (%s); reconnecting", error)
+                if not said:
+                    logger.warning("approval notifications interrupted (%s); reconnecting", error)
+                    said = True
             finally:
                 self.listening.clear()
             await asyncio.sleep(RECONNECT_SECONDS)
@@ -112,6 +117,8 @@ class ApprovalRelay:
             try:
                 await self.poll_once(since)
                 since = started - POLL_OVERLAP
+            except DatabaseUnavailableError:
+                pass  # the database's outage log says so, once per outage
             except Exception:
                 logger.exception("polling approvals failed")
 

@@ -81,6 +81,39 @@ def running_on_dead_nodes(session: Session, *, me: str, cutoff: datetime) -> lis
     return list(session.exec(query).all())
 
 
+def lose_sessions_of_dead_nodes(
+    session: Session, *, me: str, cutoff: datetime, now: datetime
+) -> int:
+    """Open sessions whose shell lived on a replica silent since `cutoff` are lost, for good:
+    their state went with it (its data dir), and a replica that returns does not serve them
+    again."""
+    result = session.execute(
+        update(ShellSession)
+        .where(
+            col(ShellSession.node).in_(_dead_nodes(cutoff, me)),
+            col(ShellSession.deleted_at).is_(None),
+            col(ShellSession.lost_at).is_(None),
+        )
+        .values(lost_at=now)
+    )
+    session.commit()
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def lose_session(session: Session, *, session_id: str, node_id: str, now: datetime) -> None:
+    """One session of a replica found dead before the heartbeat loop got to it: lost now."""
+    session.execute(
+        update(ShellSession)
+        .where(
+            col(ShellSession.id) == session_id,
+            col(ShellSession.node) == node_id,
+            col(ShellSession.lost_at).is_(None),
+        )
+        .values(lost_at=now)
+    )
+    session.commit()
+
+
 def release_slots_of_dead_nodes(session: Session, *, me: str, cutoff: datetime) -> int:
     result = session.execute(delete(JobSlot).where(col(JobSlot.node).in_(_dead_nodes(cutoff, me))))
     session.commit()
@@ -105,7 +138,11 @@ def forget_silent_nodes(session: Session, *, me: str, silent_before: datetime) -
     holds_slot = select(JobSlot.execution_id).where(col(JobSlot.node) == col(Node.id)).exists()
     holds_session = (
         select(ShellSession.id)
-        .where(col(ShellSession.node) == col(Node.id), col(ShellSession.deleted_at).is_(None))
+        .where(
+            col(ShellSession.node) == col(Node.id),
+            col(ShellSession.deleted_at).is_(None),
+            col(ShellSession.lost_at).is_(None),
+        )
         .exists()
     )
     result = session.execute(
@@ -182,9 +219,12 @@ def execution_owner(session: Session, *, execution_id: str) -> tuple[str | None,
     return None if row is None else (row[0], row[1])
 
 
-def session_node(session: Session, *, session_id: str) -> str | None:
-    row = session.exec(select(ShellSession.node).where(col(ShellSession.id) == session_id)).first()
-    return row if isinstance(row, str) else None
+def session_node(session: Session, *, session_id: str) -> tuple[str | None, bool] | None:
+    """(node, lost) of a session, or None when there is no such session."""
+    row = session.exec(
+        select(ShellSession.node, ShellSession.lost_at).where(col(ShellSession.id) == session_id)
+    ).first()
+    return None if row is None else (row[0], row[1] is not None)
 
 
 def claim_awaiting(

@@ -140,6 +140,20 @@ class DatabaseUnavailableError(UnavailableError):
         super().__init__("The database is unreachable; retry in a moment.")
 
 
+class SessionLostError(AppError):
+    """A session whose shell lived on a replica that stopped heartbeating: its state went with
+    that replica, and no other replica pretends to be it (docs/operations.md#several-replicas)."""
+
+    code = "session_lost"
+
+    def __init__(self, session_id: str, node: str | None) -> None:
+        super().__init__(
+            f"session {session_id} was lost with replica {node}, which stopped heartbeating; "
+            "its shell state is gone: open a new session",
+            details={"node": node},
+        )
+
+
 class OutputGoneError(AppError):
     """An execution ran, but its output log is no longer in the data directory (deleted or
     lost with the disk): the record's inline output is all that is left."""
@@ -183,6 +197,8 @@ class LogOwnerUnreachableError(UnavailableError):
 
 class StorageFullError(AppError):
     code = "storage_full"
+    # Space comes back when an operator or the retention pruning frees it: a back-off.
+    retry_after_seconds = 30
 
     def __init__(self) -> None:
         super().__init__(

@@ -67,6 +67,17 @@ class Draft:
     notify_url: str | None = None
     idle_timeout: float | None = None
     idle_action: str = "background"
+    # The policy's word on it (recorded as the execution's `reason`), the remembered rule that
+    # allowed it, and for a prompt the pattern offered to remember (docs/policy.md).
+    policy_reason: str | None = None
+    remembered_rule: str | None = None
+    suggested_pattern: str | None = None
+    # The sandbox profile this one execution runs with (its record form,
+    # `SandboxProfile.to_record()`), when the policy or an approved request decided one;
+    # None: its session's, else the server's default (app/sandbox/boundary.py).
+    sandbox: dict[str, Any] | None = None
+    # What the request asks beyond the profile, as the approver is shown it (kind `sandbox`).
+    sandbox_request: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": DRAFT_VERSION, **asdict(self)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.core.auth import Principal
 from app.executions.registry import LiveExecution
@@ -39,6 +39,10 @@ class SessionContext:
     env: dict[str, str]
     pty: bool
     limits: dict[str, int | None] = field(default_factory=dict)
+    keep_cwd: bool = False  # the owning call's last directory becomes the session's cwd
+    # The sandbox profile the session was given when it was created (its record form,
+    # app/sandbox/profile.py); None: made while the sandbox was off.
+    sandbox: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class SessionCall(Protocol):
 
     argv: list[str]
     env: dict[str, str]
+    # Paths of the server's own the call must write though they are hidden from commands
+    # (the session's state directory, inside the data dir).
+    writable: tuple[str, ...]
 
     def started(self, live: LiveExecution) -> None: ...
 

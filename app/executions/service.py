@@ -22,6 +22,7 @@ from app.core.auth import Principal
 from app.core.config import Settings
 from app.core.errors import ConflictError, PolicyDeniedError
 from app.executions import draft as drafts
+from app.executions import sandboxing
 from app.executions.answer import Answers, Outcome
 from app.executions.approval_flow import ApprovalFlow
 from app.executions.changes import StateChanges
@@ -40,14 +41,16 @@ from app.executions.ports import (
 )
 from app.executions.registry import LiveExecution, Registry
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
-from app.governance.service import Judgement, PolicyService
+from app.governance.service import Judgement, PolicyService, suggested_pattern
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.artifact_log import ArtifactLog
 from app.policy.engine import RuleAction
 from app.policy.env_rules import validate_env
-from app.schemas import ExecutionCreate, ExecutionPublic
+from app.sandbox import Sandbox
+from app.sandbox.profile import SandboxProfile
+from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest
 from app.store.db import Database
 from app.store.models import Execution, ExecutionState
 from app.store.storage import StorageGuard
@@ -69,7 +72,10 @@ class ExecutionService:
         tracing: Tracing = TRACING_OFF,
         node: NodeRole = LOCAL_NODE,
         completion: CompletionHooks = NO_DELIVERY,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """`sandbox`: the boundary the server checked at start; by default one built from
+        `settings` (so a service built without one still sandboxes its commands)."""
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
@@ -90,6 +96,7 @@ class ExecutionService:
             tracing,
             node,
             completion,
+            sandbox if sandbox is not None else Sandbox(settings),
         )
         self._completion = completion
         self._reader = ExecutionReader(context)
@@ -141,12 +148,24 @@ class ExecutionService:
         judgement = await self._judge(
             principal, request.command, execution_id, env=env, cwd=start, run=run
         )
-        if judgement.approval == RuleAction.prompt:
+        _note_judgement(draft, judgement, request.command)
+        reason = judgement.reason
+        if session is not None:
+            sandboxing.for_session_call(
+                self._policy, self._session_profile(session), request.sandbox
+            )
+        else:
+            sandbox = sandboxing.for_execution(self._policy, judgement, request.sandbox)
+            draft.sandbox = sandbox.profile.to_record()
+            draft.sandbox_request = sandbox.approval_request()
+            if sandbox.ask:
+                reason = sandbox.reason(judgement)
+        if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
             draft.shown_cwd, draft.shown_env = cwd, env
             return await self._approval_flow.hold(
                 principal,
                 draft,
-                judgement.reason,
+                reason,
                 request.approval_wait,
                 execution_id,
                 caller_gone=caller_gone,
@@ -166,6 +185,7 @@ class ExecutionService:
         session_id: str,
         command: str,
         timeout_seconds: float,
+        sandbox: SandboxRequest | None = None,
         caller_gone: CallerGone | None = None,
     ) -> tuple[str, LiveExecution | None]:
         """A streaming-runner call: `submit`'s checks and policy, then a foreground run in the
@@ -181,6 +201,8 @@ class ExecutionService:
         # policy came to deny after the session was made blocks its calls (fail closed).
         env = drafts.effective_env(session.env, None)
         judgement = await self._judge(principal, command, execution_id, env=env, cwd=session.cwd)
+        _note_judgement(draft, judgement, command)
+        sandboxing.for_session_call(self._policy, self._session_profile(session), sandbox)
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = session.cwd, env
             return await self._approval_flow.follow_streamed(
@@ -193,6 +215,12 @@ class ExecutionService:
             caller_waiting=True,
         )
         return launch.live.id, launch.live
+
+    def _session_profile(self, session: SessionContext) -> SandboxProfile:
+        """The profile the session's calls run with, fixed at its creation."""
+        if session.sandbox is None:
+            return self._policy.sandbox_profile()
+        return SandboxProfile.from_record(session.sandbox)
 
     async def _admit(
         self,
@@ -358,3 +386,12 @@ class ExecutionService:
     def intents(self) -> IntentJournal:
         """The rows of quick foreground calls not in the database yet (pending_record.py)."""
         return self._launcher.intents
+
+
+def _note_judgement(draft: drafts.Draft, judgement: Judgement, command: str) -> None:
+    """What the record keeps of the policy's word: its reason, the remembered rule that allowed
+    the call, and for a prompt the pattern the approver is offered to remember."""
+    draft.policy_reason = judgement.reason
+    draft.remembered_rule = judgement.command.remembered_rule
+    if judgement.approval == RuleAction.prompt:
+        draft.suggested_pattern = suggested_pattern(judgement.command, command)

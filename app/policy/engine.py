@@ -18,18 +18,30 @@ from enum import StrEnum
 from typing import Annotated, Any, Protocol
 
 import re2
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from app.core.globs import Matcher, compile_glob
 from app.policy.critical_patterns import find_critical_hits
 from app.policy.env_rules import EnvRules
 from app.policy.file_rules import FileRules
+from app.policy.remembered import RememberedRule
 from app.policy.shell.syntax import (
     CommandReading,
     has_control_syntax,
     normalize_whitespace,
     read_command,
 )
+from app.sandbox.policy_rules import SandboxPolicy, SandboxWidening
 
 __all__ = [
     "CRITICAL_REASON",
@@ -69,6 +81,8 @@ class PolicyRule(BaseModel):
 
     match: str
     approval: RuleActionValue
+    # More sandbox for what this rule decides (docs/policy.md#sandbox); left out: none.
+    sandbox: SandboxWidening | None = None
 
     @field_validator("match")
     @classmethod
@@ -77,6 +91,22 @@ class PolicyRule(BaseModel):
         if not normalized:
             raise ValueError("match must not be blank")
         return normalized
+
+    @model_validator(mode="after")
+    def _sandbox_not_on_deny(self) -> PolicyRule:
+        if self.sandbox is not None and self.approval is RuleAction.deny:
+            raise ValueError("a deny rule cannot carry a sandbox: what it matches never runs")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_sandbox(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        # A rule without a sandbox reads as it always did: `{match, approval}`.
+        data: dict[str, Any] = handler(self)
+        if data.get("sandbox") is None:
+            data.pop("sandbox", None)
+        return data
 
 
 # JavaScript flag letters: `i`, `m`, `s` change matching; `g`, `u`, `y` are accepted for
@@ -209,6 +239,11 @@ class PolicyDocument(BaseModel):
     env: EnvRules = Field(default_factory=EnvRules)
     # Reads and writes through the files API (docs/policy.md#files).
     files: FileRules = Field(default_factory=FileRules)
+    # Decisions approvers remembered: scoped `allow`s that end by themselves
+    # (docs/policy.md#remembered-decisions).
+    remembered: list[RememberedRule] = Field(default_factory=list)
+    # What every command may write, must not see and may reach (docs/policy.md#sandbox).
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +283,8 @@ class Verdict:
     parse_error: str | None = None
     # Why parts of the command cannot be judged statically (empty when all of it was read).
     unreadable_reasons: list[str] = field(default_factory=list)
+    # The remembered rule (`rr_…`) that turned this command's prompt into an allow, if one did.
+    remembered_rule: str | None = None
 
 
 def _vouched_for(rules: Sequence[PolicyRule], segments: Sequence[str]) -> bool:

@@ -7,6 +7,7 @@ from app.schemas.approvals import (
     ApprovalDecision,
     ApprovalPublic,
     ApprovalsPublic,
+    RememberChoice,
 )
 from app.schemas.common import (
     StrictModel,
@@ -38,6 +39,11 @@ from app.schemas.policy import (
     PolicyVersionPublic,
     PolicyVersionsPublic,
 )
+from app.schemas.sandbox import (
+    SandboxProfilePublic,
+    SandboxRequest,
+    SandboxRequestPublic,
+)
 from app.schemas.service import (
     Caller,
     Health,
@@ -53,6 +59,7 @@ from app.schemas.sessions import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
 )
@@ -94,11 +101,16 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
+    "RememberChoice",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",
+    "SandboxProfilePublic",
+    "SandboxRequest",
+    "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
+    "SessionPending",
     "SessionPublic",
     "SessionsPublic",
     "StrictModel",

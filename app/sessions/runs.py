@@ -59,6 +59,7 @@ class SessionRuns:
             session_id=session_id,
             command=body.command,
             timeout_seconds=deadline_ms / 1000,
+            sandbox=body.sandbox,
             caller_gone=caller_gone,
         )
         source: RunSource

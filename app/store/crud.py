@@ -102,6 +102,23 @@ def finish_execution(connection: Connection, *, execution_id: str, values: dict[
     return bool(result.rowcount)
 
 
+def take_pending_request(
+    session: Session, *, execution_id: str, pending_request: str | None
+) -> bool:
+    """Clear an execution's stored request if it is still `pending_request`: whoever takes it
+    first (the waiting call or a retry) uses what it grants, once."""
+    result = session.execute(
+        update(Execution)
+        .where(
+            col(Execution.id) == execution_id,
+            col(Execution.pending_request) == pending_request,
+        )
+        .values(pending_request=None)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
 def encode_cursor(execution: Execution) -> str:
     raw = json.dumps([execution.created_at.isoformat(), execution.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -231,6 +248,7 @@ def decide_approval(
     decided_by: str,
     decision_reason: str | None,
     decided_at: datetime,
+    remembered_rule: str | None = None,
 ) -> bool:
     """Record a decision only while the approval is pending; False if someone decided first."""
     result = session.execute(
@@ -241,6 +259,7 @@ def decide_approval(
             decided_by=decided_by,
             decision_reason=decision_reason,
             decided_at=decided_at,
+            remembered_rule=remembered_rule,
         )
     )
     session.commit()
@@ -311,6 +330,7 @@ def insert_session_within(
         .where(
             col(ShellSession.owner) == record.owner,
             col(ShellSession.deleted_at).is_(None),
+            col(ShellSession.lost_at).is_(None),
             col(ShellSession.id) != record.id,
         )
     ).one()
@@ -328,7 +348,9 @@ def get_live_session(session: Session, *, session_id: str) -> ShellSession | Non
 
 
 def list_live_sessions(session: Session, *, owner: str | None) -> list[ShellSession]:
-    query = select(ShellSession).where(col(ShellSession.deleted_at).is_(None))
+    query = select(ShellSession).where(
+        col(ShellSession.deleted_at).is_(None), col(ShellSession.lost_at).is_(None)
+    )
     if owner is not None:
         query = query.where(col(ShellSession.owner) == owner)
     query = query.order_by(col(ShellSession.created_at).desc(), col(ShellSession.id).desc())

@@ -13,6 +13,7 @@ from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlmodel import Session, create_engine
 
 from app.core.errors import DatabaseUnavailableError, InvalidRequestError, StorageFullError
+from app.store.outage import OutageLog
 
 T = TypeVar("T")
 # The first parameter says which door a crud function needs: an ORM Session or a Core
@@ -72,7 +73,7 @@ def make_engine(url: str) -> Engine:
 DATABASE_ERRORS = (OperationalError, InterfaceError, SQLAlchemyTimeoutError, DataError)
 
 
-def as_app_error(error: Exception) -> Exception:
+def as_app_error(error: Exception, outage: OutageLog | None = None) -> Exception:
     """A database that cannot be reached is DatabaseUnavailableError (503, retry), one out of
     space StorageFullError (507), a value it cannot hold InvalidRequestError (422): PostgreSQL
     refuses a NUL character in text (an id looked up, a name stored) where SQLite keeps it."""
@@ -82,6 +83,8 @@ def as_app_error(error: Exception) -> Exception:
         if "NUL" in str(error.orig):
             return InvalidRequestError("text must not contain a NUL character")
         return InvalidRequestError("the database cannot hold a value of this request")
+    if outage is not None:
+        outage.failed(error)
     return DatabaseUnavailableError()
 
 
@@ -93,6 +96,7 @@ class Database:
         # An embedded file answers as long as the process runs; its one failure that matters
         # before a spawn, a full disk, is the storage guard's. A server's must be asked.
         self._networked = engine.dialect.name != "sqlite"
+        self.outage = OutageLog()
 
     def confirm_reachable(self) -> None:
         """Before a command runs: raise DatabaseUnavailableError unless the database answers,
@@ -104,7 +108,8 @@ class Database:
             with self.engine.connect():
                 pass
         except DATABASE_ERRORS as error:
-            raise as_app_error(error) from error
+            raise as_app_error(error, self.outage) from error
+        self.outage.answered()
 
     def run_sync(
         self, fn: Callable[Concatenate[Session, P], T], /, *args: P.args, **kwargs: P.kwargs
@@ -119,9 +124,11 @@ class Database:
         path, for the statements every execution runs. Blocking: call it off the event loop."""
         try:
             with self.engine.begin() as connection:
-                return fn(connection, *args, **kwargs)
+                result = fn(connection, *args, **kwargs)
         except DATABASE_ERRORS as error:
-            raise as_app_error(error) from error
+            raise as_app_error(error, self.outage) from error
+        self.outage.answered()
+        return result
 
     async def call(
         self, fn: Callable[Concatenate[Session, P], T], /, *args: P.args, **kwargs: P.kwargs
@@ -129,11 +136,13 @@ class Database:
         """Run `fn(session, **kwargs)` in a worker thread. A database that cannot be reached
         raises DatabaseUnavailableError (503, retry), one out of space StorageFullError (507)."""
         try:
-            return await anyio.to_thread.run_sync(
+            result = await anyio.to_thread.run_sync(
                 functools.partial(self.run_sync, fn, *args, **kwargs)
             )
         except DATABASE_ERRORS as error:
-            raise as_app_error(error) from error
+            raise as_app_error(error, self.outage) from error
+        self.outage.answered()
+        return result
 
     async def run(
         self, fn: Callable[Concatenate[Connection, P], T], /, *args: P.args, **kwargs: P.kwargs

@@ -36,6 +36,8 @@ APPROVAL_FIELDS = {
     "session",
     "pty",
     "reason",
+    "kind",
+    "sandbox_request",
     "state",
     "requested_by",
     "decided_by",
@@ -43,6 +45,8 @@ APPROVAL_FIELDS = {
     "created_at",
     "decided_at",
     "expires_at",
+    "suggested_pattern",
+    "remembered_rule",
 }
 # `ask-*` needs a human; `cat` is also routed to the `read` tool once approved.
 GATED_POLICY = {
@@ -114,6 +118,7 @@ def test_foreground_call_waits_for_the_approval_then_gets_the_output(
     waiting = in_background(post_as(gated, AGENT, {"command": command}))
     approval = pending_approval_for(approver, command)
     assert set(approval) == APPROVAL_FIELDS
+    assert approval["kind"] == "command" and approval["sandbox_request"] is None
     assert approval["state"] == "pending"
     assert approval["requested_by"] == "alice"
     assert approval["reason"] == "Prompt required by bash pattern: *ask-*"

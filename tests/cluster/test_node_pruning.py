@@ -1,5 +1,6 @@
 """Rows of replicas long gone are forgotten, on PostgreSQL (the shared database), unless they
-still hold work: a running or awaiting execution, a job slot, or an open session. Each case is
+still hold work: a running or awaiting execution, a job slot, or an open session (not a lost
+one). Each case is
 one row of one silent node; the node's own row and a recently silent one always stay."""
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def test_silent_nodes_holding_nothing_are_forgotten_the_others_kept(engine: Engi
             "slot",
             "session",
             "closed-session",
+            "lost-session",
         ):
             session.add(_node(node_id, LONG_AGO))
         session.add(_node("recent", NOW - timedelta(minutes=5)))
@@ -69,9 +71,40 @@ def test_silent_nodes_holding_nothing_are_forgotten_the_others_kept(engine: Engi
         session.add(_execution("ex_run", "running", "running"))
         session.add(_execution("ex_wait", "awaiting", "awaiting_approval"))
         session.add(JobSlot(execution_id="ex_slot", node="slot", acquired_at=LONG_AGO))
+        for session_id, node, deleted_at, lost_at in (
+            ("ss_open", "session", None, None),
+            ("ss_closed", "closed-session", LONG_AGO, None),
+            ("ss_lost", "lost-session", None, LONG_AGO),
+        ):
+            session.add(
+                ShellSession(
+                    id=session_id,
+                    owner="alice",
+                    cwd="/",
+                    timeout_ms=1000,
+                    node=node,
+                    deleted_at=deleted_at,
+                    lost_at=lost_at,
+                )
+            )
+        session.commit()
+
+        forgotten = store.forget_silent_nodes(
+            session, me="me", silent_before=NOW - timedelta(days=7)
+        )
+        assert forgotten == ["closed-session", "finished-only", "idle", "lost-session"]
+        kept = set(session.exec(select(Node.id)).all())
+    assert kept == {"me", "recent", "running", "awaiting", "slot", "session"}
+
+
+def test_the_open_sessions_of_a_dead_node_are_lost_once(engine: Engine) -> None:
+    with Session(engine) as session:
+        session.add(_node("me", NOW))
+        session.add(_node("dead", NOW - timedelta(minutes=5)))
         for session_id, node, deleted_at in (
-            ("ss_open", "session", None),
-            ("ss_closed", "closed-session", LONG_AGO),
+            ("ss_dead_open", "dead", None),
+            ("ss_dead_closed", "dead", LONG_AGO),
+            ("ss_mine", "me", None),
         ):
             session.add(
                 ShellSession(
@@ -84,10 +117,8 @@ def test_silent_nodes_holding_nothing_are_forgotten_the_others_kept(engine: Engi
                 )
             )
         session.commit()
-
-        forgotten = store.forget_silent_nodes(
-            session, me="me", silent_before=NOW - timedelta(days=7)
-        )
-        assert forgotten == ["closed-session", "finished-only", "idle"]
-        kept = set(session.exec(select(Node.id)).all())
-    assert kept == {"me", "recent", "running", "awaiting", "slot", "session"}
+        cutoff = NOW - timedelta(minutes=1)
+        assert store.lose_sessions_of_dead_nodes(session, me="me", cutoff=cutoff, now=NOW) == 1
+        assert store.lose_sessions_of_dead_nodes(session, me="me", cutoff=cutoff, now=NOW) == 0
+        lost = set(session.exec(select(ShellSession.id).where(ShellSession.lost_at != None)))  # noqa: E711
+    assert lost == {"ss_dead_open"}

@@ -68,6 +68,7 @@ def test_a_full_data_directory_is_reported_never_a_500(
         refused = client.post("/v1/executions", json={"command": "echo never > never-ran"})
         assert refused.status_code == 507, refused.text
         assert refused.json()["error"]["code"] == "storage_full"
+        assert int(refused.headers["Retry-After"]) > 0  # as documented (docs/api.md)
         assert not (settings.workspace / "never-ran").exists()
 
         # Space returns: ready again, and work runs, without a restart.

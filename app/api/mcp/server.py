@@ -39,7 +39,7 @@ from app.core.auth import Principal
 from app.core.errors import AppError, PayloadTooLargeError, UnauthenticatedError, UnavailableError
 from app.core.strict_json import TooManyValuesError, check_counts, json_body_limit
 from app.executions.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_description
-from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic
+from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic, SandboxRequest
 from app.services import Services
 from app.store.models import ExecutionState
 
@@ -195,6 +195,9 @@ def build_mcp_server(services: Services) -> MCPServer:
         notify_url: Annotated[
             str | None, Field(max_length=2048, description=NOTIFY_URL_DESCRIPTION)
         ] = None,
+        sandbox: Annotated[
+            SandboxRequest | None, Field(description=_rest_description("sandbox"))
+        ] = None,
     ) -> Annotated[CallToolResult, ExecutionResult]:
         # Left out when not given: the server's default then applies without a clamp notice.
         asked = {} if timeout is None else {"timeout": timeout}
@@ -210,6 +213,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             idle_timeout=idle_timeout,
             idle_action=idle_action,
             notify_url=notify_url,
+            sandbox=sandbox,
         )
         try:
             outcome = await executions.submit(_principal(ctx), request)

@@ -12,10 +12,11 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
+from app.api.routes.stream import close_code_for
 from app.api.strict_route import StrictJsonRoute
 from app.approvals.service import approval_public
 from app.core.auth import Principal
-from app.core.errors import UnauthenticatedError
+from app.core.errors import AppError, InvalidRequestError, UnauthenticatedError
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 from app.store.models import ApprovalState
 
@@ -88,7 +89,18 @@ async def approve(
     body: ApprovalDecision | None = None,
 ) -> ApprovalPublic:
     """Approves a pending approval; its execution starts at once (as a job when its caller
-    stopped waiting). The optional `reason` is stored with the decision."""
+    stopped waiting). The optional `reason` is stored with the decision. With `remember`, calls
+    matching its `pattern` (default: the approval's `suggested_pattern`) run without a prompt
+    for `for_seconds`: the requesting owner's (`scope: owner`) or everyone's (`scope: all`,
+    admins only), as a remembered rule in a new policy version (docs/policy.md)."""
+    if body is not None and body.remember is not None:
+        approval = await services.remembering.approve(
+            approval_id=approval_id,
+            principal=principal,
+            reason=body.reason,
+            remember=body.remember,
+        )
+        return approval_public(approval)
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=True,
@@ -112,6 +124,8 @@ async def deny(
 ) -> ApprovalPublic:
     """Denies a pending approval; its execution ends `rejected` and a waiting caller gets 403
     `approval_rejected` with the reason."""
+    if body is not None and body.remember is not None:
+        raise InvalidRequestError("remember applies to approve only; a denial is never remembered")
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=False,
@@ -133,10 +147,19 @@ async def approvals_stream(websocket: WebSocket, services: WebSocketServicesDep)
     except UnauthenticatedError as error:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason=error.message)
         return
+    except AppError as error:  # a ticket, and no database to redeem it in: 1013
+        await websocket.close(code=close_code_for(error), reason=error.message)
+        return
     # Subscribe before reading the snapshot so that nothing decided in between is missed.
     queue = services.approvals.subscribe()
     try:
-        pending = await services.approvals.list(principal, state="pending", limit=SNAPSHOT_LIMIT)
+        try:
+            pending = await services.approvals.list(
+                principal, state="pending", limit=SNAPSHOT_LIMIT
+            )
+        except AppError as error:  # the database does not answer: 1013, try again later
+            await websocket.close(code=close_code_for(error), reason=error.message)
+            return
         snapshot = [approval_public(approval).model_dump(mode="json") for approval in pending]
         with contextlib.suppress(WebSocketDisconnect, OSError):
             await websocket.send_json({"type": "snapshot", "approvals": snapshot})

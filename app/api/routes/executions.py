@@ -107,10 +107,13 @@ _NOT_DRIVABLE = "Only the owner or an admin drives an execution (`forbidden`)."
             401,
             403,
             404,
+            410,
             422,
             429,
             507,
             described={
+                410: "With several replicas: the `session`'s replica stopped heartbeating, so "
+                "the session is gone (`session_lost`, `details.node` names the replica).",
                 403: "Not an agent or admin token (`forbidden`); a deny rule matched, or the env "
                 "rules deny a name of `env` or of the session's env (`policy_denied`); an "
                 "approver denied it or it expired (`approval_rejected`).",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.disconnect import caller_gone
@@ -13,6 +13,7 @@ from app.schemas import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
     ToolObject,
@@ -22,6 +23,10 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=StrictJ
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."
+_LOST = (
+    "With several replicas: the replica holding the session's shell stopped heartbeating, so "
+    "the session and its state are gone (`session_lost`, `details.node` names the replica)."
+)
 _FORBIDDEN_OR_ENV = (
     "Approvers may read sessions but not use or change them (`forbidden`); the policy's env "
     "rules deny a name of `env` (`policy_denied`, `Blocked environment variable: <NAME>`; "
@@ -33,27 +38,42 @@ _FORBIDDEN_OR_ENV = (
     "",
     status_code=201,
     response_model=SessionPublic,
-    responses=error_responses(
-        400,
-        401,
-        403,
-        422,
-        429,
-        described={
-            403: _FORBIDDEN_OR_ENV,
-            429: "The owner has `SHELLGATE_MAX_SESSIONS` open sessions (`session_limit_reached`, "
-            "header `Retry-After`); closing one frees a place.",
+    responses={
+        202: {
+            "model": SessionPending,
+            "description": "Its `sandbox` asks beyond the policy's profile and awaits an "
+            "approval; send the same request again with `approval_id` once it is approved.",
         },
-    ),
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            409,
+            422,
+            429,
+            described={
+                403: _FORBIDDEN_OR_ENV,
+                404: "`approval_id` names no session request of this caller's (`not_found`).",
+                409: "`approval_id` names an approval already used, or one for another sandbox.",
+                429: "The owner has `SHELLGATE_MAX_SESSIONS` open sessions "
+                "(`session_limit_reached`, header `Retry-After`); closing one frees a place.",
+            },
+        ),
+    },
     summary="Open a session",
 )
 async def create_session(
     body: SessionCreate, principal: PrincipalDep, services: ServicesDep
-) -> SessionPublic:
+) -> SessionPublic | JSONResponse:
     """A persistent shell for a sequence of calls: exported variables, functions and aliases
     carry over from one call to the next (`POST /v1/executions` with `session`, or the
-    streaming runner `POST /v1/sessions/{id}/run`). `tool` is the MCP tool `bash_run`."""
-    return await services.sessions.create(principal, body)
+    streaming runner `POST /v1/sessions/{id}/run`). `tool` is the MCP tool `bash_run`.
+    A `sandbox` beyond the policy's profile waits for an approval (202 while it does)."""
+    created = await services.sessions.create(principal, body)
+    if isinstance(created, SessionPending):
+        return JSONResponse(created.model_dump(mode="json"), status_code=202)
+    return created
 
 
 @router.get(
@@ -67,7 +87,7 @@ async def list_sessions(principal: PrincipalDep, services: ServicesDep) -> Sessi
 @router.get(
     "/{session_id}",
     response_model=SessionPublic,
-    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    responses=error_responses(401, 404, 410, described={404: _NOT_FOUND, 410: _LOST}),
     summary="Read one session",
 )
 async def get_session(
@@ -81,7 +101,13 @@ async def get_session(
     "/{session_id}",
     response_model=SessionPublic,
     responses=error_responses(
-        400, 401, 403, 404, 422, described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND}
+        400,
+        401,
+        403,
+        404,
+        410,
+        422,
+        described={403: _FORBIDDEN_OR_ENV, 404: _NOT_FOUND, 410: _LOST},
     ),
     summary="Change cwd, env, timeout_ms or pty (a new env also resets the shell state)",
 )
@@ -96,7 +122,9 @@ async def patch_session(
 @router.delete(
     "/{session_id}",
     status_code=204,
-    responses=error_responses(401, 403, 404, described={403: _FORBIDDEN, 404: _NOT_FOUND}),
+    responses=error_responses(
+        401, 403, 404, 410, described={403: _FORBIDDEN, 404: _NOT_FOUND, 410: _LOST}
+    ),
     summary="End the session and cancel its running calls",
 )
 async def delete_session(
@@ -110,7 +138,7 @@ async def delete_session(
 @router.get(
     "/{session_id}/tool",
     response_model=ToolObject,
-    responses=error_responses(401, 404, described={404: _NOT_FOUND}),
+    responses=error_responses(401, 404, 410, described={404: _NOT_FOUND, 410: _LOST}),
     summary="MCP tool object `bash_run` for this session's runner",
 )
 async def session_tool(
@@ -145,9 +173,11 @@ async def session_tool(
             403,
             404,
             409,
+            410,
             422,
             429,
             described={
+                410: _LOST,
                 403: "Approvers may not run in sessions (`forbidden`); the policy or a guard "
                 "pattern denied the command, or the env rules deny a name of the session's "
                 "env (`policy_denied`), or an approver did (`approval_rejected`).",

@@ -24,6 +24,45 @@ function envBlock(env) {
   );
 }
 
+// A network setting as words: "on", "off", or the host globs one per line.
+function networkView(network, none) {
+  if (network === null || network === undefined) return el("span", { class: "muted" }, none);
+  if (Array.isArray(network)) return pathList(network, none);
+  const words = { on: "on (the host's network)", off: "off (loopback only)" };
+  return el("span", {}, words[network] ?? visibleText(String(network)));
+}
+
+function pathList(paths, empty) {
+  if (!paths || paths.length === 0) return el("span", { class: "muted" }, empty);
+  return el(
+    "pre",
+    { class: "paths" },
+    paths.flatMap((path, index) => [index ? "\n" : "", ...visibleText(path)]),
+  );
+}
+
+// A `kind: sandbox` approval: what the request asks beyond the profile, in the caller's words
+// why, and the profile it goes beyond — all of it text the caller chose, so escaped as such.
+function sandboxBlock(request) {
+  const justification = request.justification
+    ? el("pre", { class: "justification" }, visibleText(request.justification))
+    : el("span", { class: "muted" }, "none given");
+  return el(
+    "section",
+    { class: "sandbox-request", "aria-label": "Sandbox request" },
+    el("h3", {}, "Asks for more than its sandbox"),
+    el(
+      "dl",
+      {},
+      field("write beyond", pathList(request.write, "nothing more")),
+      field("network beyond", networkView(request.network, "nothing more")),
+      field("justification", justification),
+      field("profile writes", pathList(request.profile.write, "nothing")),
+      field("profile network", networkView(request.profile.network, "the server's default")),
+    ),
+  );
+}
+
 export class ApprovalsPanel {
   constructor({ onOpenExecution, onDecided }) {
     this.onOpenExecution = onOpenExecution;
@@ -253,8 +292,11 @@ export class ApprovalsPanel {
           el("span", { class: "muted" }, "Waiting for an approver's decision. "),
           openButton,
         );
+    card.dataset.kind = approval.kind ?? "command";
     card.append(
+      approval.kind === "sandbox" ? el("span", { class: "kind", dataset: { kind: "sandbox" } }, "sandbox") : [],
       el("pre", { class: "command" }, visibleText(approval.command)),
+      approval.kind === "sandbox" && approval.sandbox_request ? sandboxBlock(approval.sandbox_request) : [],
       el(
         "dl",
         {},
