@@ -329,7 +329,10 @@ class Launcher:
             writable = ()
         sandbox, profile = self._sandbox, plan.sandbox
         # A standby waits in the default sandbox: it runs only what that sandbox fits.
-        standby_fits = not draft.pty and sandbox.fits_standby(profile, plan.cwd, bool(writable))
+        readable = plan.expanded.artifact_paths
+        standby_fits = not draft.pty and sandbox.fits_standby(
+            profile, plan.cwd, bool(writable or readable)
+        )
         confinement = self.ctx.confinement
         opened: list[Unit] = []
         spawned: list[RunningProcess] = []
@@ -357,7 +360,7 @@ class Launcher:
                         "-c",
                         'exec "$@"',
                         "shellgate-sandbox",
-                        *sandbox.wrap(profile, argv, plan.cwd, writable),
+                        *sandbox.wrap(profile, argv, plan.cwd, writable, readable),
                     ]
                 spec = SpawnSpec(
                     argv=spawned_argv,

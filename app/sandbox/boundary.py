@@ -77,8 +77,16 @@ class Sandbox:
         argv: list[str],
         cwd: str,
         extra_writable: Iterable[str] = (),
+        extra_readable: Iterable[str] = (),
     ) -> list[str]:
-        return sandbox_argv(profile, argv, cwd, extra_writable=extra_writable, bwrap=self._bwrap)
+        return sandbox_argv(
+            profile,
+            argv,
+            cwd,
+            extra_writable=extra_writable,
+            extra_readable=extra_readable,
+            bwrap=self._bwrap,
+        )
 
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its

@@ -55,13 +55,16 @@ def sandbox_prefix(
     cwd: str,
     *,
     extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
 ) -> list[str]:
     """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
     `cwd` (which must exist: bwrap fails rather than run elsewhere).
 
     `extra_writable`: paths of the server's own that this one command must write even when
-    they are hidden from others (a session's state directory, inside the hidden data dir)."""
+    they are hidden from others (a session's state directory, inside the hidden data dir);
+    `extra_readable`: files of the server's it may read (the output logs it names as
+    `artifact://ID`)."""
     hidden = sorted({_real(path) for path in profile.hidden}, key=len)
     write = sorted(
         {
@@ -118,6 +121,9 @@ def sandbox_prefix(
     for path in sorted({_real(extra) for extra in extra_writable}, key=len):
         if os.path.isdir(path):
             argv += ["--bind", path, path]
+    for path in sorted({_real(extra) for extra in extra_readable}):
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
     for path in covered:
         if os.path.isdir(path):
             # After the extra binds made their mount points in it: the cover is read-only.
@@ -137,8 +143,11 @@ def sandbox_argv(
     cwd: str,
     *,
     extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
 ) -> list[str]:
     """`argv` run in the sandbox of `profile`, in `cwd`."""
-    prefix = sandbox_prefix(profile, cwd, extra_writable=extra_writable, bwrap=bwrap)
+    prefix = sandbox_prefix(
+        profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
+    )
     return [*prefix, *inner_reset(), *argv]

@@ -294,6 +294,18 @@ def test_a_term_reaches_the_command_which_ends_in_its_own_time(operator: ServerP
     assert "cleaned" in ended["output"], ended
 
 
+def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
+    operator: ServerProcess,
+) -> None:
+    with operator.client() as agent:
+        first = agent.post("/v1/executions", json={"command": "echo first-output"}).json()
+        again = agent.post(
+            "/v1/executions", json={"command": f"cat artifact://{first['id']}"}
+        ).json()
+    assert again["exit_code"] == 0, again
+    assert again["output"] == "first-output\n"
+
+
 def test_the_files_api_cannot_reach_what_commands_cannot_see(operator: ServerProcess) -> None:
     with operator.client(ADMIN) as admin:
         for path in ("data/admin.token", "data/shellgate.db", str(Path.home() / ".ssh/id_rsa")):
