@@ -49,6 +49,7 @@ from app.schemas.service import (
     Info,
     NodePublic,
     NodesPublic,
+    Readiness,
     ToolObject,
 )
 from app.schemas.sessions import (
@@ -99,6 +100,7 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
+    "Readiness",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",
