@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from app.api.ws_tickets import TicketBook
+from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
@@ -56,6 +57,7 @@ class Services:
     registry: Registry
     policy: PolicyService
     approvals: ApprovalService
+    remembering: Remembering
     executions: ExecutionService
     files: FileService
     sessions: SessionService
@@ -116,6 +118,7 @@ class Services:
             completion=notifier,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,
@@ -126,6 +129,7 @@ class Services:
             registry=registry,
             policy=policy,
             approvals=executions.approvals,
+            remembering=Remembering(settings, executions.approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(

@@ -9,3 +9,9 @@ ECHO_PROGRAM = "stty raw -echo; echo READY; exec cat"
 def stream_program(size: int) -> str:
     """`size` bytes of 'a' in 100-byte lines (plus the newlines fold adds)."""
     return f"head -c {size} /dev/zero | tr '\\0' 'a' | fold -w 100"
+
+
+def pipe_program(size: int) -> str:
+    """`size` zero bytes as one line of base64 (4/3 of `size`): a producer faster than the
+    reader, so a pipe stream measures the reader (`fold` capped the old producer at ~200 MB/s)."""
+    return f"head -c {size} /dev/zero | base64 -w 0"

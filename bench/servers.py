@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.tree_cpu import TreeCpu
+
 TOKEN = "bench-agent-secret-0123456789"
 BENCH_DIR = Path(__file__).resolve().parent
 PEERS_VENV = BENCH_DIR / ".peers-venv"
@@ -38,6 +40,11 @@ class Server:
     # From spawning the process to the first 200 of its health URL.
     startup_s: float
     headers: dict[str, str]
+    # CPU of its whole process tree (bench/tree_cpu.py).
+    tree: TreeCpu
+
+    def tree_cpu_seconds(self) -> float:
+        return self.tree.seconds()
 
 
 def ensure_peers_venv() -> Path:
@@ -77,16 +84,26 @@ def running(
     headers: dict[str, str],
     quiet: bool = False,
 ) -> Iterator[Server]:
+    tree = TreeCpu(base_url.rsplit(":", 1)[-1])
     started = time.perf_counter()
     output = subprocess.DEVNULL if quiet else None
     process = subprocess.Popen(
-        argv, env=env, start_new_session=True, cwd=BENCH_DIR.parent, stdout=output, stderr=output
+        argv,
+        env=env,
+        start_new_session=True,
+        cwd=BENCH_DIR.parent,
+        stdout=output,
+        stderr=output,
+        # Into its accounting cgroup before exec (the bench has no other thread at that point).
+        preexec_fn=tree.enter,
     )
+    tree.pid = process.pid
     try:
         _wait_ready(base_url + health, headers, process)
-        yield Server(base_url, process.pid, time.perf_counter() - started, headers)
+        yield Server(base_url, process.pid, time.perf_counter() - started, headers, tree)
     finally:
         stop(process)
+        tree.remove()
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -130,7 +147,11 @@ def scratch_directory() -> str:
 
 
 @contextlib.contextmanager
-def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
+def shellgate(
+    port: int | None = None, data_dir: Path | None = None, **settings: str
+) -> Iterator[Server]:
+    """A shellgate server; on a fresh data directory in a scratch directory unless `data_dir`
+    names one to reuse."""
     compile_bytecode()
     port = port or free_port()
     scratch = scratch_directory()
@@ -138,7 +159,7 @@ def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
         **os.environ,
         "SHELLGATE_HOST": "127.0.0.1",
         "SHELLGATE_PORT": str(port),
-        "SHELLGATE_DATA_DIR": str(Path(scratch) / "data"),
+        "SHELLGATE_DATA_DIR": str(data_dir or Path(scratch) / "data"),
         "SHELLGATE_WORKSPACE": scratch,
         "SHELLGATE_TOKENS": f"bench:admin:{TOKEN}",
         "SHELLGATE_LOG_LEVEL": "warning",

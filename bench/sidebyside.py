@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ import httpx
 from ptyprocess import PtyProcess
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench import servers
-from bench.programs import ECHO_PROGRAM, stream_program
+from bench import over_cap, registry_rows, servers
+from bench.programs import ECHO_PROGRAM, pipe_program, stream_program
 from bench.table import Row, Target, percentile, render
 
 RESULTS = servers.BENCH_DIR / "results"
@@ -52,36 +52,75 @@ READ_SIZE = 256 << 10
 
 @dataclass(frozen=True)
 class Sizes:
+    # Calls per block and blocks per round and subject (foreground), calls per round and
+    # subject of the call-by-call interleave, calls per block in a session.
     foreground_calls: int
+    foreground_blocks: int
+    interleaved_calls: int
     session_calls: int
     load_seconds: float
     pipe_bytes: int
     pty_bytes: int
     keystrokes: int
+    registry_rows: int
+    # Output of the over-the-cap row, and the cap it is measured against.
+    over_cap_bytes: int
+    cap_bytes: int
 
 
-FULL = Sizes(80, 40, 3.0, 100_000_000, 20_000_000, 150)
-QUICK = Sizes(20, 10, 1.0, 10_000_000, 5_000_000, 30)
+FULL = Sizes(
+    40, 2, 40, 40, 3.0, 200_000_000, 20_000_000, 150, registry_rows.ROWS, over_cap.GIGABYTE, 0
+)
+QUICK = Sizes(
+    20, 1, 10, 10, 1.0, 20_000_000, 5_000_000, 30, registry_rows.QUICK_ROWS, 100_000_000, 16 << 20
+)
 
 
-@dataclass
 class Subjects:
-    shellgate: servers.Server
-    swerex: servers.Server
-    terminado: servers.Server
-    minimal: servers.Server
+    """The servers a round started, by name; a measure asks only for those it declared."""
+
+    def __init__(self, started: dict[str, servers.Server]) -> None:
+        self.started = started
+
+    def _get(self, name: str) -> servers.Server:
+        if name not in self.started:
+            raise RuntimeError(f"{name} was not started for this measure")
+        return self.started[name]
+
+    @property
+    def shellgate(self) -> servers.Server:
+        return self._get("shellgate")
+
+    @property
+    def swerex(self) -> servers.Server:
+        return self._get("SWE-ReX")
+
+    @property
+    def terminado(self) -> servers.Server:
+        return self._get("terminado")
+
+    @property
+    def minimal(self) -> servers.Server:
+        return self._get("minimal app")
+
+
+SERVER_ORDER = ("shellgate", "SWE-ReX", "terminado", "minimal app")
 
 
 @contextlib.contextmanager
-def all_servers(peers_bin: Path) -> Iterator[Subjects]:
-    # One after another, so each start-up is timed with the others idle.
-    with (
-        servers.shellgate(auto_background_ms="30000", max_jobs="64") as ours,
-        servers.swerex(peers_bin) as swerex,
-        servers.terminado(peers_bin) as terminado,
-        servers.yardstick() as minimal,
-    ):
-        yield Subjects(ours, swerex, terminado, minimal)
+def start_servers(peers_bin: Path, names: set[str]) -> Iterator[Subjects]:
+    """The servers named, one after another, so each start-up is timed with the others idle."""
+    starters: dict[str, Callable[[], contextlib.AbstractContextManager[servers.Server]]] = {
+        "shellgate": lambda: servers.shellgate(auto_background_ms="30000", max_jobs="64"),
+        "SWE-ReX": lambda: servers.swerex(peers_bin),
+        "terminado": lambda: servers.terminado(peers_bin),
+        "minimal app": servers.yardstick,
+    }
+    with contextlib.ExitStack() as stack:
+        started = {
+            name: stack.enter_context(starters[name]()) for name in SERVER_ORDER if name in names
+        }
+        yield Subjects(started)
 
 
 def ms_since(started: float) -> float:
@@ -104,36 +143,73 @@ def foreground_calls() -> dict[str, Callable[[httpx.Client], bool]]:
     return {"shellgate": ours, "SWE-ReX": swerex, "minimal app": minimal}
 
 
-def foreground(subjects: Subjects, calls: int) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Round-trip samples (ms) per subject, interleaved call by call, and each server's own CPU
-    per call (ms) over the block."""
+def foreground_clients(subjects: Subjects) -> dict[str, tuple[servers.Server, httpx.Client]]:
     by_name = {"shellgate": subjects.shellgate, "SWE-ReX": subjects.swerex}
     by_name["minimal app"] = subjects.minimal
-    functions = foreground_calls()
-    clients = {
-        name: httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
+    return {
+        name: (server, httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30))
         for name, server in by_name.items()
     }
-    samples: dict[str, list[float]] = {name: [] for name in by_name}
+
+
+def settled_tree_cpu(server: servers.Server) -> float:
+    """The tree's CPU once the work a call leaves behind (shellgate's next standby shell) has
+    had a moment to finish, so a block is charged for all it caused and nothing of the next."""
+    time.sleep(0.3)
+    return server.tree_cpu_seconds()
+
+
+def foreground_blocks(
+    subjects: Subjects, calls: int, blocks: int, index: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Round-trip samples (ms) per subject, `blocks` blocks of `calls` back-to-back calls per
+    subject, the subjects' order rotated by block and round, and the CPU of each server's whole
+    process tree per call (ms) over its blocks. In a block nothing else runs: work one server
+    leaves after its answer (shellgate's standby) is charged to its own next call, not to a
+    peer's turn, as the call-by-call interleave did."""
+    subject = foreground_clients(subjects)
+    functions = foreground_calls()
+    names = list(functions)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu_s = dict.fromkeys(names, 0.0)
     try:
-        for _ in range(10):  # warm up: connection pools, imports, database pages
-            for name, call in functions.items():
-                call(clients[name])
-        cpu_before = {name: servers.cpu_seconds(s.pid) for name, s in by_name.items()}
+        for name in names:
+            for _ in range(10):  # warm up: connection pools, imports, database pages
+                functions[name](subject[name][1])
+        for block in range(blocks):
+            shift = (index + block) % len(names)
+            for name in names[shift:] + names[:shift]:
+                server, client = subject[name]
+                before = settled_tree_cpu(server)
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    if not functions[name](client):
+                        raise RuntimeError(f"{name}: a foreground `echo hi` failed")
+                    samples[name].append(ms_since(started))
+                cpu_s[name] += settled_tree_cpu(server) - before
+    finally:
+        for _, client in subject.values():
+            client.close()
+    return samples, {name: cpu_s[name] * 1000 / (calls * blocks) for name in names}
+
+
+def foreground_interleaved(subjects: Subjects, calls: int) -> dict[str, list[float]]:
+    """The old row, kept labelled: subjects interleaved call by call. It flatters shellgate:
+    its standby shell starts after each answer while the peer's call is timed."""
+    subject = foreground_clients(subjects)
+    functions = foreground_calls()
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    try:
         for _ in range(calls):
             for name, call in functions.items():
                 started = time.perf_counter()
-                if not call(clients[name]):
+                if not call(subject[name][1]):
                     raise RuntimeError(f"{name}: a foreground `echo hi` failed")
                 samples[name].append(ms_since(started))
-        cpu_ms = {
-            name: (servers.cpu_seconds(s.pid) - cpu_before[name]) * 1000 / calls
-            for name, s in by_name.items()
-        }
     finally:
-        for client in clients.values():
+        for _, client in subject.values():
             client.close()
-    return samples, cpu_ms
+    return samples
 
 
 # ---- 32 clients x sleep 0.1, /healthz under load -----------------------------------------
@@ -213,8 +289,9 @@ def succeeded(response: httpx.Response) -> bool:
 
 
 def session_commands(
-    subjects: Subjects, calls: int
+    subjects: Subjects, calls: int, index: int
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """`echo hi` in a session: a block of `calls` per subject, the order rotated by round."""
     ours = httpx.Client(
         base_url=subjects.shellgate.base_url, headers=subjects.shellgate.headers, timeout=30
     )
@@ -228,11 +305,11 @@ def session_commands(
         assert response.status_code == 200, response.text
 
         def in_ours() -> bool:
-            body = {"command": "true", "session": session_id}
+            body = {"command": "echo hi", "session": session_id}
             return succeeded(ours.post("/v1/executions", json=body))
 
         def in_swerex() -> bool:
-            body = {"command": "true", "session": "bench", "action_type": "bash"}
+            body = {"command": "echo hi", "session": "bench", "action_type": "bash"}
             try:
                 return succeeded(swerex.post("/run_in_session", json=body))
             except httpx.TransportError as error:  # its server drops the connection after a
@@ -240,17 +317,19 @@ def session_commands(
                 return False
 
         def in_floor() -> bool:
-            floor.run("true")
+            floor.run("echo hi")
             return True
 
         functions = {"shellgate": in_ours, "SWE-ReX": in_swerex, "persistent bash": in_floor}
-        for _ in range(3):
-            for call in functions.values():
-                call()
+        names = list(functions)
         samples: dict[str, list[float]] = {name: [] for name in functions}
         failures = dict.fromkeys(functions, 0)
-        for _ in range(calls):
-            for name, call in functions.items():
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            call = functions[name]
+            for _ in range(3):
+                call()
+            for _ in range(calls):
                 started = time.perf_counter()
                 if call():
                     samples[name].append(ms_since(started))
@@ -267,9 +346,9 @@ def session_commands(
 
 
 def pipe_floor(size: int) -> float:
-    """MB/s reading the generator's stdout from a pipe, nothing done to the bytes."""
+    """MB/s reading the producer's stdout from a pipe, nothing done to the bytes."""
     started = time.perf_counter()
-    process = subprocess.Popen(["bash", "-c", stream_program(size)], stdout=subprocess.PIPE)
+    process = subprocess.Popen(["bash", "-c", pipe_program(size)], stdout=subprocess.PIPE)
     assert process.stdout is not None
     fd = process.stdout.fileno()
     with contextlib.suppress(OSError):
@@ -278,6 +357,21 @@ def pipe_floor(size: int) -> float:
     while chunk := os.read(fd, READ_SIZE):
         total += len(chunk)
     process.wait(30)
+    return total / (time.perf_counter() - started) / 1e6
+
+
+async def asyncio_pipe_floor(size: int) -> float:
+    """MB/s reading the producer's stdout the way an asyncio server would: a subprocess pipe
+    read by the event loop in 256 KiB reads, nothing done to the bytes."""
+    started = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(
+        "bash", "-c", pipe_program(size), stdout=asyncio.subprocess.PIPE, limit=READ_SIZE
+    )
+    assert process.stdout is not None
+    total = 0
+    while chunk := await process.stdout.read(READ_SIZE):
+        total += len(chunk)
+    await process.wait()
     return total / (time.perf_counter() - started) / 1e6
 
 
@@ -302,11 +396,12 @@ def pty_floor(size: int) -> float:
 
 async def shellgate_stream(server: servers.Server, size: int, pty: bool) -> float:
     """MB/s from the `async` submit to the exit frame, a viewer connected at offset 0."""
+    program = stream_program(size) if pty else pipe_program(size)
     async with httpx.AsyncClient(
         base_url=server.base_url, headers=server.headers, timeout=120
     ) as client:
         started = time.perf_counter()
-        body = {"command": stream_program(size), "async": True, "pty": pty}
+        body = {"command": program, "async": True, "pty": pty}
         execution_id = (await client.post("/v1/executions", json=body)).json()["id"]
         url = f"{server.base_url.replace('http://', 'ws://')}/v1/executions/{execution_id}/stream"
         total = 0
@@ -435,6 +530,8 @@ class Collected:
 
     per_round: dict[str, dict[str, list[float]]]
     samples: dict[str, dict[str, list[float]]]
+    # How a figure was taken where the machine decides (e.g. the tree CPU's cgroup or /proc).
+    methods: dict[str, str] = field(default_factory=dict)
 
     def add_round(self, measure: str, subject: str, value: float) -> None:
         self.per_round.setdefault(measure, {}).setdefault(subject, []).append(value)
@@ -450,51 +547,129 @@ def bounded(stream: Coroutine[Any, Any, float], seconds: float = 120) -> float:
     return asyncio.run(asyncio.wait_for(stream, seconds))
 
 
-def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected) -> None:
-    with all_servers(peers_bin) as subjects:
-        for name, server in (
-            ("shellgate", subjects.shellgate),
-            ("SWE-ReX", subjects.swerex),
-            ("terminado", subjects.terminado),
-            ("minimal app", subjects.minimal),
-        ):
-            out.add_round("startup_s", name, server.startup_s)
-            out.add_round("idle_rss_mib", name, servers.rss_kib(server.pid) / 1024)
+def measure_startup(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    for name, server in subjects.started.items():
+        out.add_round("startup_s", name, server.startup_s)
+        out.add_round("idle_rss_mib", name, servers.rss_kib(server.pid) / 1024)
 
-        samples, cpu_ms = foreground(subjects, sizes.foreground_calls)
-        for name, values in samples.items():
-            out.add_samples("foreground_ms", name, values)
-            out.add_round("cpu_ms_per_call", name, cpu_ms[name])
 
-        loads = [
-            ("shellgate", subjects.shellgate, "/v1/executions"),
-            ("minimal app", subjects.minimal, "/run"),
-        ]
-        for name, server, path in loads[index % 2 :] + loads[: index % 2]:  # rotate who is first
-            rate, health_ms, failed = asyncio.run(
-                load(server, path, {"command": "sleep 0.1"}, sizes.load_seconds)
-            )
-            out.add_round("load_cmd_s", name, rate)
-            out.add_round("load_failed", name, failed)
-            out.samples.setdefault("healthz_ms", {}).setdefault(name, []).extend(health_ms)
-            out.add_round("healthz_p99_ms", name, percentile(health_ms, 0.99))
+def measure_foreground(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    samples, cpu_ms = foreground_blocks(
+        subjects, sizes.foreground_calls, sizes.foreground_blocks, index
+    )
+    for name, values in samples.items():
+        out.add_samples("foreground_ms", name, values)
+        out.add_round("cpu_ms_per_call", name, cpu_ms[name])
+    out.methods["tree CPU"] = subjects.shellgate.tree.method
+    for name, values in foreground_interleaved(subjects, sizes.interleaved_calls).items():
+        out.add_samples("interleaved_ms", name, values)
 
-        samples, failures = session_commands(subjects, sizes.session_calls)
-        for name, values in samples.items():
-            out.add_samples("session_ms", name, values)
-            out.add_round("session_failed", name, failures[name])
 
-        out.add_round("pipe_mb_s", "pipe floor", pipe_floor(sizes.pipe_bytes))
-        rate = bounded(shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False))
-        out.add_round("pipe_mb_s", "shellgate", rate)
-        out.add_round("pty_mb_s", "PTY floor", pty_floor(sizes.pty_bytes))
-        rate = bounded(shellgate_stream(subjects.shellgate, sizes.pty_bytes, pty=True))
-        out.add_round("pty_mb_s", "shellgate", rate)
-        rate = bounded(terminado_stream(subjects.terminado, sizes.pty_bytes))
-        out.add_round("pty_mb_s", "terminado", rate)
+def measure_load(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    loads = [
+        ("shellgate", subjects.shellgate, "/v1/executions"),
+        ("minimal app", subjects.minimal, "/run"),
+    ]
+    for name, server, path in loads[index % 2 :] + loads[: index % 2]:  # rotate who is first
+        rate, health_ms, failed = asyncio.run(
+            load(server, path, {"command": "sleep 0.1"}, sizes.load_seconds)
+        )
+        out.add_round("load_cmd_s", name, rate)
+        out.add_round("load_failed", name, failed)
+        out.samples.setdefault("healthz_ms", {}).setdefault(name, []).extend(health_ms)
+        out.add_round("healthz_p99_ms", name, percentile(health_ms, 0.99))
 
-        for name, values in asyncio.run(keystroke_echo(subjects, sizes.keystrokes)).items():
-            out.add_samples("echo_ms", name, values)
+
+def measure_session(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    samples, failures = session_commands(subjects, sizes.session_calls, index)
+    for name, values in samples.items():
+        out.add_samples("session_ms", name, values)
+        out.add_round("session_failed", name, failures[name])
+
+
+def measure_pipe(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    takes: list[tuple[str, Callable[[], float]]] = [
+        ("asyncio read floor", lambda: bounded(asyncio_pipe_floor(sizes.pipe_bytes))),
+        ("raw read floor", lambda: pipe_floor(sizes.pipe_bytes)),
+        (
+            "shellgate",
+            lambda: bounded(shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False)),
+        ),
+    ]
+    shift = index % len(takes)
+    for name, take in takes[shift:] + takes[:shift]:
+        out.add_round("pipe_mb_s", name, take())
+
+
+def measure_pty(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    out.add_round("pty_mb_s", "PTY floor", pty_floor(sizes.pty_bytes))
+    rate = bounded(shellgate_stream(subjects.shellgate, sizes.pty_bytes, pty=True))
+    out.add_round("pty_mb_s", "shellgate", rate)
+    rate = bounded(terminado_stream(subjects.terminado, sizes.pty_bytes))
+    out.add_round("pty_mb_s", "terminado", rate)
+
+
+def measure_echo(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    for name, values in asyncio.run(keystroke_echo(subjects, sizes.keystrokes)).items():
+        out.add_samples("echo_ms", name, values)
+
+
+_SEEDED: dict[int, Path] = {}
+
+
+def measure_registry(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    if sizes.registry_rows not in _SEEDED:
+        _SEEDED[sizes.registry_rows] = registry_rows.seeded_data_dir(sizes.registry_rows)
+    sides: list[tuple[str, Path | None]] = [
+        ("full", _SEEDED[sizes.registry_rows]),
+        ("empty", None),
+    ]
+    shift = index % 2
+    for name, data_dir in sides[shift:] + sides[:shift]:
+        cpu_ms, list_ms = registry_rows.one_server(data_dir, sizes.foreground_calls)
+        out.add_round("registry_cpu_ms", name, cpu_ms)
+        out.add_round("registry_list_ms", name, list_ms)
+
+
+def measure_over_cap(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    # The quick run lowers the cap with the size; the full run keeps the default (0: unset).
+    cap = sizes.cap_bytes or None
+    sides: list[tuple[str, int | None]] = [
+        ("over the cap", cap),
+        ("uncapped", 2 * sizes.over_cap_bytes),
+    ]
+    shift = index % 2
+    for name, side_cap in sides[shift:] + sides[:shift]:
+        seconds, cpu = over_cap.one_call(sizes.over_cap_bytes, side_cap)
+        out.add_round("cap_s", name, seconds)
+        out.add_round("cap_cpu_s", name, cpu)
+
+
+@dataclass(frozen=True)
+class Measure:
+    # The servers a round must start for it (a measure that starts its own names none).
+    needs: frozenset[str]
+    run: Callable[[Subjects, Sizes, int, Collected], None]
+
+
+MEASURES: dict[str, Measure] = {
+    "startup": Measure(frozenset(SERVER_ORDER), measure_startup),
+    "foreground": Measure(frozenset({"shellgate", "SWE-ReX", "minimal app"}), measure_foreground),
+    "load": Measure(frozenset({"shellgate", "minimal app"}), measure_load),
+    "session": Measure(frozenset({"shellgate", "SWE-ReX"}), measure_session),
+    "pipe": Measure(frozenset({"shellgate"}), measure_pipe),
+    "pty": Measure(frozenset({"shellgate", "terminado"}), measure_pty),
+    "echo": Measure(frozenset({"shellgate", "terminado"}), measure_echo),
+    "registry": Measure(frozenset(), measure_registry),
+    "cap": Measure(frozenset(), measure_over_cap),
+}
+
+
+def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected, chosen: list[str]) -> None:
+    needed: set[str] = set().union(*(MEASURES[name].needs for name in chosen))
+    with start_servers(peers_bin, needed) as subjects:
+        for name in chosen:
+            MEASURES[name].run(subjects, sizes, index, out)
 
 
 def p99_note(out: Collected, measure: str, subject: str) -> str:
@@ -502,117 +677,192 @@ def p99_note(out: Collected, measure: str, subject: str) -> str:
     return f"p99 {percentile(samples, 0.99):.2f}" if samples else "no successful call"
 
 
+def pooled_p99(out: Collected, measure: str, subject: str) -> list[float]:
+    samples = out.samples[measure][subject]
+    return [percentile(samples, 0.99) if samples else math.nan]
+
+
 def rows(out: Collected) -> list[Row]:
+    """The table's rows, for every measure that ran."""
     r = out.per_round
+    found: list[Row] = []
 
     def peers(measure: str, *names: str) -> dict[str, list[float]]:
         return {name: r[measure][name] for name in names}
 
-    fg_notes = {name: p99_note(out, "foreground_ms", name) for name in r["foreground_ms"]}
-    session_notes = {
-        name: p99_note(out, "session_ms", name)
-        + (f", {failed:.0f} failed" if (failed := sum(r["session_failed"][name])) else "")
-        for name in r["session_ms"]
-    }
-    return [
-        Row(
-            "foreground `echo hi`, median",
-            "ms",
-            r["foreground_ms"]["shellgate"],
-            peers("foreground_ms", "SWE-ReX", "minimal app"),
-            "SWE-ReX",
-            Target("ratio_le", 1.0),
-            fg_notes,
-        ),
-        Row(
-            "foreground `echo hi`, p99 (all rounds pooled)",
-            "ms",
-            [percentile(out.samples["foreground_ms"]["shellgate"], 0.99)],
-            {
-                name: [percentile(out.samples["foreground_ms"][name], 0.99)]
-                for name in ("SWE-ReX", "minimal app")
-            },
-        ),
-        Row(
-            "server CPU per foreground call",
-            "ms",
-            r["cpu_ms_per_call"]["shellgate"],
-            peers("cpu_ms_per_call", "SWE-ReX", "minimal app"),
-            "SWE-ReX",
-            Target("abs_le", 1.5),
-        ),
-        Row(
-            "32 clients × `sleep 0.1`, cmd/s (ideal 320)",
-            "cmd/s",
-            r["load_cmd_s"]["shellgate"],
-            peers("load_cmd_s", "minimal app"),
-            "minimal app",
-            Target("ratio_ge", 1.0),
-            {
-                name: f"{int(sum(r['load_failed'][name]))} failed"
-                for name in r["load_failed"]
-                if sum(r["load_failed"][name])
-            },
-        ),
-        Row(
-            "`/healthz` p99 during that load",
-            "ms",
-            r["healthz_p99_ms"]["shellgate"],
-            peers("healthz_p99_ms", "minimal app"),
-            None,
-            Target("abs_le", 20),
-        ),
-        Row(
-            "command (`true`) in a session, median",
-            "ms",
-            r["session_ms"]["shellgate"],
-            peers("session_ms", "SWE-ReX", "persistent bash"),
-            "SWE-ReX",
-            Target("abs_le", 3),
-            session_notes,
-        ),
-        Row(
-            "live WebSocket stream, pipe",
-            "MB/s",
-            r["pipe_mb_s"]["shellgate"],
-            peers("pipe_mb_s", "pipe floor"),
-            "pipe floor",
-            Target("ratio_ge", 0.4),
-        ),
-        Row(
-            "live WebSocket stream, PTY",
-            "MB/s",
-            r["pty_mb_s"]["shellgate"],
-            peers("pty_mb_s", "PTY floor", "terminado"),
-            "PTY floor",
-            Target("ratio_ge", 0.8),
-        ),
-        Row(
-            "PTY keystroke echo, median",
-            "ms",
-            r["echo_ms"]["shellgate"],
-            peers("echo_ms", "terminado", "PTY floor"),
-            "terminado",
-            Target("ratio_le", 1.0),
-            {name: p99_note(out, "echo_ms", name) for name in r["echo_ms"]},
-        ),
-        Row(
-            "start to `/healthz` 200",
-            "s",
-            r["startup_s"]["shellgate"],
-            peers("startup_s", "SWE-ReX", "terminado", "minimal app"),
-            "SWE-ReX",
-            Target("ratio_le", 1.0),
-        ),
-        Row(
-            "idle RSS",
-            "MiB",
-            r["idle_rss_mib"]["shellgate"],
-            peers("idle_rss_mib", "SWE-ReX", "terminado", "minimal app"),
-            "SWE-ReX",
-            Target("abs_le", 64),
-        ),
-    ]
+    if "startup_s" in r:
+        found += [
+            Row(
+                "start to first 200 (`/healthz`; SWE-ReX `/is_alive`)",
+                "s",
+                r["startup_s"]["shellgate"],
+                peers("startup_s", "SWE-ReX", "terminado", "minimal app"),
+                "SWE-ReX",
+                Target("ratio_le", 1.5),
+            ),
+            Row(
+                "idle RSS",
+                "MiB",
+                r["idle_rss_mib"]["shellgate"],
+                peers("idle_rss_mib", "SWE-ReX", "terminado", "minimal app"),
+                "SWE-ReX",
+                Target("abs_le", 64),
+            ),
+        ]
+    if "foreground_ms" in r:
+        fg_notes = {name: p99_note(out, "foreground_ms", name) for name in r["foreground_ms"]}
+        found += [
+            Row(
+                "foreground `echo hi`, median, blocks of back-to-back calls",
+                "ms",
+                r["foreground_ms"]["shellgate"],
+                peers("foreground_ms", "SWE-ReX", "minimal app"),
+                "SWE-ReX",
+                Target("ratio_le", 1.5),
+                fg_notes,
+            ),
+            Row(
+                "foreground `echo hi`, p99 (blocks, all rounds pooled)",
+                "ms",
+                pooled_p99(out, "foreground_ms", "shellgate"),
+                {
+                    name: pooled_p99(out, "foreground_ms", name)
+                    for name in ("SWE-ReX", "minimal app")
+                },
+                "SWE-ReX",
+            ),
+            Row(
+                "CPU per foreground call, whole process tree",
+                "ms",
+                r["cpu_ms_per_call"]["shellgate"],
+                peers("cpu_ms_per_call", "SWE-ReX", "minimal app"),
+                "SWE-ReX",
+                Target("ratio_le", 1.8),
+            ),
+            Row(
+                "foreground `echo hi`, median, interleaved call by call (flatters shellgate)",
+                "ms",
+                r["interleaved_ms"]["shellgate"],
+                peers("interleaved_ms", "SWE-ReX", "minimal app"),
+                "SWE-ReX",
+            ),
+        ]
+    if "load_cmd_s" in r:
+        found += [
+            Row(
+                "32 clients × `sleep 0.1`, cmd/s (ideal 320)",
+                "cmd/s",
+                r["load_cmd_s"]["shellgate"],
+                peers("load_cmd_s", "minimal app"),
+                "minimal app",
+                Target("ratio_ge", 1.0),
+                {
+                    name: f"{int(sum(r['load_failed'][name]))} failed"
+                    for name in r["load_failed"]
+                    if sum(r["load_failed"][name])
+                },
+            ),
+            Row(
+                "`/healthz` p99 during that load",
+                "ms",
+                r["healthz_p99_ms"]["shellgate"],
+                peers("healthz_p99_ms", "minimal app"),
+                "minimal app",
+                Target("abs_le", 20),
+            ),
+        ]
+    if "session_ms" in r:
+        session_notes = {
+            name: p99_note(out, "session_ms", name)
+            + (f", {failed:.0f} failed" if (failed := sum(r["session_failed"][name])) else "")
+            for name in r["session_ms"]
+        }
+        found.append(
+            Row(
+                "`echo hi` in a session, median",
+                "ms",
+                r["session_ms"]["shellgate"],
+                peers("session_ms", "SWE-ReX", "persistent bash"),
+                "SWE-ReX",
+                Target("ratio_le", 0.1),
+                session_notes,
+            )
+        )
+    if "pipe_mb_s" in r:
+        found.append(
+            Row(
+                "live WebSocket stream, pipe (`head -c N /dev/zero | base64 -w 0`)",
+                "MB/s",
+                r["pipe_mb_s"]["shellgate"],
+                peers("pipe_mb_s", "asyncio read floor", "raw read floor"),
+                "asyncio read floor",
+                Target("ratio_ge", 0.4),
+            )
+        )
+    if "pty_mb_s" in r:
+        found.append(
+            Row(
+                "live WebSocket stream, PTY",
+                "MB/s",
+                r["pty_mb_s"]["shellgate"],
+                peers("pty_mb_s", "PTY floor", "terminado"),
+                "PTY floor",
+                Target("ratio_ge", 0.48),
+            )
+        )
+    if "echo_ms" in r:
+        found.append(
+            Row(
+                "PTY keystroke echo, median",
+                "ms",
+                r["echo_ms"]["shellgate"],
+                peers("echo_ms", "terminado", "PTY floor"),
+                "terminado",
+                Target("ratio_le", 1.0),
+                {name: p99_note(out, "echo_ms", name) for name in r["echo_ms"]},
+            )
+        )
+    if "registry_cpu_ms" in r:
+        rows_note = {"shellgate": f"{len(_SEEDED) and next(iter(_SEEDED)):,} rows"}
+        found += [
+            Row(
+                "CPU per foreground call, whole tree, registry of N rows vs empty",
+                "ms",
+                r["registry_cpu_ms"]["full"],
+                peers("registry_cpu_ms", "empty"),
+                "empty",
+                Target("ratio_le", 1.05),
+                rows_note,
+            ),
+            Row(
+                "`GET /v1/executions?limit=50` median, registry of N rows vs empty",
+                "ms",
+                r["registry_list_ms"]["full"],
+                peers("registry_list_ms", "empty"),
+                "empty",
+                Target("ratio_le", 1.05),
+                rows_note,
+            ),
+        ]
+    if "cap_s" in r:
+        found += [
+            Row(
+                "output over the artifact cap, time to the answer",
+                "s",
+                r["cap_s"]["over the cap"],
+                peers("cap_s", "uncapped"),
+                "uncapped",
+                Target("ratio_le", 1.1),
+            ),
+            Row(
+                "output over the artifact cap, whole-tree CPU",
+                "s",
+                r["cap_cpu_s"]["over the cap"],
+                peers("cap_cpu_s", "uncapped"),
+                "uncapped",
+            ),
+        ]
+    return found
 
 
 def uptime() -> str:
@@ -633,7 +883,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a ~1-minute smoke run")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(MEASURES),
+        help="run only this row's measure (repeatable); the README is refreshed only by a full run",
+    )
     args = parser.parse_args()
+    chosen = [name for name in MEASURES if not args.only or name in args.only]
     sizes = QUICK if args.quick else FULL
     rounds = 2 if args.quick else args.rounds
     peers_bin = servers.ensure_peers_venv()
@@ -642,20 +899,27 @@ def main() -> int:
     out = Collected({}, {})
     for index in range(rounds):
         print(f"round {index + 1}/{rounds}", flush=True)
-        one_round(index, peers_bin, sizes, out)
+        one_round(index, peers_bin, sizes, out, chosen)
     table = render(rows(out))
+    partial = bool(args.only)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%MZ")
+    methods = "".join(f" {what}: {how}." for what, how in out.methods.items())
     header = (
-        f"Run {stamp}{' (--quick)' if args.quick else ''}: {rounds} rounds in "
+        f"Run {stamp}{' (--quick)' if args.quick else ''}"
+        f"{' (--only ' + ', '.join(chosen) + ')' if partial else ''}: {rounds} rounds in "
         f"{time.monotonic() - started:.0f} s. Load before: `{load_before}`; "
-        f"after: `{uptime()}`. Ratios are the median of per-round ratios."
+        f"after: `{uptime()}`. Ratios are the median of per-round ratios, in brackets the "
+        f"lowest and highest round's.{methods}"
     )
     RESULTS.mkdir(exist_ok=True)
-    name = f"{stamp}-quick" if args.quick else stamp  # a smoke run never passes for a result
+    name = stamp + ("-quick" if args.quick else "")  # a smoke run never passes for a result
+    name += f"-only-{'-'.join(chosen)}" if partial else ""
     (RESULTS / f"{name}.md").write_text(f"# Side-by-side benchmark\n\n{header}\n\n{table}")
     report = {
         "stamp": stamp,
         "quick": args.quick,
+        "only": chosen if partial else None,
+        "methods": out.methods,
         "rounds": rounds,
         "sizes": sizes.__dict__,
         "load_before": load_before,
@@ -663,7 +927,7 @@ def main() -> int:
         "per_round": out.per_round,
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2))
-    if not args.quick:
+    if not args.quick and not partial:
         refresh_readme(table, header)
     print(header)
     print(table)

@@ -18,16 +18,21 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered), rank) - 1]
 
 
-def median_of_round_ratios(ours: Sequence[float], peer: Sequence[float]) -> float:
-    """The median of ours[i] / peer[i]: each round's ratio is taken under that round's load, so
-    a noisy round moves one ratio rather than both medians."""
+def round_ratios(ours: Sequence[float], peer: Sequence[float]) -> list[float]:
+    """ours[i] / peer[i] for every round where both sides have a figure."""
     if len(ours) != len(peer) or not ours:
         raise ValueError("one value per round on each side")
     # A round where a side has no figure (NaN: every call of it failed) gives no ratio.
     ratios = [a / b for a, b in zip(ours, peer, strict=True) if b > 0 and not math.isnan(a + b)]
     if not ratios:
         raise ValueError("no round has a figure on both sides")
-    return statistics.median(ratios)
+    return ratios
+
+
+def median_of_round_ratios(ours: Sequence[float], peer: Sequence[float]) -> float:
+    """The median of ours[i] / peer[i]: each round's ratio is taken under that round's load, so
+    a noisy round moves one ratio rather than both medians."""
+    return statistics.median(round_ratios(ours, peer))
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,16 @@ class Row:
         except ValueError:
             return None
 
+    def spread(self) -> tuple[float, float] | None:
+        """The lowest and highest per-round ratio: how far one round can be from the median."""
+        if self.against is None or not self.peers.get(self.against):
+            return None
+        try:
+            ratios = round_ratios(self.ours, self.peers[self.against])
+        except ValueError:
+            return None
+        return min(ratios), max(ratios)
+
     def holds(self) -> bool | None:
         if self.target is None:
             return None
@@ -94,6 +109,7 @@ class Row:
             "peers_rounds": self.peers,
             "against": self.against,
             "ratio": self.ratio(),
+            "ratio_spread": self.spread(),
             "target": None if self.target is None else [self.target.kind, self.target.value],
             "holds": self.holds(),
             "notes": self.notes,
@@ -110,7 +126,8 @@ def figure(values: Sequence[float], unit: str) -> str:
 
 
 def render(rows: Sequence[Row]) -> str:
-    """Markdown: the medians over rounds, the peers, the median per-round ratio, the target."""
+    """Markdown: the medians over rounds, the peers, the median per-round ratio with the lowest
+    and highest round's in brackets, the target."""
     lines = [
         "| work | shellgate | peers | ratio | target | holds |",
         "|---|---|---|---|---|---|",
@@ -127,6 +144,8 @@ def render(rows: Sequence[Row]) -> str:
         )
         ratio = row.ratio()
         ratio_text = "—" if ratio is None else f"×{ratio:.2f} {row.against}"
+        if (spread := row.spread()) is not None and spread[0] != spread[1]:
+            ratio_text += f" (×{spread[0]:.2f}–{spread[1]:.2f})"
         target = "—" if row.target is None else row.target.text(row.against or "")
         holds = row.holds()
         holds_text = "—" if holds is None else "yes" if holds else "no"

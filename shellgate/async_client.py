@@ -126,6 +126,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -152,6 +153,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
         return await self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -172,6 +174,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -192,6 +195,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
 

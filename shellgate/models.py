@@ -108,6 +108,10 @@ class Approval(WireModel):
     session: str | None
     pty: bool
     reason: str
+    # What is asked: `command`, `file`, or `sandbox` (a profile beyond the policy's, whose
+    # `sandbox_request` says what is asked beyond it and why).
+    kind: str = "command"
+    sandbox_request: dict[str, Any] | None = None
     state: str
     requested_by: str
     decided_by: str | None
@@ -189,6 +193,8 @@ class PolicyEvaluation(WireModel):
     cwd: str
     cd_rewrite: dict[str, Any] | None
     interception: dict[str, Any] | None
+    # The sandbox profile it would run with ({network, write, hidden}); null under deny.
+    sandbox: dict[str, Any] | None = None
 
 
 class Caller(WireModel):

@@ -127,6 +127,7 @@ class Client(SyncFiles, SyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -153,6 +154,7 @@ class Client(SyncFiles, SyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
         return self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -173,6 +175,7 @@ class Client(SyncFiles, SyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -193,6 +196,7 @@ class Client(SyncFiles, SyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
 

@@ -44,6 +44,13 @@ def test_a_row_with_no_figure_never_holds() -> None:
     assert "no figure" in render([row])
 
 
+def test_spread_is_the_lowest_and_highest_round_ratio() -> None:
+    row = Row("x", "ms", ours=[8.0, 12.0, 10.0, 6.0], peers={"p": [4.0, 4.0, 5.0, math.nan]})
+    row.against = "p"
+    assert row.spread() == (2.0, 3.0)
+    assert Row("x", "ms", ours=[1.0]).spread() is None
+
+
 def test_ratio_needs_one_value_per_round_on_each_side() -> None:
     with pytest.raises(ValueError):
         median_of_round_ratios([1.0, 2.0], [1.0])
@@ -81,6 +88,6 @@ def test_render_writes_medians_ratio_target_and_verdict() -> None:
     assert table[0] == "| work | shellgate | peers | ratio | target | holds |"
     assert table[2] == (
         "| foreground `echo hi`, median | 10.0 ms (p99 20.00) | SWE-ReX 4.00 ms; "
-        "minimal app 3.50 ms | ×2.00 SWE-ReX | ≤ ×1 SWE-ReX | no |"
+        "minimal app 3.50 ms | ×2.00 SWE-ReX (×2.00–3.00) | ≤ ×1 SWE-ReX | no |"
     )
     assert table[3] == "| idle RSS | 60.0 MiB | — | — | ≤ 64 | yes |"

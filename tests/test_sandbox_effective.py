@@ -195,3 +195,14 @@ def test_a_valid_sandbox_reads_back_normalised_and_rules_without_one_unchanged()
         "hidden": [],
         "escalation": "prompt",
     }
+
+
+@pytest.mark.parametrize(
+    "sandbox",
+    [{"write": [{"a": 1}]}, {"write": [["x"]]}, {"network": [{"a": 1}]}, {"write": "/x"}],
+)
+def test_a_sandbox_of_the_wrong_shape_is_a_validation_error_not_a_crash(
+    sandbox: dict[str, Any],
+) -> None:
+    with pytest.raises(ValidationError):
+        PolicyDocument.model_validate({"sandbox": sandbox})

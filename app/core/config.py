@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(default=600, gt=0, le=30 * 86400)
     # Per owner: one agent filing approvals in a loop must not bury everyone else's.
     max_pending_approvals: int = Field(default=50, ge=1, le=100_000)
+    # Approve and remember (docs/policy.md#remembered-decisions): the shortest and the longest
+    # time a decision may be remembered.
+    remember_min_seconds: float = Field(default=60, gt=0, le=365 * 86400)
+    remember_max_seconds: float = Field(default=30 * 86400, gt=0, le=365 * 86400)
     # Open sessions one owner may have: each holds a row, a state directory and, while used, a
     # shell; they live until closed, so an agent that never closes them would grow without end.
     max_sessions: int = Field(default=100, ge=1, le=100_000)

@@ -17,7 +17,6 @@ from app.core.random_ids import random_token
 from app.executions.timeouts import DEFAULT_TIMEOUT, ResolvedTimeout, resolve_timeout
 from app.policy.shell.syntax import extract_leading_cd
 from app.policy.working_directory import working_directory
-from app.sandbox.profile import Network, SandboxProfile
 from app.schemas import ExecutionCreate
 
 ARTIFACT_URL = re.compile(r"artifact://(ex_[A-Za-z0-9_-]{8,64})")
@@ -68,10 +67,15 @@ class Draft:
     notify_url: str | None = None
     idle_timeout: float | None = None
     idle_action: str = "background"
-    # The profile this run gets (docs/policy.md#sandbox): the policy's, widened by its rule,
-    # or exactly what an approved request asked (escalated). None: its session's, else the
-    # server's default.
-    sandbox: SandboxProfile | None = None
+    # The policy's word on it (recorded as the execution's `reason`), the remembered rule that
+    # allowed it, and for a prompt the pattern offered to remember (docs/policy.md).
+    policy_reason: str | None = None
+    remembered_rule: str | None = None
+    suggested_pattern: str | None = None
+    # The sandbox profile this one execution runs with (its record form,
+    # `SandboxProfile.to_record()`), when the policy or an approved request decided one;
+    # None: its session's, else the server's default (app/sandbox/boundary.py).
+    sandbox: dict[str, Any] | None = None
     # What the request asks beyond the profile, as the approver is shown it (kind `sandbox`).
     sandbox_request: dict[str, Any] | None = None
 
@@ -92,20 +96,7 @@ class Draft:
         if not isinstance(values.get("command"), str):
             raise ValueError("stored draft has no command")
         values.setdefault("original_command", values["command"])
-        if isinstance(values.get("sandbox"), dict):
-            values["sandbox"] = _profile_from_json(values["sandbox"])
         return cls(**values)
-
-
-def _profile_from_json(data: dict[str, Any]) -> SandboxProfile:
-    stored = data["network"]
-    network: Network = stored if stored in ("on", "off") else tuple(stored)
-    return SandboxProfile(
-        network=network,
-        write=tuple(data["write"]),
-        hidden=tuple(data["hidden"]),
-        escalated=bool(data.get("escalated", False)),
-    )
 
 
 def pending_request_json(owner_role: str, draft: Draft) -> str:

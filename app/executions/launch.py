@@ -435,6 +435,8 @@ class Launcher:
             "artifact_path": str(live.log.path),
             "pending_request": None,
             "node": self.ctx.settings.node_id or None,
+            "policy_reason": draft.policy_reason,
+            "remembered_rule": draft.remembered_rule,
             **notify_columns(draft.notify_url),
         }
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.core.auth import Principal
 from app.executions.registry import LiveExecution
-from app.sandbox.profile import SandboxProfile
 from app.store.models import Execution
 
 
@@ -40,9 +39,10 @@ class SessionContext:
     env: dict[str, str]
     pty: bool
     limits: dict[str, int | None] = field(default_factory=dict)
-    # The profile every call of the session runs with, fixed at its creation (None: the
-    # policy's in force).
-    sandbox: SandboxProfile | None = None
+    keep_cwd: bool = False  # the owning call's last directory becomes the session's cwd
+    # The sandbox profile the session was given when it was created (its record form,
+    # app/sandbox/profile.py); None: made while the sandbox was off.
+    sandbox: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

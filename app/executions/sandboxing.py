@@ -23,10 +23,10 @@ ESCALATION_REASON = "Sandbox escalation requested: "
 
 @dataclass(frozen=True)
 class SandboxDecision:
-    """`profile`: what the draft runs with (None: its session's); `ask`: what the request asks
-    beyond `base`, the profile it would have had (empty: nothing more)."""
+    """`profile`: what the draft runs with; `ask`: what the request asks beyond `base`, the
+    profile it would have had (empty: nothing more)."""
 
-    profile: SandboxProfile | None
+    profile: SandboxProfile
     base: SandboxProfile
     ask: SandboxAsk
     justification: str | None = None
@@ -114,26 +114,26 @@ def for_session_call(
         )
 
 
-def for_new_session(policy: PolicyService, request: SandboxRequest | None) -> SandboxProfile:
-    """The profile a new session keeps for all its calls: the policy's, and a request within it
-    changes nothing. Beyond it: 403 under `escalation: deny`, and under `prompt` too, since
-    no one approves a session (ask on one execution instead)."""
+def for_new_session(policy: PolicyService, request: SandboxRequest | None) -> SandboxDecision:
+    """The profile a new session keeps for all its calls: the policy's (a rule's widening is
+    for single executions), and what the request asks beyond it. PolicyDeniedError (403) when
+    it asks beyond and the policy says `escalation: deny`; beyond under `prompt`, the caller
+    asks a human (app/sessions/sandbox_approval.py)."""
     base = policy.sandbox_profile()
     if request is None:
-        return base
+        return SandboxDecision(base, base, SandboxAsk())
     write, network = _asked(policy, request)
     _refuse_hidden(write, base.hidden)
     ask = beyond(base, write, network)
-    if ask:
-        mode = policy.document.sandbox.escalation
+    if not ask:
+        return SandboxDecision(base, base, ask, request.justification)
+    if policy.document.sandbox.escalation == "deny":
         raise PolicyDeniedError(
-            f"A session cannot be created with more than the policy's sandbox profile "
-            f"({ask.describe()}; the policy's escalation is {mode}): a session's profile "
-            "holds for every call, and approvals are given one execution at a time. Ask on "
-            "the execution that needs it (`sandbox` on POST /v1/executions).",
+            "Sandbox escalation refused: the policy's sandbox.escalation is deny, and this "
+            f"session asks beyond its profile ({ask.describe()}). Nothing was created.",
             details={"sandbox": {"write": list(ask.write), "network": _wire(ask.network)}},
         )
-    return base
+    return SandboxDecision(granted(base, ask), base, ask, request.justification)
 
 
 def _wire(network: Network | None) -> Any:

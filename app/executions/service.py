@@ -41,7 +41,7 @@ from app.executions.ports import (
 )
 from app.executions.registry import LiveExecution, Registry
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
-from app.governance.service import Judgement, PolicyService
+from app.governance.service import Judgement, PolicyService, suggested_pattern
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
@@ -143,6 +143,7 @@ class ExecutionService:
         judgement = await self._judge(
             principal, request.command, execution_id, env=env, cwd=start, run=run
         )
+        _note_judgement(draft, judgement, request.command)
         reason = judgement.reason
         if session is not None:
             sandboxing.for_session_call(
@@ -150,7 +151,8 @@ class ExecutionService:
             )
         else:
             sandbox = sandboxing.for_execution(self._policy, judgement, request.sandbox)
-            draft.sandbox, draft.sandbox_request = sandbox.profile, sandbox.approval_request()
+            draft.sandbox = sandbox.profile.to_record()
+            draft.sandbox_request = sandbox.approval_request()
             if sandbox.ask:
                 reason = sandbox.reason(judgement)
         if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
@@ -194,6 +196,7 @@ class ExecutionService:
         # policy came to deny after the session was made blocks its calls (fail closed).
         env = drafts.effective_env(session.env, None)
         judgement = await self._judge(principal, command, execution_id, env=env, cwd=session.cwd)
+        _note_judgement(draft, judgement, command)
         sandboxing.for_session_call(self._policy, self._session_profile(session), sandbox)
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = session.cwd, env
@@ -210,7 +213,9 @@ class ExecutionService:
 
     def _session_profile(self, session: SessionContext) -> SandboxProfile:
         """The profile the session's calls run with, fixed at its creation."""
-        return session.sandbox or self._policy.sandbox_profile()
+        if session.sandbox is None:
+            return self._policy.sandbox_profile()
+        return SandboxProfile.from_record(session.sandbox)
 
     async def _admit(
         self,
@@ -376,3 +381,12 @@ class ExecutionService:
     def intents(self) -> IntentJournal:
         """The rows of quick foreground calls not in the database yet (pending_record.py)."""
         return self._launcher.intents
+
+
+def _note_judgement(draft: drafts.Draft, judgement: Judgement, command: str) -> None:
+    """What the record keeps of the policy's word: its reason, the remembered rule that allowed
+    the call, and for a prompt the pattern the approver is offered to remember."""
+    draft.policy_reason = judgement.reason
+    draft.remembered_rule = judgement.command.remembered_rule
+    if judgement.approval == RuleAction.prompt:
+        draft.suggested_pattern = suggested_pattern(judgement.command, command)

@@ -12,6 +12,12 @@ from app.schemas import ExecutionCreate
 RUNS = "Run a bash command (`bash -c`) and return its merged stdout and stderr. "
 TIMEOUT = "The default timeout is 300 seconds (0 disables it; values are clamped to 1-3600). "
 APPROVAL_WAIT_DEFAULT: float = ExecutionCreate.model_fields["approval_wait"].default
+# Agents learn here that a refusal from the sandbox can be asked past, and how.
+SANDBOX = (
+    "Each command runs in a sandbox: it writes only inside its profile (the workspace, a "
+    "private /tmp) and reaches the network the policy allows; when a command needs more, "
+    "pass `sandbox: {write, network, justification}` and a human decides."
+)
 INLINE_WINDOW = (
     "Output over the inline window (20 KiB head + 50 KiB tail) is elided in the middle; "
 )
@@ -32,7 +38,8 @@ def execution_tool(settings: Settings) -> dict[str, Any]:
         "the full log stays readable as artifact://<id> through "
         "`GET /v1/executions/{id}/output?offset=&limit=`. "
         f"At most {settings.max_jobs} background jobs run at once. "
-        "Commands pass the server's policy: some are denied, some wait for a human approval."
+        "Commands pass the server's policy: some are denied, some wait for a human approval. "
+        f"{SANDBOX}"
     )
     return {"name": "bash", "description": description, "inputSchema": schema}
 
@@ -58,5 +65,6 @@ def mcp_bash_description(settings: Settings) -> str:
         "need a human approval. Such a call holds up to `approval_wait` seconds (default "
         f"{APPROVAL_WAIT_DEFAULT:g}) for the decision: approved in time, it runs and answers "
         "like any call; still undecided, it answers with the execution and approval ids, and "
-        "job_wait with the execution id follows it. An `async: true` call never holds."
+        "job_wait with the execution id follows it. An `async: true` call never holds. "
+        f"{SANDBOX}"
     )

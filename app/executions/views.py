@@ -122,6 +122,8 @@ def to_public(
         is_error=state in ERROR_STATES,
         text=text,
         approval=approval_summary,
+        reason=record.policy_reason,
+        remembered_rule=record.remembered_rule,
         notify_url=record.notify_url,
         notify_state=record.notify_state,
         notifications=json.loads(record.notify_attempts or "[]"),

@@ -80,11 +80,10 @@ def check_path(path: str) -> str:
 
 
 def _paths(value: Any) -> Any:
-    if not isinstance(value, list):
+    # Anything but a list of strings goes on to pydantic's own type error.
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return value
-    return list(
-        dict.fromkeys(check_path(item) if isinstance(item, str) else item for item in value)
-    )
+    return list(dict.fromkeys(check_path(item) for item in value))
 
 
 NetworkSetting = Annotated[

@@ -28,3 +28,14 @@ class SandboxProfile:
             "hidden": list(self.hidden),
             "escalated": self.escalated,
         }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> SandboxProfile:
+        """The profile of a `to_record()` dict (a stored session's, a draft's)."""
+        network = record.get("network", "off")
+        return cls(
+            network=network if isinstance(network, str) else tuple(network),  # type: ignore[arg-type]
+            write=tuple(record.get("write") or ()),
+            hidden=tuple(record.get("hidden") or ()),
+            escalated=bool(record.get("escalated", False)),
+        )

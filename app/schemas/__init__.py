@@ -7,6 +7,7 @@ from app.schemas.approvals import (
     ApprovalDecision,
     ApprovalPublic,
     ApprovalsPublic,
+    RememberChoice,
 )
 from app.schemas.common import (
     StrictModel,
@@ -59,6 +60,7 @@ from app.schemas.sessions import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
 )
@@ -101,6 +103,7 @@ __all__ = [
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
     "Readiness",
+    "RememberChoice",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",
@@ -109,6 +112,7 @@ __all__ = [
     "SandboxRequestPublic",
     "SessionCreate",
     "SessionPatch",
+    "SessionPending",
     "SessionPublic",
     "SessionsPublic",
     "StrictModel",

@@ -201,6 +201,17 @@ class ExecutionPublic(BaseModel):
     is_error: bool
     text: str
     approval: ApprovalSummary | None = None
+    reason: str | None = Field(
+        default=None,
+        description="The policy's reason for its verdict: `Allowed by bash pattern: …`, "
+        "`Allowed by remembered rule rr_…: …`, or the prompt's reason when it waited for an "
+        "approval (null for records from before it was kept).",
+    )
+    remembered_rule: str | None = Field(
+        default=None,
+        description="The remembered rule (`rr_…`, GET /v1/policy `remembered`) that let it run "
+        "without a prompt; null otherwise.",
+    )
     notify_url: str | None = Field(default=None, description="Where the end is delivered.")
     notify_state: Literal["waiting", "delivered", "failed"] | None = Field(
         default=None,

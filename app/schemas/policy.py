@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.policy.engine import PolicyDocument, PolicyRule, RuleAction
 from app.schemas.common import StrictModel
+from app.schemas.sandbox import SandboxProfilePublic
 
 # --- the policy (docs/policy.md#policy-api) -----------------------------------------------------
 
@@ -85,6 +86,12 @@ class PolicyEvaluation(BaseModel):
     interception: InterceptionPublic | None = Field(
         description="What the interceptor would block; null when nothing would, or when the "
         "verdict is deny (deny never reaches the interceptor; prompt reaches it on approval)."
+    )
+    sandbox: SandboxProfilePublic | None = Field(
+        default=None,
+        description="The sandbox profile it would run with outside a session, before any "
+        "request asks more: the server's default, the policy's `sandbox` and the deciding "
+        "rule's widening (null under deny).",
     )
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
-from app.schemas.executions import ExecutionLimits
+from app.schemas.executions import ApprovalSummary, ExecutionLimits
 from app.schemas.sandbox import SandboxRequest
 from app.schemas.service import ToolObject
 
@@ -42,14 +42,31 @@ class SessionCreate(StrictModel):
         description="Deadline of each `/run` call; a call may only raise it.",
     )
     pty: bool = Field(default=False, description="Run the calls in a pseudo-terminal.")
+    keep_cwd: bool = Field(
+        default=False,
+        description="Each call starts in the directory the session's last call ended in (a "
+        "`cd` carries over, and `cwd` follows it); default false: every call starts in `cwd`.",
+    )
     limits: ExecutionLimits | None = Field(
         default=None, description="Resource limits of every call (only lower than the server's)."
     )
     sandbox: SandboxRequest | None = Field(
         default=None,
         description="More than the policy's sandbox profile for every call of the session, "
-        "fixed at its creation: under `escalation: deny` beyond the profile is a 403; under "
-        "`prompt`, a 403 too (ask for it on a single execution, which an approver decides).",
+        "fixed at its creation: beyond the profile an approval of kind `sandbox` (the call "
+        "holds up to `approval_wait`, then answers 202), or 403 under `escalation: deny`.",
+    )
+    approval_wait: float = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Seconds the call waits for a sandbox approval before answering 202.",
+    )
+    approval_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Create the session with the sandbox an earlier call (answered 202) asked "
+        "for, once its approval is approved; the same `sandbox` must be sent again.",
     )
 
 
@@ -60,18 +77,32 @@ class SessionPatch(StrictModel):
     env: dict[str, str] | None = None
     timeout_ms: int | None = Field(default=None, ge=1, le=SESSION_MAX_TIMEOUT_MS)
     pty: bool | None = None
+    keep_cwd: bool | None = None
     limits: ExecutionLimits | None = Field(
         default=None, description="Replaces the session's limits (`{}` clears them)."
+    )
+
+
+class SessionPending(BaseModel):
+    """`POST /v1/sessions` answered 202: its sandbox awaits a human's decision."""
+
+    state: Literal["awaiting_approval"] = "awaiting_approval"
+    approval: ApprovalSummary
+    execution_id: str = Field(
+        description="The approval's anchor record (`GET /v1/executions/{id}` follows it)."
     )
 
 
 class SessionPublic(BaseModel):
     id: str
     owner: str
-    cwd: str
+    cwd: str = Field(
+        description="Where the next call starts (with `keep_cwd`, where the last one ended)."
+    )
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    keep_cwd: bool = Field(description="A `cd` carries over to the next call.")
     limits: dict[str, int] = Field(default_factory=dict, description="Limits of every call.")
     busy: bool = Field(description="A call holds the session's shell state right now.")
     created_at: datetime

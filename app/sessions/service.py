@@ -11,7 +11,9 @@ a call is `WRAPPER` (`app/sessions/session_wrapper.sh`), which
 1. restores the snapshot (sourced with stdio on /dev/null, `expand_aliases` on);
 2. lays the call's own `env` over it, then runs the user's command with `eval`, the command text
    arriving in an environment variable (never spliced into shell text), in the session's cwd
-   (set afresh on every call: a `cd` does not carry over);
+   (set afresh on every call: a `cd` does not carry over, unless the session has `keep_cwd`:
+   then the owning call's EXIT trap also writes `$PWD`, and the server makes it the session's
+   `cwd` when it commits the state);
 3. on EXIT (a trap, so `exit 3` still saves; the exit status is kept) writes the exported
    variables that differ from the environment the shell was started with (host defaults plus
    the session's env) as `export` / `unset -v` lines, every function and every alias, to a
@@ -46,10 +48,17 @@ from typing import Any
 
 import anyio.to_thread
 
+from app.approvals.service import ApprovalService
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
-from app.core.errors import ForbiddenError, NotFoundError, SessionLimitError, SessionLostError
+from app.core.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    SessionLimitError,
+    SessionLostError,
+)
 from app.core.random_ids import random_token
 from app.executions import sandboxing
 from app.executions.draft import resolve_cwd
@@ -58,11 +67,19 @@ from app.executions.registry import LiveExecution, Registry
 from app.governance.service import PolicyService
 from app.policy.env_rules import validate_env
 from app.process.environment import build_environment
-from app.schemas import SessionCreate, SessionPatch, SessionPublic, ToolObject
+from app.schemas import (
+    ApprovalSummary,
+    SessionCreate,
+    SessionPatch,
+    SessionPending,
+    SessionPublic,
+    ToolObject,
+)
 from app.sessions.runner import runner_tool
+from app.sessions.sandbox_approval import SessionSandboxApprovals
 from app.store import crud
 from app.store.db import Database
-from app.store.models import ShellSession
+from app.store.models import Approval, ApprovalState, ShellSession
 from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.sessions")
@@ -75,6 +92,8 @@ STATE_FILE = "state.sh"
 # "Files per call").
 NEXT_STATE_FILE = "state.next"
 SCRATCH_FILE = "scratch.names"
+# With `keep_cwd`, the owning call's last working directory (`$PWD`, written by its EXIT trap).
+CWD_FILE = "cwd.next"
 DELETE_WAIT_SECONDS = 5.0
 
 # The script each call runs (see the module docstring), shipped next to this module.
@@ -144,6 +163,8 @@ class _Call:
         env: dict[str, str],
         save_to: Path | None,
         scratch: Path,
+        cwd_to: Path | None = None,
+        started_cwd: str = "",
     ) -> None:
         self.argv = argv
         self.env = env
@@ -153,6 +174,8 @@ class _Call:
         self._execution_id = execution_id
         self._save_to = save_to
         self._scratch = scratch
+        self._cwd_to = cwd_to
+        self._started_cwd = started_cwd
         self._generation = runtime.generation
 
     @property
@@ -176,7 +199,9 @@ class _Call:
             # Only the call that may save writes files (the wrapper's scratch listing and its
             # snapshot): a one-shot call leaves nothing behind, so it skips the thread hop.
             if self._save_to is not None:
-                await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+                ended_in = await anyio.to_thread.run_sync(self._settle_files, reset, commit)
+                if ended_in is not None:
+                    await self._service.follow_cwd(self._session_id, self._started_cwd, ended_in)
         finally:
             self._release()
 
@@ -190,15 +215,21 @@ class _Call:
         self._runtime.calls.pop(self._execution_id, None)
         self._service.forget_idle(self._session_id, self._runtime)
 
-    def _settle_files(self, reset: bool, commit: bool) -> None:
+    def _settle_files(self, reset: bool, commit: bool) -> str | None:
+        """Installs the new state; returns the directory the call ended in when the session
+        keeps it (and it still is a directory), else None."""
         state = self._scratch.with_name(STATE_FILE)
+        ended_in = None
         if reset:
             state.unlink(missing_ok=True)
         elif commit and self._save_to is not None:
             # Absent when the shell died before its EXIT trap (a signal): the state stays.
             with contextlib.suppress(FileNotFoundError):
                 install_state(self._save_to, state)
+            if self._cwd_to is not None:
+                ended_in = _last_directory(self._cwd_to)
         self._empty_working_files()
+        return ended_in
 
     def _empty_working_files(self) -> None:
         """Nothing of the call's listings stays on disk (they hold every exported value, the
@@ -206,9 +237,22 @@ class _Call:
         has any: another must not empty what the owner is using."""
         if self._save_to is None:
             return
-        for working in (self._save_to, self._scratch):
-            with contextlib.suppress(OSError):
-                os.truncate(working, 0)
+        for working in (self._save_to, self._scratch, self._cwd_to):
+            if working is not None:
+                with contextlib.suppress(OSError):
+                    os.truncate(working, 0)
+
+
+def _last_directory(written: Path) -> str | None:
+    """What the EXIT trap wrote, when it names a directory that still exists: a call that
+    ended in a directory it then removed leaves the session's cwd where it was."""
+    try:
+        ended_in = written.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not ended_in.startswith("/") or "\0" in ended_in or not os.path.isdir(ended_in):
+        return None
+    return ended_in
 
 
 class SessionService:
@@ -234,12 +278,17 @@ class SessionService:
         self._directory_checked: set[str] = set()
         # Awaited with the id of each deleted session once its calls have ended.
         self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
+        # Set once the approvals exist (app/services.py): a new session's sandbox request.
+        self._sandbox_approvals: SessionSandboxApprovals | None = None
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
     # ---------------------------------------------------------------------------------------
 
-    async def create(self, principal: Principal, body: SessionCreate) -> SessionPublic:
+    async def create(
+        self, principal: Principal, body: SessionCreate
+    ) -> SessionPublic | SessionPending:
+        """The new session; or, when its sandbox request awaits a human, what it waits on."""
         principal.require("agent", "admin")
         validate_env(body.env)
         # Judged now (a denied name → 403, nothing stored) and again at every call, under the
@@ -247,9 +296,13 @@ class SessionService:
         self._policy.refuse_denied_env(body.env)
         limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
         self._confinement.resolve(limits)  # above the server's → 422
-        # The profile every call will have, fixed now; more than the policy's → 403.
-        sandboxing.for_new_session(self._policy, body.sandbox)
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
+        # The profile every call will have, fixed now: more than the policy's asks a human.
+        # `sandbox` (record form: the policy's profile, or the approved grant) is what the
+        # session's `sandbox` column keeps once the kernel side adds it.
+        sandbox = await self._sandbox_for(principal, body, cwd)
+        if isinstance(sandbox, SessionPending):
+            return sandbox
         now = datetime.now(UTC)
         record = ShellSession(
             id=new_session_id(),
@@ -258,6 +311,7 @@ class SessionService:
             env=json.dumps(body.env or {}),
             timeout_ms=body.timeout_ms,
             pty=body.pty,
+            keep_cwd=body.keep_cwd,
             limits=json.dumps(limits),
             node=self.settings.node_id or None,
             created_at=now,
@@ -273,7 +327,14 @@ class SessionService:
         record = inserted
         self._directory_checked.add(record.id)
         self._known[record.id] = record
-        logger.info("session %s created for %s in %s", record.id, principal.name, cwd)
+        logger.info(
+            "session %s created for %s in %s (sandbox network %s%s)",
+            record.id,
+            principal.name,
+            cwd,
+            sandbox["network"],
+            ", escalated" if sandbox["escalated"] else "",
+        )
         return self.to_public(record)
 
     async def list_for(self, principal: Principal) -> list[SessionPublic]:
@@ -307,6 +368,8 @@ class SessionService:
             values["timeout_ms"] = body.timeout_ms
         if body.pty is not None:
             values["pty"] = body.pty
+        if body.keep_cwd is not None:
+            values["keep_cwd"] = body.keep_cwd
         if body.limits is not None:
             limits = body.limits.model_dump(exclude_none=True)
             self._confinement.resolve(limits)  # above the server's → 422
@@ -351,6 +414,39 @@ class SessionService:
         self._directory_checked.discard(session_id)
         logger.info("session %s deleted by %s", session_id, principal.name)
 
+    def use_approvals(self, approvals: ApprovalService) -> None:
+        """Sandbox requests of new sessions ask through the approvals of commands."""
+        self._sandbox_approvals = SessionSandboxApprovals(self.settings, self.db, approvals)
+
+    async def _sandbox_for(
+        self, principal: Principal, body: SessionCreate, cwd: str
+    ) -> dict[str, Any] | SessionPending:
+        """The session's profile (record form), or the approval it waits on."""
+        decision = sandboxing.for_new_session(self._policy, body.sandbox)
+        request = decision.approval_request()
+        if request is None:
+            return decision.profile.to_record()
+        if self._sandbox_approvals is None:
+            raise ConflictError("this server takes no session sandbox requests")
+        approval_id = body.approval_id
+        if approval_id is None:
+            asked = await self._sandbox_approvals.ask(
+                principal, decision, cwd=cwd, wait=body.approval_wait
+            )
+            approval_id = asked.id
+        taken = await self._sandbox_approvals.take(principal, approval_id, request)
+        if isinstance(taken, Approval):
+            return SessionPending(
+                approval=ApprovalSummary(
+                    id=taken.id,
+                    state=ApprovalState(taken.state),
+                    reason=taken.reason,
+                    expires_at=aware_utc(taken.expires_at),
+                ),
+                execution_id=taken.execution_id,
+            )
+        return taken
+
     def to_public(self, record: ShellSession) -> SessionPublic:
         runtime = self._runtimes.get(record.id)
         return SessionPublic(
@@ -360,6 +456,7 @@ class SessionService:
             env=json.loads(record.env),
             timeout_ms=record.timeout_ms,
             pty=record.pty,
+            keep_cwd=record.keep_cwd,
             limits=json.loads(record.limits or "{}"),
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
@@ -383,6 +480,7 @@ class SessionService:
             env=json.loads(record.env),
             pty=record.pty,
             limits=json.loads(record.limits or "{}"),
+            keep_cwd=record.keep_cwd,
         )
 
     def known_cwd(self, session_id: str, principal: Principal) -> str:
@@ -423,8 +521,12 @@ class SessionService:
         env["__SHELLGATE_STATE"] = str(directory / STATE_FILE)
         scratch = directory / SCRATCH_FILE
         env["__SHELLGATE_SCRATCH"] = str(scratch)
+        cwd_to: Path | None = None
         if save_to is not None:
             env["__SHELLGATE_SAVE_TO"] = str(save_to)
+            if context.keep_cwd:
+                cwd_to = directory / CWD_FILE
+                env["__SHELLGATE_CWD_TO"] = str(cwd_to)
         env["__SHELLGATE_CALL_KEYS"] = " ".join(overlay)
         for key, value in overlay.items():
             env[f"__SHELLGATE_CALL_{key}"] = value
@@ -437,11 +539,27 @@ class SessionService:
             env=env,
             save_to=save_to,
             scratch=scratch,
+            cwd_to=cwd_to,
+            started_cwd=context.cwd,
         )
 
     # ---------------------------------------------------------------------------------------
     # internals
     # ---------------------------------------------------------------------------------------
+
+    async def follow_cwd(self, session_id: str, started_cwd: str, ended_in: str) -> None:
+        """A `keep_cwd` session's next call starts where its owning call ended, unless the
+        session's cwd was changed (PATCH) while the call ran: that change wins."""
+        record = self._known.get(session_id)
+        if record is None or record.cwd != started_cwd or ended_in == started_cwd:
+            return
+        updated = await self.db.call(
+            crud.update_session,
+            session_id=session_id,
+            values={"cwd": ended_in, "updated_at": datetime.now(UTC)},
+        )
+        if updated is not None and updated.deleted_at is None:
+            self._known[session_id] = updated
 
     async def reset_state(self, session_id: str, runtime: SessionRuntime) -> None:
         runtime.generation += 1

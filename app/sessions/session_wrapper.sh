@@ -12,7 +12,8 @@
 # __SHELLGATE_STATE (snapshot to restore), __SHELLGATE_SAVE_TO (where to write the new state;
 # absent for a call that does not save), __SHELLGATE_SCRATCH (the owning call's own file,
 # emptied by the server after the call), __SHELLGATE_CALL_KEYS and __SHELLGATE_CALL_<name>
-# (the call's own env, applied after the restore).
+# (the call's own env, applied after the restore), __SHELLGATE_CWD_TO (a `keep_cwd` session's
+# owning call: where its EXIT trap writes the directory it ended in).
 # What it costs is bash work per exported variable, so the common case skips it: a call that
 # does not save does no bookkeeping at all, and a saving call first compares `declare -px`
 # (every exported variable and its value) before and after the command. Equal — the command
@@ -29,6 +30,7 @@ declare -a __shellgate_kept=() __shellgate_exports=() __shellgate_start=()
 # shellcheck disable=SC2153  # the __SHELLGATE_ inputs come from the environment
 __shellgate_scratch=$__SHELLGATE_SCRATCH
 __shellgate_save_to=${__SHELLGATE_SAVE_TO-}
+__shellgate_cwd_to=${__SHELLGATE_CWD_TO-}
 if [[ -n ${__SHELLGATE_STATE-} && -r $__SHELLGATE_STATE ]]; then
   # shellcheck source=/dev/null  # the snapshot this wrapper wrote on an earlier call
   source "$__SHELLGATE_STATE" </dev/null >/dev/null 2>&1
@@ -56,7 +58,7 @@ for __shellgate_name in ${__SHELLGATE_CALL_KEYS-}; do
   unset -v "$__shellgate_value"
 done
 unset -v __SHELLGATE_COMMAND __SHELLGATE_SAVE_TO __SHELLGATE_STATE __SHELLGATE_CALL_KEYS \
-  __SHELLGATE_SCRATCH __shellgate_name __shellgate_value __shellgate_kept
+  __SHELLGATE_SCRATCH __SHELLGATE_CWD_TO __shellgate_name __shellgate_value __shellgate_kept
 if [[ -n $__shellgate_save_to ]] && builtin declare -px >"$__shellgate_scratch"; then
   builtin mapfile -t __shellgate_start <"$__shellgate_scratch"
 fi
@@ -127,6 +129,9 @@ __shellgate_exit() {
   if [[ -n $__shellgate_save_to ]]; then
     builtin unset -f __shellgate_exit
     __shellgate_save 2>/dev/null
+    if [[ -n $__shellgate_cwd_to ]]; then
+      builtin printf '%s' "$PWD" 2>/dev/null >"$__shellgate_cwd_to"
+    fi
   fi
   builtin exit "$status"
 }

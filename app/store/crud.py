@@ -114,6 +114,23 @@ def rewrite_lost_output(
     return bool(result.rowcount)
 
 
+def take_pending_request(
+    session: Session, *, execution_id: str, pending_request: str | None
+) -> bool:
+    """Clear an execution's stored request if it is still `pending_request`: whoever takes it
+    first (the waiting call or a retry) uses what it grants, once."""
+    result = session.execute(
+        update(Execution)
+        .where(
+            col(Execution.id) == execution_id,
+            col(Execution.pending_request) == pending_request,
+        )
+        .values(pending_request=None)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
+
+
 def encode_cursor(execution: Execution) -> str:
     raw = json.dumps([execution.created_at.isoformat(), execution.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -243,6 +260,7 @@ def decide_approval(
     decided_by: str,
     decision_reason: str | None,
     decided_at: datetime,
+    remembered_rule: str | None = None,
 ) -> bool:
     """Record a decision only while the approval is pending; False if someone decided first."""
     result = session.execute(
@@ -253,6 +271,7 @@ def decide_approval(
             decided_by=decided_by,
             decision_reason=decision_reason,
             decided_at=decided_at,
+            remembered_rule=remembered_rule,
         )
     )
     session.commit()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -58,6 +58,8 @@ class Execution(SQLModel, table=True):
     __tablename__ = "executions"
     __table_args__ = (
         Index("ix_executions_owner_created", "owner", "created_at"),
+        # An admin's list (newest first, no owner) walks it instead of sorting every row.
+        Index("ix_executions_created_id", "created_at", "id"),
         Index("ix_executions_state", "state"),
         Index("ix_executions_node_state", "node", "state"),
         Index("ix_executions_notify_state", "notify_state"),
@@ -113,6 +115,10 @@ class Execution(SQLModel, table=True):
     notify_state: str | None = Field(default=None, max_length=16)
     notify_attempts: str | None = Field(default=None, sa_column=Column(Text))
     notify_next_at: datetime | None = Field(default=None, sa_column=_ts())
+    # The policy's reason for its verdict, and the remembered rule (rr_…) that allowed it
+    # without a prompt (docs/policy.md#remembered-decisions).
+    policy_reason: str | None = Field(default=None, sa_column=Column(Text))
+    remembered_rule: str | None = Field(default=None, max_length=64)
 
 
 class NotifyState(StrEnum):
@@ -148,6 +154,10 @@ class Approval(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     decided_at: datetime | None = Field(default=None, sa_column=_ts())
     expires_at: datetime = Field(sa_column=_ts(False))
+    # The pattern offered to remember (from the segment that prompted; null: this approval
+    # cannot be remembered, e.g. a files-API one) and the remembered rule its approval made.
+    suggested_pattern: str | None = Field(default=None, sa_column=Column(Text))
+    remembered_rule: str | None = Field(default=None, max_length=64)
 
 
 class PolicyVersion(SQLModel, table=True):
@@ -173,6 +183,10 @@ class ShellSession(SQLModel, table=True):
     env: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     timeout_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     pty: bool = False
+    # Each call starts where the owning call before it ended (`cwd` follows it).
+    keep_cwd: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
     limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
     node: str | None = Field(default=None, max_length=64)  # the replica its shell lives on
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))

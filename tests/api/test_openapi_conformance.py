@@ -21,12 +21,14 @@ from schemathesis.specs.openapi.checks import (
 from tests.conftest import AGENT, LiveServer, make_settings, serve
 from tests.databases import Databases
 
-# Generated commands never run: everything is denied but the documented example (`echo …`).
+# Generated commands never run: everything is denied but the documented example (`echo …`);
+# and no generated sandbox request waits for a human (it would hold the call up to 30 s).
 DENY_BUT_ECHO = {
     "default": "deny",
     "critical": "deny",
     "rules": [{"match": "echo *", "approval": "allow"}],
     "interceptor": {"enabled": False, "rules": None},
+    "sandbox": {"escalation": "deny"},
 }
 CONFORMANCE_CHECKS = [
     response_schema_conformance,

@@ -5,6 +5,7 @@ nothing ran), `escalation: deny` (403), a rule's widening, and sessions (409).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +337,7 @@ def test_a_session_call_asking_more_than_its_profile_is_a_409(
     alice.delete(f"/v1/sessions/{session}")
 
 
-def test_a_session_is_created_with_the_policys_profile_and_never_more(
+def test_a_session_within_the_policys_profile_is_created_at_once(
     admin: httpx.Client, alice: httpx.Client, outside: Path
 ) -> None:
     install(admin, {"sandbox": {"write": [str(outside)]}})
@@ -344,6 +345,112 @@ def test_a_session_is_created_with_the_policys_profile_and_never_more(
     assert created.status_code == 201, created.text
     alice.delete(f"/v1/sessions/{created.json()['id']}")
     install(admin, {})
-    refused = alice.post("/v1/sessions", json={"sandbox": {"network": "on", "write": ["/srv/x"]}})
+
+
+def test_a_session_asking_more_waits_for_an_approval_and_is_made_once(
+    admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    install(admin, {})
+    sandbox = {"write": [str(outside)], "justification": "a build session"}
+    asked = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_wait": 0})
+    assert asked.status_code == 202, asked.text
+    pending_body = asked.json()
+    assert pending_body["state"] == "awaiting_approval"
+    approval_id = pending_body["approval"]["id"]
+    approval = carol.get(f"/v1/approvals/{approval_id}").json()
+    assert approval["kind"] == "sandbox"
+    assert approval["command"] == f"[new session] sandbox: write {outside}"
+    assert approval["sandbox_request"]["justification"] == "a build session"
+    # Still pending: asking again with the approval answers 202 again, nothing is made.
+    again = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
+    assert again.status_code == 202, again.text
+    other = alice.post(
+        "/v1/sessions", json={"sandbox": {"write": ["/srv/else"]}, "approval_id": approval_id}
+    )
+    assert other.status_code == 409, other.text
+    assert "not for this request's sandbox" in other.json()["error"]["message"]
+    assert carol.post(f"/v1/approvals/{approval_id}/approve").is_success
+    anchor = alice.get(f"/v1/executions/{pending_body['execution_id']}").json()
+    assert anchor["state"] == "completed"
+    created = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    used = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
+    assert used.status_code == 409, used.text
+    assert "already used to create a session" in used.json()["error"]["message"]
+    alice.delete(f"/v1/sessions/{session}")
+
+
+def test_a_session_call_held_for_its_approval_is_made_when_approved(
+    admin: httpx.Client, sandboxed: LiveServer, carol: httpx.Client, outside: Path
+) -> None:
+    install(admin, {})
+    sandbox = {"write": [str(outside)]}
+    with ThreadPoolExecutor(1) as pool:
+
+        def create() -> httpx.Response:
+            with sandboxed.client(AGENT) as client:
+                return client.post("/v1/sessions", json={"sandbox": sandbox, "approval_wait": 30})
+
+        held = pool.submit(create)
+        approval = pending_approval_for(carol, f"[new session] sandbox: write {outside}")
+        assert carol.post(f"/v1/approvals/{approval['id']}/approve").is_success
+        created = held.result(timeout=30)
+    assert created.status_code == 201, created.text
+    with sandboxed.client(AGENT) as alice:
+        alice.delete(f"/v1/sessions/{created.json()['id']}")
+
+
+def test_a_session_whose_sandbox_is_denied_is_never_made(
+    admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    install(admin, {})
+    sandbox = {"network": "on", "write": [str(outside)]}
+    asked = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_wait": 0}).json()
+    approval_id = asked["approval"]["id"]
+    carol.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "too wide"})
+    refused = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
     assert refused.status_code == 403, refused.text
-    assert "cannot be created with more than the policy's sandbox profile" in refused.text
+    assert refused.json()["error"]["code"] == "approval_rejected"
+    assert refused.json()["error"]["message"] == "Approval denied by carol: too wide"
+    anchor = alice.get(f"/v1/executions/{asked['execution_id']}").json()
+    assert anchor["state"] == "rejected"
+
+
+def test_a_session_asking_more_under_escalation_deny_is_a_403(
+    admin: httpx.Client, alice: httpx.Client
+) -> None:
+    install(admin, {"sandbox": {"escalation": "deny"}})
+    refused = alice.post("/v1/sessions", json={"sandbox": {"write": ["/srv/x"]}})
+    assert refused.status_code == 403, refused.text
+    assert "this session asks beyond its profile (write /srv/x)" in refused.text
+    install(admin, {})
+
+
+def test_the_dry_run_shows_the_profile_a_command_would_get(
+    admin: httpx.Client, alice: httpx.Client, sandboxed: LiveServer
+) -> None:
+    install(
+        admin,
+        {
+            "sandbox": {"network": "off", "write": ["/srv/cache"]},
+            "rules": [
+                {"match": "npm install *", "approval": "allow", "sandbox": {"network": "on"}},
+                {"match": "rm *", "approval": "deny"},
+            ],
+        },
+    )
+    widened = alice.post("/v1/policy/evaluate", json={"command": "npm install left-pad"}).json()
+    assert widened["sandbox"]["network"] == "on"
+    assert widened["sandbox"]["write"] == [str(sandboxed.settings.workspace), "/srv/cache"]
+    assert str(sandboxed.settings.data_dir) in widened["sandbox"]["hidden"]
+    plain = alice.post("/v1/policy/evaluate", json={"command": "npm test"}).json()
+    assert plain["sandbox"]["network"] == "off"
+    # Compound text is never vouched for by an allow rule, so it never gets its widening.
+    compound = alice.post(
+        "/v1/policy/evaluate", json={"command": "npm install x; curl example.com"}
+    ).json()
+    assert compound["sandbox"]["network"] == "off"
+    denied = alice.post("/v1/policy/evaluate", json={"command": "rm x"}).json()
+    assert denied["verdict"] == "deny" and denied["sandbox"] is None
+    install(admin, {})

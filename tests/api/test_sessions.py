@@ -27,6 +27,7 @@ SESSION_FIELDS = {
     "timeout_ms",
     "limits",
     "pty",
+    "keep_cwd",
     "busy",
     "created_at",
     "updated_at",
@@ -208,6 +209,47 @@ def test_after_a_timeout_the_variable_is_gone(agent: httpx.Client) -> None:
 def test_the_cwd_does_not_carry_over(agent: httpx.Client, tmp_path: Path) -> None:
     session_id = new_session(agent, cwd=str(tmp_path))
     assert run(agent, session_id, "cd /tmp && pwd").stdout == "/tmp\n"
+    assert run(agent, session_id, "pwd").stdout == f"{tmp_path}\n"
+
+
+def test_a_keep_cwd_session_starts_each_call_where_the_last_ended(
+    agent: httpx.Client, tmp_path: Path
+) -> None:
+    session_id = new_session(agent, cwd=str(tmp_path), keep_cwd=True)
+    assert run(agent, session_id, "cd /tmp").status["exit_code"] == 0
+    assert run(agent, session_id, "pwd").stdout == "/tmp\n"
+    session = agent.get(f"/v1/sessions/{session_id}").json()
+    assert (session["keep_cwd"], session["cwd"]) == (True, "/tmp")
+    # The execution API too, and its record names where it ran.
+    (tmp_path / "deeper").mkdir()
+    assert execute(agent, session_id, f"cd {tmp_path}/deeper")["exit_code"] == 0
+    result = execute(agent, session_id, "pwd")
+    assert (result["output"], result["cwd"]) == (f"{tmp_path}/deeper\n", f"{tmp_path}/deeper")
+
+
+def test_keep_cwd_ignores_a_directory_the_call_removed(agent: httpx.Client, tmp_path: Path) -> None:
+    session_id = new_session(agent, cwd=str(tmp_path), keep_cwd=True)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    assert run(agent, session_id, f"cd {gone} && rmdir {gone}").status["exit_code"] == 0
+    assert run(agent, session_id, "pwd").stdout == f"{tmp_path}\n"
+
+
+def test_keep_cwd_is_kept_by_the_owning_call_only_and_can_be_switched_off(
+    agent: httpx.Client, tmp_path: Path
+) -> None:
+    session_id = new_session(agent, cwd=str(tmp_path), keep_cwd=True)
+    # A background job never owns the session's state: its `cd` stays its own.
+    job = agent.post(
+        "/v1/executions", json={"command": "cd /tmp", "session": session_id, "async": True}
+    )
+    assert job.status_code == 202, job.text
+    waited = agent.get(f"/v1/executions/{job.json()['id']}", params={"wait": 30})
+    assert waited.json()["exit_code"] == 0
+    assert run(agent, session_id, "pwd").stdout == f"{tmp_path}\n"
+    patched = agent.patch(f"/v1/sessions/{session_id}", json={"keep_cwd": False})
+    assert patched.json()["keep_cwd"] is False
+    run(agent, session_id, "cd /tmp")
     assert run(agent, session_id, "pwd").stdout == f"{tmp_path}\n"
 
 

@@ -21,9 +21,15 @@ from pydantic import BaseModel, Field
 
 from app.api.mcp.forward import Owner
 from app.core.auth import Principal
-from app.core.errors import AppError, InvalidRequestError
+from app.core.errors import AppError, ConflictError, InvalidRequestError
 from app.files.service import Pending, parse_mode
-from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest, SessionCreate
+from app.schemas import (
+    ExecutionCreate,
+    ExecutionPublic,
+    SandboxRequest,
+    SessionCreate,
+    SessionPending,
+)
 from app.services import Services
 
 MAX_FILE_READ_BYTES = 1024 * 1024
@@ -246,7 +252,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         name="file_write",
         description="Create or replace a file with `content` (UTF-8 text, or base64 for any "
         "bytes). The file is replaced whole and at once: a reader never sees half of it. "
-        "The directory must exist. " + POLICY_SENTENCE,
+        "The directory must exist, unless parents=true (missing directories are made, each "
+        "judged as a write). " + POLICY_SENTENCE,
         annotations=FILE_WRITE_ANNOTATIONS,
     )
     async def file_write(
@@ -266,6 +273,9 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         ] = None,
         approval_wait: ApprovalWait = 30,
         approval_id: ApprovalId = None,
+        parents: Annotated[
+            bool, Field(description="Make missing directories first, as `mkdir -p`.")
+        ] = False,
     ) -> Annotated[CallToolResult, FileWriteResult]:
         try:
             data = _decode_content(content, encoding)
@@ -277,6 +287,7 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
                 mode=parse_mode(mode),
                 approval_id=approval_id,
                 approval_wait=approval_wait,
+                parents=parents,
             )
         except AppError as error:
             return helpers.tool_error(error)
@@ -339,9 +350,9 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
     @server.tool(
         name="session_start",
         description="Start a persistent shell session: the exported variables, shell functions "
-        "and aliases one session_run call leaves are there for the next (the working directory "
-        "is not: every call starts in the session's `cwd`). Returns the session id for "
-        "session_run; end it with session_close.",
+        "and aliases one session_run call leaves are there for the next; the working directory "
+        "too with keep_cwd=true (else every call starts in the session's `cwd`). Returns the "
+        "session id for session_run; end it with session_close.",
         annotations=SESSION_START_ANNOTATIONS,
     )
     async def session_start(
@@ -357,13 +368,19 @@ def register_session_tools(server: MCPServer, services: Services, helpers: McpHe
         timeout_ms: Annotated[
             int | None, Field(ge=1, description="Default deadline of each call, milliseconds.")
         ] = None,
+        keep_cwd: Annotated[
+            bool,
+            Field(description="Each call starts in the directory the last one ended in."),
+        ] = False,
     ) -> Annotated[CallToolResult, SessionResult]:
         try:
-            fields: dict[str, object] = {"cwd": cwd, "env": env}
+            fields: dict[str, object] = {"cwd": cwd, "env": env, "keep_cwd": keep_cwd}
             if timeout_ms is not None:
                 fields["timeout_ms"] = timeout_ms
             body = SessionCreate.model_validate(fields)
             session = await sessions.create(helpers.principal(ctx), body)
+            if isinstance(session, SessionPending):  # never: this tool asks no sandbox
+                raise ConflictError("the session's sandbox awaits an approval")
         except AppError as error:
             return helpers.tool_error(error)
         except ValueError as error:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.disconnect import caller_gone
@@ -13,6 +13,7 @@ from app.schemas import (
     RunRequest,
     SessionCreate,
     SessionPatch,
+    SessionPending,
     SessionPublic,
     SessionsPublic,
     ToolObject,
@@ -37,27 +38,42 @@ _FORBIDDEN_OR_ENV = (
     "",
     status_code=201,
     response_model=SessionPublic,
-    responses=error_responses(
-        400,
-        401,
-        403,
-        422,
-        429,
-        described={
-            403: _FORBIDDEN_OR_ENV,
-            429: "The owner has `SHELLGATE_MAX_SESSIONS` open sessions (`session_limit_reached`, "
-            "header `Retry-After`); closing one frees a place.",
+    responses={
+        202: {
+            "model": SessionPending,
+            "description": "Its `sandbox` asks beyond the policy's profile and awaits an "
+            "approval; send the same request again with `approval_id` once it is approved.",
         },
-    ),
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            409,
+            422,
+            429,
+            described={
+                403: _FORBIDDEN_OR_ENV,
+                404: "`approval_id` names no session request of this caller's (`not_found`).",
+                409: "`approval_id` names an approval already used, or one for another sandbox.",
+                429: "The owner has `SHELLGATE_MAX_SESSIONS` open sessions "
+                "(`session_limit_reached`, header `Retry-After`); closing one frees a place.",
+            },
+        ),
+    },
     summary="Open a session",
 )
 async def create_session(
     body: SessionCreate, principal: PrincipalDep, services: ServicesDep
-) -> SessionPublic:
+) -> SessionPublic | JSONResponse:
     """A persistent shell for a sequence of calls: exported variables, functions and aliases
     carry over from one call to the next (`POST /v1/executions` with `session`, or the
-    streaming runner `POST /v1/sessions/{id}/run`). `tool` is the MCP tool `bash_run`."""
-    return await services.sessions.create(principal, body)
+    streaming runner `POST /v1/sessions/{id}/run`). `tool` is the MCP tool `bash_run`.
+    A `sandbox` beyond the policy's profile waits for an approval (202 while it does)."""
+    created = await services.sessions.create(principal, body)
+    if isinstance(created, SessionPending):
+        return JSONResponse(created.model_dump(mode="json"), status_code=202)
+    return created
 
 
 @router.get(
