@@ -18,6 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from app.output.artifact_log import artifact_log_path
+
 TOKEN = "bench-admin-token-0123456789"
 
 
@@ -63,7 +65,7 @@ def restart_figures(root: Path, logs: int, megabytes: int, port: int) -> tuple[f
         job = httpx.post(
             f"{url}/v1/executions", json={"command": command, "async": True}, headers=headers
         ).json()
-        path = data / "artifacts" / f"{job['id']}.log"
+        path = artifact_log_path(data / "artifacts", job["id"])
         until(lambda path=path: path.exists() and path.stat().st_size >= size)
     server.send_signal(signal.SIGKILL)  # our own server, by its pid
     server.wait()

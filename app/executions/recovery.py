@@ -17,7 +17,7 @@ import anyio.to_thread
 
 from app.core.config import Settings
 from app.executions.result_text import LOST_NOTICE, final_text
-from app.output.artifact_log import ArtifactLog
+from app.output.artifact_log import ArtifactLog, existing_log_path
 from app.output.window import OutputSink
 from app.process import (
     boot_id,
@@ -91,8 +91,9 @@ async def _summarise_lost(db: Database, settings: Settings, execution_id: str) -
 
 
 def _log_size(artifacts_dir: Path, execution_id: str) -> int:
+    path = existing_log_path(artifacts_dir, execution_id)
     try:
-        return (artifacts_dir / f"{execution_id}.log").stat().st_size
+        return 0 if path is None else path.stat().st_size
     except OSError:
         return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from app.output.artifact_log import artifact_log_path
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
 from tests.waiting import eventually
@@ -27,7 +28,7 @@ def test_start_up_does_not_wait_on_a_long_lost_log(
         )
         assert job.status_code == 202, job.text
         execution_id = job.json()["id"]
-        log = artifacts / f"{execution_id}.log"
+        log = artifact_log_path(artifacts, execution_id)
         eventually(
             lambda: log.exists() and log.stat().st_size >= LOG_BYTES,
             what="the whole output in the log",
