@@ -28,6 +28,7 @@ from app.governance.service import PolicyService
 from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox import Sandbox
 from app.sandbox.defaults import default_profile
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
@@ -68,6 +69,7 @@ class Services:
     relay: ApprovalRelay
     forwarder: Forwarder
     notifier: Notifier
+    sandbox: Sandbox
     # The long logs a previous run lost, re-read after the server listens.
     recovery: LostLogRecovery = field(default_factory=LostLogRecovery)
 
@@ -100,7 +102,8 @@ class Services:
             sandbox_default=default_profile(settings),
             workspace=settings.workspace,
         )
-        sessions = SessionService(settings, db, registry, policy, confinement)
+        sandbox = Sandbox(settings)
+        sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
         cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
@@ -116,6 +119,7 @@ class Services:
             tracing,
             cluster,
             completion=notifier,
+            sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         sessions.use_approvals(executions.approvals)
@@ -143,4 +147,5 @@ class Services:
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
+            sandbox=sandbox,
         )

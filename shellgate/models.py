@@ -138,6 +138,7 @@ class Session(WireModel):
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    keep_cwd: bool = False  # each call starts where the last one ended
     limits: dict[str, int] = Field(default_factory=dict)
     busy: bool
     created_at: datetime

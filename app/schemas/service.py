@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.sandbox import SandboxInfo
+
 
 class ToolObject(BaseModel):
     """An MCP tool object (name, description, inputSchema)."""
@@ -52,6 +54,7 @@ class Info(BaseModel):
     execution_limits: dict[str, int | None] = Field(
         description="The server's per-execution limits (null: none); requests may only lower them."
     )
+    sandbox: SandboxInfo = Field(description="The kernel boundary around every command.")
 
 
 class NodePublic(BaseModel):

@@ -15,6 +15,7 @@ from app.api.strict_route import StrictJsonRoute
 from app.core.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
 from app.executions.tool_description import execution_tool
 from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, Readiness, ToolObject
+from app.schemas.sandbox import SandboxInfo
 from app.services import Services
 from app.store import crud
 
@@ -116,6 +117,7 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
         },
         confinement=services.confinement.name,
         execution_limits=services.confinement.ceiling.as_dict(),
+        sandbox=SandboxInfo.model_validate(services.sandbox.status()),
     )
 
 
