@@ -79,7 +79,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         await anyio.to_thread.run_sync(
             recover_pending_records, services.db, services.executions.intents
         )
-        lost = await recover_lost_executions(services.db, services.settings)
+        lost = await recover_lost_executions(
+            services.db, services.settings, later=services.recovery
+        )
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
@@ -108,6 +110,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             ),
             asyncio.create_task(services.relay.run()),
             asyncio.create_task(trim_memory_when_idle(services.registry.live)),
+            # Start-up does not wait on old logs: re-read while the server already answers.
+            asyncio.create_task(services.recovery.run(services.db, services.settings)),
         ]
         try:
             async with mcp.serve(services):

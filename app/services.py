@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.api.ws_tickets import TicketBook
 from app.approvals.remember import Remembering
@@ -21,6 +21,7 @@ from app.confinement import Confinement, build_confinement
 from app.core.auth import TokenBook
 from app.core.config import Settings
 from app.executions import ExecutionService
+from app.executions.recovery import LostLogRecovery
 from app.executions.registry import Registry
 from app.files.service import FileService
 from app.governance.service import PolicyService
@@ -69,6 +70,8 @@ class Services:
     forwarder: Forwarder
     notifier: Notifier
     sandbox: Sandbox
+    # The long logs a previous run lost, re-read after the server listens.
+    recovery: LostLogRecovery = field(default_factory=LostLogRecovery)
 
     @classmethod
     def build(

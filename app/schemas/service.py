@@ -24,6 +24,13 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class Readiness(Health):
+    recovery: Literal["running", "done"] = Field(
+        description="`running` while the long output logs a previous run lost are re-read "
+        "(their records get their output then); new work is taken meanwhile."
+    )
+
+
 class Caller(BaseModel):
     """Who the request's token names: what the console shows as signed in."""
 

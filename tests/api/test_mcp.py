@@ -268,7 +268,7 @@ async def test_job_cancel_ends_a_running_job(server: LiveServer) -> None:
             cancelled = await client.call_tool("job_cancel", {"id": structured(started)["id"]})
             again = await client.call_tool("job_cancel", {"id": structured(started)["id"]})
     assert structured(cancelled)["state"] == "cancelled"
-    assert cancelled.is_error is True
+    assert cancelled.is_error is False  # the cancel asked for succeeded
     assert "[Command cancelled]" in text_of(cancelled)
     assert again.is_error is True
     assert text_of(again) == f"execution {structured(started)['id']} is already cancelled"

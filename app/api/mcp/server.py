@@ -267,7 +267,8 @@ def build_mcp_server(services: Services) -> MCPServer:
                 execution = await owner.record("POST", f"/v1/executions/{id}/cancel")
         except AppError as error:
             return _tool_error(error)
-        return _execution_result(execution)
+        # The cancel asked for is done: a success for the tool, whatever the command's state.
+        return _execution_result(execution, cancelled_on_request=True)
 
     @server.tool(
         name="read_output",
@@ -350,7 +351,9 @@ def _tool_error(error: AppError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
 
 
-def _execution_result(execution: ExecutionPublic) -> CallToolResult:
+def _execution_result(
+    execution: ExecutionPublic, *, cancelled_on_request: bool = False
+) -> CallToolResult:
     approval_id = None
     text = execution.text
     if execution.state is ExecutionState.awaiting_approval:
@@ -377,8 +380,9 @@ def _execution_result(execution: ExecutionPublic) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=result.model_dump(mode="json"),
-        # A failing command is data, flagged exactly as REST's `is_error` flags it.
-        is_error=execution.is_error,
+        # A failing command is data, flagged exactly as REST's `is_error` flags it; except the
+        # cancel a job_cancel asked for, which is that tool's success.
+        is_error=execution.is_error and not cancelled_on_request,
     )
 
 
