@@ -86,3 +86,16 @@ def test_an_argument_that_looks_like_an_assignment_assigns_nothing() -> None:
 
 def test_git_config_values_in_a_request_env_are_read_as_scripts() -> None:
     assert env_scripts({"GIT_CONFIG_VALUE_0": "forbidden x", "HOME": "/h"}) == ["forbidden x"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'rm -rf "${HOME%/}"',
+        "rm -rf ${HOME#x}",
+        "cd -P /proc/self/root && rm -rf .",
+        "rm -rf /proc/1/root/",
+    ],
+)
+def test_critical_spellings_of_home_and_root_are_escalated(command: str) -> None:
+    assert evaluate(POLICY, command).critical_hits, command

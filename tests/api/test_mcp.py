@@ -256,6 +256,7 @@ async def test_an_async_job_is_collected_with_job_wait(server: LiveServer) -> No
     assert started.is_error is False
     assert f"Backgrounded as job {job['id']}" in text_of(started)
     assert f"Job {job['id']} is still running: call job_wait with this id" in text_of(started)
+    assert "delivered automatically" not in text_of(started)  # the model collects it itself
     assert structured(waited)["state"] == "completed"
     assert text_of(waited).startswith("job-done\n")
 

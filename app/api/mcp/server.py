@@ -38,6 +38,7 @@ from app.core.asgi_replay import replay_body
 from app.core.auth import Principal
 from app.core.errors import AppError, PayloadTooLargeError, UnauthenticatedError, UnavailableError
 from app.core.strict_json import TooManyValuesError, check_counts, json_body_limit
+from app.executions.result_text import BACKGROUNDED_NOTICE
 from app.executions.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_description
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic, SandboxRequest
 from app.services import Services
@@ -365,7 +366,10 @@ def _execution_result(
             f"Call job_wait with id {execution.id} to get its result once it is decided."
         )
     elif not execution.state.is_terminal:
-        # The REST text promises automatic delivery; over MCP the model collects it itself.
+        # The REST text promises automatic delivery; over MCP the model collects it itself, so
+        # that promise is left out.
+        promised = BACKGROUNDED_NOTICE.format(id=execution.id)
+        text = text.replace(promised, f"Backgrounded as job {execution.id}.")
         text = (
             f"{text}\n\nJob {execution.id} is still {execution.state.value}: call job_wait with "
             "this id for the result, or job_cancel to stop it."
