@@ -75,6 +75,7 @@ openapi: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.bench_reader
 
 # The wheel and sdist in dist/ (what `pip install shellgate-….whl` installs).
 wheel: $(DEV_STAMP)

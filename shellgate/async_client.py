@@ -322,8 +322,17 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         timeout_ms: int | None = None,
         pty: bool | None = None,
         limits: Mapping[str, int] | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty, "limits": limits}
+        """`keep_cwd`: each call starts in the directory the last one ended in."""
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "limits": limits,
+            "keep_cwd": keep_cwd,
+        }
         return await self._call(calls.create_session(fields))
 
     async def get_session(self, session_id: str) -> Session:
@@ -340,9 +349,16 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         env: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
         pty: bool | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
         """Change the fields given (`env` replaces the whole environment)."""
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty}
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "keep_cwd": keep_cwd,
+        }
         return await self._call(calls.update_session(session_id, fields))
 
     async def delete_session(self, session_id: str) -> None:

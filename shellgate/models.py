@@ -78,6 +78,11 @@ class Execution(WireModel):
         """True once the state can no longer change."""
         return self.state in TERMINAL_STATES
 
+    # Fields newer than this SDK's typed view are kept as the server sent them.
+    sandbox: dict[str, Any] | None = None  # the kernel boundary it ran in
+    reason: str | None = None  # why the policy decided as it did
+    remembered_rule: str | None = None  # the remembered approval that allowed it
+
 
 class ExecutionPage(WireModel):
     data: list[Execution]
@@ -119,6 +124,8 @@ class Approval(WireModel):
     created_at: datetime
     decided_at: datetime | None
     expires_at: datetime
+    suggested_pattern: str | None = None  # what "remember" proposes
+    remembered_rule: str | None = None  # the rule a "remember" decision made
 
 
 class ApprovalList(WireModel):
@@ -138,11 +145,13 @@ class Session(WireModel):
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    keep_cwd: bool = False  # each call starts where the last one ended
     limits: dict[str, int] = Field(default_factory=dict)
     busy: bool
     created_at: datetime
     updated_at: datetime
     tool: ToolObject
+    sandbox: dict[str, Any] | None = None  # the profile every call of the session runs in
 
 
 class SessionList(WireModel):
@@ -215,8 +224,8 @@ class Info(WireModel):
     confinement: str
     execution_limits: dict[str, int | None]
 
-
-# --- files (docs/api.md#files) ----------------------------------------------------------------
+    # --- files (docs/api.md#files) ----------------------------------------------------------------
+    sandbox: dict[str, Any] | None = None  # the kernel boundary around every command
 
 
 class FileOperation(WireModel):

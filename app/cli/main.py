@@ -318,7 +318,14 @@ def run(
                 EXIT_INTERRUPTED,
             )
         if run_async:
-            typer.echo(execution.id)
+            typer.echo(execution.id)  # stdout stays the id alone: scripts capture it
+            if execution.state == "awaiting_approval":
+                approval = f" (approval {execution.approval.id})" if execution.approval else ""
+                typer.echo(
+                    f"execution {execution.id} awaits approval{approval}; it runs once "
+                    f"approved (`shellgate wait {execution.id}`)",
+                    err=True,
+                )
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.

@@ -223,6 +223,8 @@ class Expanded:
     command: str
     env: dict[str, str] | None
     cwd_request: str | None
+    # The logs it names, which the sandbox shows it read-only inside the hidden data dir.
+    artifact_paths: tuple[str, ...] = ()
 
 
 def referenced_artifacts(draft: Draft) -> set[str]:
@@ -256,7 +258,7 @@ def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:
 
     env = {key: expand(value, False) for key, value in draft.env.items()} if draft.env else None
     cwd = expand(draft.cwd_request, False) if draft.cwd_request else None
-    return Expanded(expand(draft.command, True), env, cwd)
+    return Expanded(expand(draft.command, True), env, cwd, tuple(paths.values()))
 
 
 # --- working directory ------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.artifact_log import ArtifactLog
 from app.policy.engine import RuleAction
 from app.policy.env_rules import validate_env
+from app.sandbox import Sandbox
 from app.sandbox.profile import SandboxProfile
 from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest
 from app.store.db import Database
@@ -71,7 +72,10 @@ class ExecutionService:
         tracing: Tracing = TRACING_OFF,
         node: NodeRole = LOCAL_NODE,
         completion: CompletionHooks = NO_DELIVERY,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """`sandbox`: the boundary the server checked at start; by default one built from
+        `settings` (so a service built without one still sandboxes its commands)."""
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
@@ -92,6 +96,7 @@ class ExecutionService:
             tracing,
             node,
             completion,
+            sandbox if sandbox is not None else Sandbox(settings),
         )
         self._completion = completion
         self._reader = ExecutionReader(context)

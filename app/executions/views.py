@@ -119,6 +119,7 @@ def to_public(
         notices=notices,
         limits=json.loads(record.limits) if record.limits else None,
         confinement=record.confinement,
+        sandbox=json.loads(record.sandbox) if record.sandbox else None,
         is_error=state in ERROR_STATES,
         text=text,
         approval=approval_summary,

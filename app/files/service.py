@@ -41,6 +41,8 @@ from app.files.paths import (
 from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
 from app.governance.service import PolicyService
 from app.policy.file_rules import FileAccess, FileVerdict, judge_file
+from app.sandbox import default_profile
+from app.sandbox.hidden import HiddenPaths
 from app.schemas.files import FileOperationPublic
 from app.store import crud
 from app.store.db import Database
@@ -129,6 +131,7 @@ class FileService:
         self._policy = policy
         self._approvals = FileApprovals(settings, db, approvals)
         self.max_bytes = settings.files_max_bytes
+        self._hidden = HiddenPaths(default_profile(settings).hidden)
 
     # --- judging ----------------------------------------------------------------------------
 
@@ -140,6 +143,12 @@ class FileService:
     ) -> FileVerdict:
         """`also`: more paths the operation writes (the directories `parents=true` makes),
         each judged as a write; the strictest verdict of all decides."""
+        # What no command can see, no file operation reaches either, whatever the rules say.
+        for path in (located.path, located.resolved, *also):
+            if (hidden := self._hidden.covering(path)) is not None:
+                return FileVerdict(
+                    "deny", f"{hidden} is hidden by the sandbox (docs/sandbox.md)", None, path
+                )
         return judge_file(
             self._policy.document.files,
             access,

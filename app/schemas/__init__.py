@@ -50,6 +50,7 @@ from app.schemas.service import (
     Info,
     NodePublic,
     NodesPublic,
+    Readiness,
     ToolObject,
 )
 from app.schemas.sessions import (
@@ -101,6 +102,7 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
+    "Readiness",
     "RememberChoice",
     "RequestValidationErrorResponse",
     "RunItem",

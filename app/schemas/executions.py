@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from app.schemas.common import StrictModel
-from app.schemas.sandbox import SandboxRequest
+from app.schemas.sandbox import SandboxRecord, SandboxRequest
 from app.store.models import ApprovalState, ExecutionMode, ExecutionState
 
 # The largest value each limit can mean to every backend (a cgroup file, setrlimit's C long,
@@ -197,6 +197,11 @@ class ExecutionPublic(BaseModel):
     )
     confinement: str | None = Field(
         default=None, description="How they were enforced: cgroup2, cgroup1 or rlimit."
+    )
+    sandbox: SandboxRecord | None = Field(
+        default=None,
+        description="The sandbox profile it ran with (null: it ran unsandboxed, "
+        "SHELLGATE_SANDBOX=off, or it never ran).",
     )
     is_error: bool
     text: str

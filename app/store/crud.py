@@ -102,6 +102,18 @@ def finish_execution(connection: Connection, *, execution_id: str, values: dict[
     return bool(result.rowcount)
 
 
+def rewrite_lost_output(
+    connection: Connection, *, execution_id: str, values: dict[str, Any]
+) -> bool:
+    """A lost execution's output, re-read from its log after start-up (its state stays)."""
+    result = connection.execute(
+        update(EXECUTIONS)
+        .where(EXECUTIONS.c.id == execution_id, EXECUTIONS.c.state == ExecutionState.lost.value)
+        .values(**values)
+    )
+    return bool(result.rowcount)
+
+
 def take_pending_request(
     session: Session, *, execution_id: str, pending_request: str | None
 ) -> bool:

@@ -88,6 +88,9 @@ class Execution(SQLModel, table=True):
     # The resource limits the run had (JSON object) and the backend that enforced them.
     limits: str | None = Field(default=None, sa_column=Column(Text))
     confinement: str | None = Field(default=None, max_length=16)
+    # The sandbox profile it ran with (JSON: network, write, hidden, escalated); NULL when
+    # the sandbox was off (docs/sandbox.md).
+    sandbox: str | None = Field(default=None, sa_column=Column(Text))
     total_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     total_lines: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     output_bytes: int = 0
@@ -188,6 +191,9 @@ class ShellSession(SQLModel, table=True):
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
     limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
+    # The sandbox profile its calls run with, fixed at its creation (JSON; NULL: made while
+    # the sandbox was off).
+    sandbox: str | None = Field(default=None, sa_column=Column(Text))
     node: str | None = Field(default=None, max_length=64)  # the replica its shell lives on
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
