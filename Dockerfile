@@ -8,7 +8,7 @@ RUN npm ci --no-audit --no-fund
 FROM python:3.11-slim
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bash procps tini \
+ && apt-get install -y --no-install-recommends bash bubblewrap procps tini \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 shellgate \
  && mkdir /data && chown shellgate:shellgate /data

@@ -79,6 +79,7 @@ openapi: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.bench_reader
 
 # The wheels and sdists in dist/: the server's and the client's it depends on (install both:
 # `pip install dist/*.whl`).

@@ -64,6 +64,11 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = Services.build(settings, metrics, tracing)
+        # Before anything can run: with the sandbox on and unbuildable, the server must not
+        # start (`shellgate serve` says why before this; an embedded app fails here).
+        await anyio.to_thread.run_sync(services.sandbox.check)
+        if not services.sandbox.enforced:
+            logger.warning("SHELLGATE_SANDBOX=off: commands run unsandboxed (docs/sandbox.md)")
         await anyio.to_thread.run_sync(
             upgrade_if_behind, services.db.engine, settings.resolved_database_url
         )
@@ -74,13 +79,18 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         await anyio.to_thread.run_sync(
             recover_pending_records, services.db, services.executions.intents
         )
-        lost = await recover_lost_executions(services.db, services.settings)
+        lost = await recover_lost_executions(
+            services.db, services.settings, later=services.recovery
+        )
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
         await services.approvals.restore()
         if settings.spawn_ahead:
             services.confinement.start_spawning_ahead(
-                settings.shell, services.settings.data_dir, settings.command_nice
+                settings.shell,
+                services.settings.data_dir,
+                settings.command_nice,
+                sandbox=services.sandbox.standby_prefix(),
             )
         # After the lost executions are recorded: their ends are due too.
         await services.notifier.start()
@@ -100,6 +110,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             ),
             asyncio.create_task(services.relay.run()),
             asyncio.create_task(trim_memory_when_idle(services.registry.live)),
+            # Start-up does not wait on old logs: re-read while the server already answers.
+            asyncio.create_task(services.recovery.run(services.db, services.settings)),
         ]
         try:
             async with mcp.serve(services):

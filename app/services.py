@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.api.ws_tickets import TicketBook
+from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
@@ -20,12 +21,14 @@ from app.confinement import Confinement, build_confinement
 from app.core.auth import TokenBook
 from app.core.config import Settings
 from app.executions import ExecutionService
+from app.executions.recovery import LostLogRecovery
 from app.executions.registry import Registry
 from app.files.service import FileService
 from app.governance.service import PolicyService
 from app.notifications import Notifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox import Sandbox
 from app.sandbox.defaults import default_profile
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
@@ -55,6 +58,7 @@ class Services:
     registry: Registry
     policy: PolicyService
     approvals: ApprovalService
+    remembering: Remembering
     executions: ExecutionService
     files: FileService
     sessions: SessionService
@@ -65,6 +69,9 @@ class Services:
     relay: ApprovalRelay
     forwarder: Forwarder
     notifier: Notifier
+    sandbox: Sandbox
+    # The long logs a previous run lost, re-read after the server listens.
+    recovery: LostLogRecovery = field(default_factory=LostLogRecovery)
 
     @classmethod
     def build(
@@ -95,7 +102,8 @@ class Services:
             sandbox_default=default_profile(settings),
             workspace=settings.workspace,
         )
-        sessions = SessionService(settings, db, registry, policy, confinement)
+        sandbox = Sandbox(settings)
+        sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
         cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
@@ -111,6 +119,7 @@ class Services:
             tracing,
             cluster,
             completion=notifier,
+            sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         sessions.use_approvals(executions.approvals)
@@ -124,6 +133,7 @@ class Services:
             registry=registry,
             policy=policy,
             approvals=executions.approvals,
+            remembering=Remembering(settings, executions.approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(
@@ -137,4 +147,5 @@ class Services:
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
+            sandbox=sandbox,
         )

@@ -147,7 +147,11 @@ def scratch_directory() -> str:
 
 
 @contextlib.contextmanager
-def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
+def shellgate(
+    port: int | None = None, data_dir: Path | None = None, **settings: str
+) -> Iterator[Server]:
+    """A shellgate server; on a fresh data directory in a scratch directory unless `data_dir`
+    names one to reuse."""
     compile_bytecode()
     port = port or free_port()
     scratch = scratch_directory()
@@ -155,7 +159,7 @@ def shellgate(port: int | None = None, **settings: str) -> Iterator[Server]:
         **os.environ,
         "SHELLGATE_HOST": "127.0.0.1",
         "SHELLGATE_PORT": str(port),
-        "SHELLGATE_DATA_DIR": str(Path(scratch) / "data"),
+        "SHELLGATE_DATA_DIR": str(data_dir or Path(scratch) / "data"),
         "SHELLGATE_WORKSPACE": scratch,
         "SHELLGATE_TOKENS": f"bench:admin:{TOKEN}",
         "SHELLGATE_LOG_LEVEL": "warning",

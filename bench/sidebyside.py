@@ -38,7 +38,7 @@ import httpx
 from ptyprocess import PtyProcess
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench import servers
+from bench import over_cap, registry_rows, servers
 from bench.programs import ECHO_PROGRAM, pipe_program, stream_program
 from bench.table import Row, Target, percentile, render
 
@@ -62,10 +62,18 @@ class Sizes:
     pipe_bytes: int
     pty_bytes: int
     keystrokes: int
+    registry_rows: int
+    # Output of the over-the-cap row, and the cap it is measured against.
+    over_cap_bytes: int
+    cap_bytes: int
 
 
-FULL = Sizes(40, 2, 40, 40, 3.0, 200_000_000, 20_000_000, 150)
-QUICK = Sizes(20, 1, 10, 10, 1.0, 20_000_000, 5_000_000, 30)
+FULL = Sizes(
+    40, 2, 40, 40, 3.0, 200_000_000, 20_000_000, 150, registry_rows.ROWS, over_cap.GIGABYTE, 0
+)
+QUICK = Sizes(
+    20, 1, 10, 10, 1.0, 20_000_000, 5_000_000, 30, registry_rows.QUICK_ROWS, 100_000_000, 16 << 20
+)
 
 
 class Subjects:
@@ -606,6 +614,37 @@ def measure_echo(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -
         out.add_samples("echo_ms", name, values)
 
 
+_SEEDED: dict[int, Path] = {}
+
+
+def measure_registry(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    if sizes.registry_rows not in _SEEDED:
+        _SEEDED[sizes.registry_rows] = registry_rows.seeded_data_dir(sizes.registry_rows)
+    sides: list[tuple[str, Path | None]] = [
+        ("full", _SEEDED[sizes.registry_rows]),
+        ("empty", None),
+    ]
+    shift = index % 2
+    for name, data_dir in sides[shift:] + sides[:shift]:
+        cpu_ms, list_ms = registry_rows.one_server(data_dir, sizes.foreground_calls)
+        out.add_round("registry_cpu_ms", name, cpu_ms)
+        out.add_round("registry_list_ms", name, list_ms)
+
+
+def measure_over_cap(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    # The quick run lowers the cap with the size; the full run keeps the default (0: unset).
+    cap = sizes.cap_bytes or None
+    sides: list[tuple[str, int | None]] = [
+        ("over the cap", cap),
+        ("uncapped", 2 * sizes.over_cap_bytes),
+    ]
+    shift = index % 2
+    for name, side_cap in sides[shift:] + sides[:shift]:
+        seconds, cpu = over_cap.one_call(sizes.over_cap_bytes, side_cap)
+        out.add_round("cap_s", name, seconds)
+        out.add_round("cap_cpu_s", name, cpu)
+
+
 @dataclass(frozen=True)
 class Measure:
     # The servers a round must start for it (a measure that starts its own names none).
@@ -621,11 +660,13 @@ MEASURES: dict[str, Measure] = {
     "pipe": Measure(frozenset({"shellgate"}), measure_pipe),
     "pty": Measure(frozenset({"shellgate", "terminado"}), measure_pty),
     "echo": Measure(frozenset({"shellgate", "terminado"}), measure_echo),
+    "registry": Measure(frozenset(), measure_registry),
+    "cap": Measure(frozenset(), measure_over_cap),
 }
 
 
 def one_round(index: int, peers_bin: Path, sizes: Sizes, out: Collected, chosen: list[str]) -> None:
-    needed = set().union(*(MEASURES[name].needs for name in chosen))
+    needed: set[str] = set().union(*(MEASURES[name].needs for name in chosen))
     with start_servers(peers_bin, needed) as subjects:
         for name in chosen:
             MEASURES[name].run(subjects, sizes, index, out)
@@ -781,6 +822,46 @@ def rows(out: Collected) -> list[Row]:
                 {name: p99_note(out, "echo_ms", name) for name in r["echo_ms"]},
             )
         )
+    if "registry_cpu_ms" in r:
+        rows_note = {"shellgate": f"{len(_SEEDED) and next(iter(_SEEDED)):,} rows"}
+        found += [
+            Row(
+                "CPU per foreground call, whole tree, registry of N rows vs empty",
+                "ms",
+                r["registry_cpu_ms"]["full"],
+                peers("registry_cpu_ms", "empty"),
+                "empty",
+                Target("ratio_le", 1.05),
+                rows_note,
+            ),
+            Row(
+                "`GET /v1/executions?limit=50` median, registry of N rows vs empty",
+                "ms",
+                r["registry_list_ms"]["full"],
+                peers("registry_list_ms", "empty"),
+                "empty",
+                Target("ratio_le", 1.05),
+                rows_note,
+            ),
+        ]
+    if "cap_s" in r:
+        found += [
+            Row(
+                "output over the artifact cap, time to the answer",
+                "s",
+                r["cap_s"]["over the cap"],
+                peers("cap_s", "uncapped"),
+                "uncapped",
+                Target("ratio_le", 1.1),
+            ),
+            Row(
+                "output over the artifact cap, whole-tree CPU",
+                "s",
+                r["cap_cpu_s"]["over the cap"],
+                peers("cap_cpu_s", "uncapped"),
+                "uncapped",
+            ),
+        ]
     return found
 
 

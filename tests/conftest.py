@@ -87,6 +87,10 @@ def make_settings(tmp: Path, database: ServerDatabase, **overrides: Any) -> Sett
         "workspace": workspace,
         "tokens": TOKENS,
         "kill_grace_seconds": 2.0,
+        # The in-process test servers inspect host pids, daemons kept after a run and files in
+        # the host's /tmp: they run unsandboxed. tests/api/test_sandbox.py and every server
+        # started as a process (`python -m app serve`) run with the sandbox at its default, on.
+        "sandbox": "off",
         **database.settings(),
     }
     values.update(overrides)

@@ -5,7 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from app.output.artifact_log import ArtifactLog, OutputStream, truncation_marker
+from app.output.artifact_log import (
+    ArtifactLog,
+    OutputStream,
+    artifact_log_path,
+    existing_log_path,
+    truncation_marker,
+)
 
 OUT, ERR, PTY = OutputStream.stdout, OutputStream.stderr, OutputStream.pty
 # 100 bytes whose every position is recognisable: "000,001,002,…,024,"
@@ -13,7 +19,8 @@ NUMBERED = b"".join(b"%03d," % i for i in range(25))
 
 
 def files_of(directory: Path) -> set[str]:
-    return {path.name for path in directory.iterdir()}
+    """The names of the files below `directory`, in whichever shard they are."""
+    return {path.name for path in directory.rglob("*") if path.is_file()}
 
 
 def test_small_stream_is_stored_byte_exact(tmp_path: Path) -> None:
@@ -21,7 +28,7 @@ def test_small_stream_is_stored_byte_exact(tmp_path: Path) -> None:
     assert log.append(b"abc", OUT) == 3
     assert log.append(b"def", ERR) == 6
     log.finish()
-    assert log.path == tmp_path / "ex_small.log"
+    assert log.path == tmp_path / "ll" / "ex_small.log"  # the shard: the id's last two
     assert log.path.read_bytes() == b"abcdef"
     assert log.total_bytes == 6
     assert log.complete
@@ -75,7 +82,7 @@ def test_index_records_only_the_stream_switches(tmp_path: Path) -> None:
     for stream in (OUT, OUT, OUT, ERR, ERR, OUT):
         log.append(b"xy", stream)
     log.finish()
-    index = (tmp_path / "ex_index.idx").read_bytes()
+    index = (tmp_path / "ex" / "ex_index.idx").read_bytes()
     # Records are (offset: u64 little-endian, stream: u8) with stdout=1, stderr=2.
     switches = [(0, 1), (6, 2), (10, 1)]
     assert index == b"".join(
@@ -299,9 +306,33 @@ def test_a_log_refused_before_its_start_leaves_nothing_behind(tmp_path: Path) ->
 
 
 def test_a_start_that_fails_half_way_removes_what_it_made(tmp_path: Path) -> None:
-    (tmp_path / "ex_half.idx").write_bytes(b"")  # the second file cannot be created
+    (tmp_path / "lf").mkdir()
+    (tmp_path / "lf" / "ex_half.idx").write_bytes(b"")  # the second file cannot be created
     log = ArtifactLog.new(tmp_path, "ex_half")
     with pytest.raises(FileExistsError):
         log.start()
     assert not log.started
     assert files_of(tmp_path) == {"ex_half.idx"}
+
+
+def test_logs_are_sharded_by_the_ids_last_two_characters(tmp_path: Path) -> None:
+    for execution_id in ("run_a1", "run_b1", "run_a2"):
+        ArtifactLog.create(tmp_path, execution_id).finish()
+    assert {path.name for path in tmp_path.iterdir()} == {"a1", "b1", "a2"}
+    assert artifact_log_path(tmp_path, "run_b1") == tmp_path / "b1" / "run_b1.log"
+
+
+def test_a_flat_log_written_before_the_shards_is_read_and_deleted(tmp_path: Path) -> None:
+    written = ArtifactLog.create(tmp_path, "ex_old")
+    written.append(b"legacy\n", OUT)
+    written.finish()
+    for path in (tmp_path / "ld").iterdir():  # where it was before the shards
+        path.rename(tmp_path / path.name)
+    (tmp_path / "ld").rmdir()
+    assert existing_log_path(tmp_path, "ex_old") == tmp_path / "ex_old.log"
+    log = ArtifactLog.open_existing(tmp_path, "ex_old")
+    assert log.complete
+    assert log.read(0, 100) == b"legacy\n"
+    log.delete()
+    assert files_of(tmp_path) == set()
+    assert existing_log_path(tmp_path, "ex_old") is None

@@ -341,6 +341,9 @@ def test_prompted_async_run_waits_for_approval_and_runs_once_approved(
 ) -> None:
     url = policed.base_url
     execution_id = start_job(policed, "echo needs-approval now")
+    noted = shellgate(url, AGENT, "run", "--async", "echo needs-approval also")
+    assert noted.exit_code == 0 and noted.stdout.strip().startswith("ex_")
+    assert f"execution {noted.stdout.strip()} awaits approval (approval ap_" in noted.stderr
 
     pending = shellgate(url, AGENT, "wait", execution_id, "--seconds", "0")
     assert pending.exit_code == 1

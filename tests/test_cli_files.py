@@ -39,6 +39,16 @@ def test_put_then_get_round_trips_bytes_exactly(server: LiveServer, tmp_path: Pa
     assert [p.name for p in into.iterdir()] == ["up.bin"]  # no temporary file left
 
 
+def test_put_with_parents_makes_the_remote_directories(server: LiveServer, tmp_path: Path) -> None:
+    local = tmp_path / "deep.txt"
+    local.write_bytes(b"deep\n")
+    put = shellgate(
+        server.base_url, AGENT, "files", "put", "--parents", str(local), "cli-deep/a/b/"
+    )
+    assert put.exit_code == 0, put.output
+    assert (server.settings.workspace / "cli-deep/a/b/deep.txt").read_bytes() == b"deep\n"
+
+
 def test_put_into_a_remote_directory_ending_with_a_slash_keeps_the_local_name(
     server: LiveServer, tmp_path: Path
 ) -> None:

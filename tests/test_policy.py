@@ -85,6 +85,7 @@ def test_policy_document_round_trips_the_spec_example_exactly() -> None:
         "env": EnvRules().model_dump(),
         "files": {"workspace": "allow", "outside": "prompt", "rules": []},
         "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
+        "remembered": [],
     }
 
 
@@ -99,6 +100,7 @@ def test_policy_document_defaults() -> None:
         "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
         "files": {"workspace": "allow", "outside": "prompt", "rules": []},
         "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
+        "remembered": [],
     }
 
 

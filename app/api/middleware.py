@@ -42,10 +42,23 @@ def incoming_request_id(scope: Scope) -> str:
     return f"{_request_ids.getrandbits(128):032x}"
 
 
+# Fixed paths served without a route Starlette names in the scope (the MCP app is mounted; the
+# documentation pages are answered before routing): their own path is their template.
+_FIXED_PATHS = frozenset({"/mcp", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+
+
 def route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else UNMATCHED_ROUTE
+    if isinstance(path, str) and path:
+        return path
+    requested: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and requested.startswith(root):
+        requested = requested[len(root) :]
+    if requested in _FIXED_PATHS or requested.rstrip("/") == "/mcp":
+        return requested.rstrip("/") or requested
+    return UNMATCHED_ROUTE
 
 
 class RequestObservationMiddleware:

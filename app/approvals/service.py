@@ -46,6 +46,12 @@ OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
 WITHDRAWN_REASON = "execution cancelled by its requester"
 
 
+def require_decider(principal: Principal) -> None:
+    if principal.role not in ("approver", "admin"):
+        # Agents never decide, not even on their own executions.
+        raise ForbiddenError("only an approver or an admin can decide approvals")
+
+
 def new_approval_id() -> str:
     return "ap_" + random_token(15)
 
@@ -72,6 +78,8 @@ def approval_public(approval: Approval) -> ApprovalPublic:
         created_at=aware_utc(approval.created_at),
         decided_at=aware_utc(approval.decided_at),
         expires_at=aware_utc(approval.expires_at),
+        suggested_pattern=approval.suggested_pattern,
+        remembered_rule=approval.remembered_rule,
     )
 
 
@@ -110,6 +118,7 @@ class ApprovalService:
         *,
         reason: str,
         env: dict[str, str] | None = None,
+        suggested_pattern: str | None = None,
         kind: ApprovalKind = "command",
         sandbox_request: dict[str, Any] | None = None,
     ) -> Approval:
@@ -138,6 +147,7 @@ class ApprovalService:
             pty=execution.pty,
             reason=reason,
             requested_by=execution.owner,
+            suggested_pattern=suggested_pattern,
             kind=kind,
             sandbox_request=None if sandbox_request is None else json.dumps(sandbox_request),
             created_at=now,
@@ -202,13 +212,23 @@ class ApprovalService:
     # --- decisions --------------------------------------------------------------------------
 
     async def decide(
-        self, *, approval_id: str, approve: bool, principal: Principal, reason: str | None
+        self,
+        *,
+        approval_id: str,
+        approve: bool,
+        principal: Principal,
+        reason: str | None,
+        remembered_rule: str | None = None,
     ) -> Approval:
-        if principal.role not in ("approver", "admin"):
-            # Agents never decide, not even on their own executions.
-            raise ForbiddenError("only an approver or an admin can decide approvals")
+        require_decider(principal)
         state = ApprovalState.approved if approve else ApprovalState.denied
-        return await self._settle(approval_id, state, decided_by=principal.name, reason=reason)
+        return await self._settle(
+            approval_id,
+            state,
+            decided_by=principal.name,
+            reason=reason,
+            remembered_rule=remembered_rule,
+        )
 
     async def expire(self, approval_id: str) -> Approval | None:
         try:
@@ -249,6 +269,7 @@ class ApprovalService:
         decided_by: str,
         reason: str | None,
         notify_execution: bool = True,
+        remembered_rule: str | None = None,
     ) -> Approval:
         # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
         # the expiry timer and a cancel racing for the same approval.
@@ -259,6 +280,7 @@ class ApprovalService:
             decided_by=decided_by,
             decision_reason=reason,
             decided_at=datetime.now(UTC),
+            remembered_rule=remembered_rule,
         )
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
         if approval is None:

@@ -40,3 +40,23 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
         env[key] = value
     return env
+
+
+def sandbox_request(
+    write: list[str], network: str | None, justification: str | None
+) -> dict[str, Any] | None:
+    """`run`'s sandbox options as the request's `sandbox` (None: nothing asked); `--sandbox-
+    network` is `on`, `off`, or host globs separated by commas."""
+    if not write and network is None and justification is None:
+        return None
+    request: dict[str, Any] = {"write": write}
+    if network is not None:
+        words = network.strip().lower()
+        request["network"] = (
+            words
+            if words in ("on", "off")
+            else [h.strip() for h in network.split(",") if h.strip()]
+        )
+    if justification is not None:
+        request["justification"] = justification
+    return request

@@ -94,6 +94,12 @@ def files_put(
     ),
     approval_wait: float = APPROVAL_WAIT,
     approval_id: str | None = APPROVAL_ID,
+    parents: bool = typer.Option(
+        False,
+        "--parents",
+        "-p",
+        help="Make REMOTE's missing directories first (each judged by the policy).",
+    ),
 ) -> None:
     """Upload LOCAL to REMOTE on the server (replaced whole and at once; checked by sha256).
     A REMOTE that ends with `/` is a directory: the file keeps LOCAL's name there."""
@@ -106,7 +112,12 @@ def files_put(
     with handle, server(ctx) as client:
         try:
             stored = client.put_file(
-                remote, handle, mode=mode, approval_wait=approval_wait, approval_id=approval_id
+                remote,
+                handle,
+                mode=mode,
+                approval_wait=approval_wait,
+                approval_id=approval_id,
+                parents=parents,
             )
         except ApprovalPendingError as pending:
             _awaiting(pending)

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from app.cli.arguments import CommandWords, command_text, parse_env
+from app.cli.arguments import CommandWords, command_text, parse_env, sandbox_request
 from app.cli.attach import attach
 from app.cli.connection import (
     EXIT_NOT_FINISHED,
@@ -250,6 +250,21 @@ def run(
     notify_url: str | None = typer.Option(
         None, "--notify-url", metavar="URL", help="POST the final record here (signed)."
     ),
+    sandbox_write: list[str] = typer.Option(
+        [],
+        "--sandbox-write",
+        metavar="PATH",
+        help="Ask to write PATH beyond the sandbox profile (repeatable; an approver decides).",
+    ),
+    sandbox_network: str | None = typer.Option(
+        None,
+        "--sandbox-network",
+        metavar="on|off|HOST[,HOST…]",
+        help="Ask for this network beyond the sandbox profile (an approver decides).",
+    ),
+    justification: str | None = typer.Option(
+        None, "--justification", metavar="TEXT", help="Why it needs more: shown to the approver."
+    ),
 ) -> None:
     """Run a command; print its result text; exit with its exit code.
 
@@ -261,6 +276,7 @@ def run(
     later: dict[str, Any] = {"notify_url": notify_url, "idle_timeout": idle_timeout}
     if idle_timeout is not None:
         later["idle_action"] = idle_action.value
+    later["sandbox"] = sandbox_request(sandbox_write, sandbox_network, justification)
     if session is not None and not session.strip():
         raise typer.BadParameter("must not be empty", param_hint="--session")
     if raw and run_async:
@@ -302,7 +318,14 @@ def run(
                 EXIT_INTERRUPTED,
             )
         if run_async:
-            typer.echo(execution.id)
+            typer.echo(execution.id)  # stdout stays the id alone: scripts capture it
+            if execution.state == "awaiting_approval":
+                approval = f" (approval {execution.approval.id})" if execution.approval else ""
+                typer.echo(
+                    f"execution {execution.id} awaits approval{approval}; it runs once "
+                    f"approved (`shellgate wait {execution.id}`)",
+                    err=True,
+                )
             return
         # The server auto-backgrounds a long foreground call; a terminal user still wants the
         # result, and the command's own timeout bounds this wait.

@@ -34,6 +34,7 @@ from app.core.asgi_replay import replay_body
 from app.core.config import Settings
 from app.core.errors import StorageFullError, UnavailableError
 from app.observability.logs import current_request_id
+from app.output.artifact_log import existing_log_path
 from app.store.db import Database
 from app.store.models import ExecutionState
 
@@ -197,8 +198,9 @@ class Forwarder:
         return Target(node_id, node.url)
 
     async def _log_is_here(self, execution_id: str) -> bool:
-        path = Path(self._settings.artifacts_dir) / f"{execution_id}.log"
-        return await anyio.to_thread.run_sync(path.exists)
+        directory = Path(self._settings.artifacts_dir)
+        found = await anyio.to_thread.run_sync(existing_log_path, directory, execution_id)
+        return found is not None
 
     # --- carrying it there --------------------------------------------------------------------
 

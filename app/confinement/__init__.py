@@ -80,11 +80,16 @@ class Confinement:
         self.monitor.watch(unit)
         return unit
 
-    def start_spawning_ahead(self, shell: str, data_dir: Path, nice: int = 0) -> None:
+    def start_spawning_ahead(
+        self, shell: str, data_dir: Path, nice: int = 0, sandbox: list[str] | None = None
+    ) -> None:
         """Keep a standby shell ready in a unit with the server's limits, `nice` levels below
-        the server (app/confinement/standby.py); only the cgroup backends have a use for it."""
+        the server (app/confinement/standby.py), waiting inside the sandbox whose argv prefix
+        is `sandbox` (app/sandbox/); only the cgroup backends have a use for it."""
         if isinstance(self.backend, CgroupBackend) and self._spawn_ahead is None:
-            self._spawn_ahead = SpawnAhead(self.backend, self.ceiling, shell, data_dir, nice)
+            self._spawn_ahead = SpawnAhead(
+                self.backend, self.ceiling, shell, data_dir, nice, sandbox
+            )
             self._spawn_ahead.start()
 
     def take_standby(self, execution_id: str, limits: Limits) -> tuple[Unit, StandbyShell] | None:

@@ -41,9 +41,16 @@ class Standby:
 
 class SpawnAhead:
     def __init__(
-        self, backend: CgroupBackend, limits: Limits, shell: str, data_dir: Path, nice: int = 0
+        self,
+        backend: CgroupBackend,
+        limits: Limits,
+        shell: str,
+        data_dir: Path,
+        nice: int = 0,
+        sandbox: list[str] | None = None,
     ) -> None:
         self._backend = backend
+        self._sandbox = sandbox
         self._nice = nice
         self._limits = limits
         self._shell = shell
@@ -139,7 +146,7 @@ class SpawnAhead:
         unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
         assert isinstance(unit, CgroupUnit)
         try:
-            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice)
+            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice, self._sandbox)
         except BaseException:
             unit.release(kill=True)
             raise

@@ -19,6 +19,24 @@ Role = Literal["agent", "approver", "admin"]
 ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
 _TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MIN_SECRET_LENGTH = 16
+# Credentials a command has no business reading, hidden from every command by default
+# (docs/sandbox.md); sockets that hand out the host (docker) or the database (postgresql).
+DEFAULT_SANDBOX_HIDDEN = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.gnupg",
+    "~/.netrc",
+    "~/.docker/config.json",
+    "~/.git-credentials",
+    "~/.pgpass",
+    "~/.npmrc",
+    "~/.pypirc",
+    "/run/docker.sock",
+    "/run/postgresql",
+)
 
 
 class TokenEntry:
@@ -117,6 +135,10 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(default=600, gt=0, le=30 * 86400)
     # Per owner: one agent filing approvals in a loop must not bury everyone else's.
     max_pending_approvals: int = Field(default=50, ge=1, le=100_000)
+    # Approve and remember (docs/policy.md#remembered-decisions): the shortest and the longest
+    # time a decision may be remembered.
+    remember_min_seconds: float = Field(default=60, gt=0, le=365 * 86400)
+    remember_max_seconds: float = Field(default=30 * 86400, gt=0, le=365 * 86400)
     # Open sessions one owner may have: each holds a row, a state directory and, while used, a
     # shell; they live until closed, so an agent that never closes them would grow without end.
     max_sessions: int = Field(default=100, ge=1, le=100_000)
@@ -157,6 +179,19 @@ class Settings(BaseSettings):
     # load the event loop goes first and the commands take what it leaves. Off by default: it
     # halves a PTY stream's rate when the machine is saturated (docs/operations.md).
     command_nice: int = Field(default=0, ge=0, le=19)
+    # The kernel boundary around every command (docs/sandbox.md): `on` refuses to start when
+    # bubblewrap cannot build it; `off` runs commands unsandboxed, and says so everywhere.
+    sandbox: Literal["on", "off"] = "on"
+    # Where bubblewrap is (Debian's package installs it here).
+    sandbox_bwrap: str = "/usr/bin/bwrap"
+    # The network a command has unless the policy widens it: `off` is a namespace with
+    # loopback only (the server's port unreachable), `on` the host's.
+    sandbox_network: Literal["on", "off"] = "off"
+    # Paths no command may see besides the data dir, the token file and the policy file,
+    # comma-separated; `~` is the server's home (docs/sandbox.md).
+    sandbox_hidden: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_SANDBOX_HIDDEN)
+    )
     limit_memory_mb: int | None = Field(default=None, ge=0)  # None: half the host (cgroups)
     limit_processes: int = Field(default=512, ge=0)
     limit_cpu_seconds: int = Field(default=0, ge=0)
@@ -224,6 +259,21 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
+
+    @field_validator("sandbox_hidden", mode="before")
+    @classmethod
+    def _split_sandbox_hidden(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [path.strip() for path in value.split(",") if path.strip()]
+        return value
+
+    @field_validator("sandbox_hidden")
+    @classmethod
+    def _absolute_hidden(cls, value: list[str]) -> list[str]:
+        paths = [os.path.abspath(os.path.expanduser(path)) for path in value]
+        if "/" in paths:
+            raise ValueError("'/' cannot be hidden: commands need a root to run from")
+        return paths
 
     @field_validator("notify_allow", mode="before")
     @classmethod

@@ -37,6 +37,7 @@ from app.executions.ports import CallerGone
 from app.executions.registry import LiveExecution
 from app.executions.result_text import CANCELLED_NOTICE
 from app.executions.views import ExecutionReader
+from app.output.artifact_log import artifact_log_path
 from app.store import crud
 from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 
@@ -252,12 +253,13 @@ class ApprovalFlow:
             mode=(ExecutionMode.job if draft.async_ else ExecutionMode.foreground).value,
             pty=draft.pty,
             session_id=draft.session,
-            artifact_path=str(self._settings.artifacts_dir / f"{execution_id}.log"),
+            artifact_path=str(artifact_log_path(self._settings.artifacts_dir, execution_id)),
             node=self._settings.node_id or None,
             approval_id=new_approval_id(),
             # The validated request, so that the approved command can start after a restart.
             pending_request=pending_request_json(owner.role, draft),
             created_at=datetime.now(UTC),
+            policy_reason=reason,
             **notify_columns(draft.notify_url),
         )
         env = draft.shown_env if draft.shown_env is not None else draft.env
@@ -267,6 +269,8 @@ class ApprovalFlow:
             env=env,
             kind="sandbox" if draft.sandbox_request is not None else "command",
             sandbox_request=draft.sandbox_request,
+            # Only a command's prompt is remembered (a sandbox escalation is not, yet).
+            suggested_pattern=draft.suggested_pattern if draft.sandbox_request is None else None,
         )
 
     # --- the decision -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from app.executions.ports import LOCAL_NODE, NodeRole
 from app.executions.registry import Registry
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.sandbox import Sandbox
 from app.store.db import Database
 from app.store.storage import StorageGuard
 
@@ -28,3 +29,5 @@ class Context:
     tracing: Tracing = TRACING_OFF  # spans for the policy, approval wait, spawn and run
     node: NodeRole = LOCAL_NODE  # which awaiting executions this replica settles (app/cluster)
     completion: CompletionHooks = NO_DELIVERY  # notify_url: admitted at submit, fed the end
+    # The kernel boundary each spawn runs in (app/sandbox/); None only where nothing spawns.
+    sandbox: Sandbox | None = None

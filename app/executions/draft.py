@@ -67,6 +67,11 @@ class Draft:
     notify_url: str | None = None
     idle_timeout: float | None = None
     idle_action: str = "background"
+    # The policy's word on it (recorded as the execution's `reason`), the remembered rule that
+    # allowed it, and for a prompt the pattern offered to remember (docs/policy.md).
+    policy_reason: str | None = None
+    remembered_rule: str | None = None
+    suggested_pattern: str | None = None
     # The sandbox profile this one execution runs with (its record form,
     # `SandboxProfile.to_record()`), when the policy or an approved request decided one;
     # None: its session's, else the server's default (app/sandbox/boundary.py).
@@ -218,6 +223,8 @@ class Expanded:
     command: str
     env: dict[str, str] | None
     cwd_request: str | None
+    # The logs it names, which the sandbox shows it read-only inside the hidden data dir.
+    artifact_paths: tuple[str, ...] = ()
 
 
 def referenced_artifacts(draft: Draft) -> set[str]:
@@ -251,7 +258,7 @@ def expand_artifacts(draft: Draft, paths: dict[str, str]) -> Expanded:
 
     env = {key: expand(value, False) for key, value in draft.env.items()} if draft.env else None
     cwd = expand(draft.cwd_request, False) if draft.cwd_request else None
-    return Expanded(expand(draft.command, True), env, cwd)
+    return Expanded(expand(draft.command, True), env, cwd, tuple(paths.values()))
 
 
 # --- working directory ------------------------------------------------------------------------

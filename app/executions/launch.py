@@ -48,6 +48,7 @@ from app.output.artifact_log import ArtifactLog
 from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
 from app.process.environment import build_environment
+from app.sandbox import Sandbox, SandboxProfile
 from app.store import crud
 from app.store.models import Execution, ExecutionMode, ExecutionState
 from app.store.storage import StorageGuard, is_storage_full
@@ -88,6 +89,7 @@ class _Plan:
     mode: ExecutionMode
     foreground_wait: float | None
     limits: Limits
+    sandbox: SandboxProfile | None  # None: the sandbox is off
 
 
 @dataclass
@@ -198,7 +200,16 @@ class Launcher:
         # and so does the caller's presence read here.
         waiting = caller_waiting() if callable(caller_waiting) else caller_waiting
         mode, foreground_wait = self._choose_mode(draft, timeout, waiting)
-        return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits)
+        sandbox = self._sandbox.profile_for(
+            draft.sandbox, session.sandbox if session is not None else None
+        )
+        return _Plan(expanded, session, cwd, timeout, mode, foreground_wait, limits, sandbox)
+
+    @property
+    def _sandbox(self) -> Sandbox:
+        # Built by ExecutionService whenever it builds the context: never absent here.
+        assert self.ctx.sandbox is not None
+        return self.ctx.sandbox
 
     async def _intercept(self, draft: Draft) -> None:
         hit = await self.policy.intercept(
@@ -309,11 +320,19 @@ class Launcher:
         intent), in one worker-thread hop (each hop costs on a loaded machine)."""
         if session_call is not None:
             argv, env = session_call.argv, session_call.env
+            writable = session_call.writable
         else:
             argv = [self.ctx.settings.shell, "-c", plan.expanded.command]
             env = build_environment(
                 execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
             )
+            writable = ()
+        sandbox, profile = self._sandbox, plan.sandbox
+        # A standby waits in the default sandbox: it runs only what that sandbox fits.
+        readable = plan.expanded.artifact_paths
+        standby_fits = not draft.pty and sandbox.fits_standby(
+            profile, plan.cwd, bool(writable or readable)
+        )
         confinement = self.ctx.confinement
         opened: list[Unit] = []
         spawned: list[RunningProcess] = []
@@ -332,8 +351,19 @@ class Launcher:
                 else:
                     unit, shell = confinement.open_unit(live.id, plan.limits), None
                 opened[:] = [unit]
+                spawned_argv = argv
+                if profile is not None and shell is None:
+                    # Through the shell that joins the cgroups before it execs bwrap
+                    # (app/process/confine.sh): the spawn keeps its vfork.
+                    spawned_argv = [
+                        self.ctx.settings.shell,
+                        "-c",
+                        'exec "$@"',
+                        "shellgate-sandbox",
+                        *sandbox.wrap(profile, argv, plan.cwd, writable, readable),
+                    ]
                 spec = SpawnSpec(
-                    argv=argv,
+                    argv=spawned_argv,
                     cwd=plan.cwd,
                     env=env,
                     pty=draft.pty,
@@ -373,7 +403,7 @@ class Launcher:
                 db.confirm_reachable()
             start_log(live.log, storage)
             process = spawn(
-                confinement.take_standby(live.id, plan.limits) if not draft.pty else None
+                confinement.take_standby(live.id, plan.limits) if standby_fits else None
             )
             spawned.append(process)
             try:
@@ -397,6 +427,7 @@ class Launcher:
                 raise  # refused before the spawn, or the record failed: the command was killed
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
+        live.sandbox = plan.sandbox
         live.unit = opened[0]
         live.unit.session_id = draft.session
         self.ctx.registry.add(live)
@@ -432,9 +463,12 @@ class Launcher:
             "notices": json.dumps(timeout.notices),
             "limits": json.dumps(plan.limits.as_dict()),
             "confinement": confinement_name,
+            "sandbox": json.dumps(plan.sandbox.to_record()) if plan.sandbox else None,
             "artifact_path": str(live.log.path),
             "pending_request": None,
             "node": self.ctx.settings.node_id or None,
+            "policy_reason": draft.policy_reason,
+            "remembered_rule": draft.remembered_rule,
             **notify_columns(draft.notify_url),
         }
 

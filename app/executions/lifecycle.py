@@ -29,6 +29,7 @@ from app.observability.events import execution_event
 from app.observability.tracing import RunSpan
 from app.output.window import truncation_footer
 from app.process import ExitStatus
+from app.sandbox.refusal import refusal_notice
 from app.store import crud
 from app.store.models import Execution, ExecutionState
 
@@ -191,6 +192,10 @@ class Lifecycle:
         notices = [*live.notices, LOST_NOTICE] if live.lost else list(live.notices)
         if limit_notice is not None and not live.lost:
             notices.append(limit_notice)
+        if state is ExecutionState.failed and live.sandbox is not None:
+            refused = refusal_notice(live.sandbox, summary.output)
+            if refused is not None:
+                notices.append(refused)
         values["notices"] = json.dumps(notices)
         values["text"] = final_text(
             body=summary.output,

@@ -62,6 +62,9 @@ class SessionCall(Protocol):
 
     argv: list[str]
     env: dict[str, str]
+    # Paths of the server's own the call must write though they are hidden from commands
+    # (the session's state directory, inside the data dir).
+    writable: tuple[str, ...]
 
     def started(self, live: LiveExecution) -> None: ...
 

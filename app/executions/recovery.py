@@ -4,6 +4,7 @@ past the retention period are pruned with their logs."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -16,7 +17,7 @@ import anyio.to_thread
 
 from app.core.config import Settings
 from app.executions.result_text import LOST_NOTICE, final_text
-from app.output.artifact_log import ArtifactLog
+from app.output.artifact_log import ArtifactLog, existing_log_path
 from app.output.window import OutputSink
 from app.process import (
     boot_id,
@@ -34,8 +35,74 @@ from app.store.models import Execution, ExecutionState
 logger = logging.getLogger("shellgate.recovery")
 
 
-async def recover_lost_executions(db: Database, settings: Settings) -> list[str]:
-    """Executions a dead server left `running` become `lost`; their groups are killed."""
+# A lost log at most this long is re-read before the server listens; a longer one after
+# (LostLogRecovery), so that start-up does not wait on old logs (re-reading costs ~34 ms/MB).
+SUMMARISE_AT_START_BYTES = 1024 * 1024
+
+
+class LostLogRecovery:
+    """The logs of lost executions re-read after the server listens: their record gets the
+    inline output and byte counts then (`/readyz` says `recovery: running` until done)."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.done = asyncio.Event()
+        self.done.set()
+
+    @property
+    def running(self) -> bool:
+        return not self.done.is_set()
+
+    def defer(self, execution_ids: list[str]) -> None:
+        self.pending.extend(execution_ids)
+        if self.pending:
+            self.done.clear()
+
+    async def run(self, db: Database, settings: Settings) -> None:
+        try:
+            while self.pending:
+                execution_id = self.pending[0]
+                try:
+                    await _summarise_lost(db, settings, execution_id)
+                except Exception:
+                    logger.exception("re-reading the lost log of %s failed", execution_id)
+                self.pending.pop(0)
+        finally:
+            self.done.set()
+        logger.info("recovery of lost logs done")
+
+
+async def _summarise_lost(db: Database, settings: Settings, execution_id: str) -> None:
+    record = await db.call(crud.get_execution, execution_id=execution_id)
+    if record is None or record.state != ExecutionState.lost.value:
+        return
+    summary = await anyio.to_thread.run_sync(summarise_log, settings.artifacts_dir, execution_id)
+    text = final_text(
+        body=summary.get("output", ""),
+        wall_time_ms=None,
+        notices=json.loads(record.notices),
+        state=ExecutionState.lost,
+        exit_code=None,
+        footer=None,
+    )
+    await db.run(
+        crud.rewrite_lost_output, execution_id=execution_id, values={"text": text, **summary}
+    )
+
+
+def _log_size(artifacts_dir: Path, execution_id: str) -> int:
+    path = existing_log_path(artifacts_dir, execution_id)
+    try:
+        return 0 if path is None else path.stat().st_size
+    except OSError:
+        return 0
+
+
+async def recover_lost_executions(
+    db: Database, settings: Settings, later: LostLogRecovery | None = None
+) -> list[str]:
+    """Executions a dead server left `running` become `lost`; their groups are killed. With
+    `later`, a long log is re-read after start-up rather than now."""
     running = await db.call(crud.executions_in_state, state=ExecutionState.running)
     # Only this node's (or, from before nodes were recorded, nobody's): another replica's are
     # its own, or the heartbeat's once it falls silent (app/cluster/heartbeat.py).
@@ -46,7 +113,14 @@ async def recover_lost_executions(db: Database, settings: Settings) -> list[str]
         # Daemons that left the group: their cgroup went with the sweep at start (cgroup
         # backends); what carries the execution's marker goes here (every backend).
         await anyio.to_thread.run_sync(kill_orphan_tree, record, this_boot)
-        summary = await anyio.to_thread.run_sync(summarise_log, settings.artifacts_dir, record.id)
+        size = await anyio.to_thread.run_sync(_log_size, settings.artifacts_dir, record.id)
+        summary: dict[str, Any] = {}
+        if later is not None and size > SUMMARISE_AT_START_BYTES:
+            later.defer([record.id])
+        else:
+            summary = await anyio.to_thread.run_sync(
+                summarise_log, settings.artifacts_dir, record.id
+            )
         notices = [*json.loads(record.notices), LOST_NOTICE]
         text = final_text(
             body=summary.get("output", ""),

@@ -22,6 +22,7 @@ from app.output.live_edge import RecentOutput
 from app.output.sink_worker import SINK_WORKER, WINDOW_PROCESS
 from app.output.window import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
+from app.sandbox import SandboxProfile
 from app.store.models import Execution, ExecutionMode
 from app.store.storage import OUTPUT_STORAGE_FULL_NOTICE, is_storage_full
 
@@ -76,6 +77,8 @@ class LiveExecution:
         self.last_output_monotonic = self.started_monotonic
         self.notify_url: str | None = None  # delivered to once terminal (app/notifications)
         self.notices: list[str] = []
+        # The sandbox profile it runs in (None: the sandbox is off), for the refusal notice.
+        self.sandbox: SandboxProfile | None = None
         # The database row as inserted, then as finished: lets the waiting caller answer
         # without reading it back.
         self.record: Execution | None = None

@@ -41,13 +41,14 @@ from app.executions.ports import (
 )
 from app.executions.registry import LiveExecution, Registry
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
-from app.governance.service import Judgement, PolicyService
+from app.governance.service import Judgement, PolicyService, suggested_pattern
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.artifact_log import ArtifactLog
 from app.policy.engine import RuleAction
 from app.policy.env_rules import validate_env
+from app.sandbox import Sandbox
 from app.sandbox.profile import SandboxProfile
 from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest
 from app.store.db import Database
@@ -71,7 +72,10 @@ class ExecutionService:
         tracing: Tracing = TRACING_OFF,
         node: NodeRole = LOCAL_NODE,
         completion: CompletionHooks = NO_DELIVERY,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """`sandbox`: the boundary the server checked at start; by default one built from
+        `settings` (so a service built without one still sandboxes its commands)."""
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
@@ -92,6 +96,7 @@ class ExecutionService:
             tracing,
             node,
             completion,
+            sandbox if sandbox is not None else Sandbox(settings),
         )
         self._completion = completion
         self._reader = ExecutionReader(context)
@@ -143,6 +148,7 @@ class ExecutionService:
         judgement = await self._judge(
             principal, request.command, execution_id, env=env, cwd=start, run=run
         )
+        _note_judgement(draft, judgement, request.command)
         reason = judgement.reason
         if session is not None:
             sandboxing.for_session_call(
@@ -195,6 +201,7 @@ class ExecutionService:
         # policy came to deny after the session was made blocks its calls (fail closed).
         env = drafts.effective_env(session.env, None)
         judgement = await self._judge(principal, command, execution_id, env=env, cwd=session.cwd)
+        _note_judgement(draft, judgement, command)
         sandboxing.for_session_call(self._policy, self._session_profile(session), sandbox)
         if judgement.approval == RuleAction.prompt:
             draft.shown_cwd, draft.shown_env = session.cwd, env
@@ -379,3 +386,12 @@ class ExecutionService:
     def intents(self) -> IntentJournal:
         """The rows of quick foreground calls not in the database yet (pending_record.py)."""
         return self._launcher.intents
+
+
+def _note_judgement(draft: drafts.Draft, judgement: Judgement, command: str) -> None:
+    """What the record keeps of the policy's word: its reason, the remembered rule that allowed
+    the call, and for a prompt the pattern the approver is offered to remember."""
+    draft.policy_reason = judgement.reason
+    draft.remembered_rule = judgement.command.remembered_rule
+    if judgement.approval == RuleAction.prompt:
+        draft.suggested_pattern = suggested_pattern(judgement.command, command)

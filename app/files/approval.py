@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from app.approvals.service import ApprovalService, new_approval_id
 from app.core.config import Settings
 from app.executions.draft import new_execution_id
+from app.output.artifact_log import artifact_log_path
 from app.store import crud
 from app.store.db import Database
 from app.store.models import (
@@ -55,7 +56,7 @@ class FileApprovals:
             cwd=record.path.rsplit("/", 1)[0] or "/",
             state=ExecutionState.awaiting_approval.value,
             mode=ExecutionMode.foreground.value,
-            artifact_path=str(self._settings.artifacts_dir / f"{execution_id}.log"),
+            artifact_path=str(artifact_log_path(self._settings.artifacts_dir, execution_id)),
             approval_id=record.approval_id,
             created_at=datetime.now(UTC),
         )

@@ -75,6 +75,33 @@ def names_a_directory(requested: str) -> bool:
     return requested.endswith("/") or os.path.basename(requested) in (".", "..")
 
 
+def missing_directories(located: Located) -> list[str]:
+    """The directories `parents=true` would make for a file at `located`, outermost first, as
+    paths written under the file's own (blocking: it stats; call it from a worker thread).
+    Empty when the file's directory exists. Walking up the resolved path: the parts that do not
+    exist are exactly the ones `realpath` could not follow, so they spell the same in both."""
+    missing: list[str] = []
+    directory = os.path.dirname(located.resolved)
+    while directory != "/" and not os.path.lexists(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    missing.reverse()
+    return missing
+
+
+def make_directories(directories: list[str], shown: str) -> None:
+    """Make each of `directories` (outermost first) that is still missing (blocking). A part
+    that exists by now is taken as it is; one that is not a directory fails as the upload
+    would."""
+    for directory in directories:
+        try:
+            os.mkdir(directory, 0o755)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise os_error(error, shown) from None
+
+
 def workspace_roots(workspace: str) -> tuple[str, ...]:
     """The workspace as configured and with its own symlinks followed (`/tmp` may be a link)."""
     return tuple(dict.fromkeys((os.path.normpath(workspace), os.path.realpath(workspace))))

@@ -29,10 +29,20 @@ from app.core.errors import (
 )
 from app.core.random_ids import random_token
 from app.files.approval import FileApprovals
-from app.files.paths import Located, locate, names_a_directory, os_error, workspace_roots
+from app.files.paths import (
+    Located,
+    locate,
+    make_directories,
+    missing_directories,
+    names_a_directory,
+    os_error,
+    workspace_roots,
+)
 from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
 from app.governance.service import PolicyService
 from app.policy.file_rules import FileAccess, FileVerdict, judge_file
+from app.sandbox import default_profile
+from app.sandbox.hidden import HiddenPaths
 from app.schemas.files import FileOperationPublic
 from app.store import crud
 from app.store.db import Database
@@ -121,17 +131,28 @@ class FileService:
         self._policy = policy
         self._approvals = FileApprovals(settings, db, approvals)
         self.max_bytes = settings.files_max_bytes
+        self._hidden = HiddenPaths(default_profile(settings).hidden)
 
     # --- judging ----------------------------------------------------------------------------
 
     async def locate(self, requested: str) -> Located:
         return await anyio.to_thread.run_sync(locate, requested, str(self._settings.workspace))
 
-    def judge(self, access: FileAccess, located: Located) -> FileVerdict:
+    def judge(
+        self, access: FileAccess, located: Located, also: tuple[str, ...] = ()
+    ) -> FileVerdict:
+        """`also`: more paths the operation writes (the directories `parents=true` makes),
+        each judged as a write; the strictest verdict of all decides."""
+        # What no command can see, no file operation reaches either, whatever the rules say.
+        for path in (located.path, located.resolved, *also):
+            if (hidden := self._hidden.covering(path)) is not None:
+                return FileVerdict(
+                    "deny", f"{hidden} is hidden by the sandbox (docs/sandbox.md)", None, path
+                )
         return judge_file(
             self._policy.document.files,
             access,
-            (located.path, located.resolved),
+            (located.path, located.resolved, *also),
             workspace_roots(str(self._settings.workspace)),
         )
 
@@ -145,12 +166,13 @@ class FileService:
         approval_wait: float,
         size: int | None = None,
         mode: int | None = None,
+        making: tuple[str, ...] = (),
     ) -> FileOperation | Pending:
         """The operation's record in state `running` when it may go ahead; Pending while a
         human has not decided; raises when it is denied or rejected. Approvers decide, they
         do not move files (as they do not run commands)."""
         principal.require("agent", "admin")
-        verdict = self.judge("write" if op == "write" else "read", located)
+        verdict = self.judge("write" if op == "write" else "read", located, making)
         record = FileOperation(
             id=new_file_operation_id(),
             owner=principal.name,
@@ -185,7 +207,7 @@ class FileService:
         future = self._approvals.waiter(record.approval_id)
         try:
             await self._approvals.request(
-                record, _describe(op, located, size, mode), verdict.reason
+                record, _describe(op, located, size, mode, making), verdict.reason
             )
             if approval_wait > 0:
                 await self._hold(future, approval_wait)
@@ -372,9 +394,12 @@ class FileService:
         mode: int | None,
         approval_id: str | None = None,
         approval_wait: float = 30,
+        parents: bool = False,
     ) -> FileOperationPublic | Pending:
         """Stream `body` into place: never more than one batch in memory; over the cap → 413
-        and the old file untouched; a failure of any kind leaves no temporary file behind."""
+        and the old file untouched; a failure of any kind leaves no temporary file behind.
+        `parents`: the missing directories are made first (as `mkdir -p`), each one judged by
+        the files rules as a write; they stay if the upload then fails."""
         if names_a_directory(requested):
             # `new/` would otherwise become a file called `new`.
             raise InvalidRequestError(
@@ -382,6 +407,9 @@ class FileService:
                 "give the file's own name"
             )
         located = await self.locate(requested)
+        making: list[str] = []
+        if parents:
+            making = await anyio.to_thread.run_sync(missing_directories, located)
         authorized = await self._authorize(
             principal,
             "write",
@@ -390,12 +418,18 @@ class FileService:
             approval_wait=approval_wait,
             size=declared_size,
             mode=mode,
+            making=tuple(making),
         )
         if isinstance(authorized, Pending):
             return authorized
         upload = Upload(located, mode)
+
+        def make_and_open() -> None:
+            make_directories(making, located.path)
+            upload.open()
+
         try:
-            await anyio.to_thread.run_sync(upload.open)
+            await anyio.to_thread.run_sync(make_and_open)
             batch = bytearray()
             received = 0
             async for chunk in body:
@@ -434,7 +468,9 @@ class FileService:
         return [operation_public(record) for record in records]
 
 
-def _describe(op: Op, located: Located, size: int | None, mode: int | None) -> str:
+def _describe(
+    op: Op, located: Located, size: int | None, mode: int | None, making: tuple[str, ...] = ()
+) -> str:
     """What the approver sees as the "command" of a prompted file operation."""
     target = located.path
     if located.resolved != located.path:
@@ -444,5 +480,7 @@ def _describe(op: Op, located: Located, size: int | None, mode: int | None) -> s
         details.append(f"{size} bytes")
     if mode is not None:
         details.append(f"mode {mode:04o}")
+    if making:
+        details.append("making " + ", ".join(f"{directory}/" for directory in making))
     suffix = f" ({', '.join(details)})" if details else ""
     return f"[file {op}] {target}{suffix}"

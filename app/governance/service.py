@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 from pydantic import ValidationError
@@ -17,6 +21,7 @@ from app.policy.critical_patterns import judged_by_cwd
 from app.policy.engine import (
     InterceptorSettings,
     PolicyDocument,
+    PolicyRule,
     RuleAction,
     Verdict,
     evaluate,
@@ -26,6 +31,7 @@ from app.policy.env_rules import EnvJudgement, judge_env, validate_env
 from app.policy.interceptor import Interception, effective_rules
 from app.policy.interceptor import check as check_interception
 from app.policy.reader_process import CommandReaders, ReadingBudget
+from app.policy.remembered import RememberedRule, active_rules, suggest_pattern
 from app.policy.shell.syntax import env_scripts, extract_leading_cd
 from app.policy.working_directory import working_directory
 from app.sandbox.effective import effective_profile, expand_paths, under_hidden
@@ -130,6 +136,8 @@ class PolicyService:
         self.document = PolicyDocument()
         self.version_id: int | None = None
         self._readers = CommandReaders()
+        # One version written at a time, so that two decisions remembered together both stay.
+        self._writing = asyncio.Lock()
         # The server's own profile (app/sandbox/defaults.py), which the policy only widens.
         self.sandbox_default = sandbox_default or SandboxProfile("on", (), ())
         self._workspace = str(workspace or Path.cwd())
@@ -183,6 +191,11 @@ class PolicyService:
             version = await self.replace(document, author=f"file:{self._policy_file.name}")
             logger.info("policy seeded from %s as version %s", self._policy_file, version.id)
 
+    def in_force(self) -> PolicyDocument:
+        """The policy in force as `GET /v1/policy` shows it: remembered rules that expired
+        have dropped out."""
+        return _without_expired(self.document)
+
     async def evaluate(
         self,
         command: str,
@@ -192,21 +205,29 @@ class PolicyService:
         home: str | None = None,
         cdpath: bool = False,
         budget: ReadingBudget | None = None,
+        owner: str | None = None,
+        document: PolicyDocument | None = None,
     ) -> Verdict:
+        """The command's verdict under `document` (default: the policy in force); with `owner`,
+        a `prompt` that one of the owner's remembered rules vouches for becomes an `allow`
+        naming that rule (docs/policy.md#remembered-decisions)."""
         # Parsing is CPU work that grows with the text, superlinearly on some, and holds the
         # interpreter lock: past the inline size every text (the command and the scripts its
         # env hands programs) is read in a child process, bounded in time and memory, and the
         # rest of the judgement runs on a worker thread. `budget`: the call's share of the
         # readers (its owner, its wait, its reading time), shared by all its texts.
-        document = self.document  # one version for the whole judgement
+        document = document or self.document  # one version for the whole judgement
         texts = (command, *scripts)
         if sum(len(text) for text in texts) <= INLINE_EVALUATION_MAX_CHARS:
-            return evaluate(document, command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath)
+            return _judged_with_remembered(
+                document, owner, command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath
+            )
         budget = budget if budget is not None else self._readers.budget("")
         readings = {text: await self._readers.read(text, budget) for text in dict.fromkeys(texts)}
         return await anyio.to_thread.run_sync(
-            lambda: evaluate(
+            lambda: _judged_with_remembered(
                 document,
+                owner,
                 command,
                 cwd=cwd,
                 scripts=scripts,
@@ -245,6 +266,7 @@ class PolicyService:
         cwd: str | None = None,
         run: tuple[str, str] | None = None,
         owner: str = "",
+        document: PolicyDocument | None = None,
     ) -> Judgement:
         """The command and every env name of a request, under the policy in force now; the
         values a program runs as shell text (`GIT_EXTERNAL_DIFF`, `PAGER`, …) are read with
@@ -259,7 +281,14 @@ class PolicyService:
         cdpath = bool(env.get("CDPATH"))
         budget = self._readers.budget(owner)  # from the call's arrival, for all its readings
         verdict = await self.evaluate(
-            command, cwd=cwd, scripts=scripts, home=home, cdpath=cdpath, budget=budget
+            command,
+            cwd=cwd,
+            scripts=scripts,
+            home=home,
+            cdpath=cdpath,
+            budget=budget,
+            owner=owner or None,
+            document=document,
         )
         run_command, run_cwd = run or (command, cwd)
         if run_cwd is not None and judged_by_cwd(verdict.segments):
@@ -269,7 +298,14 @@ class PolicyService:
             real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
             if real != cwd or run_command != command:
                 other = await self.evaluate(
-                    run_command, cwd=real, scripts=scripts, home=home, cdpath=cdpath, budget=budget
+                    run_command,
+                    cwd=real,
+                    scripts=scripts,
+                    home=home,
+                    cdpath=cdpath,
+                    budget=budget,
+                    owner=owner or None,
+                    document=document,
                 )
                 if _SEVERITY[other.approval] > _SEVERITY[verdict.approval]:
                     verdict = other
@@ -367,6 +403,18 @@ class PolicyService:
         return None
 
     async def replace(self, document: PolicyDocument, *, author: str) -> PolicyVersion:
+        async with self._writing:
+            return await self._install(_without_expired(document), author=author)
+
+    async def remember(self, rule: RememberedRule) -> PolicyVersion:
+        """A new policy version: the policy in force with `rule` added (and the remembered
+        rules that expired dropped), by the rule's author."""
+        async with self._writing:
+            current = _without_expired(self.document)
+            document = current.model_copy(update={"remembered": [*current.remembered, rule]})
+            return await self._install(document, author=rule.author)
+
+    async def _install(self, document: PolicyDocument, *, author: str) -> PolicyVersion:
         self.check_sandbox(document)
         text = document.model_dump_json()
         version = await self._db.call(crud.insert_policy_version, document=text, author=author)
@@ -377,6 +425,69 @@ class PolicyService:
 
     async def versions(self, limit: int) -> list[PolicyVersion]:
         return await self._db.call(crud.list_policy_versions, limit=limit)
+
+
+def _without_expired(document: PolicyDocument) -> PolicyDocument:
+    active = active_rules(document.remembered)
+    if len(active) == len(document.remembered):
+        return document
+    return document.model_copy(update={"remembered": active})
+
+
+def _judged_with_remembered(
+    document: PolicyDocument,
+    owner: str | None,
+    command: str,
+    **options: Any,
+) -> Verdict:
+    """`evaluate`, then, for a `prompt`, again with the owner's remembered rules placed before
+    the policy's own as `allow` rules: the allow wins only where the engine lets an allow
+    vouch (the whole command, no control syntax, every command inside allowed too), and a
+    critical pattern or an unreadable part still prompts."""
+    verdict = evaluate(document, command, **options)
+    if verdict.approval is not RuleAction.prompt or owner is None:
+        return verdict
+    remembered = active_rules(document.remembered, owner=owner, now=datetime.now(UTC))
+    if not remembered:
+        return verdict
+    widened = document.model_copy(
+        update={
+            "rules": [
+                *(PolicyRule(match=rule.match, approval=RuleAction.allow) for rule in remembered),
+                *document.rules,
+            ]
+        }
+    )
+    again = evaluate(widened, command, **options)
+    if again.approval is not RuleAction.allow or again.matched_rule is None:
+        return verdict
+    rule = next((item for item in remembered if item.match == again.matched_rule.match), None)
+    if rule is None:
+        return verdict
+    return dataclasses.replace(
+        again,
+        reason=remembered_reason(rule),
+        remembered_rule=rule.id,
+    )
+
+
+def remembered_reason(rule: RememberedRule) -> str:
+    """The reason an execution allowed by `rule` records (docs/policy.md#remembered-decisions)."""
+    scope = f"for {rule.owner}" if rule.owner is not None else "for everyone"
+    until = rule.expires_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return f"Allowed by remembered rule {rule.id}: {rule.match} ({scope} until {until})"
+
+
+def suggested_pattern(verdict: Verdict, command: str) -> str:
+    """The pattern an approver is offered to remember for a prompted command: from the
+    segment that prompted (the one the prompting rule matched, else the first), its command
+    word and subcommand with the rest as `*`."""
+    segment = None
+    if verdict.matched_rule is not None and verdict.matched_rule.approval is RuleAction.prompt:
+        segment = _matched_text(verdict, command)
+    if segment is None:
+        segment = verdict.segments[0] if verdict.segments else command
+    return suggest_pattern(segment)
 
 
 def _matched_text(verdict: Verdict, command: str) -> str | None:

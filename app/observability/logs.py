@@ -44,16 +44,34 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-_TICKET_IN_QUERY = re.compile(r"([?&]ticket=)[^&\s\"']+")
+# Query parameters that carry a credential: `ticket`, and any name holding token, key,
+# secret, password, auth, signature or credential (`?token=`, `?access_token=`,
+# `?api_key=`, `?X-Amz-Signature=`), case-insensitively.
+_CREDENTIAL_NAME = (
+    r"[A-Za-z0-9_.\-]*(?:ticket|token|key|secret|passw(?:or)?d|auth|signature|credential)"
+    r"[A-Za-z0-9_.\-]*"
+)
+_TICKET_IN_QUERY = re.compile(r"([?&]" + _CREDENTIAL_NAME + r"=)[^&\s\"']+", re.IGNORECASE)
+_CREDENTIAL_HINTS = (
+    "ticket",
+    "token",
+    "key",
+    "secret",
+    "passw",
+    "auth",
+    "signature",
+    "credential",
+)
 
 
 class RedactTicketsFilter(logging.Filter):
-    """WebSocket tickets travel in query strings, and uvicorn logs a WebSocket's path with its
-    query: the ticket is replaced before any handler sees the line."""
+    """WebSocket tickets travel in query strings, and uvicorn logs a path with its query: a
+    ticket, a token or any other credential-like parameter is replaced before any handler sees
+    the line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "ticket=" in message:
+        if "=" in message and any(hint in message.casefold() for hint in _CREDENTIAL_HINTS):
             record.msg = _TICKET_IN_QUERY.sub(r"\1[redacted]", message)
             record.args = None
         return True

@@ -1,6 +1,9 @@
 """The on-disk merged output log of one execution: the artifact behind `artifact://<id>`.
 
-Files in the log directory, per execution:
+Files in the log directory, per execution, in the subdirectory named by the id's last two
+characters (`artifacts/<id[-2:]>/`), so that no directory holds hundreds of thousands of files
+at 100k+ executions (a lookup and a create in a huge ext4 directory slow every call); a log
+written flat (`artifacts/<id>.log`, before the shards) is still read and deleted there:
 - `<id>.log`  the merged raw bytes, byte-exact while the stream is at most `max_bytes`;
 - `<id>.idx`  stream switches: one `<QB` record (logical offset, stream code) each time the
   stream changes, so replayed bytes can be labelled stdout/stderr/pty after a restart;
@@ -57,6 +60,27 @@ _STREAM_CODES: Final = {OutputStream.stdout: 1, OutputStream.stderr: 2, OutputSt
 _STREAMS_BY_CODE: Final = {code: stream for stream, code in _STREAM_CODES.items()}
 
 
+def shard_directory(directory: Path, execution_id: str) -> Path:
+    """Where the files of `execution_id`'s log live: a subdirectory per last two characters of
+    the id (the id's random end, so the shards fill evenly)."""
+    return directory / execution_id[-2:]
+
+
+def artifact_log_path(directory: Path, execution_id: str) -> Path:
+    """The `<id>.log` a new execution writes (its `artifact_path`)."""
+    return shard_directory(directory, execution_id) / f"{execution_id}.log"
+
+
+def existing_log_path(directory: Path, execution_id: str) -> Path | None:
+    """The `<id>.log` on disk, sharded or flat (a log written before the shards), or None.
+    Blocking: call it off the event loop."""
+    sharded = artifact_log_path(directory, execution_id)
+    if sharded.exists():
+        return sharded
+    flat = directory / f"{execution_id}.log"
+    return flat if flat.exists() else None
+
+
 def truncation_marker(head_bytes: int, tail_bytes: int, total_bytes: int) -> bytes:
     """The line that stands for the evicted middle in a finished truncated log."""
     elided = total_bytes - head_bytes - tail_bytes
@@ -95,10 +119,13 @@ def _pread_exact(fd: int, length: int, position: int) -> bytes:
 class ArtifactLog:
     """The merged output log of one execution; see the module docstring for the layout."""
 
-    def __init__(self, directory: Path, execution_id: str) -> None:
-        """Use `create` or `open_existing`."""
+    def __init__(self, directory: Path, execution_id: str, *, flat: bool = False) -> None:
+        """Use `create` or `open_existing`. `directory` is the artifacts directory; the files
+        go in its shard for the id, or in it directly for a `flat` (legacy) log."""
         if not _EXECUTION_ID_RE.fullmatch(execution_id):
             raise ValueError(f"unsafe execution id for a file name: {execution_id!r}")
+        if not flat:
+            directory = shard_directory(directory, execution_id)
         self._lock = threading.Lock()
         self.path = directory / f"{execution_id}.log"
         self._index_path = directory / f"{execution_id}.idx"
@@ -161,7 +188,7 @@ class ArtifactLog:
             log_fd = os.open(self.path, flags, 0o600)
         except FileNotFoundError:
             # The directory is made when it is missing (the first log), not before every log.
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             log_fd = os.open(self.path, flags, 0o600)
         try:
             index_fd = os.open(self._index_path, flags, 0o600)
@@ -181,7 +208,11 @@ class ArtifactLog:
         marker and all are marked complete.
         """
         log = cls(directory, execution_id)
-        size = log.path.stat().st_size  # FileNotFoundError for an unknown id
+        try:
+            size = log.path.stat().st_size
+        except FileNotFoundError:
+            log = cls(directory, execution_id, flat=True)  # written before the shards
+            size = log.path.stat().st_size  # FileNotFoundError for an unknown id
         log._index_count = log._file_size(log._index_path) // _INDEX_RECORD.size
         if log._done_path.exists():
             done = json.loads(log._done_path.read_text())

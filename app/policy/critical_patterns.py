@@ -242,7 +242,10 @@ _SYSTEM_DIRS = frozenset(
 )
 _HOME_SPELLINGS = ("~", "$HOME", "${HOME}")
 # `${HOME:?}`, `${HOME:-x}`, `${HOME:=x}` (and without the colon) are $HOME itself, set as it is.
-_HOME_WITH_DEFAULT = re.compile(r"\$\{HOME:?[-=?][^}]*\}")
+# `${HOME%/}`, `${HOME#x}`, `${HOME/a/b}` trim or edit it: read as $HOME (stricter).
+_HOME_WITH_DEFAULT = re.compile(r"\$\{HOME(?::?[-=?]|%%?|##?|//?)[^}]*\}")
+# `/proc/self/root` (and `/proc/PID/root`) is the root directory seen through procfs.
+_PROC_ROOT = re.compile(r"^/proc/(?:self|thread-self|[0-9]+)/root(?=/|$)")
 _CWD_SPELLINGS = ("$PWD", "${PWD}")
 _TRAILING_GLOBS = ("/*", "/.*", "/{*,.*}", "/{.*,*}", "/**")
 _HOST_POWER = frozenset({"shutdown", "reboot", "poweroff", "halt"})
@@ -275,7 +278,10 @@ def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
         if cwd is None:
             return None
         path = posixpath.join(cwd, path)
-    return "/" + posixpath.normpath(path).lstrip("/")
+    resolved = "/" + posixpath.normpath(path).lstrip("/")
+    while _PROC_ROOT.match(resolved):
+        resolved = _PROC_ROOT.sub("", resolved, count=1) or "/"
+    return resolved
 
 
 def _places(target: str, here: str | None, home: str, cdpath: bool) -> set[str | None]:

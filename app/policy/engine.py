@@ -34,6 +34,7 @@ from app.core.globs import Matcher, compile_glob
 from app.policy.critical_patterns import find_critical_hits
 from app.policy.env_rules import EnvRules
 from app.policy.file_rules import FileRules
+from app.policy.remembered import RememberedRule
 from app.policy.shell.syntax import (
     CommandReading,
     has_control_syntax,
@@ -238,6 +239,9 @@ class PolicyDocument(BaseModel):
     env: EnvRules = Field(default_factory=EnvRules)
     # Reads and writes through the files API (docs/policy.md#files).
     files: FileRules = Field(default_factory=FileRules)
+    # Decisions approvers remembered: scoped `allow`s that end by themselves
+    # (docs/policy.md#remembered-decisions).
+    remembered: list[RememberedRule] = Field(default_factory=list)
     # What every command may write, must not see and may reach (docs/policy.md#sandbox).
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
 
@@ -279,6 +283,8 @@ class Verdict:
     parse_error: str | None = None
     # Why parts of the command cannot be judged statically (empty when all of it was read).
     unreadable_reasons: list[str] = field(default_factory=list)
+    # The remembered rule (`rr_…`) that turned this command's prompt into an allow, if one did.
+    remembered_rule: str | None = None
 
 
 def _vouched_for(rules: Sequence[PolicyRule], segments: Sequence[str]) -> bool:

@@ -53,7 +53,16 @@ class StandbyShell:
     """One waiting shell. `claim` hands it its command and returns its `Popen` (stdout and
     stderr are pipes, as `RunningProcess` reads them)."""
 
-    def __init__(self, shell: str, cgroup_procs: tuple[str, ...], nice: int = 0) -> None:
+    def __init__(
+        self,
+        shell: str,
+        cgroup_procs: tuple[str, ...],
+        nice: int = 0,
+        sandbox: list[str] | None = None,
+    ) -> None:
+        """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/); it then
+        resets every signal for its command whatever `env_resets_signals` says (the sandbox
+        ran behind `env --ignore-signal`)."""
         # The spec travels in a memory file the shell inherits, not a file in the data
         # directory: a file made and removed per command cost this VM's ext4 (no journal) a
         # scan of every recently freed inode at each later create (bench/PROFILE.md).
@@ -67,8 +76,9 @@ class StandbyShell:
                     "--norc",
                     str(STANDBY_SCRIPT),
                     str(status_write),
-                    "reset" if env_resets_signals() else "keep",
+                    "reset" if sandbox or env_resets_signals() else "keep",
                     str(self._spec),
+                    *(sandbox or ()),
                 ],
                 cwd="/",
                 env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},

@@ -7,6 +7,7 @@ from app.schemas.approvals import (
     ApprovalDecision,
     ApprovalPublic,
     ApprovalsPublic,
+    RememberChoice,
 )
 from app.schemas.common import (
     StrictModel,
@@ -49,6 +50,7 @@ from app.schemas.service import (
     Info,
     NodePublic,
     NodesPublic,
+    Readiness,
     ToolObject,
 )
 from app.schemas.sessions import (
@@ -100,6 +102,8 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
+    "Readiness",
+    "RememberChoice",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",

@@ -39,19 +39,71 @@ class ApprovalPublic(BaseModel):
     created_at: datetime
     decided_at: datetime | None
     expires_at: datetime
+    suggested_pattern: str | None = Field(
+        default=None,
+        description="The pattern offered to remember with the approval: the prompting "
+        "segment's command word and subcommand, the rest as `*` (null: this approval cannot be "
+        "remembered, e.g. a files-API one).",
+    )
+    remembered_rule: str | None = Field(
+        default=None,
+        description="The remembered rule (`rr_…`) its approval made, if the approver chose to "
+        "remember it.",
+    )
 
 
 class ApprovalsPublic(BaseModel):
     data: list[ApprovalPublic]
 
 
+class RememberChoice(StrictModel):
+    """Approve and remember (docs/policy.md#remembered-decisions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="A rule glob that must match the approved command or one of the commands "
+        "in it; its first word literal. Default: the approval's `suggested_pattern`.",
+    )
+    scope: Literal["owner", "all"] = Field(
+        default="owner",
+        description="`owner`: the requesting owner's calls only; `all`: everyone's (admins only).",
+    )
+    for_seconds: float = Field(
+        default=3600,
+        gt=0,
+        description="How long it is remembered, within SHELLGATE_REMEMBER_MIN_SECONDS and "
+        "SHELLGATE_REMEMBER_MAX_SECONDS.",
+    )
+
+
 class ApprovalDecision(StrictModel):
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"reason": "expected cleanup"}]}
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"reason": "expected cleanup"},
+                {
+                    "reason": "plans are read-only",
+                    "remember": {
+                        "pattern": "terraform plan *",
+                        "scope": "owner",
+                        "for_seconds": 3600,
+                    },
+                },
+            ]
+        },
     )
 
     reason: str | None = Field(
         default=None,
         max_length=4096,
         description="Stored with the decision and shown to the agent.",
+    )
+    remember: RememberChoice | None = Field(
+        default=None,
+        description="Approve only: also allow calls like this one for a while without a prompt "
+        "(a remembered rule in a new policy version). Never on deny.",
     )

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from app.schemas.common import StrictModel
-from app.schemas.sandbox import SandboxRequest
+from app.schemas.sandbox import SandboxRecord, SandboxRequest
 from app.store.models import ApprovalState, ExecutionMode, ExecutionState
 
 # The largest value each limit can mean to every backend (a cgroup file, setrlimit's C long,
@@ -198,9 +198,25 @@ class ExecutionPublic(BaseModel):
     confinement: str | None = Field(
         default=None, description="How they were enforced: cgroup2, cgroup1 or rlimit."
     )
+    sandbox: SandboxRecord | None = Field(
+        default=None,
+        description="The sandbox profile it ran with (null: it ran unsandboxed, "
+        "SHELLGATE_SANDBOX=off, or it never ran).",
+    )
     is_error: bool
     text: str
     approval: ApprovalSummary | None = None
+    reason: str | None = Field(
+        default=None,
+        description="The policy's reason for its verdict: `Allowed by bash pattern: …`, "
+        "`Allowed by remembered rule rr_…: …`, or the prompt's reason when it waited for an "
+        "approval (null for records from before it was kept).",
+    )
+    remembered_rule: str | None = Field(
+        default=None,
+        description="The remembered rule (`rr_…`, GET /v1/policy `remembered`) that let it run "
+        "without a prompt; null otherwise.",
+    )
     notify_url: str | None = Field(default=None, description="Where the end is delivered.")
     notify_state: Literal["waiting", "delivered", "failed"] | None = Field(
         default=None,

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.sandbox import SandboxInfo
+
 
 class ToolObject(BaseModel):
     """An MCP tool object (name, description, inputSchema)."""
@@ -20,6 +22,13 @@ class ToolObject(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
+
+
+class Readiness(Health):
+    recovery: Literal["running", "done"] = Field(
+        description="`running` while the long output logs a previous run lost are re-read "
+        "(their records get their output then); new work is taken meanwhile."
+    )
 
 
 class Caller(BaseModel):
@@ -45,6 +54,7 @@ class Info(BaseModel):
     execution_limits: dict[str, int | None] = Field(
         description="The server's per-execution limits (null: none); requests may only lower them."
     )
+    sandbox: SandboxInfo = Field(description="The kernel boundary around every command.")
 
 
 class NodePublic(BaseModel):

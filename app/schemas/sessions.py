@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
 from app.schemas.executions import ApprovalSummary, ExecutionLimits
-from app.schemas.sandbox import SandboxRequest
+from app.schemas.sandbox import SandboxRecord, SandboxRequest
 from app.schemas.service import ToolObject
 
 # --- sessions and the streaming runner (docs/streaming.md#sessions) ---------------------------
@@ -104,6 +104,11 @@ class SessionPublic(BaseModel):
     pty: bool
     keep_cwd: bool = Field(description="A `cd` carries over to the next call.")
     limits: dict[str, int] = Field(default_factory=dict, description="Limits of every call.")
+    sandbox: SandboxRecord | None = Field(
+        default=None,
+        description="The sandbox profile its calls run with, fixed at its creation "
+        "(null: made while the sandbox was off).",
+    )
     busy: bool = Field(description="A call holds the session's shell state right now.")
     created_at: datetime
     updated_at: datetime

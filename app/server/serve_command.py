@@ -86,6 +86,12 @@ def serve(host: str | None = None, port: int | None = None) -> None:
             f"as node {node_id}; stop it first, or give this one its own SHELLGATE_DATA_DIR",
             EXIT_START_FAILED,
         )
+    from app.sandbox import Sandbox, SandboxUnavailable
+
+    try:
+        Sandbox(settings).check()
+    except SandboxUnavailable as error:
+        fail(str(error), EXIT_START_FAILED)
     app = create_app(settings)
     # The lifespan would migrate too (it finds nothing due after this), but in the server's
     # own process, where Alembic's modules would stay loaded for good.

@@ -25,6 +25,7 @@ from app.core.errors import ConflictError, NotFoundError
 from app.executions.approval_flow import rejection
 from app.executions.draft import new_execution_id
 from app.executions.sandboxing import SandboxDecision
+from app.output.artifact_log import artifact_log_path
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
@@ -69,7 +70,7 @@ class SessionSandboxApprovals:
             ),
             created_at=datetime.now(UTC),
         )
-        anchor.artifact_path = str(self._settings.artifacts_dir / f"{anchor.id}.log")
+        anchor.artifact_path = str(artifact_log_path(self._settings.artifacts_dir, anchor.id))
         # Registered before the approval exists, so that even an instant decision is seen.
         future = self._waiter(approval_id)
         try:

@@ -67,6 +67,7 @@ from app.executions.registry import LiveExecution, Registry
 from app.governance.service import PolicyService
 from app.policy.env_rules import validate_env
 from app.process.environment import build_environment
+from app.sandbox import Sandbox
 from app.schemas import (
     ApprovalSummary,
     SessionCreate,
@@ -163,11 +164,13 @@ class _Call:
         env: dict[str, str],
         save_to: Path | None,
         scratch: Path,
+        writable: tuple[str, ...],
         cwd_to: Path | None = None,
         started_cwd: str = "",
     ) -> None:
         self.argv = argv
         self.env = env
+        self.writable = writable
         self._service = service
         self._runtime = runtime
         self._session_id = session_id
@@ -265,8 +268,11 @@ class SessionService:
         registry: Registry,
         policy: PolicyService,
         confinement: Confinement,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.settings = settings
+        # A session's calls run in the profile it was given at its creation.
+        self._sandbox = sandbox if sandbox is not None else Sandbox(settings)
         self.db = db
         self.registry = registry
         self._policy = policy
@@ -298,6 +304,8 @@ class SessionService:
         self._confinement.resolve(limits)  # above the server's → 422
         cwd = await anyio.to_thread.run_sync(resolve_cwd, body.cwd, str(self.settings.workspace))
         # The profile every call will have, fixed now: more than the policy's asks a human.
+        # `sandbox` (record form: the policy's profile, or the approved grant) is what the
+        # session's `sandbox` column keeps (null while the sandbox is off: nothing enforces it).
         sandbox = await self._sandbox_for(principal, body, cwd)
         if isinstance(sandbox, SessionPending):
             return sandbox
@@ -311,6 +319,7 @@ class SessionService:
             pty=body.pty,
             keep_cwd=body.keep_cwd,
             limits=json.dumps(limits),
+            sandbox=json.dumps(sandbox) if self._sandbox.enforced else None,
             node=self.settings.node_id or None,
             created_at=now,
             updated_at=now,
@@ -456,6 +465,7 @@ class SessionService:
             pty=record.pty,
             keep_cwd=record.keep_cwd,
             limits=json.loads(record.limits or "{}"),
+            sandbox=json.loads(record.sandbox) if record.sandbox else None,
             busy=runtime is not None and runtime.lease is not None,
             created_at=aware_utc(record.created_at),
             updated_at=aware_utc(record.updated_at),
@@ -478,6 +488,7 @@ class SessionService:
             env=json.loads(record.env),
             pty=record.pty,
             limits=json.loads(record.limits or "{}"),
+            sandbox=json.loads(record.sandbox) if record.sandbox else None,
             keep_cwd=record.keep_cwd,
         )
 
@@ -537,6 +548,7 @@ class SessionService:
             env=env,
             save_to=save_to,
             scratch=scratch,
+            writable=(str(directory),),
             cwd_to=cwd_to,
             started_cwd=context.cwd,
         )

@@ -102,6 +102,18 @@ def finish_execution(connection: Connection, *, execution_id: str, values: dict[
     return bool(result.rowcount)
 
 
+def rewrite_lost_output(
+    connection: Connection, *, execution_id: str, values: dict[str, Any]
+) -> bool:
+    """A lost execution's output, re-read from its log after start-up (its state stays)."""
+    result = connection.execute(
+        update(EXECUTIONS)
+        .where(EXECUTIONS.c.id == execution_id, EXECUTIONS.c.state == ExecutionState.lost.value)
+        .values(**values)
+    )
+    return bool(result.rowcount)
+
+
 def take_pending_request(
     session: Session, *, execution_id: str, pending_request: str | None
 ) -> bool:
@@ -248,6 +260,7 @@ def decide_approval(
     decided_by: str,
     decision_reason: str | None,
     decided_at: datetime,
+    remembered_rule: str | None = None,
 ) -> bool:
     """Record a decision only while the approval is pending; False if someone decided first."""
     result = session.execute(
@@ -258,6 +271,7 @@ def decide_approval(
             decided_by=decided_by,
             decision_reason=decision_reason,
             decided_at=decided_at,
+            remembered_rule=remembered_rule,
         )
     )
     session.commit()

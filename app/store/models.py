@@ -58,6 +58,8 @@ class Execution(SQLModel, table=True):
     __tablename__ = "executions"
     __table_args__ = (
         Index("ix_executions_owner_created", "owner", "created_at"),
+        # An admin's list (newest first, no owner) walks it instead of sorting every row.
+        Index("ix_executions_created_id", "created_at", "id"),
         Index("ix_executions_state", "state"),
         Index("ix_executions_node_state", "node", "state"),
         Index("ix_executions_notify_state", "notify_state"),
@@ -86,6 +88,9 @@ class Execution(SQLModel, table=True):
     # The resource limits the run had (JSON object) and the backend that enforced them.
     limits: str | None = Field(default=None, sa_column=Column(Text))
     confinement: str | None = Field(default=None, max_length=16)
+    # The sandbox profile it ran with (JSON: network, write, hidden, escalated); NULL when
+    # the sandbox was off (docs/sandbox.md).
+    sandbox: str | None = Field(default=None, sa_column=Column(Text))
     total_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     total_lines: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     output_bytes: int = 0
@@ -113,6 +118,10 @@ class Execution(SQLModel, table=True):
     notify_state: str | None = Field(default=None, max_length=16)
     notify_attempts: str | None = Field(default=None, sa_column=Column(Text))
     notify_next_at: datetime | None = Field(default=None, sa_column=_ts())
+    # The policy's reason for its verdict, and the remembered rule (rr_…) that allowed it
+    # without a prompt (docs/policy.md#remembered-decisions).
+    policy_reason: str | None = Field(default=None, sa_column=Column(Text))
+    remembered_rule: str | None = Field(default=None, max_length=64)
 
 
 class NotifyState(StrEnum):
@@ -148,6 +157,10 @@ class Approval(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     decided_at: datetime | None = Field(default=None, sa_column=_ts())
     expires_at: datetime = Field(sa_column=_ts(False))
+    # The pattern offered to remember (from the segment that prompted; null: this approval
+    # cannot be remembered, e.g. a files-API one) and the remembered rule its approval made.
+    suggested_pattern: str | None = Field(default=None, sa_column=Column(Text))
+    remembered_rule: str | None = Field(default=None, max_length=64)
 
 
 class PolicyVersion(SQLModel, table=True):
@@ -178,6 +191,9 @@ class ShellSession(SQLModel, table=True):
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
     limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
+    # The sandbox profile its calls run with, fixed at its creation (JSON; NULL: made while
+    # the sandbox was off).
+    sandbox: str | None = Field(default=None, sa_column=Column(Text))
     node: str | None = Field(default=None, max_length=64)  # the replica its shell lives on
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))

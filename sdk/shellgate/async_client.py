@@ -126,6 +126,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -152,6 +153,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
         return await self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -172,6 +174,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -192,6 +195,7 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
 
@@ -318,8 +322,17 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         timeout_ms: int | None = None,
         pty: bool | None = None,
         limits: Mapping[str, int] | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty, "limits": limits}
+        """`keep_cwd`: each call starts in the directory the last one ended in."""
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "limits": limits,
+            "keep_cwd": keep_cwd,
+        }
         return await self._call(calls.create_session(fields))
 
     async def get_session(self, session_id: str) -> Session:
@@ -336,9 +349,16 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         env: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
         pty: bool | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
         """Change the fields given (`env` replaces the whole environment)."""
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty}
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "keep_cwd": keep_cwd,
+        }
         return await self._call(calls.update_session(session_id, fields))
 
     async def delete_session(self, session_id: str) -> None:

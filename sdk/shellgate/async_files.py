@@ -42,9 +42,12 @@ class AsyncFiles:
         mode: str | None = None,
         approval_wait: float = DEFAULT_APPROVAL_WAIT,
         approval_id: str | None = None,
+        parents: bool = False,
     ) -> FileOperation:
         """As `Client.put_file`; `source` may also be an async iterable of byte chunks."""
         extra = {"mode": mode} if mode is not None else {}
+        if parents:
+            extra["parents"] = "true"
         params = transfers.transfer_params(path, approval_wait, approval_id, **extra)
         if isinstance(source, AsyncIterable):
             body = transfers.UploadBody(iter(()), None)

@@ -171,6 +171,7 @@ def submit(
     notify_url: str | None = None,
     idle_timeout: float | None = None,
     idle_action: str | None = None,
+    sandbox: Mapping[str, object] | None = None,
 ) -> Call[Execution]:
     body: dict[str, object] = {"command": command}
     optional: dict[str, object] = {
@@ -186,6 +187,7 @@ def submit(
         "notify_url": notify_url,
         "idle_timeout": idle_timeout,
         "idle_action": idle_action,
+        "sandbox": dict(sandbox) if sandbox else None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     if run_async:

@@ -78,6 +78,11 @@ class Execution(WireModel):
         """True once the state can no longer change."""
         return self.state in TERMINAL_STATES
 
+    # Fields newer than this SDK's typed view are kept as the server sent them.
+    sandbox: dict[str, Any] | None = None  # the kernel boundary it ran in
+    reason: str | None = None  # why the policy decided as it did
+    remembered_rule: str | None = None  # the remembered approval that allowed it
+
 
 class ExecutionPage(WireModel):
     data: list[Execution]
@@ -108,6 +113,10 @@ class Approval(WireModel):
     session: str | None
     pty: bool
     reason: str
+    # What is asked: `command`, `file`, or `sandbox` (a profile beyond the policy's, whose
+    # `sandbox_request` says what is asked beyond it and why).
+    kind: str = "command"
+    sandbox_request: dict[str, Any] | None = None
     state: str
     requested_by: str
     decided_by: str | None
@@ -115,10 +124,8 @@ class Approval(WireModel):
     created_at: datetime
     decided_at: datetime | None
     expires_at: datetime
-    # What is asked (docs/api.md): to run `command`, a `file` operation, or a `sandbox` beyond
-    # the policy's profile; defaults keep the client reading a server from before the field.
-    kind: str = "command"
-    sandbox_request: dict[str, Any] | None = None
+    suggested_pattern: str | None = None  # what "remember" proposes
+    remembered_rule: str | None = None  # the rule a "remember" decision made
 
 
 class ApprovalList(WireModel):
@@ -138,12 +145,13 @@ class Session(WireModel):
     env: dict[str, str]
     timeout_ms: int
     pty: bool
+    keep_cwd: bool = False  # each call starts where the last one ended
     limits: dict[str, int] = Field(default_factory=dict)
     busy: bool
     created_at: datetime
     updated_at: datetime
     tool: ToolObject
-    keep_cwd: bool = False  # a `cd` carries over to the next call
+    sandbox: dict[str, Any] | None = None  # the profile every call of the session runs in
 
 
 class SessionList(WireModel):
@@ -194,7 +202,8 @@ class PolicyEvaluation(WireModel):
     cwd: str
     cd_rewrite: dict[str, Any] | None
     interception: dict[str, Any] | None
-    sandbox: dict[str, Any] | None = None  # the sandbox profile it would run with
+    # The sandbox profile it would run with ({network, write, hidden}); null under deny.
+    sandbox: dict[str, Any] | None = None
 
 
 class Caller(WireModel):
@@ -215,8 +224,8 @@ class Info(WireModel):
     confinement: str
     execution_limits: dict[str, int | None]
 
-
-# --- files (docs/api.md#files) ----------------------------------------------------------------
+    # --- files (docs/api.md#files) ----------------------------------------------------------------
+    sandbox: dict[str, Any] | None = None  # the kernel boundary around every command
 
 
 class FileOperation(WireModel):

@@ -127,6 +127,7 @@ class Client(SyncFiles, SyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
         follow: bool = True,
     ) -> Execution:
         """Run a command in the foreground and return its record. With `follow` (the default)
@@ -153,6 +154,7 @@ class Client(SyncFiles, SyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
         return self.wait(execution.id) if follow and not execution.is_terminal else execution
@@ -173,6 +175,7 @@ class Client(SyncFiles, SyncFeeds):
         notify_url: str | None = None,
         idle_timeout: float | None = None,
         idle_action: str | None = None,
+        sandbox: Mapping[str, object] | None = None,
     ) -> Execution:
         """Start a background job; answers at once with its record (`state` running, or
         awaiting_approval). Follow it with `wait`, `stream`, `read` or `attach`."""
@@ -193,6 +196,7 @@ class Client(SyncFiles, SyncFeeds):
                 notify_url=notify_url,
                 idle_timeout=idle_timeout,
                 idle_action=idle_action,
+                sandbox=sandbox,
             )
         )
 
@@ -308,8 +312,17 @@ class Client(SyncFiles, SyncFeeds):
         timeout_ms: int | None = None,
         pty: bool | None = None,
         limits: Mapping[str, int] | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty, "limits": limits}
+        """`keep_cwd`: each call starts in the directory the last one ended in."""
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "limits": limits,
+            "keep_cwd": keep_cwd,
+        }
         return self._call(calls.create_session(fields))
 
     def get_session(self, session_id: str) -> Session:
@@ -326,9 +339,16 @@ class Client(SyncFiles, SyncFeeds):
         env: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
         pty: bool | None = None,
+        keep_cwd: bool | None = None,
     ) -> Session:
         """Change the fields given (`env` replaces the whole environment)."""
-        fields = {"cwd": cwd, "env": env, "timeout_ms": timeout_ms, "pty": pty}
+        fields = {
+            "cwd": cwd,
+            "env": env,
+            "timeout_ms": timeout_ms,
+            "pty": pty,
+            "keep_cwd": keep_cwd,
+        }
         return self._call(calls.update_session(session_id, fields))
 
     def delete_session(self, session_id: str) -> None:

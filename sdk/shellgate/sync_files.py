@@ -42,14 +42,18 @@ class SyncFiles:
         mode: str | None = None,
         approval_wait: float = DEFAULT_APPROVAL_WAIT,
         approval_id: str | None = None,
+        parents: bool = False,
     ) -> FileOperation:
         """Create or replace the server's file at `path` (relative: in its workspace) with
         `source`: a local path, bytes, an open binary file or an iterable of byte chunks, sent
         as a stream. The server renames it into place once complete; the record it answers
         carries the sha256 of what it stored, checked here against what was sent
         (`TransferError`). `mode` is octal ("0644"). A prompt nobody decided within
-        `approval_wait` raises `ApprovalPendingError`: re-send with its `approval_id`."""
+        `approval_wait` raises `ApprovalPendingError`: re-send with its `approval_id`.
+        `parents`: make the missing directories first (each judged by the policy)."""
         extra = {"mode": mode} if mode is not None else {}
+        if parents:
+            extra["parents"] = "true"
         params = transfers.transfer_params(path, approval_wait, approval_id, **extra)
         body = transfers.upload_body(source)
         try:

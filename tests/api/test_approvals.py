@@ -45,6 +45,8 @@ APPROVAL_FIELDS = {
     "created_at",
     "decided_at",
     "expires_at",
+    "suggested_pattern",
+    "remembered_rule",
 }
 # `ask-*` needs a human; `cat` is also routed to the `read` tool once approved.
 GATED_POLICY = {

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.output.artifact_log import artifact_log_path
 from tests.conftest import ADMIN, LiveServer
 from tests.conftest import run_foreground as run
 from tests.waiting import eventually
@@ -227,7 +228,7 @@ def test_large_output_points_at_its_artifact(fg: httpx.Client, fg_server: LiveSe
     assert result["truncated"] is True
     assert result["artifact"] == f"artifact://{result['id']}"
     assert f"Read artifact://{result['id']} for full output" in str(result["text"])
-    log = fg_server.data_dir / "artifacts" / f"{result['id']}.log"
+    log = artifact_log_path(fg_server.data_dir / "artifacts", result["id"])
     assert log.read_bytes() == subprocess.run(["seq", "1", "15000"], capture_output=True).stdout
 
 

@@ -422,6 +422,47 @@ def test_a_symlink_escaping_the_workspace_is_judged_outside(
     assert traversal.status_code in (403, 404)
 
 
+def test_parents_makes_the_missing_directories(alice: httpx.Client, workspace: Path) -> None:
+    made = alice.put(
+        "/v1/files", params={"path": "pa/b/c.txt", "parents": "true"}, content=b"deep\n"
+    )
+    assert made.status_code == 201, made.text
+    assert (workspace / "pa" / "b" / "c.txt").read_bytes() == b"deep\n"
+    assert (workspace / "pa" / "b").is_dir()
+    # Existing directories are fine, and without `parents` a missing one is still a 404.
+    again = alice.put("/v1/files", params={"path": "pa/b/d.txt", "parents": "true"}, content=b"")
+    assert again.status_code == 201
+    without = alice.put("/v1/files", params={"path": "pa/x/e.txt"}, content=b"")
+    assert without.status_code == 404
+    assert not (workspace / "pa" / "x").exists()
+
+
+def test_parents_judges_each_directory_it_would_make(
+    live: LiveServer,
+    alice: httpx.Client,
+    carol: httpx.Client,
+    workspace: Path,
+    files_rules: Any,
+) -> None:
+    files_rules({"rules": [{"match": f"{workspace}/locked", "approval": "deny"}]})
+    refused = alice.put(
+        "/v1/files", params={"path": "locked/inner/f.txt", "parents": "true"}, content=b"x"
+    )
+    assert refused.status_code == 403, refused.text
+    assert f"{workspace}/locked" in error_of(refused)["message"]
+    assert not (workspace / "locked").exists()
+    files_rules({"rules": [{"match": f"{workspace}/asked/*", "approval": "prompt"}]})
+    asked = alice.put(
+        "/v1/files",
+        params={"path": "asked/inner/f.txt", "parents": "true", "approval_wait": 0},
+        content=b"x",
+    )
+    assert asked.status_code == 202, asked.text
+    assert not (workspace / "asked").exists()
+    approval = carol.get(f"/v1/approvals/{asked.json()['approval_id']}").json()
+    assert f"making {workspace}/asked/, {workspace}/asked/inner/" in approval["command"]
+
+
 def test_outside_the_workspace_prompts_by_default_and_runs_once_approved(
     live: LiveServer, alice: httpx.Client, carol: httpx.Client, outside: Path
 ) -> None:

@@ -186,7 +186,9 @@ def test_the_data_dir_database_and_logs_are_private(
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
     assert modes["shellgate.db"] == 0o600
     assert modes.get("shellgate.db-wal", 0o600) == 0o600
-    assert modes[f"artifacts/{result['id']}.log"] == 0o600
-    assert modes[f"artifacts/{result['id']}.done"] == 0o600
+    shard = f"artifacts/{result['id'][-2:]}"
+    assert modes[shard] == 0o700
+    assert modes[f"{shard}/{result['id']}.log"] == 0o600
+    assert modes[f"{shard}/{result['id']}.done"] == 0o600
     files = {name: mode for name, mode in modes.items() if (data_dir / name).is_file()}
     assert all(mode & 0o077 == 0 for mode in files.values()), files

@@ -256,6 +256,7 @@ async def test_an_async_job_is_collected_with_job_wait(server: LiveServer) -> No
     assert started.is_error is False
     assert f"Backgrounded as job {job['id']}" in text_of(started)
     assert f"Job {job['id']} is still running: call job_wait with this id" in text_of(started)
+    assert "delivered automatically" not in text_of(started)  # the model collects it itself
     assert structured(waited)["state"] == "completed"
     assert text_of(waited).startswith("job-done\n")
 
@@ -268,7 +269,7 @@ async def test_job_cancel_ends_a_running_job(server: LiveServer) -> None:
             cancelled = await client.call_tool("job_cancel", {"id": structured(started)["id"]})
             again = await client.call_tool("job_cancel", {"id": structured(started)["id"]})
     assert structured(cancelled)["state"] == "cancelled"
-    assert cancelled.is_error is True
+    assert cancelled.is_error is False  # the cancel asked for succeeded
     assert "[Command cancelled]" in text_of(cancelled)
     assert again.is_error is True
     assert text_of(again) == f"execution {structured(started)['id']} is already cancelled"

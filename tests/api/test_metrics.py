@@ -81,6 +81,18 @@ def test_requests_are_counted_by_route_template_and_status(gated: LiveServer) ->
     assert not any("ex_absent" in str(labels) for _, labels in after)
 
 
+def test_mcp_docs_and_openapi_are_counted_under_their_own_path(gated: LiveServer) -> None:
+    with gated.client(ADMIN) as admin:
+        assert admin.get("/openapi.json").status_code == 200
+        assert admin.get("/docs").status_code == 200
+        admin.post("/mcp", json={})  # any answer: it is the label that is checked
+        assert admin.get("/v1/no-such-route").status_code == 404
+    count = "shellgate_http_request_seconds_count"
+    samples = wait_for_sample(gated, count, 1, method="GET", route="/docs", status="200")
+    routes = {dict(labels).get("route") for name, labels in samples if name == count}
+    assert {"/openapi.json", "/docs", "/mcp", "<unmatched>"} <= routes
+
+
 def test_executions_are_counted_by_state_with_duration_and_bytes(gated: LiveServer) -> None:
     before = scrape(gated)
     with gated.client(AGENT) as agent:

@@ -40,6 +40,7 @@ DEFAULT_POLICY = {
     "env": {"deny": list(DEFAULT_ENV_DENY), "prompt": []},
     "files": {"workspace": "allow", "outside": "prompt", "rules": []},
     "sandbox": {"network": None, "write": [], "hidden": [], "escalation": "prompt"},
+    "remembered": [],
 }
 DENY_RM = {"rules": [{"match": "rm -rf *", "approval": "deny"}]}
 
@@ -349,7 +350,11 @@ def test_the_policy_file_seeds_an_empty_registry(
         serve(make_settings(tmp_path, database, policy_file=path)) as live,
         live.client(ADMIN) as root,
     ):
-        assert root.get("/v1/policy").json() == {**FILE_POLICY, "keep_daemons": False}
+        assert root.get("/v1/policy").json() == {
+            **FILE_POLICY,
+            "keep_daemons": False,
+            "remembered": [],
+        }
         versions = root.get("/v1/policy/versions").json()["data"]
         assert [version["author"] for version in versions] == [f"file:policy.{suffix}"]
         denied = root.post("/v1/executions", json={"command": "rm -rf nonexistent-x"})
@@ -361,7 +366,7 @@ def test_the_policy_file_seeds_an_empty_registry(
         serve(make_settings(tmp_path, database, policy_file=path)) as live,
         live.client(ADMIN) as root,
     ):
-        assert root.get("/v1/policy").json() == {**changed, "keep_daemons": False}
+        assert root.get("/v1/policy").json() == {**changed, "keep_daemons": False, "remembered": []}
 
 
 @pytest.mark.parametrize(

@@ -187,3 +187,41 @@ def test_an_allowlist_runs_nothing_an_allowed_program_would_hand_a_command_to(
             assert response.status_code == 403, response.text
             assert response.json()["error"]["message"] == "No rule matched; default deny"
     assert not marker.exists(), marker.read_text()
+
+
+def test_the_reader_corpus_is_caught_and_everyday_commands_allowed_by_a_real_server(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    # Issue 28's families (tests/reader_corpus.py) on the REST path: each form is refused or
+    # waits for an approval (denied here, so nothing runs); the everyday corpus, by dry run, is
+    # allowed. `forbidden` is on no PATH and `rm` only names absent files.
+    from tests.reader_corpus import BYPASS_FORMS as READER_FORMS
+    from tests.reader_corpus import READER_POLICY
+    from tests.test_policy_reader_corpus import EVERYDAY
+
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps(READER_POLICY))
+    through: dict[str, str] = {}
+    with (
+        serve(make_settings(tmp_path, database, policy_file=policy_file)) as live,
+        live.client(AGENT) as agent,
+        live.client(ADMIN) as admin,
+    ):
+        for form in READER_FORMS:
+            response = agent.post("/v1/executions", json={"command": form, "async": True})
+            body = response.json()
+            if response.status_code == 202 and body.get("state") == "awaiting_approval":
+                decided = admin.post(
+                    f"/v1/approvals/{body['approval']['id']}/deny", json={"reason": "corpus"}
+                )
+                assert decided.status_code == 200, decided.text
+            elif response.status_code != 403:
+                through[form] = f"{response.status_code} {body.get('state')}"
+        prompted = [
+            command
+            for command in EVERYDAY
+            if admin.post("/v1/policy/evaluate", json={"command": command}).json()["verdict"]
+            != "allow"
+        ]
+    assert through == {}
+    assert prompted == []

@@ -46,6 +46,9 @@ class ServerProcess:
             "SHELLGATE_TOKENS": TOKENS,
             "SHELLGATE_PORT": str(self.port),
             "SHELLGATE_LOG_LEVEL": "warning",
+            # These restarts look at the host's pids and at daemons a run left: unsandboxed,
+            # as the in-process servers (tests/conftest.py); tests/api/test_sandbox.py runs it on.
+            "SHELLGATE_SANDBOX": "off",
             **database.environment(),
             **(extra_env or {}),
         }

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.output.artifact_log import artifact_log_path
 from tests.conftest import ADMIN, APPROVER, LiveServer
 from tests.waiting import eventually
 
@@ -15,7 +16,7 @@ def test_finished_executions_and_their_logs_are_pruned(fresh_server: LiveServer)
     with fresh_server.client() as client:
         done = client.post("/v1/executions", json={"command": "echo old"}).json()
         running = client.post("/v1/executions", json={"command": "sleep 5", "async": True}).json()
-        log = fresh_server.data_dir / "artifacts" / f"{done['id']}.log"
+        log = artifact_log_path(fresh_server.data_dir / "artifacts", done["id"])
         assert log.exists()
         eventually(
             lambda: client.get(f"/v1/executions/{done['id']}").status_code == 404,

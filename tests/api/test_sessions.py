@@ -26,6 +26,7 @@ SESSION_FIELDS = {
     "env",
     "timeout_ms",
     "limits",
+    "sandbox",
     "pty",
     "keep_cwd",
     "busy",

@@ -46,6 +46,9 @@ def server_env(tmp: Path, database: ServerDatabase, **settings: Any) -> dict[str
         SHELLGATE_WORKSPACE=str(workspace),
         SHELLGATE_TOKENS=TOKENS,
         SHELLGATE_LOG_LEVEL="info",
+        # The faults look at the host's pids and groups: unsandboxed, as the in-process servers
+        # (tests/conftest.py); tests/api/test_sandbox.py runs it on.
+        SHELLGATE_SANDBOX="off",
         **database.environment(),
     )
     for key, value in settings.items():

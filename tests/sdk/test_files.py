@@ -81,6 +81,23 @@ def test_every_upload_source_round_trips_byte_exact(
     assert operations[0].op == "stat" and operations[0].path.endswith("sdk-files/stream.bin")
 
 
+def test_put_file_with_parents_makes_the_directories(
+    client: Client, sdk_server: LiveServer
+) -> None:
+    with pytest.raises(NotFoundError):
+        client.put_file("sdk-parents/a/b.txt", b"x")
+    stored = client.put_file("sdk-parents/a/b.txt", b"made\n", parents=True)
+    assert stored.size == 5
+    assert (sdk_server.settings.workspace / "sdk-parents/a/b.txt").read_bytes() == b"made\n"
+
+
+@pytest.mark.anyio
+async def test_async_put_file_with_parents(sdk_server: LiveServer) -> None:
+    async with AsyncClient(sdk_server.base_url, AGENT) as client:
+        await client.put_file("sdk-parents-async/a/b.txt", b"made\n", parents=True)
+    assert (sdk_server.settings.workspace / "sdk-parents-async/a/b.txt").exists()
+
+
 def test_refusals_and_the_dry_run(client: Client, sdk_server: LiveServer, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         client.read_file("sdk-files/absent.bin")

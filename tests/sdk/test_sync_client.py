@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +134,16 @@ def test_sessions_keep_exports_between_runner_calls(client: Client) -> None:
     client.delete_session(session.id)
     with pytest.raises(NotFoundError):
         client.get_session(session.id)
+
+
+def test_a_keep_cwd_session_keeps_the_directory(client: Client, tmp_path: Path) -> None:
+    session = client.create_session(cwd=str(tmp_path), keep_cwd=True)
+    assert session.keep_cwd is True
+    (tmp_path / "inner").mkdir()
+    client.session_run(session.id, "cd inner")
+    assert client.session_run(session.id, "pwd").stdout == f"{tmp_path}/inner\n".encode()
+    assert client.update_session(session.id, keep_cwd=False).keep_cwd is False
+    client.delete_session(session.id)
 
 
 def test_approvals_list_and_decide(client: Client, approver: Client) -> None:

@@ -38,6 +38,7 @@ from app.core.asgi_replay import replay_body
 from app.core.auth import Principal
 from app.core.errors import AppError, PayloadTooLargeError, UnauthenticatedError, UnavailableError
 from app.core.strict_json import TooManyValuesError, check_counts, json_body_limit
+from app.executions.result_text import BACKGROUNDED_NOTICE
 from app.executions.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_description
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic, SandboxRequest
 from app.services import Services
@@ -267,7 +268,8 @@ def build_mcp_server(services: Services) -> MCPServer:
                 execution = await owner.record("POST", f"/v1/executions/{id}/cancel")
         except AppError as error:
             return _tool_error(error)
-        return _execution_result(execution)
+        # The cancel asked for is done: a success for the tool, whatever the command's state.
+        return _execution_result(execution, cancelled_on_request=True)
 
     @server.tool(
         name="read_output",
@@ -350,7 +352,9 @@ def _tool_error(error: AppError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
 
 
-def _execution_result(execution: ExecutionPublic) -> CallToolResult:
+def _execution_result(
+    execution: ExecutionPublic, *, cancelled_on_request: bool = False
+) -> CallToolResult:
     approval_id = None
     text = execution.text
     if execution.state is ExecutionState.awaiting_approval:
@@ -362,7 +366,10 @@ def _execution_result(execution: ExecutionPublic) -> CallToolResult:
             f"Call job_wait with id {execution.id} to get its result once it is decided."
         )
     elif not execution.state.is_terminal:
-        # The REST text promises automatic delivery; over MCP the model collects it itself.
+        # The REST text promises automatic delivery; over MCP the model collects it itself, so
+        # that promise is left out.
+        promised = BACKGROUNDED_NOTICE.format(id=execution.id)
+        text = text.replace(promised, f"Backgrounded as job {execution.id}.")
         text = (
             f"{text}\n\nJob {execution.id} is still {execution.state.value}: call job_wait with "
             "this id for the result, or job_cancel to stop it."
@@ -377,8 +384,9 @@ def _execution_result(execution: ExecutionPublic) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=result.model_dump(mode="json"),
-        # A failing command is data, flagged exactly as REST's `is_error` flags it.
-        is_error=execution.is_error,
+        # A failing command is data, flagged exactly as REST's `is_error` flags it; except the
+        # cancel a job_cancel asked for, which is that tool's success.
+        is_error=execution.is_error and not cancelled_on_request,
     )
 
 

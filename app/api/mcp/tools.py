@@ -252,7 +252,8 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         name="file_write",
         description="Create or replace a file with `content` (UTF-8 text, or base64 for any "
         "bytes). The file is replaced whole and at once: a reader never sees half of it. "
-        "The directory must exist. " + POLICY_SENTENCE,
+        "The directory must exist, unless parents=true (missing directories are made, each "
+        "judged as a write). " + POLICY_SENTENCE,
         annotations=FILE_WRITE_ANNOTATIONS,
     )
     async def file_write(
@@ -272,6 +273,9 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
         ] = None,
         approval_wait: ApprovalWait = 30,
         approval_id: ApprovalId = None,
+        parents: Annotated[
+            bool, Field(description="Make missing directories first, as `mkdir -p`.")
+        ] = False,
     ) -> Annotated[CallToolResult, FileWriteResult]:
         try:
             data = _decode_content(content, encoding)
@@ -283,6 +287,7 @@ def register_file_tools(server: MCPServer, services: Services, helpers: McpHelpe
                 mode=parse_mode(mode),
                 approval_id=approval_id,
                 approval_wait=approval_wait,
+                parents=parents,
             )
         except AppError as error:
             return helpers.tool_error(error)

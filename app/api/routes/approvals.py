@@ -16,7 +16,7 @@ from app.api.routes.stream import close_code_for
 from app.api.strict_route import StrictJsonRoute
 from app.approvals.service import approval_public
 from app.core.auth import Principal
-from app.core.errors import AppError, UnauthenticatedError
+from app.core.errors import AppError, InvalidRequestError, UnauthenticatedError
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 from app.store.models import ApprovalState
 
@@ -89,7 +89,18 @@ async def approve(
     body: ApprovalDecision | None = None,
 ) -> ApprovalPublic:
     """Approves a pending approval; its execution starts at once (as a job when its caller
-    stopped waiting). The optional `reason` is stored with the decision."""
+    stopped waiting). The optional `reason` is stored with the decision. With `remember`, calls
+    matching its `pattern` (default: the approval's `suggested_pattern`) run without a prompt
+    for `for_seconds`: the requesting owner's (`scope: owner`) or everyone's (`scope: all`,
+    admins only), as a remembered rule in a new policy version (docs/policy.md)."""
+    if body is not None and body.remember is not None:
+        approval = await services.remembering.approve(
+            approval_id=approval_id,
+            principal=principal,
+            reason=body.reason,
+            remember=body.remember,
+        )
+        return approval_public(approval)
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=True,
@@ -113,6 +124,8 @@ async def deny(
 ) -> ApprovalPublic:
     """Denies a pending approval; its execution ends `rejected` and a waiting caller gets 403
     `approval_rejected` with the reason."""
+    if body is not None and body.remember is not None:
+        raise InvalidRequestError("remember applies to approve only; a denial is never remembered")
     approval = await services.approvals.decide(
         approval_id=approval_id,
         approve=False,

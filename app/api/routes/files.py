@@ -169,6 +169,13 @@ async def upload(
     ] = None,
     approval_wait: ApprovalWaitQuery = 30,
     approval_id: ApprovalIdQuery = None,
+    parents: Annotated[
+        bool,
+        Query(
+            description="Make the missing directories first (as `mkdir -p`), each judged by "
+            "the policy's files rules as a write; without it a missing directory is a 404."
+        ),
+    ] = False,
 ) -> Response:
     """The body is the file's bytes, streamed to a temporary file beside the target and renamed
     over it once complete: readers see the old file or the new one, never a part."""
@@ -181,6 +188,7 @@ async def upload(
         mode=parse_mode(mode),
         approval_id=approval_id,
         approval_wait=approval_wait,
+        parents=parents,
     )
     if isinstance(result, Pending):
         return _pending(result)

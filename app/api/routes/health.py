@@ -14,7 +14,8 @@ from app.api.errors import app_error_response, error_responses
 from app.api.strict_route import StrictJsonRoute
 from app.core.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
 from app.executions.tool_description import execution_tool
-from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, ToolObject
+from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, Readiness, ToolObject
+from app.schemas.sandbox import SandboxInfo
 from app.services import Services
 from app.store import crud
 
@@ -29,7 +30,7 @@ async def healthz() -> Health:
 
 @router.get(
     "/readyz",
-    response_model=Health,
+    response_model=Readiness,
     responses=error_responses(
         503,
         described={
@@ -50,7 +51,7 @@ async def readyz(services: ServicesDep) -> Any:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
         return response
-    return Health(status="ok")
+    return Readiness(status="ok", recovery="running" if services.recovery.running else "done")
 
 
 async def _readiness_problem(services: Services) -> AppError | None:
@@ -116,6 +117,7 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
         },
         confinement=services.confinement.name,
         execution_limits=services.confinement.ceiling.as_dict(),
+        sandbox=SandboxInfo.model_validate(services.sandbox.status()),
     )
 
 

@@ -21,8 +21,8 @@ router = APIRouter(prefix="/v1/policy", tags=["policy"], route_class=StrictJsonR
 )
 async def get_policy(_: PrincipalDep, services: ServicesDep) -> PolicyDocument:
     """Ordered rules (the first that applies wins), the default and critical outcomes, and the
-    interceptor."""
-    return services.policy.document
+    interceptor, and the `remembered` rules not yet expired."""
+    return services.policy.in_force()
 
 
 @router.put(
@@ -38,7 +38,7 @@ async def put_policy(
     body: PolicyDocument, principal: AdminDep, services: ServicesDep
 ) -> PolicyDocument:
     await services.policy.replace(body, author=principal.name)
-    return services.policy.document
+    return services.policy.in_force()
 
 
 @router.get(

@@ -28,6 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import tree_sitter
 import tree_sitter_bash
@@ -500,6 +501,19 @@ _ANSI_C_HEX = {
     "U": re.compile(r"[0-9A-Fa-f]{1,8}"),
 }
 _ANSI_C_OCTAL = re.compile(r"[0-7]{1,3}")
+# Escapes that decode to NUL, where bash ends a `$'…'` string.
+_ANSI_C_NUL = re.compile(
+    r"\\(?:0{1,3}(?![0-7])|x0{1,2}(?![0-9A-Fa-f])|u0{1,4}(?![0-9A-Fa-f])|"
+    r"U0{1,8}(?![0-9A-Fa-f])|c@)"
+)
+
+
+def _escaped(text: str, i: int) -> bool:
+    """The character at `i` follows an odd run of backslashes."""
+    run = 0
+    while i - run - 1 >= 0 and text[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 class ShellWord(str):
@@ -946,6 +960,14 @@ class _Lexer:
                 i += 1
                 continue
             nxt = text[i + 1]
+            if _ANSI_C_NUL.match(text, i):
+                # bash ends the string at a NUL: `$'rm\0x'` runs `rm`.
+                close = text.find("'", i)
+                while close > 0 and _escaped(text, close):
+                    close = text.find("'", close + 1)
+                if close < 0:
+                    raise UnparseableCommandError("unterminated $'…' quote")
+                return close + 1
             if nxt in _ANSI_C_ESCAPES:
                 buf.append(_ANSI_C_ESCAPES[nxt])
                 i += 2
@@ -1229,6 +1251,7 @@ class _TreeReader:
         if not words:
             return
         name = words[0]
+        _note_run_time_names(name, words[1:])
         if name in _READERS:
             self.dynamic_names.update(w for w in words[1:] if _NAME.fullmatch(w))
         elif name == "printf":
@@ -1282,6 +1305,33 @@ class _TreeReader:
             _Lexer(body, depth, self.sink).scan_expansions()
 
 
+_NAME_SETTERS = frozenset({"read", "mapfile", "readarray", "printf"})
+_DECLARERS = frozenset({"declare", "typeset", "local", "export", "readonly"})
+
+
+def _note_run_time_names(name: str, args: list[str]) -> None:
+    """Variables that get run-time text where bash later runs it (`printf -v PS4 …`, `read
+    PROMPT_COMMAND`), variable names built by expansion (`read "$x"`, `printf -v "$x"`, whose
+    subscript bash evaluates), and namerefs to the tables of command names (`declare -n
+    h=BASH_CMDS`)."""
+    if name in _NAME_SETTERS:
+        names = [arg for arg in args if not arg.startswith("-")]
+        if name == "printf":
+            value = _option_value(args, "-v", "-v")
+            names = [] if value is None else [value]
+        for variable in names:
+            base = variable.split("[", 1)[0]
+            if _is_code_variable(base):
+                _note_unreadable(f"{name} sets {base}, which bash runs, to run-time text")
+            elif _is_dynamic(variable):
+                _note_unreadable(f"{name} sets a variable whose name is built by expansion")
+    elif name in _DECLARERS and any(arg.startswith("-") and "n" in arg for arg in args):
+        for arg in args:
+            target = arg.split("=", 1)[1] if "=" in arg else ""
+            if _is_dynamic(arg) or target.startswith(("BASH_CMDS", "BASH_ALIASES")):
+                _note_unreadable(f"{name} -n makes a reference that cannot be read: {arg}")
+
+
 def _outside_command(node: tree_sitter.Node) -> bool:
     parent = node.parent
     while parent is not None and parent.type != "program":
@@ -1297,6 +1347,26 @@ def _lex_backtick(text: str, depth: int) -> list[_SimpleCommand]:
     return sink
 
 
+# Places where bash evaluates a variable's value as arithmetic or as a name (which may hold
+# a subscript, `a[$(cmd)]`): `${!x}`, `${a[x]}`, `${s:x}`, `[[ x -eq 0 ]]`, `[[ -v x ]]`,
+# `declare -i i=x`.
+_EVALUATING_CONTEXTS = (
+    re.compile(r"\$\{!([A-Za-z_]\w*)"),
+    re.compile(r"\$\{[A-Za-z_]\w*\[([^\]]*)\]"),
+    re.compile(r"\$\{[A-Za-z_]\w*:(?![-=?+])([^}]*)\}"),
+    re.compile(r"\[\[([^\]]*-(?:eq|ne|lt|le|gt|ge|v)\b[^\]]*)\]\]"),
+    re.compile(r"\b(?:declare|typeset|local)\s+-[A-Za-z]*i[A-Za-z]*\s+([^;&|\n]*)"),
+)
+
+
+def _evaluated_names(text: str) -> set[str]:
+    names: set[str] = set()
+    for context in _EVALUATING_CONTEXTS:
+        for match in context.finditer(text):
+            names.update(_NAME.findall(match.group(1)))
+    return names
+
+
 def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
     """The simple commands tree-sitter-bash finds, or None when the grammar reports an error."""
     source = text.encode("utf-8", "surrogatepass")
@@ -1307,6 +1377,7 @@ def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
     commands = reader.read(tree.root_node)
     if reader.dropped_text:
         return None
+    reader.arithmetic_names.update(_evaluated_names(text))
     for name in sorted(reader.arithmetic_names & reader.dynamic_names):
         _note_unreadable(
             f"arithmetic evaluation of ${name}, whose value is not a plain number or name"
@@ -1319,145 +1390,193 @@ def _tree_commands(text: str, depth: int) -> list[_SimpleCommand] | None:
 
 @dataclass(frozen=True, slots=True)
 class _Wrapper:
-    """How to skip a wrapper's own options to reach the command it runs."""
+    """How to skip a wrapper's own options to reach the command it runs (from its manual).
+
+    `short_flags`/`long_flags` are the options that take no argument (or only an attached
+    one, `--opt=x`, `-mFILE`); an option the model does not know is read both ways, taking the
+    next word and not, so a missing entry makes the reader stricter, never blind.
+    `positional_first`: the operands come before the options (`setarch ARCH [options] CMD`).
+    """
 
     short_with_arg: str = ""
     long_with_arg: frozenset[str] = frozenset()
     positional: int = 0
     numeric_flags: bool = False
     assignments: bool = False
+    short_flags: str = ""
+    long_flags: frozenset[str] = frozenset()
+    positional_first: bool = False
+
+
+def _w(
+    short_with_arg: str = "",
+    long_with_arg: str = "",
+    short_flags: str = "",
+    long_flags: str = "",
+    **kwargs: Any,
+) -> _Wrapper:
+    return _Wrapper(
+        short_with_arg=short_with_arg,
+        long_with_arg=frozenset(long_with_arg.split()),
+        short_flags=short_flags,
+        long_flags=frozenset(long_flags.split()),
+        **kwargs,
+    )
 
 
 _WRAPPERS: dict[str, _Wrapper] = {
-    "env": _Wrapper(
-        short_with_arg="uCS",
-        long_with_arg=frozenset({"--unset", "--chdir", "--split-string"}),
+    "env": _w(
+        "uCS",
+        "--unset --chdir --split-string",
+        "i0v",
+        "--ignore-environment --null --debug --list-signal-handling --ignore-signal"
+        " --default-signal --block-signal",
         assignments=True,
     ),
-    "timeout": _Wrapper(
-        short_with_arg="sk", long_with_arg=frozenset({"--signal", "--kill-after"}), positional=1
-    ),
-    "nohup": _Wrapper(),
-    "nice": _Wrapper(
-        short_with_arg="n", long_with_arg=frozenset({"--adjustment"}), numeric_flags=True
-    ),
-    "time": _Wrapper(short_with_arg="fo", long_with_arg=frozenset({"--format", "--output"})),
-    "xargs": _Wrapper(
-        short_with_arg="ILnPsdEa",
-        long_with_arg=frozenset(
-            {
-                "--arg-file",
-                "--delimiter",
-                "--max-args",
-                "--max-procs",
-                "--max-chars",
-                "--process-slot-var",
-            }
-        ),
-    ),
-    "sudo": _Wrapper(
-        short_with_arg="ugCDhprtTU",
-        long_with_arg=frozenset(
-            {
-                "--user",
-                "--group",
-                "--close-from",
-                "--chdir",
-                "--host",
-                "--prompt",
-                "--role",
-                "--type",
-                "--command-timeout",
-                "--other-user",
-            }
-        ),
-    ),
-    "doas": _Wrapper(short_with_arg="uC"),
-    "command": _Wrapper(),
-    "builtin": _Wrapper(),
-    "exec": _Wrapper(short_with_arg="a"),
-    "stdbuf": _Wrapper(
-        short_with_arg="ioe", long_with_arg=frozenset({"--input", "--output", "--error"})
-    ),
-    "setsid": _Wrapper(),
-    "ionice": _Wrapper(
-        short_with_arg="cnp", long_with_arg=frozenset({"--class", "--classdata", "--pid"})
-    ),
-    "busybox": _Wrapper(),
-    "chrt": _Wrapper(short_with_arg="TPD", positional=1),
-    "taskset": _Wrapper(short_with_arg="", positional=1),
-    "flock": _Wrapper(
-        short_with_arg="wEc",
-        long_with_arg=frozenset({"--timeout", "--conflict-exit-code", "--command"}),
+    "timeout": _w(
+        "sk",
+        "--signal --kill-after",
+        "vfp",
+        "--verbose --foreground --preserve-status",
         positional=1,
     ),
-    "unbuffer": _Wrapper(),
-    "runuser": _Wrapper(
-        short_with_arg="ugGcsw",
-        long_with_arg=frozenset({"--user", "--group", "--supp-group", "--command", "--shell"}),
+    "nohup": _w(),
+    "nice": _w("n", "--adjustment", numeric_flags=True),
+    "time": _w("fo", "--format --output", "pavq", "--portability --append --verbose --quiet"),
+    "xargs": _w(
+        "aLnPsdEI",
+        "--arg-file --delimiter --max-args --max-procs --max-chars --process-slot-var",
+        "0oprtxiel",
+        "--null --open-tty --interactive --no-run-if-empty --verbose --exit --show-limits"
+        " --eof --replace --max-lines",
     ),
-    "pkexec": _Wrapper(long_with_arg=frozenset({"--user"}), short_with_arg="u"),
-    "chroot": _Wrapper(long_with_arg=frozenset({"--userspec", "--groups"}), positional=1),
-    "unshare": _Wrapper(long_with_arg=frozenset({"--setuid", "--setgid", "--wd", "--root"})),
-    "nsenter": _Wrapper(short_with_arg="tSGw", long_with_arg=frozenset({"--target"})),
-    "numactl": _Wrapper(short_with_arg="CNmpP"),
-    "faketime": _Wrapper(short_with_arg="p", positional=1),
-    "fakeroot": _Wrapper(short_with_arg="ls"),
-    "strace": _Wrapper(short_with_arg="abeEIoOpPsSuUX"),
-    "ltrace": _Wrapper(short_with_arg="aeEfFlnopsuwxAD"),
-    "torsocks": _Wrapper(),
-    "proxychains": _Wrapper(short_with_arg="f"),
-    "proxychains4": _Wrapper(short_with_arg="f"),
-    "catchsegv": _Wrapper(),
-    "dbus-run-session": _Wrapper(),
-    "xvfb-run": _Wrapper(short_with_arg="nslpefw"),
-    "cpulimit": _Wrapper(short_with_arg="lpe"),
-    "trickle": _Wrapper(short_with_arg="udwtlnL"),
-    "caffeinate": _Wrapper(short_with_arg="tw"),
-    "systemd-run": _Wrapper(
-        short_with_arg="pEM",
-        long_with_arg=frozenset(
-            {"--unit", "--property", "--description", "--slice", "--uid", "--gid", "--setenv"}
-        ),
+    "sudo": _w(
+        "CDghpRrTtUu",
+        "--close-from --chdir --group --host --prompt --chroot --role --command-timeout --type"
+        " --other-user --user",
+        "ABbEeHiKklnPSsVv",
+        "--askpass --bell --background --preserve-env --edit --set-home --login"
+        " --remove-timestamp --reset-timestamp --list --non-interactive --preserve-groups"
+        " --stdin --shell --version --validate",
     ),
-    "parallel": _Wrapper(short_with_arg="jSI"),
-    "noglob": _Wrapper(),
-    "screen": _Wrapper(short_with_arg="SclpThtsXe"),
-    "nocorrect": _Wrapper(),
-    "prlimit": _Wrapper(short_with_arg="p", long_with_arg=frozenset({"--pid", "--output"})),
-    "setpriv": _Wrapper(
-        long_with_arg=frozenset(
-            {
-                "--reuid",
-                "--regid",
-                "--ruid",
-                "--rgid",
-                "--euid",
-                "--egid",
-                "--groups",
-                "--inh-caps",
-                "--ambient-caps",
-                "--bounding-set",
-                "--securebits",
-                "--pdeathsig",
-                "--selinux-label",
-                "--apparmor-profile",
-            }
-        )
+    "doas": _w("uC", "", "nsL"),
+    "command": _w("", "", "pvV"),
+    "builtin": _w(),
+    "exec": _w("a", "", "cl"),
+    "stdbuf": _w("ioe", "--input --output --error"),
+    "setsid": _w("", "", "cfw", "--ctty --fork --wait"),
+    "ionice": _w("cnpPu", "--class --classdata --pid --pgid --uid", "t", "--ignore"),
+    "busybox": _w(),
+    "chrt": _w(
+        "TPD",
+        "--sched-runtime --sched-period --sched-deadline",
+        "abdfiorRpmv",
+        "--all-tasks --batch --deadline --fifo --idle --other --rr --reset-on-fork --pid"
+        " --max --verbose",
+        positional=1,
     ),
-    "setarch": _Wrapper(positional=1),
-    "linux32": _Wrapper(),
-    "linux64": _Wrapper(),
-    "valgrind": _Wrapper(),
-    "firejail": _Wrapper(),
-    "cgexec": _Wrapper(short_with_arg="g"),
-    "rlwrap": _Wrapper(short_with_arg="bCDefgHlpPqsStwz"),
-    "daemonize": _Wrapper(short_with_arg="ceEoplu"),
-    "ssh-agent": _Wrapper(short_with_arg="aEPt"),
-    "dbus-launch": _Wrapper(),
-    "entr": _Wrapper(),
-    "tsp": _Wrapper(short_with_arg="LND"),
-    "nq": _Wrapper(),
+    "taskset": _w("", "", "acp", "--all-tasks --cpu-list --pid", positional=1),
+    "flock": _w(
+        "wEc",
+        "--timeout --conflict-exit-code --command",
+        "sxeunoF",
+        "--shared --exclusive --unlock --nb --nonblock --close --no-fork --verbose",
+        positional=1,
+    ),
+    "unbuffer": _w("", "", "p"),
+    "runuser": _w(
+        "ugGcsw",
+        "--user --group --supp-group --command --session-command --shell --whitelist-environment",
+        "lmpPf",
+        "--login --preserve-environment --pty --fast",
+    ),
+    "pkexec": _w("u", "--user", "", "--disable-internal-agent --keep-cwd"),
+    "chroot": _w("", "--userspec --groups", "", "--skip-chdir", positional=1),
+    # Namespace options take an optional file only when attached (`-mFILE`, `--mount=FILE`).
+    "unshare": _w(
+        "SGwR",
+        "--setuid --setgid --wd --root --map-user --map-users --map-group --map-groups"
+        " --propagation --monotonic --boottime --load-interp",
+        "muinpUCTfrc",
+        "--mount --uts --ipc --net --pid --user --cgroup --time --fork --map-root-user"
+        " --map-current-user --map-auto --mount-proc --kill-child --keep-caps --setgroups",
+    ),
+    "nsenter": _w(
+        "tSGW",
+        "--target --setuid --setgid --wdns",
+        "amuinpUCTrwFZec",
+        "--all --mount --uts --ipc --net --pid --user --cgroup --time --root --wd"
+        " --preserve-credentials --no-fork --follow-context --user-parent --keep-caps --env"
+        " --join-cgroup",
+    ),
+    "numactl": _w("CNmpP"),
+    "faketime": _w("p", "", "f", positional=1),
+    "fakeroot": _w("ls", "--lib --faked -i -s", "u", "--unknown-is-real"),
+    "strace": _w(
+        "abeEIoOpPsSuUX",
+        "--columns --detach-on --expr --env --interruptible --output --summary-syscall-overhead"
+        " --attach --trace-path --string-limit --summary-sort-by --user --summary-columns"
+        " --const-print-style",
+        "AcCdDfFhiknqrtTvVwxyYzZ",
+        "--follow-forks --output-separately --summary --summary-only --instruction-pointer"
+        " --stack-trace --syscall-number --relative-timestamps --absolute-timestamps"
+        " --syscall-times --no-abbrev --failed-only --successful-only --daemonize"
+        " --seccomp-bpf --summary-wall-clock --debug --help --version",
+    ),
+    "ltrace": _w("aeEfFlnopsuwxAD"),
+    "torsocks": _w(),
+    "proxychains": _w("f", "", "q"),
+    "proxychains4": _w("f", "", "q"),
+    "catchsegv": _w(),
+    "dbus-run-session": _w(),
+    "xvfb-run": _w("nslpefw"),
+    "cpulimit": _w("lpe"),
+    "trickle": _w("udwtlnL"),
+    "caffeinate": _w("tw"),
+    "systemd-run": _w(
+        "pEMH",
+        "--unit --property --description --slice --uid --gid --setenv --machine --host"
+        " --working-directory --nice --on-active --on-calendar --timer-property --path-property"
+        " --socket-property --service-type",
+        "drtPGSq",
+        "--user --system --scope --remain-after-exit --send-sighup --pty --pipe --quiet --wait"
+        " --collect --shell --same-dir --no-block --no-ask-password",
+    ),
+    "parallel": _w("jSI"),
+    "noglob": _w(),
+    "screen": _w("SclpThtsXe"),
+    "nocorrect": _w(),
+    "prlimit": _w("p", "--pid --output"),
+    "setpriv": _w(
+        "",
+        "--reuid --regid --ruid --rgid --euid --egid --groups --inh-caps --ambient-caps"
+        " --bounding-set --securebits --pdeathsig --selinux-label --apparmor-profile",
+        "dd",
+        "--dump --nnp --no-new-privs --keep-groups --clear-groups --init-groups --reset-env",
+    ),
+    # `setarch ARCH [options] [program]`; the personality flags take no argument.
+    "setarch": _w(
+        "",
+        "",
+        "BFILRSTXZ3v",
+        "--uname-2.6 --verbose --32bit --fdpic-funcptrs --short-inode --addr-compat-layout"
+        " --addr-no-randomize --whole-seconds --sticky-timeouts --read-implies-exec"
+        " --mmap-page-zero --3gb --4gb --list",
+        positional=1,
+        positional_first=True,
+    ),
+    "linux32": _w("", "", "BFILRSTXZ3v", "--addr-no-randomize --read-implies-exec --3gb"),
+    "linux64": _w("", "", "BFILRSTXZ3v", "--addr-no-randomize --read-implies-exec --3gb"),
+    "valgrind": _w(),
+    "firejail": _w(),
+    "cgexec": _w("g", "", "", "--sticky"),
+    "rlwrap": _w("bCDefgHlpPqsStwz"),
+    "daemonize": _w("ceEoplu"),
+    "ssh-agent": _w("aEPt"),
+    "dbus-launch": _w(),
+    "entr": _w(),
+    "tsp": _w("LND"),
+    "nq": _w(),
 }
 # Runners whose first word after the subcommand is the command they run.
 _SUBCOMMAND_RUNNERS = {
@@ -1504,7 +1623,24 @@ _CODE_VARIABLE_NAMES = (
     "SSH_ASKPASS",
     "SUDO_ASKPASS",
     "BROWSER",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "RSYNC_RSH",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_PROXY_COMMAND",
+    "GIT_SSH",
+    "LESSEDIT",
+    "SYSTEMD_PAGER",
 )
+
+
+def _is_code_variable(name: str) -> bool:
+    """A variable whose value bash or a program it starts runs (`GIT_CONFIG_VALUE_0` too)."""
+    return name in _CODE_VARIABLE_NAMES or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_"))
+
+
 _CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
 
 
@@ -1512,14 +1648,17 @@ def env_scripts(env: Mapping[str, str]) -> list[str]:
     """The values of a request's `env` that a program runs as shell text (`GIT_EXTERNAL_DIFF`,
     `PAGER`, …): the variables this reader reads as code in a command's own assignments, so
     that a request's env is no way around what its text would be judged for."""
-    return [value for name, value in env.items() if name in _CODE_VARIABLE_NAMES and value]
+    return [value for name, value in env.items() if _is_code_variable(name) and value]
 
 
 # Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
 _SCRIPT_PATH_VARIABLES = tuple(f"{name}{op}" for name in ("BASH_ENV", "ENV") for op in ("=", "+="))
 # `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
 _GIT_CODE_KEY = re.compile(
-    r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath)|sequence\.editor|"
+    r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
+    r"sequence\.editor|diff\.(?:.*\.)?(?:external|command)|(?:diff|merge)tool\..*\.cmd|"
+    r"merge\..*\.driver|gpg\.(?:.*\.)?program|protocol\..*|uploadpack\..*|remote\..*\.(?:uploadpack|receivepack|vcs|proxy)|"
+    r"include\.path|includeif\..*|filter\..*|"
     r"credential\..*helper|.*\.(?:textconv|command|cmd|process|clean|smudge)|pager\..*|"
     r"alias\..*)="
 )
@@ -1545,38 +1684,79 @@ def _strip_reserved(words: list[str]) -> list[str]:
         else:
             break
     if i < len(words) and words[i] in _HEADER_WORDS:
+        if words[i] in ("for", "select") and words[i + 2 : i + 3] == ["do"]:
+            return _strip_reserved(words[i + 3 :])  # `for NAME do …` (no `in`): the body
         return []
     return words[i:] if i else words
 
 
-def _skip_options(words: list[str], spec: _Wrapper) -> list[str]:
-    """Return what a wrapper runs: `words` minus the wrapper, its options and operands."""
-    i = 1
+def _option_widths(word: str, spec: _Wrapper) -> frozenset[int]:
+    """How many words an option takes with its argument: {1}, {2}, or both when the model of
+    the wrapper does not know the option (then both readings are followed)."""
+    if word.startswith("--"):
+        if "=" in word or word in spec.long_flags:
+            return _ONE
+        return _TWO if word in spec.long_with_arg else _EITHER
+    if spec.numeric_flags and word[1:].isdigit():
+        return _ONE
+    widths: set[int] = set()
+    letters = word[1:]
+    for k, letter in enumerate(letters):
+        last = k == len(letters) - 1
+        if letter in spec.short_with_arg:
+            widths.add(2 if last else 1)
+            return frozenset(widths)
+        if letter not in spec.short_flags:
+            widths.update((1, 2) if last else (1,))  # may take the rest (or next word)
+    widths.add(1)
+    return frozenset(widths)
+
+
+_ONE = frozenset({1})
+_TWO = frozenset({2})
+_EITHER = frozenset({1, 2})
+# How many readings of a wrapper's options are followed for one command.
+_MAX_OPTION_READINGS = 8
+
+
+def _skip_options_all(words: list[str], spec: _Wrapper) -> list[list[str]]:
+    """Every command a wrapper may run: `words` minus the wrapper, its options and operands,
+    under each reading of the options its model does not know (first the model's own)."""
     n = len(words)
-    while i < n:
-        word = words[i]
-        if word == "--":
-            i += 1
-            break
-        if word == "-":  # `env -` is `env -i`
-            i += 1
-        elif word.startswith("--") and len(word) > 2:
-            takes_next = "=" not in word and word in spec.long_with_arg
-            i += 2 if takes_next else 1
-        elif word.startswith("-") and len(word) > 1:
-            if spec.numeric_flags and word[1:].isdigit():
+    starts: list[int] = []
+    pending = [1 + (spec.positional if spec.positional_first else 0)]
+    seen: set[int] = set()
+    while pending and len(starts) < _MAX_OPTION_READINGS:
+        i = pending.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        while i < n:
+            word = words[i]
+            if word == "--":
                 i += 1
-                continue
-            letters = word[1:]
-            arg_at = next((k for k, ch in enumerate(letters) if ch in spec.short_with_arg), -1)
-            i += 2 if arg_at == len(letters) - 1 else 1
-        else:
-            break
-    if spec.assignments:
-        while i < n and _ASSIGNMENT_WORD.match(words[i]):
-            i += 1
-    i += spec.positional
-    return words[i:] if i < n else []
+                break
+            if word == "-":  # `env -` is `env -i`
+                i += 1
+            elif word.startswith("-") and len(word) > 1:
+                widths = _option_widths(word, spec)
+                if len(widths) > 1:
+                    pending.append(i + 2)
+                i += min(widths)
+            else:
+                break
+        if spec.assignments:
+            while i < n and _ASSIGNMENT_WORD.match(words[i]):
+                i += 1
+        if not spec.positional_first:
+            i += spec.positional
+        starts.append(i)
+    return [words[i:] if i < n else [] for i in starts]
+
+
+def _skip_options(words: list[str], spec: _Wrapper) -> list[str]:
+    """Return what a wrapper runs under the model's own reading of its options."""
+    return _skip_options_all(words, spec)[0]
 
 
 def _find_exec_commands(words: list[str]) -> list[list[str]]:
@@ -1619,16 +1799,16 @@ def _unwrapped(words: list[str]) -> list[list[str]]:
                     rest += size
                 variants.append(words[rest:])
                 break
-        inner = _skip_options(words, spec)
-        if inner and name == "xargs":
-            # Its replace-string stands for a line of its stdin (`xargs -I X bash -c X`).
-            replace = _xargs_replace(words[1 : len(words) - len(inner)])
-            if replace:
-                inner = [word.replace(replace, _XARGS_INPUT) for word in inner]
-        if inner:
-            variants.append(inner)
-            if name == "xargs" and _XARGS_INPUT not in inner:
-                variants.append([*inner, _XARGS_INPUT])
+        for inner in _skip_options_all(words, spec):
+            if inner and name == "xargs":
+                # Its replace-string stands for a line of its stdin (`xargs -I X bash -c X`).
+                replace = _xargs_replace(words[1 : len(words) - len(inner)])
+                if replace:
+                    inner = [word.replace(replace, _XARGS_INPUT) for word in inner]
+            if inner:
+                variants.append(inner)
+                if name == "xargs" and _XARGS_INPUT not in inner:
+                    variants.append([*inner, _XARGS_INPUT])
     subcommand = _SUBCOMMAND_RUNNERS.get(name)
     if subcommand is not None and subcommand in words[1:]:
         inner = _skip_options(words[words.index(subcommand, 1) :], _Wrapper())
@@ -1691,6 +1871,8 @@ def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
             has_c = True
             i += 1
         elif arg.startswith("--"):
+            if arg in ("--rcfile", "--init-file") and i + 1 < len(args):
+                _note_unreadable(f"a shell reads its start-up file from {args[i + 1]}")
             i += 2 if arg in ("--rcfile", "--init-file") else 1
         elif len(arg) > 1 and arg[0] in "-+":
             letters = arg[1:]
@@ -1711,10 +1893,20 @@ def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
 
 def _script_option(name: str, args: list[str]) -> str | None:
     """The script a runner hands to a shell through an option (`su -c`, `script -qc`, …)."""
-    if name in ("su", "runuser", "flock", "script", "sg"):
+    if name in ("su", "runuser"):
+        return _cluster_value(args, "c", "--command") or _option_value(
+            args, "--session-command", "--session-command"
+        )
+    if name in ("flock", "script"):
         return _cluster_value(args, "c", "--command")
+    if name == "sg":
+        # `sg GROUP [-c] COMMAND`: the command is shell text.
+        operands = [arg for arg in args if arg not in ("-", "-c")]
+        return operands[1] if len(operands) > 1 else None
     if name == "env":
-        return _option_value(args, "-S", "--split-string")
+        return _cluster_value(args, "S", "--split-string") or _option_value(
+            args, "-S", "--split-string"
+        )
     if name == "tmux" and any(
         arg in ("new", "new-session", "new-window", "neww", "split-window", "splitw", "run-shell")
         for arg in args
@@ -1726,6 +1918,107 @@ def _script_option(name: str, args: list[str]) -> str | None:
     return None
 
 
+# Options whose value a program runs as shell text (from each program's manual):
+# program → (options taking the value as the next word or after `=`, `key=` prefixes of a
+# `-o key=value` / `--opt=key=value` value that run it).
+_CODE_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "git": (("-x", "--extcmd", "--upload-pack", "--receive-pack", "--exec", "-u"), ()),
+    "tar": (
+        (
+            "--to-command",
+            "--use-compress-program",
+            "-I",
+            "--info-script",
+            "-F",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+        ),
+        ("exec=",),
+    ),
+    "zip": (("-TT", "--unzip-command"), ()),
+    "rsync": (("-e", "--rsh", "--rsync-path"), ()),
+    "ssh": (("-o",), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+    "scp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+    "sftp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+}
+
+
+def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
+    """Values of `_CODE_OPTIONS` among `args` (`rsync -e CMD`, `ssh -oProxyCommand=CMD`, `tar
+    --checkpoint-action=exec=CMD`)."""
+    spec = _CODE_OPTIONS.get(name)
+    if spec is None:
+        return
+    options, keys = spec
+    for i, arg in enumerate(args):
+        value: str | None = None
+        for option in options:
+            if arg == option:
+                value = args[i + 1] if i + 1 < len(args) else None
+            elif option.startswith("--") and arg.startswith(option + "="):
+                value = arg[len(option) + 1 :]
+            elif not option.startswith("--") and arg.startswith(option) and len(arg) > len(option):
+                value = arg[len(option) :]
+            if value is not None:
+                break
+        value_is_keyed = value is None
+        if value is None and arg.startswith("--") and "=" in arg:
+            value = arg.split("=", 1)[1]  # `--checkpoint-action=exec=CMD`
+            if not keys or not value.casefold().startswith(keys):
+                value = None
+        if value is None:
+            continue
+        if keys and (arg == "-o" or arg.startswith("-o") or value_is_keyed):
+            if not value.casefold().startswith(keys):
+                continue
+            value = value.split("=", 1)[1]
+        if _is_dynamic(value):
+            _note_unreadable(f"{name} runs shell text built by expansion: {value}")
+        yield value
+
+
+# Programs that start a shell when given no command (from their manuals): `chroot DIR`,
+# `su USER`, `script`, `newgrp`, `sudo -s`, … That shell reads its stdin as the script.
+_SHELL_WHEN_NO_COMMAND = frozenset(
+    {"chroot", "unshare", "nsenter", "setarch", "linux32", "linux64", "sudo", "doas"}
+)
+_SHELL_STARTERS = frozenset({"su", "runuser", "script", "newgrp", "sg", "login", "ksu"})
+
+
+def _starts_shell_on_stdin(name: str, args: list[str]) -> bool:
+    """`su root <<< …`, `chroot /`, `sudo -s`, `script -q /dev/null`: a shell that reads stdin."""
+    if name in _SHELL_STARTERS:
+        if name == "runuser" and any(arg in ("-u", "--user") for arg in args):
+            return False
+        if name == "sg":
+            return len([arg for arg in args if not arg.startswith("-")]) <= 1
+        return _script_option(name, args) is None
+    if name in _SHELL_WHEN_NO_COMMAND:
+        spec = _WRAPPERS[name]
+        inner = _skip_options_all([name, *args], spec)
+        if name in ("sudo", "doas"):
+            shell_flag = any(
+                arg in ("--shell", "--login")
+                or (arg.startswith("-") and not arg.startswith("--") and ("s" in arg or "i" in arg))
+                for arg in args
+            )
+            return shell_flag and any(not words for words in inner)
+        return any(not words for words in inner)
+    return False
+
+
+def _assignment_words(words: list[str]) -> list[str]:
+    """The words that assign a variable: those before the command name, and the arguments of
+    `export`, `declare`, `local`, `readonly`, `typeset` (`echo PAGER=$PAGER` assigns nothing)."""
+    i = 0
+    while i < len(words) and _ASSIGNMENT_WORD.match(words[i]):
+        i += 1
+    if i < len(words) and _basename(words[i]) in _DECLARERS:
+        return [word for word in words if not word.startswith("-")]
+    return words[:i]
+
+
 def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
     """Shell text a command hands to another shell: `bash -c`, `eval`, `su -c`, `watch`, …
 
@@ -1733,13 +2026,28 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
     """
     name = _basename(words[0])
     args = words[1:]
+    yield from _option_scripts(name, args)
+    if name == "git" and any(arg.startswith("ext::") for arg in args):
+        # `ext::CMD` remotes run CMD (`%` escapes a blank).
+        for arg in args:
+            if arg.startswith("ext::"):
+                yield arg[5:].replace("% ", " ").replace("%%", "%")
+    if name == "parallel" and ":::" in args:
+        # GNU parallel runs each argument after `:::` as shell text (after the command, if any).
+        cut = args.index(":::")
+        command = _skip_options([name, *args[:cut]], _WRAPPERS["parallel"])
+        for value in args[cut + 1 :]:
+            if value not in (":::", "::::", ":::+"):
+                yield " ".join([*command, value])
+    if _starts_shell_on_stdin(name, args):
+        yield from stdin_texts
     if name == "git":
         for option, value in itertools.pairwise(args):
             if option == "-c" and _GIT_CODE_KEY.match(value):
                 if _is_dynamic(value):
                     _note_unreadable("git -c sets a command built by expansion")
                 yield value.split("=", 1)[1].removeprefix("!")
-    for word in words:
+    for word in _assignment_words(words):
         if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
             _note_unreadable("BASH_CMDS makes a command name run another program")
         if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
@@ -1748,8 +2056,12 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
             variable = word.split("=", 1)[0].rstrip("+")
             _note_unreadable(f"{variable} names a script built by expansion")
-        if word.startswith(_CODE_VARIABLES):
+        if word.startswith(_CODE_VARIABLES) or (
+            word.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_")) and "=" in word
+        ):
             variable, value = word.split("=", 1)
+            if variable == "GIT_CONFIG_PARAMETERS":
+                value = value.strip("'").split("=", 1)[-1]
             if _is_dynamic(word):
                 _note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
             yield value
@@ -1761,6 +2073,8 @@ def _embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[
             if _is_dynamic(script):
                 _note_unreadable(f"{name} -c runs a script built by expansion: {script}")
             yield script
+            # The script inherits the stdin (`bash -c bash <<< …`): it may run it too.
+            yield from stdin_texts
         elif script_file is None:
             yield from stdin_texts
         elif _is_dynamic(script_file):
@@ -1930,9 +2244,45 @@ def _strict_segments(text: str, depth: int) -> list[str]:
     segments: list[str] = []
     for command in commands:
         segments.extend(_segments_of(command, depth, _strict_segments))
-    if any(_shell_reads_stdin(command.words) for command in commands):
+    readers = [command for command in commands if _shell_reads_stdin(command.words)]
+    if readers:
         segments.extend(_piped_script_segments(commands, depth))
+        if any(not reader.stdin_texts and not reader.redirects for reader in readers):
+            _note_computed_scripts(commands, readers)
+        if any("<&" in redirect for reader in readers for redirect in reader.redirects):
+            _note_unreadable("a shell reads its script from another descriptor")
     return _dedupe(segments)
+
+
+_PRINTF_LITERAL_FORMAT = re.compile(r"(?:[^%\\]|\\n)*|(?:%[s%]|\\n|\s)*")
+
+
+def _prints_literal_text(words: list[str]) -> bool:
+    """`echo words`, `printf '%s\\n' words`, `cat` of a here-doc, `true`: what reaches the pipe
+    is the words as read (`_piped_script_segments` reads them as a script)."""
+    name = _basename(words[0])
+    args = words[1:]
+    if name == "echo":
+        return not any(arg.startswith("-") and "e" in arg for arg in args)
+    if name == "printf":
+        operands = args[args[:1] == ["--"] :]
+        return bool(operands) and _PRINTF_LITERAL_FORMAT.fullmatch(operands[0]) is not None
+    if name == "cat":
+        return all(arg.startswith("-") for arg in args)
+    return name in ("true", ":")
+
+
+def _note_computed_scripts(commands: list[_SimpleCommand], readers: list[_SimpleCommand]) -> None:
+    """A shell reading its stdin from a pipe runs what the commands upstream print: unless they
+    print literal text, that script is computed (`printf 'forb%s' idden | bash`, `base64 -d`,
+    `tr`, `cat file`) and cannot be read."""
+    for command in commands:
+        if any(command is reader for reader in readers):
+            continue
+        words = _strip_reserved(command.words)
+        if words and not _ASSIGNMENT_WORD.match(words[0]) and not _prints_literal_text(words):
+            _note_unreadable(f"a shell reads its script from what `{_basename(words[0])}` prints")
+            return
 
 
 def _shell_reads_stdin(words: list[str]) -> bool:
@@ -1960,7 +2310,11 @@ def _shell_reads_stdin(words: list[str]) -> bool:
                 return True
             if script is not None and _XARGS_INPUT in script:
                 return True  # `… | xargs -I{} bash -c {}`: the script is a line of the pipe
-        elif _sources_stdin(name, current[1:]) or _stdin_runner(name, current[1:]):
+        elif (
+            _sources_stdin(name, current[1:])
+            or _stdin_runner(name, current[1:])
+            or _starts_shell_on_stdin(name, current[1:])
+        ):
             return True
         queue.extend(_unwrapped(current))
     return False

@@ -1,0 +1,123 @@
+"""The sandbox the server holds: on or off, checked at start, and which profile each spawn
+gets (docs/sandbox.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from app.core.config import Settings
+from app.process.short_run import run_briefly
+from app.sandbox.bwrap import inner_reset, sandbox_argv, sandbox_prefix
+from app.sandbox.defaults import default_profile
+from app.sandbox.landlock import landlock_abi
+from app.sandbox.profile import SandboxProfile
+
+# What `GET /v1/info` names as the parts the boundary is built from.
+MECHANISMS = (
+    "bubblewrap",
+    "user-namespace",
+    "pid-namespace",
+    "mount-namespace",
+    "ipc-namespace",
+    "network-namespace",
+    "capabilities-dropped",
+)
+OFF_HINT = "set SHELLGATE_SANDBOX=off to run commands unsandboxed (docs/sandbox.md)"
+
+
+class SandboxUnavailable(Exception):
+    """The kernel or the host cannot build the sandbox: the server must not start."""
+
+
+class Sandbox:
+    def __init__(self, settings: Settings) -> None:
+        self.enforced = settings.sandbox == "on"
+        self.default = default_profile(settings)
+        self._bwrap = settings.sandbox_bwrap
+
+    def check(self) -> None:
+        """Blocking: build the default sandbox once around `true`; `SandboxUnavailable` with
+        the reason when it cannot be built (and the sandbox is on)."""
+        if not self.enforced:
+            return
+        if not os.access(self._bwrap, os.X_OK):
+            raise SandboxUnavailable(
+                f"the sandbox needs bubblewrap ({self._bwrap}), which is not installed "
+                f"(apt-get install bubblewrap); or {OFF_HINT}"
+            )
+        probe = run_briefly(sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap))
+        if probe.exit_code != 0:
+            said = probe.output.splitlines()[-1] if probe.output else f"exit {probe.exit_code}"
+            raise SandboxUnavailable(
+                f"bubblewrap cannot build the sandbox on this host ({said}); "
+                f"allow unprivileged user namespaces, or {OFF_HINT}"
+            )
+
+    def profile_for(
+        self, draft_record: dict[str, Any] | None, session_record: dict[str, Any] | None
+    ) -> SandboxProfile | None:
+        """The profile one spawn runs with: the draft's own (the policy or an approval set
+        it), else its session's, else the default; None when the sandbox is off."""
+        if not self.enforced:
+            return None
+        for record in (draft_record, session_record):
+            if record is not None:
+                return SandboxProfile.from_record(record)
+        return self.default
+
+    def session_record(self) -> dict[str, Any] | None:
+        """What a new session stores as its profile."""
+        return self.default.to_record() if self.enforced else None
+
+    def wrap(
+        self,
+        profile: SandboxProfile,
+        argv: list[str],
+        cwd: str,
+        extra_writable: Iterable[str] = (),
+        extra_readable: Iterable[str] = (),
+    ) -> list[str]:
+        return sandbox_argv(
+            profile,
+            argv,
+            cwd,
+            extra_writable=extra_writable,
+            extra_readable=extra_readable,
+            bwrap=self._bwrap,
+        )
+
+    def standby_prefix(self) -> list[str] | None:
+        """What a standby shell runs behind so that it waits inside the default sandbox (its
+        command then starts with nothing to build); None when the sandbox is off."""
+        if not self.enforced:
+            return None
+        return [*sandbox_prefix(self.default, "/", bwrap=self._bwrap)]
+
+    def fits_standby(self, profile: SandboxProfile | None, cwd: str, extra: bool) -> bool:
+        """Whether a standby built by `standby_prefix` may run this spawn: the same profile,
+        no path of the server's to bind, and a cwd inside the sandbox's writable tree."""
+        if profile is None:
+            return True
+        if extra or profile != self.default:
+            return False
+        real = os.path.realpath(cwd)
+        return any(
+            real == path or real.startswith(path.rstrip("/") + "/")
+            for path in map(os.path.realpath, profile.write)
+        ) and not any(
+            real == path or real.startswith(path.rstrip("/") + "/")
+            for path in map(os.path.realpath, profile.hidden)
+        )
+
+    def status(self) -> dict[str, Any]:
+        """`GET /v1/info`'s `sandbox`."""
+        return {
+            "enforced": self.enforced,
+            "mechanisms": list(MECHANISMS) if self.enforced else [],
+            "landlock_abi": landlock_abi(),
+        }
+
+
+__all__ = ["Sandbox", "SandboxUnavailable", "inner_reset"]

@@ -1,0 +1,153 @@
+"""A command wrapped in Debian's bubblewrap (`/usr/bin/bwrap`): the argv that builds the
+sandbox of one profile around it (docs/sandbox.md).
+
+What the sandbox is made of:
+
+- its own user namespace with every capability dropped (`--cap-drop ALL`), and no further user
+  namespace inside (`--disable-userns`);
+- its own PID namespace with a fresh `/proc`: `ps -e` and `/proc/*/environ` show the command's
+  own tree, never the server or another execution;
+- its own IPC namespace, and with network `off` its own network namespace (loopback only);
+- its own mount namespace: the host read-only (`--ro-bind / /`), a minimal `/dev`, a private
+  `/tmp` (a tmpfs that ends with the command), the profile's `write` paths bound writable, then
+  each hidden path covered (an empty read-only tmpfs over a directory, `/dev/null` over a
+  file), so hidden wins over writable.
+
+Signals: the server signals the execution's process group (TERM, a grace, KILL), and bwrap
+stays in that group (no `--new-session`: the server already gives each execution a session of
+its own, so no terminal of the server's is reachable for TIOCSTI). bwrap itself would die of a
+TERM at once and take the sandbox with it (`--die-with-parent`), cutting the command's grace
+short: so bwrap runs with the catchable terminating signals ignored (`env --ignore-signal`),
+and the command starts with every signal at its default again (`env --default-signal`).
+
+The environment is not in the argv (`/proc/1/cmdline` is readable inside): the command's
+environment is bwrap's own, which passes it on unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from app.sandbox.profile import SandboxProfile
+
+BWRAP = "/usr/bin/bwrap"
+ENV_PROGRAM = "/usr/bin/env"
+# What bwrap (and its init) must survive so that the command alone decides what a signal sent
+# to the group does; SIGCHLD is not among them (bwrap waits for its child).
+_IGNORED_BY_BWRAP = "HUP,INT,QUIT,TERM,USR1,USR2,ALRM,PIPE,VTALRM,PROF,XCPU,XFSZ"
+# Always private: a tmpfs of the sandbox's own.
+PRIVATE_TMP = "/tmp"
+# Mounted afresh inside: nothing of the host's shows through.
+_FRESH = ("/proc", "/dev", PRIVATE_TMP)
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def sandbox_prefix(
+    profile: SandboxProfile,
+    cwd: str,
+    *,
+    extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
+    bwrap: str = BWRAP,
+) -> list[str]:
+    """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
+    `cwd` (which must exist: bwrap fails rather than run elsewhere).
+
+    `extra_writable`: paths of the server's own that this one command must write even when
+    they are hidden from others (a session's state directory, inside the hidden data dir);
+    `extra_readable`: files of the server's it may read (the output logs it names as
+    `artifact://ID`)."""
+    hidden = sorted({_real(path) for path in profile.hidden}, key=len)
+    write = sorted(
+        {
+            real
+            for real in map(_real, profile.write)
+            if os.path.isdir(real) and not any(_within(real, h) for h in hidden)
+        },
+        key=len,
+    )
+    argv = [
+        ENV_PROGRAM,
+        f"--ignore-signal={_IGNORED_BY_BWRAP}",
+        "--",
+        bwrap,
+        "--unshare-user",
+        "--disable-userns",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+    ]
+    if profile.network != "on":
+        # A list of hosts is not routed yet (docs/sandbox.md): it is `off`.
+        argv.append("--unshare-net")
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
+    for path in write:
+        argv += ["--bind", path, path]
+    bound = [*write]
+
+    def visible(path: str) -> bool:
+        """Whether `path` shows inside at all (a path below a fresh mount does not, unless
+        a bind brought it back)."""
+        if any(_within(path, fresh) for fresh in _FRESH):
+            return any(_within(path, bind) for bind in bound)
+        return True
+
+    real_cwd = _real(cwd)
+    if not visible(real_cwd) and not any(_within(real_cwd, h) for h in hidden):
+        # A directory under the host's /tmp outside the workspace: there, read-only.
+        argv += ["--ro-bind", real_cwd, real_cwd]
+        bound.append(real_cwd)
+    covered: list[str] = []
+    for path in hidden:
+        if any(_within(path, done) for done in covered) or not visible(path):
+            continue
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path]
+        elif os.path.lexists(path):
+            argv += ["--ro-bind", "/dev/null", path]
+        else:
+            continue
+        covered.append(path)
+    for path in sorted({_real(extra) for extra in extra_writable}, key=len):
+        if os.path.isdir(path):
+            argv += ["--bind", path, path]
+    for path in sorted({_real(extra) for extra in extra_readable}):
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in covered:
+        if os.path.isdir(path):
+            # After the extra binds made their mount points in it: the cover is read-only.
+            argv += ["--remount-ro", path]
+    argv += ["--chdir", cwd, "--"]
+    return argv
+
+
+def inner_reset() -> list[str]:
+    """What the command runs behind inside the sandbox: every signal at its default."""
+    return [ENV_PROGRAM, "--default-signal", "--"]
+
+
+def sandbox_argv(
+    profile: SandboxProfile,
+    argv: list[str],
+    cwd: str,
+    *,
+    extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
+    bwrap: str = BWRAP,
+) -> list[str]:
+    """`argv` run in the sandbox of `profile`, in `cwd`."""
+    prefix = sandbox_prefix(
+        profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
+    )
+    return [*prefix, *inner_reset(), *argv]

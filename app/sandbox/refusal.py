@@ -1,0 +1,23 @@
+"""The notice on a command that failed on the sandbox's refusal: the error text a refused
+write or a hidden path leaves (EROFS, EACCES), and the profile that refused it, so the caller
+knows to ask for more (docs/sandbox.md) rather than retry."""
+
+from __future__ import annotations
+
+from app.sandbox.profile import SandboxProfile
+
+# What the C library and the common tools print for EROFS and EACCES.
+REFUSAL_MARKS = ("Read-only file system", "Permission denied")
+
+
+def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
+    """The notice for a failed command's output, or None when nothing in it looks refused."""
+    if not any(mark in output for mark in REFUSAL_MARKS):
+        return None
+    network = profile.network if isinstance(profile.network, str) else ", ".join(profile.network)
+    writable = ", ".join([*profile.write, "/tmp (private)"])
+    return (
+        "the command may have failed on a sandbox refusal: it ran with the profile "
+        f"write [{writable}], network {network}, and everything else read-only or hidden "
+        "(docs/sandbox.md); ask for more with the request's `sandbox` rather than retry"
+    )

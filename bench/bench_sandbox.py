@@ -1,0 +1,91 @@
+"""What the sandbox costs a call (docs/sandbox.md#cost): a foreground `echo hi` against two
+servers started alike, one with the sandbox on (the default) and one with
+`SHELLGATE_SANDBOX=off`, calls alternating one by one, in the same run.
+
+    .venv/bin/python -m bench.bench_sandbox [--calls 300]
+
+Reports the median and p99 of each, the ratio of the medians, and the CPU per call of each
+server's whole tree: the server's utime + stime and those of the children it reaped (the
+commands, bwrap, the standby shells), from `/proc/<pid>/stat`, over the measured calls. Target:
+the sandbox adds at most ×1.15 to both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.servers import TOKEN, shellgate
+from bench.table import percentile
+
+WARM_UP = 20
+TARGET = 1.15
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """utime + stime + cutime + cstime of `pid` (fields 14-17 of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(value) for value in fields[11:15])
+    return ticks / 100  # USER_HZ, 100 on Linux
+
+
+def measure(calls: int) -> dict[str, object]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with (
+        shellgate(sandbox="on") as sandboxed,
+        shellgate(sandbox="off") as plain,
+        httpx.Client(base_url=sandboxed.base_url, headers=headers) as on_client,
+        httpx.Client(base_url=plain.base_url, headers=headers) as off_client,
+    ):
+        enforced = on_client.get("/v1/info").json()["sandbox"]["enforced"]
+        assert enforced is True
+        assert off_client.get("/v1/info").json()["sandbox"]["enforced"] is False
+        servers = {"on": (on_client, sandboxed.pid), "off": (off_client, plain.pid)}
+        samples: dict[str, list[float]] = {"on": [], "off": []}
+        cpu: dict[str, float] = {"on": 0.0, "off": 0.0}
+        for index in range(WARM_UP + calls):
+            # Alternating, who goes first by turns: the machine's noise hits both alike.
+            order = ("on", "off") if index % 2 == 0 else ("off", "on")
+            for name in order:
+                client, pid = servers[name]
+                before_cpu = tree_cpu_seconds(pid)
+                started = time.perf_counter()
+                response = client.post("/v1/executions", json={"command": "echo hi"})
+                elapsed = (time.perf_counter() - started) * 1000
+                after_cpu = tree_cpu_seconds(pid)
+                body = response.json()
+                assert response.status_code == 200 and body["output"] == "hi\n", body
+                assert (body["sandbox"] is not None) == (name == "on"), body
+                if index >= WARM_UP:
+                    samples[name].append(elapsed)
+                    cpu[name] += after_cpu - before_cpu
+    result: dict[str, object] = {"calls": calls}
+    for name, values in samples.items():
+        result[name] = {
+            "median_ms": round(statistics.median(values), 3),
+            "p99_ms": round(percentile(values, 0.99), 3),
+            "tree_cpu_ms_per_call": round(cpu[name] * 1000 / calls, 3),
+        }
+    median_ratio = statistics.median(samples["on"]) / statistics.median(samples["off"])
+    cpu_ratio = cpu["on"] / cpu["off"] if cpu["off"] else float("nan")
+    result["median_ratio"] = round(median_ratio, 3)
+    result["tree_cpu_ratio"] = round(cpu_ratio, 3)
+    result["target"] = TARGET
+    result["holds"] = median_ratio <= TARGET and cpu_ratio <= TARGET
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.calls), indent=2))
+
+
+if __name__ == "__main__":
+    main()

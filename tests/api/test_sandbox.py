@@ -1,0 +1,371 @@
+"""The kernel sandbox around every command (docs/sandbox.md), tried as an attacker would: the
+server runs as an operator starts it (`python -m app serve`, its tokens in its environment,
+the data dir `./data` inside the workspace), and an agent's allowed command looks for the
+secrets, the server's processes, a way to write outside the workspace and to the server's
+port, through each way a command runs: foreground, PTY, a session call, the NDJSON runner and
+the MCP `bash` tool."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.config import Settings
+from app.sandbox import Sandbox, SandboxUnavailable
+from tests.api.test_mcp import call, text_of
+from tests.conftest import ADMIN, AGENT, TOKENS, LiveServer, free_port, make_settings, serve
+from tests.databases import Databases, ServerDatabase
+from tests.test_serve_defaults import ServerProcess, server_environment, wait_until_ready
+
+REPO = Path(__file__).resolve().parents[2]
+# Written into the workspace by the test, run by the agent: what a command can find out.
+PROBE = r"""
+import json, os, socket, subprocess, sys
+port, outside, data_dir, report = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+found = {"environ": [], "cmdlines": []}
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for name in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as file:
+                    found[name if name == "environ" else "cmdlines"].append(
+                        file.read().decode("utf-8", "replace").replace("\0", "\n"))
+            except OSError:
+                pass
+def attempt(action):
+    try:
+        return action()
+    except OSError as error:
+        return f"error: {error.strerror}"
+def read(path):
+    with open(path, errors="replace") as file:
+        return file.read()
+found["token_file"] = attempt(lambda: read(os.path.join(data_dir, "admin.token")))
+found["data_dir"] = attempt(lambda: os.listdir(data_dir))
+found["database"] = attempt(lambda: read(os.path.join(data_dir, "shellgate.db"))[:200])
+def write_outside():
+    with open(outside, "w") as file:
+        file.write("escaped")
+    return "written"
+found["outside"] = attempt(write_outside)
+def connect():
+    with socket.create_connection(("127.0.0.1", port), timeout=3):
+        return "connected"
+found["network"] = attempt(connect)
+found["ps"] = subprocess.run(["ps", "-e", "-ww", "-o", "pid,args"], capture_output=True,
+                             text=True).stdout
+with open(report, "w") as file:
+    json.dump(found, file)
+print("probe-done")
+"""
+
+
+@pytest.fixture(scope="module")
+def operator(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[ServerProcess]:
+    """The server as an operator starts it: tokens in its environment, `./data` inside the
+    default workspace (its cwd), the sandbox at its defaults."""
+    yield from _served(tmp_path_factory.mktemp("sandboxed"), module_databases.new())
+
+
+@pytest.fixture(scope="module")
+def network_on(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[ServerProcess]:
+    yield from _served(
+        tmp_path_factory.mktemp("sandboxed-net"), module_databases.new(), sandbox_network="on"
+    )
+
+
+def _served(cwd: Path, database: ServerDatabase, **settings: str) -> Iterator[ServerProcess]:
+    port = free_port()
+    env = server_environment(tokens=TOKENS, port=str(port), **settings)
+    env.update(database.environment())
+    (cwd / "probe.py").write_text(PROBE, encoding="utf-8")
+    stderr_path = cwd.parent / f"{cwd.name}-server.log"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    live = ServerProcess(process, f"http://127.0.0.1:{port}", cwd, stderr_path)
+    try:
+        wait_until_ready(live)
+        # A token file as a server without SHELLGATE_TOKENS writes it (0600, in the data dir).
+        token_file = cwd / "data" / "admin.token"
+        token_file.write_text(ADMIN + "\n", encoding="utf-8")
+        token_file.chmod(0o600)
+        yield live
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+class Probe:
+    """One run of the probe: its command, and what it found (read back from the workspace)."""
+
+    def __init__(self, live: ServerProcess) -> None:
+        self.tag = uuid.uuid4().hex[:12]
+        self.live = live
+        self.outside = REPO / f".sandbox-escape-{self.tag}"
+        self.report = live.cwd / f"report-{self.tag}.json"
+        port = live.base_url.rsplit(":", 1)[1]
+        self.command = (
+            f"python3 {live.cwd / 'probe.py'} {port} {self.outside} {live.cwd / 'data'} "
+            f"{self.report}"
+        )
+
+    def found(self) -> dict[str, Any]:
+        try:
+            assert self.report.is_file(), "the probe could not write inside the workspace"
+            found: dict[str, Any] = json.loads(self.report.read_text(encoding="utf-8"))
+            return found
+        finally:
+            escaped = self.outside.exists()
+            self.outside.unlink(missing_ok=True)
+            assert not escaped, "the command wrote outside the workspace"
+
+
+def assert_contained(found: dict[str, Any], *, network: str = "off") -> None:
+    everything = json.dumps(found)
+    for secret in (ADMIN, AGENT, "SHELLGATE_TOKENS"):
+        assert secret not in everything
+    names = {
+        line.split("=", 1)[0]
+        for environ in found["environ"]
+        for line in environ.splitlines()
+        if "=" in line
+    }
+    assert {name for name in names if name.startswith("SHELLGATE_")} <= {"SHELLGATE_EXECUTION_ID"}
+    assert found["token_file"].startswith("error:")
+    # An empty, read-only cover; a session call sees its own state directory's mount point.
+    assert found["data_dir"] in ([], ["sessions"])
+    assert found["database"].startswith("error:")
+    assert found["outside"] == "error: Read-only file system"
+    # The server (python -m app serve) and its other commands are not in sight.
+    assert "app serve" not in everything
+    assert all(
+        "probe.py" in line
+        or "ps -e" in line
+        or "bwrap" in line
+        or "bash" in line
+        or line.strip() in ("", "PID COMMAND")
+        for line in found["ps"].splitlines()[1:]
+    ), found["ps"]
+    if network == "off":
+        assert found["network"].startswith("error:"), found["network"]
+    else:
+        assert found["network"] == "connected"
+
+
+def test_a_foreground_command_is_contained(operator: ServerProcess) -> None:
+    probe = Probe(operator)
+    with operator.client() as agent:
+        record = agent.post("/v1/executions", json={"command": probe.command}).json()
+    assert record["exit_code"] == 0, record
+    assert_contained(probe.found())
+    assert record["sandbox"]["network"] == "off"
+    assert record["sandbox"]["write"] == [str(operator.cwd)]
+    assert str(operator.cwd / "data") in record["sandbox"]["hidden"]
+    assert record["sandbox"]["escalated"] is False
+
+
+def test_a_pty_command_is_contained(operator: ServerProcess) -> None:
+    probe = Probe(operator)
+    with operator.client() as agent:
+        record = agent.post("/v1/executions", json={"command": probe.command, "pty": True}).json()
+    assert record["exit_code"] == 0, record
+    assert_contained(probe.found())
+
+
+def test_a_session_call_is_contained(operator: ServerProcess) -> None:
+    probe = Probe(operator)
+    with operator.client() as agent:
+        session = agent.post("/v1/sessions", json={}).json()
+        assert session["sandbox"]["network"] == "off"
+        # The session keeps its state across calls: its own state directory is written.
+        assert (
+            agent.post(
+                "/v1/executions", json={"command": "export KEPT=yes", "session": session["id"]}
+            ).json()["exit_code"]
+            == 0
+        )
+        record = agent.post(
+            "/v1/executions",
+            json={"command": f'echo "kept=$KEPT"; {probe.command}', "session": session["id"]},
+        ).json()
+    assert record["exit_code"] == 0, record
+    assert "kept=yes" in record["output"]
+    assert_contained(probe.found())
+
+
+def test_a_runner_call_is_contained(operator: ServerProcess) -> None:
+    probe = Probe(operator)
+    with operator.client() as agent:
+        session = agent.post("/v1/sessions", json={}).json()["id"]
+        with agent.stream(
+            "POST", f"/v1/sessions/{session}/run", json={"command": probe.command}
+        ) as response:
+            assert response.status_code == 200
+            items = [json.loads(line) for line in response.iter_lines() if line]
+    assert items[-1]["exit_code"] == 0, items
+    assert_contained(probe.found())
+
+
+@pytest.mark.anyio
+async def test_the_mcp_bash_tool_is_contained(operator: ServerProcess) -> None:
+    probe = Probe(operator)
+    live = LiveServer(operator.base_url, Settings(_env_file=None), operator.cwd / "data")  # type: ignore[call-arg]
+    result = await call(live, "bash", {"command": probe.command})
+    assert "probe-done" in text_of(result)
+    assert_contained(probe.found())
+
+
+def test_with_network_on_the_servers_port_is_reached(network_on: ServerProcess) -> None:
+    probe = Probe(network_on)
+    with network_on.client() as agent:
+        record = agent.post("/v1/executions", json={"command": probe.command}).json()
+    assert record["exit_code"] == 0, record
+    assert record["sandbox"]["network"] == "on"
+    assert_contained(probe.found(), network="on")
+
+
+def test_info_says_the_sandbox_is_enforced(operator: ServerProcess) -> None:
+    with operator.client() as agent:
+        info = agent.get("/v1/info").json()
+    assert info["sandbox"]["enforced"] is True
+    assert "bubblewrap" in info["sandbox"]["mechanisms"]
+
+
+def test_a_write_inside_the_workspace_lands_and_tmp_is_private(operator: ServerProcess) -> None:
+    tag = uuid.uuid4().hex[:12]
+    host_tmp = Path("/tmp") / f"shellgate-sandbox-{tag}"
+    with operator.client() as agent:
+        record = agent.post(
+            "/v1/executions",
+            json={"command": f"echo in > inside-{tag} && echo t > {host_tmp} && cat {host_tmp}"},
+        ).json()
+    assert record["exit_code"] == 0, record
+    assert (operator.cwd / f"inside-{tag}").read_text() == "in\n"
+    assert not host_tmp.exists()  # the command's /tmp is its own
+
+
+def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
+    target = REPO / f".sandbox-refused-{uuid.uuid4().hex[:12]}"
+    with operator.client() as agent:
+        record = agent.post("/v1/executions", json={"command": f"touch {target}"}).json()
+    assert record["exit_code"] != 0
+    assert not target.exists()
+    assert any("sandbox" in notice and "write" in notice for notice in record["notices"]), record
+
+
+def test_a_term_reaches_the_command_which_ends_in_its_own_time(operator: ServerProcess) -> None:
+    with operator.client() as agent:
+        job = agent.post(
+            "/v1/executions",
+            json={
+                "command": "trap 'echo cleaning; sleep 0.2; echo cleaned; exit 7' TERM; "
+                "echo ready; sleep 30 & wait",
+                "async": True,
+            },
+        ).json()
+        ready = agent.get(f"/v1/executions/{job['id']}/output", params={"wait": 10})
+        assert ready.status_code == 200
+        assert agent.post(f"/v1/executions/{job['id']}/cancel").status_code in (200, 202)
+        ended = agent.get(f"/v1/executions/{job['id']}", params={"wait": 20}).json()
+    assert "cleaned" in ended["output"], ended
+
+
+def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
+    operator: ServerProcess,
+) -> None:
+    with operator.client() as agent:
+        first = agent.post("/v1/executions", json={"command": "echo first-output"}).json()
+        again = agent.post(
+            "/v1/executions", json={"command": f"cat artifact://{first['id']}"}
+        ).json()
+    assert again["exit_code"] == 0, again
+    assert again["output"] == "first-output\n"
+
+
+def test_the_files_api_cannot_reach_what_commands_cannot_see(operator: ServerProcess) -> None:
+    with operator.client(ADMIN) as admin:
+        for path in ("data/admin.token", "data/shellgate.db", str(Path.home() / ".ssh/id_rsa")):
+            response = admin.get("/v1/files", params={"path": path})
+            assert response.status_code == 403, (path, response.text)
+            assert "hidden by the sandbox" in response.json()["error"]["message"]
+
+
+# --- off, and a host that cannot build it -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unsandboxed(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases
+) -> Iterator[LiveServer]:
+    settings = make_settings(
+        tmp_path_factory.mktemp("unsandboxed"), module_databases.new(), sandbox="off"
+    )
+    with serve(settings) as live:
+        yield live
+
+
+def test_off_records_null_and_info_says_unsandboxed(unsandboxed: LiveServer) -> None:
+    with unsandboxed.client() as agent:
+        record = agent.post("/v1/executions", json={"command": "echo hi"}).json()
+        info = agent.get("/v1/info").json()
+        session = agent.post("/v1/sessions", json={}).json()
+    assert record["output"] == "hi\n"
+    assert record["sandbox"] is None
+    assert session["sandbox"] is None
+    assert info["sandbox"]["enforced"] is False
+    assert info["sandbox"]["mechanisms"] == []
+
+
+def test_the_server_refuses_to_start_when_bwrap_cannot_build_it(tmp_path: Path) -> None:
+    env = server_environment(
+        tokens=TOKENS, port=str(free_port()), sandbox_bwrap="/nonexistent/bwrap"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "serve"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "bubblewrap" in done.stderr and "SHELLGATE_SANDBOX=off" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_bwrap_that_fails_is_refused_with_its_reason(tmp_path: Path) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path, sandbox_bwrap="/bin/false"
+    )
+    with pytest.raises(SandboxUnavailable, match="cannot build the sandbox"):
+        Sandbox(settings).check()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
