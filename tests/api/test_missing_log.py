@@ -13,6 +13,7 @@ import anyio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from app.output.artifact_log import shard_directory
 from tests.api.test_mcp import call, structured, text_of
 from tests.conftest import AGENT, LiveServer, make_settings, run_foreground, serve
 from tests.databases import ServerDatabase
@@ -25,7 +26,8 @@ def _ran_and_lost_its_log(server: LiveServer) -> str:
         record = run_foreground(agent, "printf 'printed before the disk was lost'")
     assert record["state"] == "completed" and record["total_bytes"] > 0
     execution_id = str(record["id"])
-    removed = list(server.settings.artifacts_dir.glob(f"{execution_id}.*"))
+    shard = shard_directory(server.settings.artifacts_dir, execution_id)
+    removed = list(shard.glob(f"{execution_id}.*"))
     assert removed, "the test expects the log files in the artifacts directory"
     for path in removed:
         path.unlink()

@@ -1,7 +1,7 @@
 """Restart after a crash with a long lost log: the server answers before that log is re-read
 (docs/operations.md, "Crashes and restarts"). Asserted as an order of events, not a time:
-`/healthz` answers while `/readyz` still says `recovery: running`; then the record gets the
-log's output. The time it takes is bench/lost_log_restart.py's."""
+the server's log says it started before it says the lost log was re-read; then the record gets
+the log's output. The time it takes is bench/lost_log_restart.py's."""
 
 from __future__ import annotations
 
@@ -38,10 +38,13 @@ def test_start_up_does_not_wait_on_a_long_lost_log(
         first.process.wait(30)
 
     with server_process(env, tmp_path / "second.log") as second, second.client() as client:
-        # server_process returned on the first /healthz 200: the log is not re-read yet.
+        # server_process returned on the first /healthz 200. The log is usually still being
+        # re-read here, but a fast machine may be done: the server's own log below holds the
+        # order that proves start-up did not wait, whatever the machine's speed.
         ready = client.get("/readyz")
         assert ready.status_code == 200, ready.text
-        assert ready.json() == {"status": "ok", "recovery": "running"}
+        assert ready.json()["status"] == "ok"
+        assert ready.json()["recovery"] in {"running", "done"}
         record = client.get(f"/v1/executions/{execution_id}").json()
         assert record["state"] == "lost"  # recorded before listening; only its output waits
         assert (
@@ -59,4 +62,7 @@ def test_start_up_does_not_wait_on_a_long_lost_log(
         assert record["state"] == "lost"
         assert record["total_bytes"] == LOG_BYTES
         assert record["output"].startswith("abcdefghi\n")
-        assert "recovery of lost logs done" in second.log()
+        server_log = second.log()
+        assert server_log.index("Application startup complete") < server_log.index(
+            "recovery of lost logs done"
+        )
