@@ -15,7 +15,7 @@ from app.core.auth import Principal
 from app.core.errors import ForbiddenError, UnauthenticatedError
 from app.services import Services
 
-_bearer = HTTPBearer(auto_error=False, description="A token from SHELLGATE_TOKENS.")
+bearer_scheme = HTTPBearer(auto_error=False, description="A token from SHELLGATE_TOKENS.")
 
 
 async def get_services(request: Request) -> Services:
@@ -28,7 +28,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 async def get_principal(
     services: ServicesDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
     return services.tokens.authenticate(credentials.credentials if credentials else None)
 

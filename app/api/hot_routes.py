@@ -1,55 +1,45 @@
-"""The hot requests answered without FastAPI's routing and dependency solving.
+"""The hot reads answered without FastAPI's routing and dependency solving.
 
-A foreground `POST /v1/executions`, `GET /v1/executions/{id}` (with `?wait`), its `/output`
-and `/healthz` are most of what an agent sends. For them FastAPI walks its included routers,
-builds a dependency graph's values, re-checks the request against every parameter and wraps
-the endpoint in two more layers (bench/PROFILE.md, "Lean hot routes": about a third of the
-server's CPU per call). This layer, the innermost of the app's own middlewares, recognises
-those requests by method and path and calls the very same endpoint functions, with the very
-same body model (`ModelField.validate` on the strict JSON parser's result), bearer-token
-dependency and response model serialisation that FastAPI uses.
+`GET /v1/executions/{id}` (with `?wait`), its `/output` and `/healthz` are what an agent polls.
+For them FastAPI walks its included routers, builds a dependency graph's values, re-checks the
+request against every parameter and wraps the endpoint in two more layers: measured again
+(bench/PROFILE.md, "Lean hot routes, measured again"), this layer saves about a quarter of the
+server's CPU on a read and half on `/healthz`. It no longer takes the submit: there it saved
+2-10 %, below what is worth a second path, and it needed FastAPI's private body validation.
 
-It takes a request only when it is certainly valid: a JSON content type, a body that parses
-and validates, query parameters of the plain forms the routes document, in range. Anything
-else (a malformed body, an unknown or repeated parameter, a value out of range, a body over
-`LEAN_BODY_LIMIT`) goes on to FastAPI with the bytes already read replayed, so every 422 and
-every other refusal keeps FastAPI's own shape and message. Domain errors (`AppError`) get the
-app's error envelope here, through the same `app_error_response` as the exception handler.
-`openapi.json` does not change: the routes are still declared, and still serve whatever this
-layer passes on.
+This layer, the innermost of the app's own middlewares, recognises those requests by method
+and path and calls the very same endpoint functions with the same bearer-token dependency;
+responses go through the route's declared response model with pydantic's public API. It takes
+a request only when its query is certainly valid: parameters of the plain forms the routes
+document, in range. Anything else (an unknown or repeated parameter, a value out of range)
+goes on to FastAPI, so every 422 keeps FastAPI's own shape and message. Domain errors
+(`AppError`) get the app's error envelope here, through the same `app_error_response` as the
+exception handler. `openapi.json` does not change: the routes are still declared, and still
+serve whatever this layer passes on.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.routing import APIRoute
-from starlette._utils import get_route_path
-from starlette.requests import HTTPConnection, Request
+from pydantic import TypeAdapter
+from starlette.requests import HTTPConnection
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api import deps
 from app.api.errors import app_error_response
 from app.api.routes import executions, health
-from app.core.asgi_replay import replay_messages
 from app.core.errors import AppError
-from app.core.strict_json import loads_strict
 
-# A submit is a command and a few options; a larger body (a long heredoc) takes the general
-# path, which reads it however large it is.
-LEAN_BODY_LIMIT = 256 * 1024
 _EXECUTION = re.compile(r"^/v1/executions/([^/]+)$")
 _OUTPUT = re.compile(r"^/v1/executions/([^/]+)/output$")
 _DIGITS = re.compile(r"^[0-9]{1,15}$")
 _DECIMAL = re.compile(r"^[0-9]{1,9}(?:\.[0-9]{1,9})?$")
-# The body forms a client sends for `Content-Type`; anything else is FastAPI's to judge.
-_JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
-
-Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _route(router_routes: list[Any], endpoint: Callable[..., Any]) -> APIRoute:
@@ -59,7 +49,6 @@ def _route(router_routes: list[Any], endpoint: Callable[..., Any]) -> APIRoute:
     raise LookupError(f"no route serves {endpoint.__name__}")
 
 
-SUBMIT = _route(executions.router.routes, executions.create_execution)
 READ = _route(executions.router.routes, executions.get_execution)
 OUTPUT = _route(executions.router.routes, executions.read_output)
 HEALTHZ = _route(health.router.routes, health.healthz)
@@ -84,11 +73,14 @@ def _query(scope: Scope, allowed: frozenset[str]) -> dict[str, str] | None:
     return found
 
 
-def _header(scope: Scope, wanted: bytes) -> bytes | None:
-    for name, value in scope["headers"]:
-        if name == wanted:
-            return bytes(value)
-    return None
+def _route_path(scope: Scope) -> str:
+    """The path the app's routes match: the request's path without the prefix a proxy
+    mounted the app under (`root_path`), as Starlette's router reads it."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and path.startswith(root_path + "/"):
+        return path[len(root_path) :]
+    return path  # a path that only looks alike (`/api` and `/apiv1`) is not under the mount
 
 
 class LeanHotRoutes:
@@ -102,12 +94,8 @@ class LeanHotRoutes:
             await self.app(scope, receive, send)
             return
         method = scope["method"]
-        path = get_route_path(scope)
-        if method == "POST":
-            if path == SUBMIT.path:
-                await self._submit(scope, receive, send)
-                return
-        elif method == "GET":
+        path = _route_path(scope)
+        if method == "GET":
             if path == HEALTHZ.path:
                 await self._answer(HEALTHZ, scope, receive, send, {})
                 return
@@ -118,33 +106,6 @@ class LeanHotRoutes:
                 await self._output(scope, receive, send, match.group(1))
                 return
         await self.app(scope, receive, send)
-
-    async def _submit(self, scope: Scope, receive: Receive, send: Send) -> None:
-        read: list[Message] = []
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            read.append(message)
-            if message["type"] != "http.request":
-                await self.app(scope, replay_messages(read, receive), send)
-                return
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > LEAN_BODY_LIMIT:
-                await self.app(scope, replay_messages(read, receive), send)
-                return
-            if not message.get("more_body", False):
-                break
-        body = _validated_body(scope, b"".join(chunks))
-        if body is None:
-            await self.app(scope, replay_messages(read, receive), send)
-            return
-        # The endpoint listens on `receive` for the client's disconnect while it holds the
-        # call for an approval: the body has been read from it to its end.
-        arguments = {"body": body, "request": Request(scope, receive)}
-        await self._answer(SUBMIT, scope, receive, send, arguments, principal=True)
 
     async def _read(self, scope: Scope, receive: Receive, send: Send, execution_id: str) -> None:
         query = _query(scope, frozenset({"wait"}))
@@ -186,7 +147,7 @@ class LeanHotRoutes:
             if principal:
                 connection = HTTPConnection(scope)
                 services = await deps.get_services(connection)  # type: ignore[arg-type]
-                credentials = await deps._bearer(connection)
+                credentials = await deps.bearer_scheme(connection)
                 arguments["principal"] = await deps.get_principal(services, credentials)
                 arguments["services"] = services
             result = await route.endpoint(**arguments)
@@ -195,20 +156,6 @@ class LeanHotRoutes:
         else:
             response = result if isinstance(result, Response) else _serialised(route, result)
         await response(scope, receive, send)
-
-
-def _validated_body(scope: Scope, body: bytes) -> Any:
-    """The submit's body as FastAPI would hand it to the endpoint, or None when FastAPI should
-    judge it (and refuse it with its own 422)."""
-    if not body or _header(scope, b"content-type") not in _JSON_TYPES:
-        return None
-    assert SUBMIT.body_field is not None
-    try:
-        parsed = loads_strict(body)
-    except ValueError:
-        return None
-    value, errors = SUBMIT.body_field.validate(parsed, {}, loc=("body",))
-    return None if errors else value
 
 
 def _wait(query: dict[str, str] | None) -> float | None:
@@ -237,14 +184,20 @@ def _window(query: dict[str, str] | None) -> tuple[int, int] | None:
 
 
 def _serialised(route: APIRoute, result: Any) -> Response:
-    """The endpoint's return value through its response model, as FastAPI serialises it."""
-    field = route.response_field
-    assert field is not None
-    value, errors = field.validate(result, {}, loc=("response",))
-    if errors:  # a bug in the endpoint: FastAPI would raise ResponseValidationError too
-        raise RuntimeError(f"{route.path} answered outside its response model: {errors}")
+    """The endpoint's return value through its declared response model, as FastAPI answers
+    it: validated against the model, serialised by alias."""
+    adapter = _RESPONSE_ADAPTERS[route.path]
+    value = adapter.validate_python(result, from_attributes=True)
     return Response(
-        field.serialize_json(value),
+        adapter.dump_json(value, by_alias=True),
         media_type="application/json",
         status_code=route.status_code or 200,
     )
+
+
+# Built once: a TypeAdapter compiles its model's validator and serialiser.
+_RESPONSE_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    route.path: TypeAdapter(route.response_model)
+    for route in (READ, HEALTHZ)
+    if route.response_model is not None
+}

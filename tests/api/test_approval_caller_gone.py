@@ -24,9 +24,9 @@ from tests.databases import ServerDatabase
 from tests.waiting import eventually, pending_approval_for
 
 JOB_LIMIT = "Background job limit reached ({}). Wait for running jobs to finish or cancel one."
-# The lean submit path takes exactly these bytes; any other JSON type goes through FastAPI's
-# route (app/api/hot_routes.py): both must hear the disconnect.
-CONTENT_TYPES = {"lean": "application/json", "fastapi": "application/json;charset=UTF-8"}
+# The two forms of a JSON body's type clients send: the call must hear the disconnect with
+# either (a lean path once took the first form alone).
+CONTENT_TYPES = {"plain": "application/json", "charset": "application/json;charset=UTF-8"}
 
 
 def open_held_call(
@@ -169,7 +169,7 @@ def test_a_runner_caller_gone_before_the_approval_withdraws_its_command(
     with capped.client(AGENT) as alice, capped.client(APPROVER) as carol:
         session = new_session(alice)
         connection = open_held_call(
-            capped, f"/v1/sessions/{session}/run", {"command": command}, CONTENT_TYPES["lean"]
+            capped, f"/v1/sessions/{session}/run", {"command": command}, CONTENT_TYPES["plain"]
         )
         approval = pending_approval_for(carol, command)
         hang_up(connection, caplog)
