@@ -84,6 +84,10 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         )
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
+        # Before the restore, which would start a decided one for nobody.
+        orphaned = await services.executions.withdraw_orphaned_streamed()
+        if orphaned:
+            logger.warning("%d runner calls awaiting approval were withdrawn", orphaned)
         await services.approvals.restore()
         if settings.spawn_ahead:
             services.confinement.start_spawning_ahead(

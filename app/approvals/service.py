@@ -44,6 +44,8 @@ REMEMBERED_APPROVALS = 10_000
 LISTENER_QUEUE_SIZE = 1000
 OVERFLOW_EVENT: dict[str, Any] = {"type": "overflow"}
 WITHDRAWN_REASON = "execution cancelled by its requester"
+# A runner call's approval once its caller cannot be answered (executions/approval_flow.py).
+RETRY_WITHDRAWN_REASON = "the runner's caller was told to retry when the server stopped"
 
 
 def require_decider(principal: Principal) -> None:
@@ -241,7 +243,7 @@ class ApprovalService:
         except (ConflictError, NotFoundError):
             return None
 
-    async def withdraw(self, approval_id: str, *, by: str) -> bool:
+    async def withdraw(self, approval_id: str, *, by: str, reason: str = WITHDRAWN_REASON) -> bool:
         """The execution is being cancelled while it waits: close its approval as `expired`.
 
         False when the approval was already decided (an approver won the race), in which case
@@ -252,7 +254,7 @@ class ApprovalService:
                 approval_id,
                 ApprovalState.expired,
                 decided_by=by,
-                reason=WITHDRAWN_REASON,
+                reason=reason,
                 notify_execution=False,
             )
         except ConflictError:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.approvals.service import ApprovalService, new_approval_id
+from app.approvals.service import RETRY_WITHDRAWN_REASON, ApprovalService, new_approval_id
 from app.core.auth import Principal
 from app.core.errors import (
     AppError,
@@ -48,6 +48,12 @@ logger = logging.getLogger("shellgate.executions")
 DECISION_SETTLE_SECONDS = 10.0
 # Beyond the approval's own expiry: how long a streamed call follows its pending record.
 STREAMED_DECISION_MARGIN_SECONDS = 30.0
+# Who withdraws a call nobody can be answered for, and what its record says.
+SERVER_NAME = "shellgate"
+RETRY_WITHDRAWN_NOTICE = (
+    "Withdrawn without running: the server stopped while this runner call awaited approval, "
+    "and its caller was told to retry (a retry asks anew)."
+)
 
 
 class ApprovalFlow:
@@ -212,7 +218,10 @@ class ApprovalFlow:
                 raise rejection(approval)
         if state is ExecutionState.awaiting_approval:
             if self._changes.stopping:
-                raise ShuttingDownError()  # the approval stays pending for the next instance
+                # The caller is told to retry, and a retry asks anew: approved after the
+                # restart, this call would run for nobody (or twice, with the retry's).
+                await self._withdraw_unanswerable(record, even_if_decided=False)
+                raise ShuttingDownError()
             raise ApprovalRejectedError(
                 "Approval still pending", details={"approval_id": record.approval_id}
             )
@@ -226,6 +235,41 @@ class ApprovalFlow:
                 raise ConflictError(message)
             raise InvalidRequestError(message)
         return execution_id, self._registry.get(execution_id)
+
+    async def withdraw_orphaned_streamed(self) -> int:
+        """At start-up: runner calls of this replica left awaiting approval by a server that
+        died (kill -9, a crash) had their stream cut with it, so nobody can be answered any
+        more. Each is withdrawn, or, decided but not yet started, cancelled before the
+        approvals' restore would start it. Returns how many."""
+        awaiting = await self._db.call(
+            crud.executions_in_state, state=ExecutionState.awaiting_approval
+        )
+        withdrawn = 0
+        for record in awaiting:
+            # Another replica's call may still have its caller connected there.
+            if record.node not in (None, self._settings.node_id):
+                continue
+            try:
+                _, draft = read_pending_request(record.pending_request)
+            except (ValueError, KeyError):
+                continue  # unreadable: it fails to start when decided (read_pending_request)
+            if draft.streamed:
+                # Nothing starts a decided one before the approvals' restore: safe to end.
+                await self._withdraw_unanswerable(record, even_if_decided=True)
+                withdrawn += 1
+        return withdrawn
+
+    async def _withdraw_unanswerable(self, record: Execution, *, even_if_decided: bool) -> None:
+        """A runner call whose caller can no longer be answered never runs: its approval is
+        withdrawn and the execution ends `cancelled` without a process, saying why. A decision
+        that came first is left as it is; unless `even_if_decided`, its start is left to it."""
+        withdrawn = record.approval_id is None or await self.approvals.withdraw(
+            record.approval_id, by=SERVER_NAME, reason=RETRY_WITHDRAWN_REASON
+        )
+        if withdrawn or even_if_decided:
+            await self._lifecycle.finish_without_process(
+                record, ExecutionState.cancelled, notice=RETRY_WITHDRAWN_NOTICE
+            )
 
     async def _withdraw_streamed(self, owner: Principal, execution_id: str) -> None:
         """The runner's caller left before the decision: cancel the execution; when a decision

@@ -115,6 +115,10 @@ class ExecutionService:
         """The approvals this service asks for (their decisions come back to it)."""
         return self._approval_flow.approvals
 
+    async def withdraw_orphaned_streamed(self) -> int:
+        """At start-up, before the approvals' restore (ApprovalFlow.withdraw_orphaned_streamed)."""
+        return await self._approval_flow.withdraw_orphaned_streamed()
+
     # --- running a command --------------------------------------------------------------------
 
     async def submit(
