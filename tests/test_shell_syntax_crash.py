@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.policy.shell.syntax import _scanner_safe, read_command
+from app.policy.shell.syntax import read_command
+from app.policy.shell.tree import _scanner_safe
 from tests.ctype_layout import CtypeTable
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
@@ -34,7 +35,8 @@ LAYOUT_ATTEMPTS = 12  # a layout with a hole past the table shows up in about ha
 _CHILD = r"""
 import json, os, sys
 import app.main  # noqa: F401
-from app.policy.shell.syntax import _parser, read_command
+from app.policy.shell.syntax import read_command
+from app.policy.shell.tree import _parser
 from tests.ctype_layout import CtypeTable
 from tests.databases import ServerDatabase
 
@@ -227,7 +229,7 @@ def test_megabyte_inputs_are_read_or_refused_on_a_worker_thread(pool: ThreadPool
 
 
 def test_parsers_are_per_thread() -> None:
-    from app.policy.shell.syntax import _parser
+    from app.policy.shell.tree import _parser
 
     seen: list[object] = []
     thread = threading.Thread(target=lambda: seen.append(_parser()))

@@ -1,0 +1,485 @@
+"""Shell text one command hands to another shell: `bash -c`, `eval`, `su -c`, `trap`, an
+alias's value, code-running options and variables (`rsync -e`, `GIT_SSH_COMMAND`), and a
+bare shell's stdin (a here-doc, a here-string, a pipe)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+
+from app.policy.shell.findings import (
+    ALIASES,
+    MAX_VARIANT_CHARS,
+    MAX_VARIANTS,
+    LimitError,
+    note_limit,
+    note_unreadable,
+)
+from app.policy.shell.words import SimpleCommand, is_dynamic
+from app.policy.shell.wrappers import (
+    ASSIGNMENT_WORD,
+    WRAPPERS,
+    XARGS_INPUT,
+    Wrapper,
+    basename,
+    cluster_value,
+    option_value,
+    skip_options,
+    skip_options_all,
+    strip_reserved,
+    unwrapped_variants,
+)
+
+_SHELLS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash", "csh", "tcsh", "yash"}
+    | {"posh", "busybox-sh"}
+)
+
+# Paths that name the shell's own stdin or another redirected fd (`bash /dev/stdin`,
+# `source /dev/fd/3 3<<<…`): the text fed to it is the script.
+_STDIN_PATHS = frozenset({"/dev/stdin", "-"})
+_FD_PATH_PREFIXES = ("/dev/fd/", "/proc/self/fd/")
+
+
+def _names_stdin(path: str | None) -> bool:
+    return path is not None and (path in _STDIN_PATHS or path.startswith(_FD_PATH_PREFIXES))
+
+
+# Variables whose value bash, or a program it starts, later runs as a command.
+_CODE_VARIABLE_NAMES = (
+    "PROMPT_COMMAND",
+    "GIT_SSH_COMMAND",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "BROWSER",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "RSYNC_RSH",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_PROXY_COMMAND",
+    "GIT_SSH",
+    "LESSEDIT",
+    "SYSTEMD_PAGER",
+)
+
+
+def _is_code_variable(name: str) -> bool:
+    """A variable whose value bash or a program it starts runs (`GIT_CONFIG_VALUE_0` too)."""
+    return name in _CODE_VARIABLE_NAMES or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_"))
+
+
+_CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+
+
+def env_scripts(env: Mapping[str, str]) -> list[str]:
+    """The values of a request's `env` that a program runs as shell text (`GIT_EXTERNAL_DIFF`,
+    `PAGER`, …): the variables this reader reads as code in a command's own assignments, so
+    that a request's env is no way around what its text would be judged for."""
+    return [value for name, value in env.items() if _is_code_variable(name) and value]
+
+
+# Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
+_SCRIPT_PATH_VARIABLES = tuple(f"{name}{op}" for name in ("BASH_ENV", "ENV") for op in ("=", "+="))
+# `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
+_GIT_CODE_KEY = re.compile(
+    r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
+    r"sequence\.editor|diff\.(?:.*\.)?(?:external|command)|(?:diff|merge)tool\..*\.cmd|"
+    r"merge\..*\.driver|gpg\.(?:.*\.)?program|protocol\..*|uploadpack\..*|remote\..*\.(?:uploadpack|receivepack|vcs|proxy)|"
+    r"include\.path|includeif\..*|filter\..*|"
+    r"credential\..*helper|.*\.(?:textconv|command|cmd|process|clean|smudge)|pager\..*|"
+    r"alias\..*)="
+)
+# Programs that run their stdin as a script later or elsewhere (`echo cmd | at now`).
+_STDIN_RUNNERS = frozenset({"at", "batch", "crontab"})
+
+
+_NAME_SETTERS = frozenset({"read", "mapfile", "readarray", "printf"})
+_DECLARERS = frozenset({"declare", "typeset", "local", "export", "readonly"})
+
+
+def note_run_time_names(name: str, args: list[str]) -> None:
+    """Variables that get run-time text where bash later runs it (`printf -v PS4 …`, `read
+    PROMPT_COMMAND`), variable names built by expansion (`read "$x"`, `printf -v "$x"`, whose
+    subscript bash evaluates), and namerefs to the tables of command names (`declare -n
+    h=BASH_CMDS`)."""
+    if name in _NAME_SETTERS:
+        names = [arg for arg in args if not arg.startswith("-")]
+        if name == "printf":
+            value = option_value(args, "-v", "-v")
+            names = [] if value is None else [value]
+        for variable in names:
+            base = variable.split("[", 1)[0]
+            if _is_code_variable(base):
+                note_unreadable(f"{name} sets {base}, which bash runs, to run-time text")
+            elif is_dynamic(variable):
+                note_unreadable(f"{name} sets a variable whose name is built by expansion")
+    elif name in _DECLARERS and any(arg.startswith("-") and "n" in arg for arg in args):
+        for arg in args:
+            target = arg.split("=", 1)[1] if "=" in arg else ""
+            if is_dynamic(arg) or target.startswith(("BASH_CMDS", "BASH_ALIASES")):
+                note_unreadable(f"{name} -n makes a reference that cannot be read: {arg}")
+
+
+def _shell_script(args: list[str]) -> tuple[str | None, str | None]:
+    """For `sh`-like argv tails: (the `-c` script if any, the script file operand if any).
+    With `-s` the shell reads its script from stdin and every operand is an argument."""
+    has_c = has_s = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg.startswith("--command="):
+            return arg[len("--command=") :], None
+        if arg == "--command":
+            has_c = True
+            i += 1
+        elif arg.startswith("--"):
+            if arg in ("--rcfile", "--init-file") and i + 1 < len(args):
+                note_unreadable(f"a shell reads its start-up file from {args[i + 1]}")
+            i += 2 if arg in ("--rcfile", "--init-file") else 1
+        elif len(arg) > 1 and arg[0] in "-+":
+            letters = arg[1:]
+            if arg[0] == "-" and "c" in letters:
+                has_c = True
+            if arg[0] == "-" and "s" in letters:
+                has_s = True
+            i += 2 if letters[-1] in "oO" else 1
+        else:
+            break
+    operand = args[i] if i < len(args) else None
+    if has_c:
+        return operand or "", None
+    if has_s:
+        return None, None
+    return None, operand
+
+
+def _script_option(name: str, args: list[str]) -> str | None:
+    """The script a runner hands to a shell through an option (`su -c`, `script -qc`, …)."""
+    if name in ("su", "runuser"):
+        return cluster_value(args, "c", "--command") or option_value(
+            args, "--session-command", "--session-command"
+        )
+    if name in ("flock", "script"):
+        return cluster_value(args, "c", "--command")
+    if name == "sg":
+        # `sg GROUP [-c] COMMAND`: the command is shell text.
+        operands = [arg for arg in args if arg not in ("-", "-c")]
+        return operands[1] if len(operands) > 1 else None
+    if name == "env":
+        return cluster_value(args, "S", "--split-string") or option_value(
+            args, "-S", "--split-string"
+        )
+    if name == "tmux" and any(
+        arg in ("new", "new-session", "new-window", "neww", "split-window", "splitw", "run-shell")
+        for arg in args
+    ):
+        # The last word of these subcommands is a shell command tmux runs.
+        return args[-1] if args and not args[-1].startswith("-") else None
+    if name in ("mapfile", "readarray", "complete", "compgen"):
+        return option_value(args, "-C", "-C")  # a callback bash evaluates
+    return None
+
+
+# Options whose value a program runs as shell text (from each program's manual):
+# program → (options taking the value as the next word or after `=`, `key=` prefixes of a
+# `-o key=value` / `--opt=key=value` value that run it).
+_CODE_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "git": (("-x", "--extcmd", "--upload-pack", "--receive-pack", "--exec", "-u"), ()),
+    "tar": (
+        (
+            "--to-command",
+            "--use-compress-program",
+            "-I",
+            "--info-script",
+            "-F",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+        ),
+        ("exec=",),
+    ),
+    "zip": (("-TT", "--unzip-command"), ()),
+    "rsync": (("-e", "--rsh", "--rsync-path"), ()),
+    "ssh": (("-o",), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+    "scp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+    "sftp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+}
+
+
+def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
+    """Values of `_CODE_OPTIONS` among `args` (`rsync -e CMD`, `ssh -oProxyCommand=CMD`, `tar
+    --checkpoint-action=exec=CMD`)."""
+    spec = _CODE_OPTIONS.get(name)
+    if spec is None:
+        return
+    options, keys = spec
+    for i, arg in enumerate(args):
+        value: str | None = None
+        for option in options:
+            if arg == option:
+                value = args[i + 1] if i + 1 < len(args) else None
+            elif option.startswith("--") and arg.startswith(option + "="):
+                value = arg[len(option) + 1 :]
+            elif not option.startswith("--") and arg.startswith(option) and len(arg) > len(option):
+                value = arg[len(option) :]
+            if value is not None:
+                break
+        value_is_keyed = value is None
+        if value is None and arg.startswith("--") and "=" in arg:
+            value = arg.split("=", 1)[1]  # `--checkpoint-action=exec=CMD`
+            if not keys or not value.casefold().startswith(keys):
+                value = None
+        if value is None:
+            continue
+        if keys and (arg == "-o" or arg.startswith("-o") or value_is_keyed):
+            if not value.casefold().startswith(keys):
+                continue
+            value = value.split("=", 1)[1]
+        if is_dynamic(value):
+            note_unreadable(f"{name} runs shell text built by expansion: {value}")
+        yield value
+
+
+# Programs that start a shell when given no command (from their manuals): `chroot DIR`,
+# `su USER`, `script`, `newgrp`, `sudo -s`, … That shell reads its stdin as the script.
+_SHELL_WHEN_NO_COMMAND = frozenset(
+    {"chroot", "unshare", "nsenter", "setarch", "linux32", "linux64", "sudo", "doas"}
+)
+_SHELL_STARTERS = frozenset({"su", "runuser", "script", "newgrp", "sg", "login", "ksu"})
+
+
+def _starts_shell_on_stdin(name: str, args: list[str]) -> bool:
+    """`su root <<< …`, `chroot /`, `sudo -s`, `script -q /dev/null`: a shell that reads stdin."""
+    if name in _SHELL_STARTERS:
+        if name == "runuser" and any(arg in ("-u", "--user") for arg in args):
+            return False
+        if name == "sg":
+            return len([arg for arg in args if not arg.startswith("-")]) <= 1
+        return _script_option(name, args) is None
+    if name in _SHELL_WHEN_NO_COMMAND:
+        spec = WRAPPERS[name]
+        inner = skip_options_all([name, *args], spec)
+        if name in ("sudo", "doas"):
+            shell_flag = any(
+                arg in ("--shell", "--login")
+                or (arg.startswith("-") and not arg.startswith("--") and ("s" in arg or "i" in arg))
+                for arg in args
+            )
+            return shell_flag and any(not words for words in inner)
+        return any(not words for words in inner)
+    return False
+
+
+def _assignment_words(words: list[str]) -> list[str]:
+    """The words that assign a variable: those before the command name, and the arguments of
+    `export`, `declare`, `local`, `readonly`, `typeset` (`echo PAGER=$PAGER` assigns nothing)."""
+    i = 0
+    while i < len(words) and ASSIGNMENT_WORD.match(words[i]):
+        i += 1
+    if i < len(words) and basename(words[i]) in _DECLARERS:
+        return [word for word in words if not word.startswith("-")]
+    return words[:i]
+
+
+def embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """Shell text a command hands to another shell: `bash -c`, `eval`, `su -c`, `watch`, …
+
+    Text that cannot be known statically is noted as unreadable instead.
+    """
+    name = basename(words[0])
+    args = words[1:]
+    yield from _option_scripts(name, args)
+    if name == "git" and any(arg.startswith("ext::") for arg in args):
+        # `ext::CMD` remotes run CMD (`%` escapes a blank).
+        for arg in args:
+            if arg.startswith("ext::"):
+                yield arg[5:].replace("% ", " ").replace("%%", "%")
+    if name == "parallel" and ":::" in args:
+        # GNU parallel runs each argument after `:::` as shell text (after the command, if any).
+        cut = args.index(":::")
+        command = skip_options([name, *args[:cut]], WRAPPERS["parallel"])
+        for value in args[cut + 1 :]:
+            if value not in (":::", "::::", ":::+"):
+                yield " ".join([*command, value])
+    if _starts_shell_on_stdin(name, args):
+        yield from stdin_texts
+    if name == "git":
+        for option, value in itertools.pairwise(args):
+            if option == "-c" and _GIT_CODE_KEY.match(value):
+                if is_dynamic(value):
+                    note_unreadable("git -c sets a command built by expansion")
+                yield value.split("=", 1)[1].removeprefix("!")
+    for word in _assignment_words(words):
+        if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
+            note_unreadable("BASH_CMDS makes a command name run another program")
+        if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
+            note_unreadable("BASH_ALIASES makes a command name run another command")
+        if word.startswith(_SCRIPT_PATH_VARIABLES) and is_dynamic(word):
+            # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
+            variable = word.split("=", 1)[0].rstrip("+")
+            note_unreadable(f"{variable} names a script built by expansion")
+        if word.startswith(_CODE_VARIABLES) or (
+            word.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_")) and "=" in word
+        ):
+            variable, value = word.split("=", 1)
+            if variable == "GIT_CONFIG_PARAMETERS":
+                value = value.strip("'").split("=", 1)[-1]
+            if is_dynamic(word):
+                note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
+            yield value
+    if name in _SHELLS:
+        script, script_file = _shell_script(args)
+        if _names_stdin(script_file):
+            script_file = None
+        if script is not None:
+            if is_dynamic(script):
+                note_unreadable(f"{name} -c runs a script built by expansion: {script}")
+            yield script
+            # The script inherits the stdin (`bash -c bash <<< …`): it may run it too.
+            yield from stdin_texts
+        elif script_file is None:
+            yield from stdin_texts
+        elif is_dynamic(script_file):
+            note_unreadable(f"{name} reads a script from an expansion: {script_file}")
+    elif name == "eval" and args[args[:1] == ["--"] :]:
+        args = args[args[:1] == ["--"] :]  # `eval -- …`: bash's eval ends its options there
+        if any(is_dynamic(arg) for arg in args):
+            note_unreadable("eval of a non-literal argument")
+        yield " ".join(args)
+    elif name in ("source", "."):
+        path = next((arg for arg in args if arg != "--"), None)
+        if path is not None and is_dynamic(path):
+            note_unreadable(f"{name} reads a script from an expansion: {path}")
+        elif _names_stdin(path):
+            yield from stdin_texts
+    elif name == "alias":
+        # An alias's value is code bash runs where the alias is used.
+        aliases = ALIASES.get()
+        for arg in args:
+            if "=" in arg and not arg.startswith("-"):
+                if is_dynamic(arg):
+                    note_unreadable("alias defined with a value built by expansion")
+                alias, value = arg.split("=", 1)
+                if aliases is not None:
+                    aliases[alias] = value
+                yield value
+    elif name == "hash" and any(arg.startswith("-") and "p" in arg for arg in args):
+        note_unreadable("hash -p makes a command name run another program")
+    elif name == "trap":
+        handler = next((arg for arg in args if arg not in ("--",)), None)
+        if handler is not None and handler not in ("-", "-p", "-l", ""):
+            if is_dynamic(handler):
+                note_unreadable("trap with code built by expansion")
+            yield handler
+    elif name == "watch":
+        inner = skip_options(
+            words,
+            Wrapper(
+                short_with_arg="nqsd", long_with_arg=frozenset({"--interval", "--differences"})
+            ),
+        )
+        if inner:
+            if any(is_dynamic(word) for word in inner):
+                note_unreadable("watch runs a command built by expansion")
+            yield " ".join(inner)
+    else:
+        script = _script_option(name, args)
+        if script is not None:
+            if is_dynamic(script):
+                note_unreadable(f"{name} runs a script built by expansion: {script}")
+            yield script
+
+
+_PRINTF_LITERAL_FORMAT = re.compile(r"(?:[^%\\]|\\n)*|(?:%[s%]|\\n|\s)*")
+
+
+def _prints_literal_text(words: list[str]) -> bool:
+    """`echo words`, `printf '%s\\n' words`, `cat` of a here-doc, `true`: what reaches the pipe
+    is the words as read (`_piped_script_segments` reads them as a script)."""
+    name = basename(words[0])
+    args = words[1:]
+    if name == "echo":
+        return not any(arg.startswith("-") and "e" in arg for arg in args)
+    if name == "printf":
+        operands = args[args[:1] == ["--"] :]
+        return bool(operands) and _PRINTF_LITERAL_FORMAT.fullmatch(operands[0]) is not None
+    if name == "cat":
+        return all(arg.startswith("-") for arg in args)
+    return name in ("true", ":")
+
+
+def note_computed_scripts(commands: list[SimpleCommand], readers: list[SimpleCommand]) -> None:
+    """A shell reading its stdin from a pipe runs what the commands upstream print: unless they
+    print literal text, that script is computed (`printf 'forb%s' idden | bash`, `base64 -d`,
+    `tr`, `cat file`) and cannot be read."""
+    for command in commands:
+        if any(command is reader for reader in readers):
+            continue
+        words = strip_reserved(command.words)
+        if words and not ASSIGNMENT_WORD.match(words[0]) and not _prints_literal_text(words):
+            note_unreadable(f"a shell reads its script from what `{basename(words[0])}` prints")
+            return
+
+
+def shell_reads_stdin(words: list[str]) -> bool:
+    """A bare shell (also under wrappers: `sudo bash`) that runs whatever its stdin holds."""
+    queue: deque[list[str]] = deque([strip_reserved(words)])
+    seen: set[tuple[str, ...]] = set()
+    budget = MAX_VARIANTS + 4 * len(words)
+    chars = 0
+    while queue:
+        if budget == 0 or chars > MAX_VARIANT_CHARS:
+            if not note_limit("too many wrapper layers to unwrap"):
+                raise LimitError("too many wrapper layers to unwrap")
+            return False
+        budget -= 1
+        current = strip_reserved(queue.popleft())
+        key = tuple(current)
+        if not current or key in seen:
+            continue
+        seen.add(key)
+        chars += sum(len(word) + 1 for word in current)
+        name = basename(current[0])
+        if name in _SHELLS:
+            script, script_file = _shell_script(current[1:])
+            if script is None and (script_file is None or _names_stdin(script_file)):
+                return True
+            if script is not None and XARGS_INPUT in script:
+                return True  # `… | xargs -I{} bash -c {}`: the script is a line of the pipe
+        elif (
+            _sources_stdin(name, current[1:])
+            or _stdin_runner(name, current[1:])
+            or _starts_shell_on_stdin(name, current[1:])
+        ):
+            return True
+        queue.extend(unwrapped_variants(current))
+    return False
+
+
+def _sources_stdin(name: str, args: list[str]) -> bool:
+    return name in ("source", ".") and any(_names_stdin(arg) for arg in args[:1])
+
+
+def _stdin_runner(name: str, args: list[str]) -> bool:
+    """`at now`, `batch`, `crontab -`: stdin is a script run later."""
+    if name not in _STDIN_RUNNERS or any(arg in ("-f", "-l", "-r", "-e") for arg in args):
+        return False
+    return name != "crontab" or not args or "-" in args
