@@ -22,7 +22,7 @@ from app.api.hot_routes import LeanHotRoutes
 from app.api.mcp.mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.operation_ids import operation_id
-from app.api.router import api_router
+from app.api.router import allowed_methods, api_router
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.cluster.forwarding import ForwardToOwner
@@ -175,7 +175,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                 "Mcp-Session-Id",
             ],
         )
-    install_error_handlers(app)
+    install_error_handlers(app, allowed_methods)
     # What needs another replica's process goes there (app/cluster/forwarding.py).
     app.add_middleware(ForwardToOwner)
     # A body has a size cap, checked before anything reads it (FastAPI parses a body before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,6 +12,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from app.core import errors
 from app.observability.logs import current_request_id
@@ -146,14 +148,20 @@ async def _on_app_error(_: Request, error: Exception) -> JSONResponse:
     return app_error_response(error)
 
 
-async def _on_http_error(_: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, StarletteHTTPException)
-    code = _CODE_BY_STATUS.get(error.status_code, "error")
-    return JSONResponse(
-        error_body(code, str(error.detail)),
-        status_code=error.status_code,
-        headers=getattr(error, "headers", None),
-    )
+def _on_http_error(
+    allowed_methods: Callable[[Scope], str],
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    async def answer(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        code = _CODE_BY_STATUS.get(error.status_code, "error")
+        headers = dict(getattr(error, "headers", None) or {})
+        if error.status_code == 405:
+            headers["Allow"] = allowed_methods(request.scope)
+        return JSONResponse(
+            error_body(code, str(error.detail)), status_code=error.status_code, headers=headers
+        )
+
+    return answer
 
 
 async def _on_validation_error(_: Request, error: Exception) -> JSONResponse:
@@ -225,8 +233,9 @@ async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     )
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI, allowed_methods: Callable[[Scope], str]) -> None:
+    """`allowed_methods`: the `Allow` of a 405 at a request's path (app/api/router.py)."""
     app.add_exception_handler(errors.AppError, _on_app_error)
-    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error(allowed_methods))
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(Exception, _on_unexpected)

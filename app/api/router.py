@@ -1,18 +1,41 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from app.api.routes import approvals, events, executions, files, health, policy, stream
 from app.api.routes import sessions as session_routes
 from app.api.routes import web as console
 
+# Every route of the API and the console, in the order they are matched.
+ROUTERS = (
+    health.router,
+    executions.router,
+    events.router,
+    approvals.router,
+    policy.router,
+    files.router,
+    stream.router,
+    session_routes.router,
+    console.router,
+)
+
 api_router = APIRouter()
-api_router.include_router(health.router)
-api_router.include_router(executions.router)
-api_router.include_router(events.router)
-api_router.include_router(approvals.router)
-api_router.include_router(policy.router)
-api_router.include_router(files.router)
-api_router.include_router(stream.router)
-api_router.include_router(session_routes.router)
-api_router.include_router(console.router)
+for _router in ROUTERS:
+    api_router.include_router(_router)
+
+
+def allowed_methods(scope: Scope) -> str:
+    """The `Allow` of a 405: every method some route serves at the request's path. Starlette
+    names only the methods of the first route whose path matched, so `DELETE /v1/executions`
+    said `Allow: POST` though GET serves that path too."""
+    probe = {**scope, "method": "\0"}  # no route serves it: a path match is PARTIAL
+    methods = {
+        method
+        for router in ROUTERS
+        for route in router.routes
+        if isinstance(route, Route) and route.matches(probe)[0] is Match.PARTIAL
+        for method in route.methods or ()
+    }
+    return ", ".join(sorted(methods))

@@ -77,6 +77,22 @@ class RedactTicketsFilter(logging.Filter):
         return True
 
 
+class ClientFrameErrorFilter(logging.Filter):
+    """A text frame that is not UTF-8 is the client's error: uvicorn closes the connection
+    with 1007 as it should, but logs it as an ERROR with a traceback, so one client could fill
+    the log with them. It is one INFO line here."""
+
+    MESSAGE = "Invalid UTF-8 sequence received from client."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == self.MESSAGE:
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "a WebSocket text frame was not UTF-8: closed with 1007"
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request_id, then the fields a
     caller passed with `extra=` (an execution's id, owner, state, …)."""
@@ -132,3 +148,6 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
         uvicorn_logger.propagate = True
+    client_errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, ClientFrameErrorFilter) for f in client_errors.filters):
+        client_errors.addFilter(ClientFrameErrorFilter())
