@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import anyio
 import pytest
 
 from app.server.memory_trim import trim_free_memory, trim_memory_when_idle
@@ -19,9 +20,30 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+class LookedAt(dict[str, object]):
+    """The running executions, announcing each time the watcher looks at them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked = asyncio.Event()
+
+    def __len__(self) -> int:  # what `if live:` calls
+        self.looked.set()
+        return super().__len__()
+
+
+async def looked_at_twice_more(live: LookedAt) -> None:
+    """Returns once the watcher has looked twice since now: its first look saw the current
+    state, and whatever it did about it (a trim) ended before the second."""
+    with anyio.fail_after(10):
+        for _ in range(2):
+            live.looked.clear()
+            await live.looked.wait()
+
+
 @pytest.mark.anyio
 async def test_trims_once_when_the_last_execution_ends() -> None:
-    live: dict[str, object] = {}
+    live = LookedAt()
     trims: list[int] = []
     loop_thread = threading.get_ident()
 
@@ -31,17 +53,14 @@ async def test_trims_once_when_the_last_execution_ends() -> None:
 
     watcher = asyncio.create_task(trim_memory_when_idle(live, check_every=0.01, trim=trim))
     try:
-        await asyncio.sleep(0.1)
+        await looked_at_twice_more(live)
         assert trims == [], "idle from the start: nothing to give back"
         live["ex_1"] = object()
-        await asyncio.sleep(0.1)
+        await looked_at_twice_more(live)
         assert trims == [], "never while an execution runs"
         del live["ex_1"]
-        for _ in range(200):
-            if trims:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
+        await looked_at_twice_more(live)
+        await looked_at_twice_more(live)
         assert len(trims) == 1, "once per busy-to-idle change"
         assert trims[0] != loop_thread, "the trim runs on a worker thread"
     finally:

@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -196,6 +197,17 @@ class CountingBackend(CgroupBackend):
         return super().open_unit(execution_id, limits)
 
 
+def _waiting_for_a_release(ahead: SpawnAhead) -> bool:
+    """Whether the spawn-ahead thread is parked in its condition's wait."""
+    assert ahead._thread is not None and ahead._thread.ident is not None
+    frame = sys._current_frames().get(ahead._thread.ident)
+    while frame is not None:
+        if frame.f_code is threading.Condition.wait.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_a_standby_that_cannot_be_made_is_tried_once_per_release_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -204,8 +216,9 @@ def test_a_standby_that_cannot_be_made_is_tried_once_per_release_and_logged_once
     ahead.start()
     try:
         eventually(lambda: backend.attempts == 1, what="the first attempt")
-        time.sleep(0.3)
-        assert backend.attempts == 1  # no retry loop of its own
+        # Parked until the next release: a retry loop of its own would never get there.
+        eventually(lambda: _waiting_for_a_release(ahead), what="the wait for a release")
+        assert backend.attempts == 1
         for expected in (2, 3):
             ahead.unit_closed()
             eventually(lambda n=expected: backend.attempts == n, what=f"attempt {expected}")
@@ -246,8 +259,8 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
         started = time.monotonic()
         shell.dismiss()
         assert time.monotonic() - started < 2
+        # Reaped: the shell, which would have become the command by exec, can no longer run it.
         assert shell.popen.returncode is not None
-        time.sleep(0.2)
         assert not marker.exists(), "resumed, the given-up standby must not run the command"
     finally:
         if shell.popen.poll() is None:  # a failure above must not leave it stopped

@@ -261,7 +261,9 @@ def test_an_approval_on_b_releases_the_call_waiting_on_a(
                 # A's approvals stream sees the decision made on B.
                 url = f"{a.ws_url}/v1/approvals/stream"
                 async with connect(url, additional_headers=auth(APPROVER)) as ws:
-                    await asyncio.sleep(0.2)
+                    # Sent once subscribed: from here on no decision is missed.
+                    first = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                    assert first["type"] == "snapshot", first
                     decided = await asyncio.to_thread(
                         approver_b.post, f"/v1/approvals/{approval['id']}/approve", json={}
                     )
@@ -628,7 +630,10 @@ def test_a_missed_notification_is_caught_by_the_poll(
         with b.client(APPROVER) as approver_b:
             approval = pending_approval_for(approver_b, "echo gated-polled", within=30)
             cutter.start()
-            time.sleep(0.3)  # the listeners are down now, and kept down
+            eventually(
+                lambda: "approval notifications interrupted" in a.log(),
+                what="A's listener cut (and kept down)",
+            )
             decided = approver_b.post(f"/v1/approvals/{approval['id']}/approve", json={})
             decided_at = time.monotonic()
             assert decided.status_code == 200, decided.text

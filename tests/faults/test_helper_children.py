@@ -17,8 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from app.process.helper_children import process_stopped
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
+from tests.waiting import eventually
 
 GRACE = 4.0
 # How the server ends a graceful stop: 0, or the SIGTERM uvicorn raises again once done (not
@@ -55,6 +57,16 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
     except (FileNotFoundError, IndexError):
         return True
+
+
+def _ends_after_its_server(pid: int) -> bool:
+    """Whether the helper `pid` ends once its server has exited (it learns of it from the
+    kernel, asynchronously), or is still alive after a generous wait."""
+    try:
+        eventually(lambda: _gone(pid), what=f"the end of helper {pid}", within=5)
+    except AssertionError:
+        return False
+    return True
 
 
 def _stop_server(process: subprocess.Popen[bytes]) -> tuple[float, int]:
@@ -99,8 +111,7 @@ def test_sigterm_with_a_stopped_reader_mid_read_exits_in_the_grace_and_leaves_no
             os.kill(reader, signal.SIGSTOP)  # mid-read: it never answers
             seconds, code = _stop_server(server.process)
             thread.join(10)
-            time.sleep(0.2)
-            left = not _gone(reader)
+            left = not _ends_after_its_server(reader)
         finally:
             _resume_and_kill(reader)
         client.close()
@@ -127,8 +138,7 @@ def test_sigterm_with_a_stopped_window_process_exits_at_once_and_leaves_no_child
         try:
             os.kill(window, signal.SIGSTOP)  # idle and stopped: it cannot read the EOF
             seconds, code = _stop_server(server.process)
-            time.sleep(0.2)
-            left = not _gone(window)
+            left = not _ends_after_its_server(window)
         finally:
             _resume_and_kill(window)
     print(f"\nSIGTERM with a stopped window process: exit {code} after {seconds:.2f} s")
@@ -229,9 +239,16 @@ def test_a_window_process_stopped_mid_flood_holds_no_other_run_and_loses_no_byte
         flood_id = started.json()["id"]
         window = _helper(server.process.pid, "app.output.window_process")
         try:
-            time.sleep(0.3)
+            output = f"/v1/executions/{flood_id}/output"
+            eventually(
+                lambda: int(client.get(output, params={"limit": 1}).headers["X-Total-Bytes"]),
+                what="the flood's first output",
+            )
             os.kill(window, signal.SIGSTOP)  # a child of this test's server, mid-flood
-            time.sleep(0.2)
+            # Delivered: stopped, or already found stopped and ended by the server.
+            eventually(
+                lambda: process_stopped(window) or _gone(window), what="the window process stop"
+            )
             before = time.monotonic()
             small = client.post(
                 "/v1/executions", json={"command": "head -c 9000 /dev/urandom; echo"}
