@@ -6,6 +6,7 @@ approval call, and gets the events, in order, once it answers."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,7 @@ def test_a_receiver_that_is_down_fails_no_call_and_gets_the_events_once_up(
         approval_id = response.json()["approval"]["id"]
         denied = carol.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "no"})
         assert denied.status_code == 200, denied.text
+        hang_up_on_one_attempt(port)
         with webhook_receiver(port=port) as receiver:
             received = events(receiver, 2)
             first_post = receiver.posts()[0]
@@ -179,7 +181,17 @@ def test_a_receiver_that_is_down_fails_no_call_and_gets_the_events_once_up(
         ("approval.requested", "pending"),
         ("approval.decided", "denied"),
     ]
+    # The attempt the receiver got was a retry of the one it hung up on.
     assert int(first_post.headers["x-shellgate-attempt"]) > 1
+
+
+def hang_up_on_one_attempt(port: int) -> None:
+    """A receiver that is there but broken: it accepts the next attempt's connection and
+    closes it unanswered (the attempt fails), then stops listening."""
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        listener.settimeout(30)
+        connection, _ = listener.accept()
+        connection.close()
 
 
 def test_a_receiver_holding_an_event_holds_up_no_approval_call(
