@@ -100,6 +100,59 @@ def test_a_new_approval_reaches_the_receiver_signed_without_env_values(
     assert event["console_url"] == f"{PUBLIC_URL}/console/#/executions/{execution['id']}"
 
 
+def test_a_prompted_file_operation_is_heard_as_a_file_approval(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "asked.txt"
+    with (
+        webhook_receiver() as receiver,
+        serve(notifying_settings(tmp_path, database, receiver.url())) as live,
+        live.client(AGENT) as alice,
+    ):
+        # Outside the workspace, the files policy prompts by default.
+        asked = alice.put(
+            "/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"abc"
+        )
+        assert asked.status_code == 202, asked.text
+        [event] = events(receiver, 1)
+    approval = event["approval"]
+    assert event["type"] == "approval.requested"
+    assert approval["id"] == asked.json()["approval_id"]
+    assert approval["kind"] == "file"
+    assert approval["command"] == f"[file write] {target} (3 bytes)"
+    assert approval["requested_by"] == "alice"
+    assert not target.exists()
+
+
+def test_a_sandbox_escalation_is_heard_with_what_it_asks(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with (
+        webhook_receiver() as receiver,
+        serve(notifying_settings(tmp_path, database, receiver.url())) as live,
+        live.client(AGENT) as alice,
+    ):
+        asked = alice.post(
+            "/v1/executions",
+            json={
+                "command": "echo report",
+                "async": True,
+                "sandbox": {"write": [str(outside)], "justification": "the report goes there"},
+            },
+        )
+        assert asked.status_code == 202, asked.text
+        [event] = events(receiver, 1)
+    approval = event["approval"]
+    assert approval["id"] == asked.json()["approval"]["id"]
+    assert approval["kind"] == "sandbox"
+    assert approval["sandbox_request"]["write"] == [str(outside)]
+    assert approval["sandbox_request"]["justification"] == "the report goes there"
+
+
 def test_decisions_reach_the_receiver_with_who_and_why(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
