@@ -130,6 +130,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.cluster.drain()
             await services.forwarder.close()
             await services.approvals.close()
+            await services.approval_notifier.close()
             await services.notifier.close()
             await services.policy.close()
             await anyio.to_thread.run_sync(WINDOW_PROCESS.close)
