@@ -6,6 +6,7 @@ approval call, and gets the events, in order, once it answers."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,59 @@ def test_a_new_approval_reaches_the_receiver_signed_without_env_values(
     assert event["console_url"] == f"{PUBLIC_URL}/console/#/executions/{execution['id']}"
 
 
+def test_a_prompted_file_operation_is_heard_as_a_file_approval(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "asked.txt"
+    with (
+        webhook_receiver() as receiver,
+        serve(notifying_settings(tmp_path, database, receiver.url())) as live,
+        live.client(AGENT) as alice,
+    ):
+        # Outside the workspace, the files policy prompts by default.
+        asked = alice.put(
+            "/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"abc"
+        )
+        assert asked.status_code == 202, asked.text
+        [event] = events(receiver, 1)
+    approval = event["approval"]
+    assert event["type"] == "approval.requested"
+    assert approval["id"] == asked.json()["approval_id"]
+    assert approval["kind"] == "file"
+    assert approval["command"] == f"[file write] {target} (3 bytes)"
+    assert approval["requested_by"] == "alice"
+    assert not target.exists()
+
+
+def test_a_sandbox_escalation_is_heard_with_what_it_asks(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with (
+        webhook_receiver() as receiver,
+        serve(notifying_settings(tmp_path, database, receiver.url())) as live,
+        live.client(AGENT) as alice,
+    ):
+        asked = alice.post(
+            "/v1/executions",
+            json={
+                "command": "echo report",
+                "async": True,
+                "sandbox": {"write": [str(outside)], "justification": "the report goes there"},
+            },
+        )
+        assert asked.status_code == 202, asked.text
+        [event] = events(receiver, 1)
+    approval = event["approval"]
+    assert approval["id"] == asked.json()["approval"]["id"]
+    assert approval["kind"] == "sandbox"
+    assert approval["sandbox_request"]["write"] == [str(outside)]
+    assert approval["sandbox_request"]["justification"] == "the report goes there"
+
+
 def test_decisions_reach_the_receiver_with_who_and_why(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
@@ -172,6 +226,7 @@ def test_a_receiver_that_is_down_fails_no_call_and_gets_the_events_once_up(
         approval_id = response.json()["approval"]["id"]
         denied = carol.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "no"})
         assert denied.status_code == 200, denied.text
+        hang_up_on_one_attempt(port)
         with webhook_receiver(port=port) as receiver:
             received = events(receiver, 2)
             first_post = receiver.posts()[0]
@@ -179,7 +234,17 @@ def test_a_receiver_that_is_down_fails_no_call_and_gets_the_events_once_up(
         ("approval.requested", "pending"),
         ("approval.decided", "denied"),
     ]
+    # The attempt the receiver got was a retry of the one it hung up on.
     assert int(first_post.headers["x-shellgate-attempt"]) > 1
+
+
+def hang_up_on_one_attempt(port: int) -> None:
+    """A receiver that is there but broken: it accepts the next attempt's connection and
+    closes it unanswered (the attempt fails), then stops listening."""
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        listener.settimeout(30)
+        connection, _ = listener.accept()
+        connection.close()
 
 
 def test_a_receiver_holding_an_event_holds_up_no_approval_call(

@@ -53,10 +53,15 @@ class FencedJobs:
             f"nohup {self.sleep()} >/dev/null 2>&1 & {self.sleep()}",
         ]
 
-    def start(self, client: httpx.Client, commands: list[str] | None = None) -> list[str]:
+    def start(
+        self, client: httpx.Client, commands: list[str] | None = None, **request: object
+    ) -> list[str]:
+        """Each command as a job (`request`: more fields of the call, `pty`, `session`)."""
         ids = []
         for command in commands if commands is not None else self.commands():
-            started = client.post("/v1/executions", json={"command": command, "async": True})
+            started = client.post(
+                "/v1/executions", json={"command": command, "async": True, **request}
+            )
             assert started.status_code == 202, started.text
             ids.append(started.json()["id"])
         return ids

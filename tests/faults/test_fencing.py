@@ -32,6 +32,14 @@ def test_every_process_of_a_sandboxed_job_dies_with_its_server(
     jobs = FencedJobs()
     with server_process(env, tmp_path / "first.log") as first, first.client() as client:
         ids = jobs.start(client)
+        # The other spawn paths: a PTY (ptyprocess's fork) and a session's call.
+        escape = "setsid {} & {}"
+        ids += jobs.start(client, [escape.format(jobs.sleep(), jobs.sleep())], pty=True)
+        session = client.post("/v1/sessions", json={})
+        assert session.status_code == 201, session.text
+        ids += jobs.start(
+            client, [escape.format(jobs.sleep(), jobs.sleep())], session=session.json()["id"]
+        )
         eventually(jobs.all_running, what="every sleep of the jobs running", within=30)
         assert set(states(client, ids)) == {"running"}
         first.process.send_signal(signal.SIGKILL)  # this test's own server, by its pid
