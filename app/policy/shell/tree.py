@@ -95,13 +95,14 @@ class _TreeReader:
 
     def read(self, root: tree_sitter.Node) -> list[SimpleCommand]:
         stack: list[tuple[tree_sitter.Node, int, bool]] = [(root, self.depth, False)]
+        visit = self.visit  # called for every node: look the method up once
         while stack:
             node, depth, in_arithmetic = stack.pop()
             if depth > MAX_DEPTH:
                 raise TooDeepError("command nesting is too deep")
             if len(self.sink) > MAX_COMMANDS:
                 raise LimitError(f"more than {MAX_COMMANDS} commands")
-            if not self.visit(node, depth, in_arithmetic):
+            if not visit(node, depth, in_arithmetic):
                 continue
             kind = node.type
             nested = (
