@@ -38,7 +38,7 @@ def check_like_the_tool(command: str, rules: list[InterceptorRule]) -> Intercept
 # --- the original and the rewritten command, tools, messages ---------------------------------
 
 
-def test_original_command_is_checked_before_the_cd_rewrite_item_31() -> None:
+def test_original_command_is_checked_before_the_cd_rewrite() -> None:
     rule = InterceptorRule(pattern=r"^\s*cd\s+", tool="bash", message="No cd.")
     result = check_like_the_tool("cd packages/x && echo ok", [rule])
     assert result == Interception(
@@ -46,7 +46,7 @@ def test_original_command_is_checked_before_the_cd_rewrite_item_31() -> None:
     )
 
 
-def test_rewritten_command_is_checked_and_message_quotes_the_original_item_32() -> None:
+def test_command_after_a_leading_cd_is_checked_and_the_message_quotes_the_original() -> None:
     rule = InterceptorRule(pattern=r"^\s*cat\s+", tool="read", message="Use read instead.")
     result = check_like_the_tool("cd pkg && cat package.json", [rule])
     assert result is not None
@@ -55,7 +55,7 @@ def test_rewritten_command_is_checked_and_message_quotes_the_original_item_32() 
     )
 
 
-def test_default_rules_route_cat_to_the_read_tool_item_33() -> None:
+def test_default_rules_route_cat_to_the_read_tool() -> None:
     result = check("cat test.txt", {"read"}, effective_rules(InterceptorSettings()), "cat test.txt")
     assert result is not None
     assert result.tool == "read"
@@ -63,13 +63,13 @@ def test_default_rules_route_cat_to_the_read_tool_item_33() -> None:
     assert result.message.startswith("Blocked: ")
 
 
-def test_explicit_empty_rule_list_blocks_nothing_item_34() -> None:
+def test_explicit_empty_rule_list_blocks_nothing() -> None:
     rules = effective_rules(InterceptorSettings(enabled=True, rules=[]))
     assert rules == []
     assert check("cat test.txt", ALL_TOOLS, rules, "cat test.txt") is None
 
 
-def test_custom_rule_blocks_with_its_own_message_item_34() -> None:
+def test_custom_rule_blocks_with_its_own_message() -> None:
     rule = InterceptorRule(pattern=r"^\s*customcmd\s+", tool="bash", message="Custom says no.")
     result = check("customcmd arg", {"bash"}, [rule], "customcmd arg")
     assert result == Interception(
@@ -91,15 +91,15 @@ def test_custom_rule_blocks_with_its_own_message_item_34() -> None:
         "git add . &&git commit -m x",
     ],
 )
-def test_rule_matches_after_compound_operators_item_35(command: str) -> None:
+def test_rule_matches_a_command_after_compound_operators(command: str) -> None:
     assert blocked(command, [GIT_COMMIT])
 
 
-def test_rule_does_not_match_after_a_single_pipe_item_35() -> None:
+def test_rule_does_not_match_the_stage_after_a_single_pipe() -> None:
     assert not blocked("echo msg | git commit -F -", [GIT_COMMIT])
 
 
-def test_leading_assignments_are_stripped_item_36() -> None:
+def test_leading_variable_assignments_do_not_hide_a_command_from_rules() -> None:
     assert blocked('A="x" B=y git commit -m x', [GIT_COMMIT])
     assert blocked("echo a && GIT_AUTHOR_NAME='a b' git commit", [GIT_COMMIT])
 
@@ -114,16 +114,16 @@ def test_leading_assignments_are_stripped_item_36() -> None:
         "echo ok # && git commit",
     ],
 )
-def test_quoted_escaped_or_commented_text_is_not_a_segment_item_37(command: str) -> None:
+def test_quoted_escaped_or_commented_text_is_not_a_segment(command: str) -> None:
     assert not blocked(command, [GIT_COMMIT])
 
 
 @pytest.mark.parametrize("command", [">|git commit", "echo >& git commit", "<&3 git commit"])
-def test_redirect_targets_are_not_segments_item_38(command: str) -> None:
+def test_redirect_targets_are_not_segments(command: str) -> None:
     assert not blocked(command, [GIT_COMMIT])
 
 
-def test_operator_after_fd_duplication_still_splits_item_38() -> None:
+def test_operator_after_fd_duplication_still_splits_segments() -> None:
     assert blocked("echo hi <&3 && git commit", [GIT_COMMIT])
 
 
@@ -138,16 +138,16 @@ def test_operator_after_fd_duplication_still_splits_item_38() -> None:
         "cat <<EOF && true\ngit commit\nEOF",
     ],
 )
-def test_hidden_structure_gets_the_full_command_check_only_item_39(command: str) -> None:
+def test_commands_nested_in_substitutions_groups_or_heredocs_are_not_segments(command: str) -> None:
     assert not blocked(command, [GIT_COMMIT])
 
 
-def test_rule_written_against_the_full_input_still_matches_item_40() -> None:
+def test_rule_written_against_the_full_input_still_matches() -> None:
     rule = InterceptorRule(pattern=r"^git add file && git commit", tool="bash")
     assert blocked("git add file && git commit -m x", [rule])
 
 
-def test_rule_for_an_unavailable_tool_is_skipped_item_41() -> None:
+def test_rule_for_an_unavailable_tool_is_skipped() -> None:
     assert not blocked("cat test.txt", list(DEFAULT_INTERCEPTOR_RULES), frozenset({"grep"}))
     assert blocked("cat test.txt", list(DEFAULT_INTERCEPTOR_RULES), frozenset({"read"}))
 
@@ -176,7 +176,7 @@ DEFAULTS = list(DEFAULT_INTERCEPTOR_RULES)
         "cd src && echo x > out.txt",
     ],
 )
-def test_echo_and_printf_redirects_route_to_write_item_42(command: str) -> None:
+def test_echo_and_printf_redirects_into_files_route_to_write(command: str) -> None:
     result = check(command, {"write"}, DEFAULTS, command)
     assert result is not None
     assert result.tool == "write"
@@ -200,7 +200,7 @@ def test_echo_and_printf_redirects_route_to_write_item_42(command: str) -> None:
         "echoes > x",
     ],
 )
-def test_harmless_output_redirects_pass_item_42(command: str) -> None:
+def test_harmless_output_redirects_pass(command: str) -> None:
     assert check(command, {"write"}, DEFAULTS, command) is None
 
 
@@ -226,7 +226,7 @@ def test_harmless_output_redirects_pass_item_42(command: str) -> None:
         "make && server &",
     ],
 )
-def test_services_watchers_and_background_syntax_route_to_bash_item_42(command: str) -> None:
+def test_services_watchers_and_background_syntax_route_to_bash(command: str) -> None:
     result = check(command, {"bash"}, DEFAULTS, command)
     assert result is not None
     assert result.tool == "bash"
@@ -246,7 +246,7 @@ def test_services_watchers_and_background_syntax_route_to_bash_item_42(command: 
         "vitest run",
     ],
 )
-def test_finite_commands_pass_the_bash_rules_item_42(command: str) -> None:
+def test_finite_commands_pass_the_bash_rules(command: str) -> None:
     assert check(command, {"bash"}, DEFAULTS, command) is None
 
 
@@ -260,7 +260,7 @@ def test_finite_commands_pass_the_bash_rules_item_42(command: str) -> None:
         "LC_ALL=C grep x file",
     ],
 )
-def test_grep_rule_blocks_first_stage_greps_item_43(command: str) -> None:
+def test_grep_rule_blocks_first_stage_greps(command: str) -> None:
     result = check(command, {"grep"}, DEFAULTS, command)
     assert result is not None
     assert result.tool == "grep"
@@ -276,7 +276,7 @@ def test_grep_rule_blocks_first_stage_greps_item_43(command: str) -> None:
         "make |& grep error",
     ],
 )
-def test_grep_rule_ignores_stages_reading_piped_stdin_item_43(command: str) -> None:
+def test_grep_rule_ignores_stages_reading_piped_stdin(command: str) -> None:
     assert check(command, {"grep"}, DEFAULTS, command) is None
 
 

@@ -242,7 +242,7 @@ def test_glob_star_is_the_only_wildcard_and_matching_is_anchored(
 # --- rule semantics (docs/policy.md#rules) -------------------------------------------------
 
 
-def test_mixed_rule_set_matches_reference_item_47() -> None:
+def test_mixed_rules_judge_each_command_and_a_compound_by_its_strictest_segment() -> None:
     rules = policy(("git *", "allow"), ("rm -rf *", "deny"), ("*", "prompt"))
     assert evaluate(rules, "git diff x").approval is RuleAction.allow
     denied = evaluate(rules, "rm -rf build")
@@ -258,7 +258,7 @@ def test_mixed_rule_set_matches_reference_item_47() -> None:
     assert evaluate(rules, "echo hello").approval is RuleAction.prompt
 
 
-def test_allow_all_still_escalates_critical_commands_item_48() -> None:
+def test_allow_all_still_escalates_critical_commands() -> None:
     rules = policy(("*", "allow"))
     critical = evaluate(rules, "rm -rf /")
     assert (critical.approval, critical.reason) == (RuleAction.prompt, "Critical pattern detected")
@@ -268,12 +268,12 @@ def test_allow_all_still_escalates_critical_commands_item_48() -> None:
     assert compound.reason == "No rule matched; default allow"
 
 
-def test_first_applicable_rule_wins_item_49() -> None:
+def test_first_matching_rule_wins_over_a_later_more_specific_one() -> None:
     rules = policy(("*", "allow"), ("git *", "deny"))
     assert evaluate(rules, "git status").approval is RuleAction.allow
 
 
-def test_specific_deny_beats_critical_item_50() -> None:
+def test_a_matching_deny_beats_the_critical_pattern_prompt() -> None:
     verdict = evaluate(policy(("rm -rf *", "deny")), "rm -rf /")
     assert (verdict.approval, verdict.reason) == (
         RuleAction.deny,
@@ -293,7 +293,7 @@ def test_specific_deny_beats_critical_item_50() -> None:
         'cd /tmp && "rm" -rf /tmp/x',
     ],
 )
-def test_deny_buried_in_compound_command_item_51(command: str) -> None:
+def test_deny_matches_a_segment_buried_in_a_compound_command(command: str) -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), command)
     assert verdict.approval is RuleAction.deny
 
@@ -366,13 +366,13 @@ def test_a_script_an_env_value_hands_a_program_is_judged_as_a_command_of_its_own
     assert critical.approval is RuleAction.prompt and critical.critical_hits
 
 
-def test_deny_for_absolute_targets_ignores_relative_ones_item_51() -> None:
+def test_deny_for_absolute_targets_ignores_relative_ones() -> None:
     verdict = evaluate(policy(("rm -rf /*", "deny")), "cd /tmp && rm -rf relative-dir")
     assert verdict.approval is RuleAction.allow
     assert verdict.matched_rule is None
 
 
-def test_prompt_rule_fires_on_a_segment_item_51() -> None:
+def test_prompt_rule_fires_on_a_later_segment() -> None:
     verdict = evaluate(policy(("curl *", "prompt")), "cd /tmp && curl https://example.com")
     assert (verdict.approval, verdict.reason) == (
         RuleAction.prompt,
@@ -404,7 +404,7 @@ ALLOW_PREFIX_BYPASSES = [
 
 
 @pytest.mark.parametrize("command", ALLOW_PREFIX_BYPASSES)
-def test_allow_prefix_bypasses_are_never_allowed_item_52(command: str) -> None:
+def test_allow_prefix_bypasses_are_never_allowed(command: str) -> None:
     verdict = evaluate(policy(("git *", "allow"), default="prompt"), command)
     assert verdict.approval is not RuleAction.allow
 
@@ -419,7 +419,7 @@ def test_allow_prefix_bypasses_are_never_allowed_item_52(command: str) -> None:
         "git log --grep='a|b' --format='%h (%s)'",
     ],
 )
-def test_whitespace_variants_and_quoted_metacharacters_are_allowed_item_52(command: str) -> None:
+def test_whitespace_variants_and_quoted_metacharacters_are_allowed(command: str) -> None:
     verdict = evaluate(policy(("git *", "allow"), default="prompt"), command)
     assert verdict.approval is RuleAction.allow
 
@@ -598,7 +598,7 @@ CRITICAL_COMMANDS = [
 
 
 @pytest.mark.parametrize("command", CRITICAL_COMMANDS)
-def test_critical_commands_need_approval_item_46(command: str) -> None:
+def test_critical_commands_need_approval_even_under_allow_all(command: str) -> None:
     verdict = evaluate(policy(("*", "allow")), command)
     assert (verdict.approval, verdict.reason) == (RuleAction.prompt, "Critical pattern detected")
     assert verdict.critical_hits
@@ -629,7 +629,7 @@ BENIGN_COMMANDS = [
 
 
 @pytest.mark.parametrize("command", BENIGN_COMMANDS)
-def test_benign_commands_hit_no_critical_pattern_item_46(command: str) -> None:
+def test_benign_commands_hit_no_critical_pattern(command: str) -> None:
     assert find_critical_hits(command, evaluate(PolicyDocument(), command).segments) == []
     assert evaluate(policy(("*", "allow")), command).approval is RuleAction.allow
 

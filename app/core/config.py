@@ -231,6 +231,12 @@ class Settings(BaseSettings):
     notify_backoff_max_seconds: float = Field(default=300, gt=0, le=86400)
     notify_per_host: int = Field(default=4, ge=1, le=1000)  # attempts in flight per receiver
     notify_ca_file: Path | None = None  # CA bundle for https receivers (default: the system's)
+    # Approval events (docs/policy.md#hearing-of-prompts): every request and decision POSTed,
+    # signed with SHELLGATE_NOTIFY_SECRET, to this URL (on SHELLGATE_NOTIFY_ALLOW).
+    approval_notify_url: str | None = None
+    # The server's address as people reach it (a gateway's, with its prefix): events link to
+    # the console there. Empty: no links.
+    public_url: str = ""
     # At most 30: clients (the SDK among them) take 60 s without a byte for a dead connection,
     # and gateways cut idle streams after 60 s; a rarer heartbeat would end healthy streams.
     sse_heartbeat_seconds: float = Field(default=15, gt=0, le=30)
@@ -319,7 +325,7 @@ class Settings(BaseSettings):
             raise ValueError(f"the secret is shorter than {MIN_SECRET_LENGTH} characters")
         return value
 
-    @field_validator("node_url")
+    @field_validator("node_url", "public_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if value and not re.match(r"^https?://[^/\s]+(/.*)?$", value):
@@ -357,16 +363,22 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _notify_default_is_usable(self) -> Settings:
-        if self.notify_url is None:
-            return self
         from app.core.urls import AllowList, UrlRefused
 
-        if not self.notify_secret:
-            raise ValueError("notify_url needs SHELLGATE_NOTIFY_SECRET to sign its deliveries")
-        try:
-            AllowList(self.notify_allow).admit(self.notify_url)
-        except UrlRefused as error:
-            raise ValueError(f"notify_url: {error}") from error
+        # The server's own URLs are checked as a request's `notify_url` is (their hosts again
+        # at every delivery): a refused one stops the start rather than every delivery.
+        for name, url in (
+            ("notify_url", self.notify_url),
+            ("approval_notify_url", self.approval_notify_url),
+        ):
+            if url is None:
+                continue
+            if not self.notify_secret:
+                raise ValueError(f"{name} needs SHELLGATE_NOTIFY_SECRET to sign its deliveries")
+            try:
+                AllowList(self.notify_allow).admit(url)
+            except UrlRefused as error:
+                raise ValueError(f"{name}: {error}") from error
         return self
 
     @model_validator(mode="after")

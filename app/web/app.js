@@ -46,7 +46,10 @@ async function enter() {
   workspace.hidden = false;
   tabsNav.hidden = false;
   signOutButton.hidden = false;
-  approvals.start({ canDecide: info.caller.role !== "agent" });
+  approvals.start({
+    canDecide: info.caller.role !== "agent",
+    canRememberForAll: info.caller.role === "admin",
+  });
   executions.start();
   policy.start({ canEdit: info.caller.role === "admin" });
   // A deep link followed before signing in opens now.

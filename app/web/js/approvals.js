@@ -1,11 +1,18 @@
 // The approvals panel: pending approvals kept live by `/v1/approvals/stream`, decided with
-// Approve / Deny and an optional reason; decisions move to the history list.
+// Approve / Deny, an optional reason and a remember choice (docs/policy.md#remembered-decisions);
+// decisions move to the history list, which shows the rule a remembered approval made.
 
 import { api, backoff, openSocket, refusal } from "./api.js";
 import { byId, el, showError, timeEl, visibleText } from "./dom.js";
 
 const HISTORY_LIMIT = 50;
 const FIRST_RETRY_MS = 500;
+// How long a remembered decision lasts, offered as a short list; the server bounds it too.
+const REMEMBER_DURATIONS = [
+  ["1 h", 3600],
+  ["8 h", 8 * 3600],
+  ["24 h", 24 * 3600],
+];
 
 function field(label, value) {
   return [el("dt", {}, label), el("dd", { dataset: { field: label } }, value)];
@@ -74,6 +81,9 @@ export class ApprovalsPanel {
     this.errorEl = byId("approvals-error");
     this.pending = new Map();
     this.canDecide = true;
+    this.canRememberForAll = false;
+    // Remembered rules by id (GET /v1/policy `remembered`), to say what a history entry made.
+    this.rules = new Map();
     this.history = [];
     this.socket = null;
     this.stopped = true;
@@ -83,9 +93,11 @@ export class ApprovalsPanel {
   }
 
   // `canDecide`: an approver or admin; an agent sees its own approvals but cannot decide them
-  // (the server answers 403), so its cards offer no Approve / Deny.
-  async start({ canDecide = true } = {}) {
+  // (the server answers 403), so its cards offer no Approve / Deny. `canRememberForAll`: an
+  // admin, the only role the server lets remember a decision for everyone.
+  async start({ canDecide = true, canRememberForAll = false } = {}) {
     this.canDecide = canDecide;
+    this.canRememberForAll = canRememberForAll;
     this.stopped = false;
     this.snapshots = 0;
     this.#setLive("connecting", "connecting…");
@@ -96,7 +108,7 @@ export class ApprovalsPanel {
   // The socket's snapshot brings only the pending ones; this read fills the history too.
   async #readAll() {
     try {
-      const { data } = await api("v1/approvals?limit=100");
+      const [{ data }] = await Promise.all([api("v1/approvals?limit=100"), this.#readRules()]);
       this.history = data
         .filter((approval) => approval.state !== "pending")
         .sort((a, b) => String(b.decided_at).localeCompare(String(a.decided_at)))
@@ -108,8 +120,19 @@ export class ApprovalsPanel {
     }
   }
 
+  // A failure here only costs the history its rule details (it still shows the rule's id).
+  async #readRules() {
+    try {
+      const { remembered } = await api("v1/policy");
+      for (const rule of remembered ?? []) this.rules.set(rule.id, rule);
+    } catch {
+      // The id alone is shown.
+    }
+  }
+
   stop() {
     this.stopped = true;
+    this.rules.clear();
     clearTimeout(this.retryTimer);
     this.socket?.close(1000);
     this.socket = null;
@@ -221,17 +244,23 @@ export class ApprovalsPanel {
     }
     this.#renderEmpty();
     this.#renderHistory();
+    // A rule another approver just made is not known yet: read it, then show it.
+    const rule = approval.remembered_rule;
+    if (rule && !this.rules.has(rule)) this.#readRules().then(() => this.#renderHistory());
     this.onDecided(approval);
   }
 
-  async #decide(approval, approve, reason, card) {
+  async #decide(approval, approve, reason, card, remember = null) {
     for (const button of card.querySelectorAll("button")) button.disabled = true;
     const errorEl = card.querySelector(".error");
+    const body = reason ? { reason } : {};
+    if (approve && remember) body.remember = remember;
     try {
       const decided = await api(
         `v1/approvals/${encodeURIComponent(approval.id)}/${approve ? "approve" : "deny"}`,
-        { method: "POST", body: reason ? { reason } : {} },
+        { method: "POST", body },
       );
+      if (decided.remembered_rule) await this.#readRules();
       this.#decided(decided);
     } catch (error) {
       showError(errorEl, error);
@@ -263,9 +292,10 @@ export class ApprovalsPanel {
       placeholder: "Reason (optional)",
     });
     const card = el("li", { class: "card pending", dataset: { approvalId: approval.id } });
+    const remembering = this.canDecide ? this.#rememberChoice(approval) : null;
     const decide = (approve) => (event) => {
       event.preventDefault();
-      this.#decide(approval, approve, reasonInput.value.trim(), card);
+      this.#decide(approval, approve, reasonInput.value.trim(), card, remembering?.value() ?? null);
     };
     const openButton = el(
       "button",
@@ -285,6 +315,7 @@ export class ApprovalsPanel {
           el("button", { type: "submit", class: "approve" }, "Approve"),
           el("button", { type: "button", class: "deny", onclick: decide(false) }, "Deny"),
           openButton,
+          remembering?.node ?? [],
         )
       : el(
           "p",
@@ -314,6 +345,84 @@ export class ApprovalsPanel {
     return card;
   }
 
+  // The remember choice of one card: "this call only" (the default), "remember for <owner>",
+  // and for an admin "remember for everyone"; with either remember, the pattern (the server's
+  // suggestion, editable) and how long. None for an approval that cannot be remembered (no
+  // suggested pattern: a files-API or sandbox approval). `value()` is the request's `remember`.
+  #rememberChoice(approval) {
+    if (!approval.suggested_pattern) return null;
+    const name = `remember-${approval.id}`;
+    const option = (value, label, checked = false) =>
+      el(
+        "label",
+        { class: "remember-option" },
+        el("input", { type: "radio", name, value, checked }),
+        ` ${label}`,
+      );
+    const patternInput = el("input", {
+      type: "text",
+      class: "remember-pattern",
+      autocomplete: "off",
+      spellcheck: "false",
+      "aria-label": "Remembered pattern",
+    });
+    patternInput.value = approval.suggested_pattern;
+    const durationSelect = el(
+      "select",
+      { class: "remember-for", "aria-label": "Remember for how long" },
+      REMEMBER_DURATIONS.map(([label, seconds]) => el("option", { value: seconds }, label)),
+    );
+    const details = el("span", { class: "remember-details" }, patternInput, durationSelect);
+    const node = el(
+      "fieldset",
+      { class: "remember" },
+      el("legend", { class: "visually-hidden" }, "Remember"),
+      option("once", "this call only", true),
+      option("owner", `remember for ${approval.requested_by}`),
+      this.canRememberForAll ? option("all", "remember for everyone") : [],
+      details,
+    );
+    const scope = () => node.querySelector("input[type=radio]:checked")?.value ?? "once";
+    const showDetails = () => {
+      const remembering = scope() !== "once";
+      patternInput.disabled = !remembering;
+      durationSelect.disabled = !remembering;
+      details.hidden = !remembering;
+    };
+    node.addEventListener("change", showDetails);
+    showDetails();
+    return {
+      node,
+      value: () =>
+        scope() === "once"
+          ? null
+          : {
+              pattern: patternInput.value.trim() || approval.suggested_pattern,
+              scope: scope(),
+              for_seconds: Number(durationSelect.value),
+            },
+    };
+  }
+
+  // What a remembered approval made: its rule's pattern, for whom and until when (the id alone
+  // when the rule is no longer in the policy, e.g. expired).
+  #rememberedField(approval) {
+    const id = approval.remembered_rule;
+    if (!id) return [];
+    const rule = this.rules.get(id);
+    const text = rule
+      ? el(
+          "span",
+          {},
+          `${id}: `,
+          el("code", {}, visibleText(rule.match)),
+          ` for ${rule.owner ?? "everyone"} until `,
+          timeEl(rule.expires_at),
+        )
+      : id;
+    return field("remembered", text);
+  }
+
   #historyCard(approval) {
     return el(
       "li",
@@ -326,6 +435,7 @@ export class ApprovalsPanel {
         field("by", approval.decided_by ?? "—"),
         approval.decision_reason ? field("why", approval.decision_reason) : [],
         field("at", timeEl(approval.decided_at)),
+        this.#rememberedField(approval),
       ),
       el(
         "button",
