@@ -86,6 +86,11 @@ class Issuer:
         signer = key or self.keys[kid]
         return jwt.encode(payload, signer, algorithm=algorithm_of(signer), headers={"kid": kid})
 
+    def token_without_kid(self, **claims: Any) -> str:
+        token = self.token(**claims)
+        signer = self.keys["k1"]
+        return jwt.encode(claims_of(token), signer, algorithm=algorithm_of(signer))
+
 
 def serve_issuer() -> tuple[Issuer, ThreadingHTTPServer]:
     port = free_port()
@@ -226,6 +231,31 @@ def test_an_agent_jwt_cannot_read_another_owners_execution(
         assert two.get(f"/v1/executions/{mine['id']}").status_code == 404
 
 
+def test_an_admin_jwt_has_the_admin_routes_an_agent_jwt_has_not(
+    gateway: LiveServer, issuer: Issuer
+) -> None:
+    with gateway.client(issuer.token(sub="oidc-root", role="admin")) as admin:
+        assert admin.get("/v1/nodes").status_code == 200
+    with gateway.client(issuer.token(sub="oidc-agent", role="agent")) as agent:
+        assert agent.get("/v1/nodes").status_code == 403
+
+
+def test_a_token_without_kid_is_checked_with_the_issuers_only_key(
+    gateway: LiveServer, issuer: Issuer
+) -> None:
+    with gateway.client(issuer.token_without_kid(sub="oidc-nokid")) as client:
+        response = client.get("/v1/info")
+    assert response.status_code == 200, response.text
+    assert response.json()["caller"]["name"] == "oidc-nokid"
+
+
+def test_an_audience_list_that_contains_ours_is_accepted(
+    gateway: LiveServer, issuer: Issuer
+) -> None:
+    with gateway.client(issuer.token(aud=["another-service", AUDIENCE])) as client:
+        assert client.get("/v1/info").status_code == 200
+
+
 def test_static_tokens_still_work_beside_the_issuer(gateway: LiveServer) -> None:
     with gateway.client(AGENT) as client:
         info = client.get("/v1/info")
@@ -276,6 +306,10 @@ def _hs256_keyed_with_the_public_key(issuer: Issuer) -> str:
     )
 
 
+def _issued_in_the_future(issuer: Issuer) -> str:
+    return issuer.token(iat=int(time.time()) + 600)
+
+
 def _no_role(issuer: Issuer) -> str:
     return issuer.token(role=None)
 
@@ -300,6 +334,7 @@ def _not_a_jwt(_: Issuer) -> str:
 REFUSED = {
     "expired": (_expired, "expired"),
     "not-yet-valid": (_not_yet_valid, "not valid yet"),
+    "issued-in-the-future": (_issued_in_the_future, "not valid yet"),
     "signed-by-another-key": (_signed_by_another_key, "signature does not verify"),
     "wrong-audience": (_wrong_audience, "audience"),
     "wrong-issuer": (_wrong_issuer, "not issued by"),
