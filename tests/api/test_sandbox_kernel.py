@@ -296,3 +296,15 @@ def test_the_data_dir_inside_the_writable_workspace_cannot_be_written(
     assert sorted(path.name for path in data.iterdir()) == listing
     # The workspace around it was writable all along.
     assert run(alice, "echo ok > beside-data && cat beside-data")["output"] == "ok\n"
+
+
+# --- signals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_the_command_starts_with_no_signal_ignored(alice: httpx.Client, pty: bool) -> None:
+    """bwrap runs with the terminating signals ignored (so a TERM to the group leaves the
+    command its grace, test_sandbox.py); the command inside must not inherit that."""
+    record = run(alice, "grep SigIgn /proc/self/status", pty=pty)
+    assert record["exit_code"] == 0, record
+    assert record["output"].split() == ["SigIgn:", "0000000000000000"]

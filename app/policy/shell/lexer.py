@@ -15,7 +15,7 @@ from app.policy.shell.findings import (
     TooDeepError,
     UnparseableCommandError,
 )
-from app.policy.shell.scanner import DOUBLE_QUOTE_ESCAPABLE, is_escaped
+from app.policy.shell.scanner import DOUBLE_QUOTE_ESCAPABLE, is_escaped, single_quote_end
 from app.policy.shell.words import (
     RESERVED_PREFIXES,
     PendingHeredoc,
@@ -268,13 +268,13 @@ class Lexer:
                     literal_code = literal_code or holds_code(text[i + 1 : i + 3])
                 i += 2
             elif c == "'":
-                close = text.find("'", i + 1)
-                if close < 0:
+                end = single_quote_end(text, i)
+                if end < 0:
                     raise UnparseableCommandError("unterminated single quote")
-                buf.append(text[i + 1 : close])
+                buf.append(text[i + 1 : end - 1])
                 literal_code = literal_code or holds_code(buf[-1])
                 quoted = True
-                i = close + 1
+                i = end
             elif c == '"':
                 start = len(buf)
                 i = self._read_double_quoted(i + 1, buf)
@@ -382,10 +382,9 @@ class Lexer:
             if c == "\\":
                 i += 2
             elif c == "'" and not in_double_quotes:
-                close = text.find("'", i + 1)
-                if close < 0:
+                i = single_quote_end(text, i)
+                if i < 0:
                     raise UnparseableCommandError("unterminated single quote")
-                i = close + 1
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":
@@ -425,10 +424,9 @@ class Lexer:
             if c == "\\":
                 i += 2
             elif c == "'":
-                close = text.find("'", i + 1)
-                if close < 0:
+                i = single_quote_end(text, i)
+                if i < 0:
                     return None
-                i = close + 1
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":

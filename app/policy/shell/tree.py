@@ -21,8 +21,6 @@ from app.policy.shell.lexer import Lexer, dequote, dequote_words, lex_backtick
 from app.policy.shell.words import ShellWord, SimpleCommand, is_dynamic
 from app.policy.shell.wrappers import option_value
 
-# --- tree-sitter-bash: the grammar that reads the structure ----------------------------------
-
 _BASH_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _PARSERS = threading.local()  # a tree-sitter Parser is not meant to be shared between threads
 _REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
