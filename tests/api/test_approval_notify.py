@@ -6,7 +6,10 @@ approval call, and gets the events, in order, once it answers."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -209,6 +212,33 @@ def test_an_approval_url_the_settings_cannot_use_stops_the_start(
         make_settings(tmp_path, SQLITE, **values)
     assert "approval_notify_url" in str(refused.value)
     assert message in str(refused.value)
+
+
+def test_the_server_does_not_start_with_an_approval_url_off_the_allow_list(
+    tmp_path: Path,
+) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
+    env.update(
+        {
+            "SHELLGATE_PORT": str(free_port()),
+            "SHELLGATE_NOTIFY_ALLOW": "https://hooks.example.com/*",
+            "SHELLGATE_NOTIFY_SECRET": SECRET,
+            "SHELLGATE_APPROVAL_NOTIFY_URL": "http://127.0.0.1:9/hook",
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "serve"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "approval_notify_url" in result.stderr
+    assert "matches no SHELLGATE_NOTIFY_ALLOW pattern" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_receiver_that_is_down_fails_no_call_and_gets_the_events_once_up(
