@@ -21,8 +21,9 @@ from app.api.errors import install_error_handlers
 from app.api.hot_routes import LeanHotRoutes
 from app.api.mcp.mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
+from app.api.openapi_examples import install_examples
 from app.api.operation_ids import operation_id
-from app.api.router import allowed_methods, api_router
+from app.api.router import API_ROUTES, allowed_methods, api_router
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.cluster.forwarding import ForwardToOwner
@@ -129,6 +130,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.cluster.drain()
             await services.forwarder.close()
             await services.approvals.close()
+            await services.approval_notifier.close()
             await services.notifier.close()
             await services.policy.close()
             await anyio.to_thread.run_sync(WINDOW_PROCESS.close)
@@ -176,6 +178,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             ],
         )
     install_error_handlers(app, allowed_methods)
+    install_examples(app, API_ROUTES)
     # What needs another replica's process goes there (app/cluster/forwarding.py).
     app.add_middleware(ForwardToOwner)
     # A body has a size cap, checked before anything reads it (FastAPI parses a body before

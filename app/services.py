@@ -26,6 +26,7 @@ from app.executions.registry import Registry
 from app.files.service import FileService
 from app.governance.service import PolicyService
 from app.notifications import Notifier
+from app.notifications.approvals import ApprovalNotifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.sandbox import Sandbox
@@ -69,6 +70,7 @@ class Services:
     relay: ApprovalRelay
     forwarder: Forwarder
     notifier: Notifier
+    approval_notifier: ApprovalNotifier
     sandbox: Sandbox
     # The long logs a previous run lost, re-read after the server listens.
     recovery: LostLogRecovery = field(default_factory=LostLogRecovery)
@@ -122,6 +124,9 @@ class Services:
             sandbox=sandbox,
         )
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
+        # Approvers hear of prompts through the completion deliverer's machinery.
+        approval_notifier = ApprovalNotifier(settings, notifier)
+        executions.approvals.on_announced = approval_notifier.heard
         sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
@@ -147,5 +152,6 @@ class Services:
             relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
+            approval_notifier=approval_notifier,
             sandbox=sandbox,
         )

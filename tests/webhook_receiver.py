@@ -25,7 +25,8 @@ class Received:
 class Receiver:
     port: int
     # Replies in order; once used up, `default`. An int is a status; ("hang", s) sleeps s
-    # seconds before answering 200; ("redirect", location) answers 302.
+    # seconds before answering 200; ("hold", event) answers 200 once the threading.Event is
+    # set; ("redirect", location) answers 302.
     script: list[object] = field(default_factory=list)
     default: object = 200
     received: list[Received] = field(default_factory=list)
@@ -50,8 +51,9 @@ def webhook_receiver(
     script: list[object] | None = None,
     default: object = 200,
     tls: tuple[Path, Path] | None = None,
+    port: int = 0,
 ) -> Iterator[Receiver]:
-    """`tls`: (certificate, key) PEM files to serve https with."""
+    """`tls`: (certificate, key) PEM files to serve https with; `port`: 0 for any free one."""
     receiver = Receiver(port=0, script=list(script or []), default=default)
 
     class Handler(BaseHTTPRequestHandler):
@@ -67,6 +69,9 @@ def webhook_receiver(
             reply = receiver.next_reply()
             if isinstance(reply, tuple) and reply[0] == "hang":
                 time.sleep(float(reply[1]))
+                reply = 200
+            if isinstance(reply, tuple) and reply[0] == "hold":
+                reply[1].wait(60)
                 reply = 200
             if isinstance(reply, tuple) and reply[0] == "redirect":
                 self.send_response(302)
@@ -96,7 +101,7 @@ def webhook_receiver(
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -1,8 +1,9 @@
 """Dependencies shared by the routes: the app's services and the caller's identity.
 
 `async def` on purpose: FastAPI runs a plain `def` dependency in a worker thread, a hop per
-dependency per request; these only read app state and compare token digests, which is cheaper
-on the loop than the hop."""
+dependency per request; these only read app state and compare token digests (or check a JWT's
+signature against keys held in memory, fetched with an async client), which is cheaper on the
+loop than the hop."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from app.core.auth import Principal
 from app.core.errors import ForbiddenError, UnauthenticatedError
 from app.services import Services
 
-bearer_scheme = HTTPBearer(auto_error=False, description="A token from SHELLGATE_TOKENS.")
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="A token from SHELLGATE_TOKENS, or a JWT from SHELLGATE_OIDC_ISSUER.",
+)
 
 
 async def get_services(request: Request) -> Services:
@@ -30,7 +34,7 @@ async def get_principal(
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
-    return services.tokens.authenticate(credentials.credentials if credentials else None)
+    return await services.tokens.authenticate(credentials.credentials if credentials else None)
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -66,7 +70,7 @@ async def websocket_principal(websocket: WebSocket, services: Services) -> Princ
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer":
             raise UnauthenticatedError("the Authorization header must be a Bearer token")
-        return services.tokens.authenticate(secret.strip())
+        return await services.tokens.authenticate(secret.strip())
     ticket = websocket.query_params.get("ticket")
     if ticket:
         return await services.tickets.redeem(ticket)

@@ -54,7 +54,8 @@ _CODE_BY_STATUS = {
 # What each status means wherever it is documented; routes may say more (`described=`).
 _STATUS_DESCRIPTIONS = {
     400: "The body is not JSON text the server can decode (`bad_request`).",
-    401: "No bearer token, or one the server does not know (`unauthenticated`).",
+    401: "No bearer token, one the server does not know, or a JWT that does not verify "
+    "(`unauthenticated`; the message says what is wrong).",
     403: "The caller's role may not do this (`forbidden`).",
     404: "No such resource, or one the caller may not see (`not_found`).",
     409: "The resource is not in a state that allows this (`conflict`).",
@@ -68,7 +69,8 @@ _STATUS_DESCRIPTIONS = {
     503: "Temporarily unavailable: the server is stopping (`shutting_down`), the database "
     "does not answer (`database_unavailable`), the replica that holds the execution does "
     "not (`node_unreachable`), or a long command found no free command reader in time "
-    "(`readers_busy`); retry after the `Retry-After` seconds.",
+    "(`readers_busy`), or the OIDC issuer does not give the keys to check a JWT "
+    "(`identity_provider_unavailable`); retry after the `Retry-After` seconds.",
     507: "The server's data storage is full (`storage_full`): nothing was started.",
 }
 _RETRY_AFTER = {

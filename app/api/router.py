@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
 from app.api.routes import approvals, events, executions, files, health, policy, stream
@@ -24,6 +24,7 @@ ROUTERS = (
 api_router = APIRouter()
 for _router in ROUTERS:
     api_router.include_router(_router)
+API_ROUTES: list[BaseRoute] = [route for router in ROUTERS for route in router.routes]
 
 
 def allowed_methods(scope: Scope) -> str:
@@ -33,8 +34,7 @@ def allowed_methods(scope: Scope) -> str:
     probe = {**scope, "method": "\0"}  # no route serves it: a path match is PARTIAL
     methods = {
         method
-        for router in ROUTERS
-        for route in router.routes
+        for route in API_ROUTES
         if isinstance(route, Route) and route.matches(probe)[0] is Match.PARTIAL
         for method in route.methods or ()
     }

@@ -37,6 +37,9 @@ logger = logging.getLogger("shellgate.approvals")
 SettledHandler = Callable[[Approval], Awaitable[None]]
 # Told of every approval this replica requests or decides, for the other replicas (app/cluster).
 EventHandler = Callable[[Approval], None]
+# Told of this server's own requests and decisions, with the event's type (`approval.requested`
+# or `approval.decided`): app/notifications/approvals.py.
+AnnouncementHandler = Callable[[str, Approval], None]
 # Approvals whose last published state is remembered, so that one heard of twice (a
 # notification and the polling fallback) reaches the listeners once.
 REMEMBERED_APPROVALS = 10_000
@@ -110,6 +113,7 @@ class ApprovalService:
         self._tasks: set[asyncio.Task[Approval | None]] = set()
         self.on_settled = on_settled
         self.on_event: EventHandler | None = None
+        self.on_announced: AnnouncementHandler | None = None
         self._published: OrderedDict[str, str] = OrderedDict()
 
     # --- requests ---------------------------------------------------------------------------
@@ -321,6 +325,8 @@ class ApprovalService:
         self._publish(approval_event(kind, approval))
         if self.on_event is not None:
             self.on_event(approval)
+        if self.on_announced is not None:
+            self.on_announced(kind, approval)
 
     def _remember(self, approval: Approval) -> None:
         self._published[approval.id] = approval.state

@@ -1,8 +1,9 @@
 """Arguments the `shellgate` client commands share: a command given as several words (`run`,
-`policy check`) and `--env KEY=VALUE` pairs."""
+`policy check`), `--env KEY=VALUE` pairs, and durations (`approve --for 1h`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -60,3 +61,18 @@ def sandbox_request(
     if justification is not None:
         request["justification"] = justification
     return request
+
+
+_DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, *, option: str) -> float:
+    """`90`, `90s`, `30m`, `1h`, `7d` → seconds; anything else is a usage error naming `option`.
+    The server checks the bounds (SHELLGATE_REMEMBER_MIN/MAX_SECONDS) and says them."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        raise typer.BadParameter(
+            f"{text!r} is not a duration (like 90s, 30m, 1h or 7d)", param_hint=option
+        )
+    return float(match["number"]) * _UNIT_SECONDS[match["unit"]]

@@ -26,7 +26,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from app.cli.arguments import CommandWords, command_text, parse_env, sandbox_request
+from app.cli.arguments import (
+    CommandWords,
+    command_text,
+    parse_duration,
+    parse_env,
+    sandbox_request,
+)
 from app.cli.attach import attach
 from app.cli.connection import (
     EXIT_NOT_FINISHED,
@@ -39,7 +45,15 @@ from app.cli.connection import server as _server
 from app.cli.files import files_cli
 from app.cli.policy import policy_cli
 from app.core.visible_text import pieces, visible
-from shellgate import DEFAULT_URL, ApiError, Approval, Client, Execution, OutputFrame
+from shellgate import (
+    DEFAULT_URL,
+    ApiError,
+    Approval,
+    Client,
+    Execution,
+    OutputFrame,
+    Remember,
+)
 
 cli = typer.Typer(
     help="shellgate: run bash commands for remote agents, safely.", no_args_is_help=True
@@ -192,6 +206,10 @@ def _approval_cell(approval: Approval) -> Text:
     for name, value in approval.env.items():
         cell.append("\nenv ", style="dim")
         cell.append_text(_shown(f"{name}={value}"))
+    if approval.suggested_pattern is not None:
+        # What `approve ID --remember` remembers unless `--pattern` says otherwise.
+        cell.append("\nremember ", style="dim")
+        cell.append_text(_shown(approval.suggested_pattern))
     return cell
 
 
@@ -469,10 +487,36 @@ def approvals(
     _console().print(table)
 
 
-def _decide(ctx: typer.Context, approval_id: str, *, approve: bool, reason: str | None) -> None:
+def _decide(
+    ctx: typer.Context,
+    approval_id: str,
+    *,
+    approve: bool,
+    reason: str | None,
+    remember: Remember | None = None,
+) -> None:
     with _server(ctx) as client:
-        approval = client.decide(approval_id, approve=approve, reason=reason)
+        approval = client.decide(approval_id, approve=approve, reason=reason, remember=remember)
+        rule = _remembered_rule(client, approval.remembered_rule)
     typer.echo(f"{approval.id} {approval.state} (execution {approval.execution_id})")
+    if approval.remembered_rule is not None:
+        typer.echo(f"remembered {approval.remembered_rule}" + (f": {rule}" if rule else ""))
+
+
+def _remembered_rule(client: Client, rule_id: str | None) -> str | None:
+    """`pattern for owner until when` of the rule `rule_id`, as `GET /v1/policy` lists it."""
+    if rule_id is None:
+        return None
+    for rule in client.get_policy().get("remembered", []):
+        if rule.get("id") == rule_id:
+            whom = rule.get("owner") or "everyone"
+            return visible(f"{rule['match']} for {whom} until {rule['expires_at']}")
+    return None
+
+
+class RememberScope(StrEnum):
+    owner = "owner"
+    all = "all"
 
 
 @cli.command()
@@ -480,9 +524,42 @@ def approve(
     ctx: typer.Context,
     approval_id: str = typer.Argument(..., metavar="ID"),
     reason: str | None = typer.Option(None, help="Why; stored with the decision."),
+    remember: bool = typer.Option(
+        False,
+        "--remember",
+        help="Also let calls like this one run without a prompt for a while "
+        "(docs/policy.md#remembered-decisions).",
+    ),
+    pattern: str | None = typer.Option(
+        None,
+        "--pattern",
+        help="With --remember: the rule glob to remember (default: the approval's suggested "
+        "pattern, shown by `shellgate approvals`).",
+    ),
+    scope: RememberScope | None = typer.Option(
+        None,
+        "--scope",
+        help="With --remember: owner (the requester's calls, the default) or all (everyone's; "
+        "admins only).",
+    ),
+    duration: str | None = typer.Option(
+        None,
+        "--for",
+        metavar="DURATION",
+        help="With --remember: how long (90s, 30m, 1h, 7d; default 1h).",
+    ),
 ) -> None:
     """Approve a pending approval: its command runs."""
-    _decide(ctx, approval_id, approve=True, reason=reason)
+    choice = None
+    if remember:
+        choice = Remember(
+            pattern=pattern,
+            scope=(scope or RememberScope.owner).value,
+            for_seconds=parse_duration(duration or "1h", option="--for"),
+        )
+    elif pattern is not None or scope is not None or duration is not None:
+        raise typer.BadParameter("--pattern, --scope and --for go with --remember")
+    _decide(ctx, approval_id, approve=True, reason=reason, remember=choice)
 
 
 @cli.command()

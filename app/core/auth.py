@@ -8,10 +8,13 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from app.core.config import Role, Settings, TokenEntry
+from app.core.config import ROLES, Role, Settings, TokenEntry
 from app.core.errors import ForbiddenError, NotFoundError, UnauthenticatedError
+
+if TYPE_CHECKING:
+    from app.core.oidc import OidcVerifier
 
 logger = logging.getLogger("shellgate.auth")
 
@@ -56,31 +59,55 @@ class Principal:
 
 
 class TokenBook:
-    def __init__(self, entries: list[TokenEntry]) -> None:
+    """Who a bearer token names: the static tokens of SHELLGATE_TOKENS, then, when an OIDC
+    issuer is configured, a JWT it signed. The one place every surface (REST, WebSocket, SSE,
+    MCP) asks."""
+
+    def __init__(self, entries: list[TokenEntry], oidc: OidcVerifier | None = None) -> None:
         self._entries = entries
+        self.oidc = oidc
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenBook:
         entries = settings.token_entries()
         if not entries:
             entries = [ensure_generated_admin_token(settings.data_dir)]
-        return cls(entries)
+        if not settings.oidc_issuer:
+            return cls(entries)
+        # Imported only when used: PyJWT, cryptography and httpx stay out of a start without
+        # an issuer (tests/test_lazy_startup.py).
+        from app.core.oidc import OidcVerifier
 
-    def authenticate(self, secret: str | None) -> Principal:
+        return cls(entries, OidcVerifier.from_settings(settings))
+
+    async def authenticate(self, secret: str | None) -> Principal:
         if not secret:
             raise UnauthenticatedError("missing bearer token")
+        static = self._static(secret)
+        if static is not None:
+            return static
+        if self.oidc is not None:
+            return await self.oidc.verify(secret)
+        raise UnauthenticatedError("invalid bearer token")
+
+    def _static(self, secret: str) -> Principal | None:
         for entry in self._entries:
             # Compare against every entry so timing does not reveal which one was close.
             if hmac.compare_digest(entry.secret.encode(), secret.encode()):
                 return Principal(entry.name, entry.role)
-        raise UnauthenticatedError("invalid bearer token")
+        return None
 
     def configured(self, name: str, role: str) -> Principal | None:
         """The principal `name` with `role` if a configured token still grants it (a ticket
-        outlives no token: one removed or re-roled since the ticket was issued is refused)."""
+        outlives no token: one removed or re-roled since the ticket was issued is refused).
+        With an OIDC issuer, a ticket may also have been bought with a JWT, which was checked
+        when the ticket was issued and leaves nothing to check again: any name and role are
+        honoured for the ticket's few seconds."""
         for entry in self._entries:
             if entry.name == name and entry.role == role:
                 return Principal(entry.name, entry.role)
+        if self.oidc is not None and role in ROLES:
+            return Principal(name, role)
         return None
 
 

@@ -22,6 +22,11 @@ T = TypeVar("T")
 # database that waits can hold a thread.
 WORKERS = 40
 
+# Its threads live as long as the server, and that is load-bearing: commands are spawned here,
+# and bwrap's `--die-with-parent` (PR_SET_PDEATHSIG) kills the sandbox when the *thread* that
+# forked it ends. anyio's worker threads end once idle for 10 s (pruned by a later call): a
+# command spawned on one would be SIGKILLed then (docs/operations.md, "When a replica dies").
+
 _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="shellgate-blocking")
 
 

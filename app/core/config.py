@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Role = Literal["agent", "approver", "admin"]
 ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
-_TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+OWNER_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MIN_SECRET_LENGTH = 16
 # Credentials a command has no business reading, hidden from every command by default
 # (docs/sandbox.md); sockets that hand out the host (docker) or the database (postgresql).
@@ -63,7 +63,7 @@ def parse_tokens(raw: str) -> list[TokenEntry]:
         if len(pieces) != 3:
             raise ValueError(f"{where} is not name:role:secret")
         name, role, secret = pieces
-        if not _TOKEN_NAME.match(name):
+        if not OWNER_NAME.match(name):
             raise ValueError(f"{where}: the name must be 1-64 letters, digits or _.@-")
         if role not in ROLES:
             raise ValueError(f"{where}: unknown role; use agent, approver or admin")
@@ -83,7 +83,7 @@ def parse_notify_secrets(raw: str) -> dict[str, str]:
     items = [part.strip() for part in raw.split(",") if part.strip()]
     for position, item in enumerate(items, start=1):
         name, _, secret = item.partition(":")
-        if not _TOKEN_NAME.match(name) or not secret:
+        if not OWNER_NAME.match(name) or not secret:
             raise ValueError(f"SHELLGATE_NOTIFY_SECRETS entry {position} is not name:secret")
         if len(secret) < MIN_SECRET_LENGTH:
             raise ValueError(
@@ -125,6 +125,15 @@ class Settings(BaseSettings):
     database_url: str | None = None
     workspace: Path = Field(default_factory=Path.cwd)
     tokens: str = Field(default="", repr=False)
+    # Bearer JWTs from an OpenID Connect issuer beside the static tokens
+    # (docs/api.md#identity-from-a-gateway): the issuer URL (its keys found by discovery), the
+    # audience a token must name, the claims that carry the role and the owner name, and how
+    # often a token naming an unknown key may make the server fetch the issuer's keys again.
+    oidc_issuer: str = ""
+    oidc_audience: str = ""
+    oidc_role_claim: str = Field(default="shellgate_role", min_length=1)
+    oidc_owner_claim: str = Field(default="sub", min_length=1)
+    oidc_jwks_refresh_seconds: float = Field(default=60, gt=0, le=86400)
     policy_file: Path | None = None
     max_jobs: int = Field(default=32, ge=1, le=10_000)
     auto_background_ms: int = Field(default=30_000, ge=0, le=86_400_000)  # a day at most
@@ -222,6 +231,12 @@ class Settings(BaseSettings):
     notify_backoff_max_seconds: float = Field(default=300, gt=0, le=86400)
     notify_per_host: int = Field(default=4, ge=1, le=1000)  # attempts in flight per receiver
     notify_ca_file: Path | None = None  # CA bundle for https receivers (default: the system's)
+    # Approval events (docs/policy.md#hearing-of-prompts): every request and decision POSTed,
+    # signed with SHELLGATE_NOTIFY_SECRET, to this URL (on SHELLGATE_NOTIFY_ALLOW).
+    approval_notify_url: str | None = None
+    # The server's address as people reach it (a gateway's, with its prefix): events link to
+    # the console there. Empty: no links.
+    public_url: str = ""
     # At most 30: clients (the SDK among them) take 60 s without a byte for a dead connection,
     # and gateways cut idle streams after 60 s; a rarer heartbeat would end healthy streams.
     sse_heartbeat_seconds: float = Field(default=15, gt=0, le=30)
@@ -310,12 +325,28 @@ class Settings(BaseSettings):
             raise ValueError(f"the secret is shorter than {MIN_SECRET_LENGTH} characters")
         return value
 
-    @field_validator("node_url")
+    @field_validator("node_url", "public_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if value and not re.match(r"^https?://[^/\s]+(/.*)?$", value):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("oidc_issuer")
+    @classmethod
+    def _issuer_url(cls, value: str) -> str:
+        # Kept as written: a token's `iss` must equal it exactly (some issuers end in a slash).
+        if value and not re.match(r"^https?://[^/\s]+(/\S*)?$", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _oidc_needs_an_audience(self) -> Settings:
+        # Without an audience check, any token the issuer signed for any other service would
+        # open this one.
+        if self.oidc_issuer and not self.oidc_audience:
+            raise ValueError("SHELLGATE_OIDC_ISSUER needs SHELLGATE_OIDC_AUDIENCE")
+        return self
 
     @field_validator("tokens")
     @classmethod
@@ -332,16 +363,22 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _notify_default_is_usable(self) -> Settings:
-        if self.notify_url is None:
-            return self
         from app.core.urls import AllowList, UrlRefused
 
-        if not self.notify_secret:
-            raise ValueError("notify_url needs SHELLGATE_NOTIFY_SECRET to sign its deliveries")
-        try:
-            AllowList(self.notify_allow).admit(self.notify_url)
-        except UrlRefused as error:
-            raise ValueError(f"notify_url: {error}") from error
+        # The server's own URLs are checked as a request's `notify_url` is (their hosts again
+        # at every delivery): a refused one stops the start rather than every delivery.
+        for name, url in (
+            ("notify_url", self.notify_url),
+            ("approval_notify_url", self.approval_notify_url),
+        ):
+            if url is None:
+                continue
+            if not self.notify_secret:
+                raise ValueError(f"{name} needs SHELLGATE_NOTIFY_SECRET to sign its deliveries")
+            try:
+                AllowList(self.notify_allow).admit(url)
+            except UrlRefused as error:
+                raise ValueError(f"{name}: {error}") from error
         return self
 
     @model_validator(mode="after")

@@ -355,13 +355,9 @@ class Launcher:
                 if profile is not None and shell is None:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
-                    spawned_argv = [
-                        self.ctx.settings.shell,
-                        "-c",
-                        'exec "$@"',
-                        "shellgate-sandbox",
-                        *sandbox.wrap(profile, argv, plan.cwd, writable, readable),
-                    ]
+                    spawned_argv = sandbox.launch(
+                        self.ctx.settings.shell, profile, argv, plan.cwd, writable, readable
+                    )
                 spec = SpawnSpec(
                     argv=spawned_argv,
                     cwd=plan.cwd,

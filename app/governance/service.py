@@ -275,7 +275,8 @@ class PolicyService:
         the rewritten command and its directory, when there is one; `owner`: who asks (long
         commands share the readers fairly between owners). ReadersBusyError (503) when a
         long command found no free reader in time."""
-        names = self.judge_env(env)
+        # The env rules of the document the command is judged by (a replayed draft's own).
+        names = judge_env((document or self.document).env, env)
         scripts = env_scripts(env)
         home = env.get("HOME") or None  # what `~` means to this command
         cdpath = bool(env.get("CDPATH"))

@@ -227,6 +227,20 @@ class Notifier:
         await self._db.run(crud.update_execution, execution_id=execution_id, values=values)
 
     async def _attempt(self, record: Execution, number: int) -> dict[str, Any]:
+        assert record.notify_url is not None
+        headers = {"X-Shellgate-Execution": record.id, "X-Shellgate-Attempt": str(number)}
+        return await self.attempt(
+            record.notify_url, self.secret_for(record.owner), render_body(record), headers
+        )
+
+    # --- one signed POST (completion deliveries here, approval events in approvals.py) --------
+
+    async def attempt(
+        self, url: str, secret: str | None, body: bytes, headers: dict[str, str]
+    ) -> dict[str, Any]:
+        """POST `body` to `url`, signed with `secret`, with `headers` besides the standard
+        ones; the attempt as recorded (`at`, `status_code`, `error` — None when delivered —,
+        `duration_ms`). Never raises for the receiver's sake."""
         # httpx (with the CLI tools it loads: Rich, Click, Pygments) and the client (its CA
         # bundle) only once a delivery is due, as most servers never send one
         # (tests/test_lazy_startup.py): made on a worker thread, not the event loop, and before
@@ -242,7 +256,7 @@ class Notifier:
         error: str | None = None
         timeout = self._settings.notify_timeout_seconds
         try:
-            status = await asyncio.wait_for(self._post(record, number), timeout)
+            status = await asyncio.wait_for(self._post(url, secret, body, headers), timeout)
             if 300 <= status < 400:
                 error = f"HTTP {status}: redirects are not followed"
             elif not 200 <= status < 300:
@@ -260,23 +274,25 @@ class Notifier:
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
 
-    async def _post(self, record: Execution, number: int) -> int:
+    def backoff(self, attempts: int) -> float:
+        """The wait after `attempts` failed attempts in a row."""
+        return self._backoff(attempts)
+
+    async def _post(
+        self, target: str, secret: str | None, body: bytes, extra: dict[str, str]
+    ) -> int:
         import httpx
 
-        assert record.notify_url is not None
-        secret = self.secret_for(record.owner)
         if secret is None:
             raise UrlRefused("no signing secret is configured for this execution's owner")
-        destination = await self._allow.resolve(record.notify_url)
-        body = render_body(record)
+        destination = await self._allow.resolve(target)
         url = destination.url
         headers = {
             "Host": url.host_header,
             "Content-Type": "application/json",
             "User-Agent": f"shellgate/{__version__}",
             SIGNATURE_HEADER: sign(secret, body),
-            "X-Shellgate-Execution": record.id,
-            "X-Shellgate-Attempt": str(number),
+            **extra,
         }
         extensions: dict[str, Any] = {}
         if url.scheme == "https":

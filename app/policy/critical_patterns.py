@@ -359,52 +359,88 @@ def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: b
     hits: list[str] = []
     # The command may set CDPATH itself (`export CDPATH=/; cd etc && …`).
     cdpath = cdpath or any("CDPATH=" in segment for segment in segments)
-    here: set[str | None] = {cwd}  # where the segment may run
-    visited = set(here)
+    whereabouts = _Whereabouts(cwd, home, cdpath)
     for segment in segments:
         words = segment.split()
         if not words:
             continue
         name = words[0].rsplit("/", 1)[-1]
         args = words[1:]
-        if name in ("cd", "pushd"):
-            targets = _operands(args)
-            if not targets and name == "cd":
-                here = {home}
-            elif not targets or targets[0] == "-" or targets[0].startswith("+"):
-                # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
-                here = set(visited)
-            else:
-                here = {place for now in here for place in _places(targets[0], now, home, cdpath)}
-            visited |= here
-        elif name == "popd":
-            here = set(visited)
-        elif name == "rm" and _recursive(args):
-            if any(_names_precious(target, here, home) for target in _operands(args)):
-                hits.append("rm-recursive-root-or-home")
-        elif name in ("chmod", "chown", "chgrp") and _recursive(args):
-            if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
-                hits.append("chmod-chown-recursive-root-or-home")
-        elif name == "find" and (
-            "-delete" in args
-            or any(
-                arg in ("-exec", "-execdir", "-ok", "-okdir")
-                and args[i + 1 : i + 2] in (["rm"], ["/bin/rm"], ["shred"], ["unlink"])
-                for i, arg in enumerate(args)
-            )
-        ):
-            roots = []
-            for arg in args:
-                if arg.startswith(("-", "(", "!")):
-                    break
-                roots.append(arg)
-            if any(_names_precious(root, here, home) for root in roots or ["."]):
-                hits.append("find-delete-root-or-home")
-        elif name in _HOST_POWER:
-            hits.append("host-power")
-        elif name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
-            hits.append("init-runlevel")
+        if name in _DIRECTORY_MOVES:
+            whereabouts.move(name, args)
+            continue
+        hit = _word_hit(name, args, whereabouts.here, home)
+        if hit is not None:
+            hits.append(hit)
     return list(dict.fromkeys(hits))
+
+
+_DIRECTORY_MOVES = frozenset({"cd", "pushd", "popd"})
+
+
+class _Whereabouts:
+    """Where the following segments may run, as `cd`, `pushd` and `popd` move it."""
+
+    def __init__(self, cwd: str | None, home: str, cdpath: bool) -> None:
+        self.here: set[str | None] = {cwd}
+        self.visited = set(self.here)
+        self.home = home
+        self.cdpath = cdpath
+
+    def move(self, name: str, args: Sequence[str]) -> None:
+        targets = _operands(args)
+        if name == "popd":
+            self.here = set(self.visited)
+        elif not targets and name == "cd":
+            self.here = {self.home}
+        elif not targets or targets[0] == "-" or targets[0].startswith("+"):
+            # `cd -`, `pushd` alone (a swap), `pushd +N`: a directory seen before.
+            self.here = set(self.visited)
+        else:
+            self.here = {
+                place
+                for now in self.here
+                for place in _places(targets[0], now, home=self.home, cdpath=self.cdpath)
+            }
+        self.visited |= self.here
+
+
+def _word_hit(name: str, args: Sequence[str], here: set[str | None], home: str) -> str | None:
+    """The word-level pattern one segment matches, if any, when it may run in `here`."""
+    if name == "rm" and _recursive(args):
+        if any(_names_precious(target, here, home) for target in _operands(args)):
+            return "rm-recursive-root-or-home"
+    elif name in ("chmod", "chown", "chgrp") and _recursive(args):
+        if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
+            return "chmod-chown-recursive-root-or-home"
+    elif name == "find" and _find_deletes(args):
+        if any(_names_precious(root, here, home) for root in _find_roots(args) or ["."]):
+            return "find-delete-root-or-home"
+    elif name in _HOST_POWER:
+        return "host-power"
+    elif name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
+        return "init-runlevel"
+    return None
+
+
+def _find_deletes(args: Sequence[str]) -> bool:
+    """`find … -delete`, or `-exec`/`-execdir`/`-ok`/`-okdir` running `rm`, `shred` or
+    `unlink`."""
+    return "-delete" in args or any(
+        arg in ("-exec", "-execdir", "-ok", "-okdir")
+        and list(args[i + 1 : i + 2]) in (["rm"], ["/bin/rm"], ["shred"], ["unlink"])
+        for i, arg in enumerate(args)
+    )
+
+
+def _find_roots(args: Sequence[str]) -> list[str]:
+    """The starting points of `find`: its words before the first test or option."""
+    roots: list[str] = []
+    for arg in args:
+        if arg.startswith(("-", "(", "!")):
+            break
+        roots.append(arg)
+    return roots
 
 
 # The streaming runner's list (docs/streaming.md#the-ndjson-runner): the exact sources runner

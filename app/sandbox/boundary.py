@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.config import Settings
 from app.process.short_run import run_briefly
-from app.sandbox.bwrap import inner_reset, sandbox_argv, sandbox_prefix
+from app.sandbox.bwrap import inner_reset, sandbox_argv, sandbox_prefix, shell_launch
 from app.sandbox.defaults import default_profile
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
@@ -71,15 +71,19 @@ class Sandbox:
         """What a new session stores as its profile."""
         return self.default.to_record() if self.enforced else None
 
-    def wrap(
+    def launch(
         self,
+        shell: str,
         profile: SandboxProfile,
         argv: list[str],
         cwd: str,
         extra_writable: Iterable[str] = (),
         extra_readable: Iterable[str] = (),
     ) -> list[str]:
-        return sandbox_argv(
+        """What a spawn runs: `shell` confines itself (app/process/confine.sh), ignores bwrap's
+        signals and execs the sandbox of `profile` around `argv`."""
+        return shell_launch(
+            shell,
             profile,
             argv,
             cwd,

@@ -17,8 +17,10 @@ Signals: the server signals the execution's process group (TERM, a grace, KILL),
 stays in that group (no `--new-session`: the server already gives each execution a session of
 its own, so no terminal of the server's is reachable for TIOCSTI). bwrap itself would die of a
 TERM at once and take the sandbox with it (`--die-with-parent`), cutting the command's grace
-short: so bwrap runs with the catchable terminating signals ignored (`env --ignore-signal`),
-and the command starts with every signal at its default again (`env --default-signal`).
+short: so bwrap runs with the catchable terminating signals ignored (`env --ignore-signal`, or,
+for a command spawned through the server's shell, that shell's `trap ''` before it execs bwrap:
+one exec fewer per command), and the command starts with every signal at its default again
+(`env --default-signal`).
 
 The environment is not in the argv (`/proc/1/cmdline` is readable inside): the command's
 environment is bwrap's own, which passes it on unchanged.
@@ -36,6 +38,8 @@ ENV_PROGRAM = "/usr/bin/env"
 # What bwrap (and its init) must survive so that the command alone decides what a signal sent
 # to the group does; SIGCHLD is not among them (bwrap waits for its child).
 _IGNORED_BY_BWRAP = "HUP,INT,QUIT,TERM,USR1,USR2,ALRM,PIPE,VTALRM,PROF,XCPU,XFSZ"
+# The shell's way to the same: dispositions set to ignore survive the exec into bwrap.
+IGNORE_THEN_EXEC = f"trap '' {_IGNORED_BY_BWRAP.replace(',', ' ')}; exec \"$@\""
 # Always private: a tmpfs of the sandbox's own.
 PRIVATE_TMP = "/tmp"
 # Mounted afresh inside: nothing of the host's shows through.
@@ -65,6 +69,30 @@ def sandbox_prefix(
     they are hidden from others (a session's state directory, inside the hidden data dir);
     `extra_readable`: files of the server's it may read (the output logs it names as
     `artifact://ID`)."""
+    return [
+        ENV_PROGRAM,
+        f"--ignore-signal={_IGNORED_BY_BWRAP}",
+        "--",
+        *bwrap_prefix(
+            profile,
+            cwd,
+            extra_writable=extra_writable,
+            extra_readable=extra_readable,
+            bwrap=bwrap,
+        ),
+    ]
+
+
+def bwrap_prefix(
+    profile: SandboxProfile,
+    cwd: str,
+    *,
+    extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
+    bwrap: str = BWRAP,
+) -> list[str]:
+    """`sandbox_prefix` without the signals ignored: for a caller that ignores them itself
+    before it execs this."""
     hidden = sorted({_real(path) for path in profile.hidden}, key=len)
     write = sorted(
         {
@@ -75,9 +103,6 @@ def sandbox_prefix(
         key=len,
     )
     argv = [
-        ENV_PROGRAM,
-        f"--ignore-signal={_IGNORED_BY_BWRAP}",
-        "--",
         bwrap,
         "--unshare-user",
         "--disable-userns",
@@ -151,3 +176,21 @@ def sandbox_argv(
         profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
     )
     return [*prefix, *inner_reset(), *argv]
+
+
+def shell_launch(
+    shell: str,
+    profile: SandboxProfile,
+    argv: list[str],
+    cwd: str,
+    *,
+    extra_writable: Iterable[str] = (),
+    extra_readable: Iterable[str] = (),
+    bwrap: str = BWRAP,
+) -> list[str]:
+    """`argv` run in the sandbox of `profile` through `shell` (which confines itself first:
+    app/process/confine.sh), the shell ignoring bwrap's signals before it execs it."""
+    prefix = bwrap_prefix(
+        profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
+    )
+    return [shell, "-c", IGNORE_THEN_EXEC, "shellgate-sandbox", *prefix, *inner_reset(), *argv]

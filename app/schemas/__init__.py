@@ -36,8 +36,10 @@ from app.schemas.policy import (
     InterceptionPublic,
     PolicyEvaluate,
     PolicyEvaluation,
+    PolicyReplay,
     PolicyVersionPublic,
     PolicyVersionsPublic,
+    ReplayedApproval,
 )
 from app.schemas.sandbox import (
     SandboxProfilePublic,
@@ -100,10 +102,12 @@ __all__ = [
     "NotificationAttempt",
     "PolicyEvaluate",
     "PolicyEvaluation",
+    "PolicyReplay",
     "PolicyVersionPublic",
     "PolicyVersionsPublic",
     "Readiness",
     "RememberChoice",
+    "ReplayedApproval",
     "RequestValidationErrorResponse",
     "RunItem",
     "RunRequest",

@@ -104,3 +104,43 @@ class PolicyVersionPublic(BaseModel):
 
 class PolicyVersionsPublic(BaseModel):
     data: list[PolicyVersionPublic] = Field(description="Newest first; the first is in force.")
+
+
+# --- replaying a draft over the approval history (docs/policy.md#replaying-a-draft) ------------
+
+
+class ReplayedApproval(BaseModel):
+    approval_id: str
+    execution_id: str
+    command: str
+    requested_by: str
+    created_at: datetime
+    human: str = Field(
+        description="What became of the approval: approved, denied, expired or pending."
+    )
+    decided_by: str | None = Field(description="Who decided (`system` for an expiry).")
+    draft_verdict: RuleAction = Field(
+        description="allow | prompt | deny: what the draft would decide for this call now (the "
+        "stricter of the command's verdict and its env's, as submit judges it)."
+    )
+    draft_reason: str
+    draft_rule: PolicyRule | None = Field(
+        description="The draft's rule that decided the command (null: the default, a critical "
+        "pattern, an unreadable command or the env rules decided)."
+    )
+    draft_remembered_rule: str | None = Field(
+        description="The draft's remembered rule (`rr_…`) that allowed it, if one did."
+    )
+    agrees: bool | None = Field(
+        description="true: the draft allows what the human approved or denies what they "
+        "denied; false: the opposite; null: the draft would still ask, or nobody decided "
+        "(expired, pending)."
+    )
+
+
+class PolicyReplay(BaseModel):
+    data: list[ReplayedApproval] = Field(description="Newest first.")
+    skipped: int = Field(
+        description="Approvals in the window that are not a command's (files-API and sandbox "
+        "ones): the command rules do not decide them, so they are not replayed."
+    )

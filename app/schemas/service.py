@@ -55,6 +55,11 @@ class Info(BaseModel):
         description="The server's per-execution limits (null: none); requests may only lower them."
     )
     sandbox: SandboxInfo = Field(description="The kernel boundary around every command.")
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="The OpenID Connect issuer whose JWTs are accepted beside the static "
+        "tokens (`SHELLGATE_OIDC_ISSUER`); null when only static tokens are.",
+    )
 
 
 class NodePublic(BaseModel):

@@ -284,8 +284,11 @@ def list_approvals(
     state: str | None,
     requested_by: str | None,
     limit: int,
+    since: datetime | None = None,
 ) -> list[Approval]:
     query = select(Approval)
+    if since is not None:
+        query = query.where(col(Approval.created_at) >= since)
     if state is not None:
         query = query.where(col(Approval.state) == state)
     if requested_by is not None:

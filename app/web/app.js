@@ -30,7 +30,11 @@ const executions = new ExecutionsPanel({
 const policy = new PolicyPanel();
 const approvals = new ApprovalsPanel({
   onOpenExecution: openExecution,
-  onDecided: () => executions.refresh(),
+  onDecided: (approval) => {
+    executions.refresh();
+    // A remembered decision is a new policy version: show it on the policy page too.
+    if (approval.remembered_rule) policy.refresh();
+  },
 });
 
 let signedIn = false;

@@ -51,6 +51,7 @@ from shellgate.models import (
     Session,
     SessionList,
 )
+from shellgate.remember import Remember
 from shellgate.sync_client import Client
 from shellgate.sync_stream import Attachment
 from shellgate.webhooks import SIGNATURE_HEADER, SignatureError, verify_signature
@@ -92,6 +93,7 @@ __all__ = [
     "PermissionDeniedError",
     "PolicyEvaluation",
     "RateLimitedError",
+    "Remember",
     "RunnerItem",
     "RunnerResult",
     "ServerError",

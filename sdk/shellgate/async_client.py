@@ -31,6 +31,7 @@ from shellgate.models import (
     Session,
     SessionList,
 )
+from shellgate.remember import Remember
 
 T = TypeVar("T")
 
@@ -282,12 +283,21 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
         return await self._call(calls.get_approval(approval_id))
 
     async def decide(
-        self, approval_id: str, *, approve: bool, reason: str | None = None
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        remember: Remember | None = None,
     ) -> Approval:
-        return await self._call(calls.decide(approval_id, approve, reason))
+        return await self._call(calls.decide(approval_id, approve, reason, remember))
 
-    async def approve(self, approval_id: str, reason: str | None = None) -> Approval:
-        return await self.decide(approval_id, approve=True, reason=reason)
+    async def approve(
+        self, approval_id: str, reason: str | None = None, *, remember: Remember | None = None
+    ) -> Approval:
+        """Approve; with `remember`, calls like this one also run without a prompt for a while
+        (a remembered rule; the answer's `remembered_rule` names it)."""
+        return await self.decide(approval_id, approve=True, reason=reason, remember=remember)
 
     async def deny(self, approval_id: str, reason: str | None = None) -> Approval:
         return await self.decide(approval_id, approve=False, reason=reason)

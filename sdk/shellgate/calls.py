@@ -27,6 +27,7 @@ from shellgate.models import (
     SessionList,
 )
 from shellgate.paths import segment
+from shellgate.remember import Remember
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 CONNECT_SECONDS = 5.0
@@ -259,10 +260,16 @@ def get_approval(approval_id: str) -> Call[Approval]:
     return Call("GET", f"/v1/approvals/{segment(approval_id)}", model(Approval))
 
 
-def decide(approval_id: str, approve: bool, reason: str | None) -> Call[Approval]:
+def decide(
+    approval_id: str, approve: bool, reason: str | None, remember: Remember | None = None
+) -> Call[Approval]:
     action = "approve" if approve else "deny"
     path = f"/v1/approvals/{segment(approval_id)}/{action}"
-    return Call("POST", path, model(Approval), json={"reason": reason})
+    body: dict[str, object] = {"reason": reason}
+    if remember is not None:
+        # Sent on a denial too, so the server's 422 says a denial is never remembered.
+        body["remember"] = remember.to_json()
+    return Call("POST", path, model(Approval), json=body)
 
 
 def get_policy() -> Call[dict[str, Any]]:

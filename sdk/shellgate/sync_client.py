@@ -29,6 +29,7 @@ from shellgate.models import (
     Session,
     SessionList,
 )
+from shellgate.remember import Remember
 from shellgate.sync_feeds import SyncFeeds
 from shellgate.sync_files import SyncFiles
 from shellgate.sync_stream import Attachment, signal_once
@@ -273,11 +274,22 @@ class Client(SyncFiles, SyncFeeds):
     def get_approval(self, approval_id: str) -> Approval:
         return self._call(calls.get_approval(approval_id))
 
-    def decide(self, approval_id: str, *, approve: bool, reason: str | None = None) -> Approval:
-        return self._call(calls.decide(approval_id, approve, reason))
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        remember: Remember | None = None,
+    ) -> Approval:
+        return self._call(calls.decide(approval_id, approve, reason, remember))
 
-    def approve(self, approval_id: str, reason: str | None = None) -> Approval:
-        return self.decide(approval_id, approve=True, reason=reason)
+    def approve(
+        self, approval_id: str, reason: str | None = None, *, remember: Remember | None = None
+    ) -> Approval:
+        """Approve; with `remember`, calls like this one also run without a prompt for a while
+        (a remembered rule; the answer's `remembered_rule` names it)."""
+        return self.decide(approval_id, approve=True, reason=reason, remember=remember)
 
     def deny(self, approval_id: str, reason: str | None = None) -> Approval:
         return self.decide(approval_id, approve=False, reason=reason)

@@ -1,5 +1,5 @@
 """A method no route serves at a path is a 405 in the app's error shape whose `Allow` names
-every method the path does serve (RFC 9110 §15.5.6), not only those of the first route whose
+every method the path does serve, not only those of the first route whose
 path matched."""
 
 from __future__ import annotations

@@ -22,13 +22,15 @@ from tests.conftest import AGENT, LiveServer, make_settings, serve
 from tests.databases import Databases
 
 # Generated commands never run: everything is denied but the documented example (`echo …`);
-# and no generated sandbox request waits for a human (it would hold the call up to 30 s).
+# and no generated sandbox request or file operation outside the workspace (the documented
+# examples name `/etc/hostname`) waits for a human (it would hold the call past the timeout).
 DENY_BUT_ECHO = {
     "default": "deny",
     "critical": "deny",
     "rules": [{"match": "echo *", "approval": "allow"}],
     "interceptor": {"enabled": False, "rules": None},
     "sandbox": {"escalation": "deny"},
+    "files": {"workspace": "allow", "outside": "deny"},
 }
 CONFORMANCE_CHECKS = [
     response_schema_conformance,

@@ -24,6 +24,7 @@ from tests.api.test_mcp import call, text_of
 from tests.conftest import ADMIN, AGENT, TOKENS, LiveServer, free_port, make_settings, serve
 from tests.databases import Databases, ServerDatabase
 from tests.test_serve_defaults import ServerProcess, server_environment, wait_until_ready
+from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 # Written into the workspace by the test, run by the agent: what a command can find out.
@@ -287,8 +288,13 @@ def test_a_term_reaches_the_command_which_ends_in_its_own_time(operator: ServerP
                 "async": True,
             },
         ).json()
-        ready = agent.get(f"/v1/executions/{job['id']}/output", params={"wait": 10})
-        assert ready.status_code == 200
+        # The TERM must find the trap set: a cancel sent before "ready" is printed would
+        # end bash before its trap exists (the output route does not wait for bytes).
+        eventually(
+            lambda: "ready" in agent.get(f"/v1/executions/{job['id']}").json()["output"],
+            what="the job's trap",
+            within=30,
+        )
         assert agent.post(f"/v1/executions/{job['id']}/cancel").status_code in (200, 202)
         ended = agent.get(f"/v1/executions/{job['id']}", params={"wait": 20}).json()
     assert "cleaned" in ended["output"], ended

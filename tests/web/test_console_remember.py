@@ -91,3 +91,39 @@ def test_remember_for_everyone_is_offered_to_an_admin_only_and_an_agent_decides_
     expect(card.locator(".decision.waiting")).to_be_visible()
     expect(card.get_by_role("button", name="Approve")).to_have_count(0)
     expect(card.locator("fieldset.remember")).to_have_count(0)
+
+
+def test_saving_edited_rules_keeps_a_decision_remembered_while_the_editor_was_open(
+    page: Page,
+    console_server: LiveServer,
+    agent: httpx.Client,
+    approver: httpx.Client,
+    admin: httpx.Client,
+) -> None:
+    original = admin.get("/v1/policy").json()
+    try:
+        sign_in(page, console_server, ADMIN)
+        page.get_by_role("tab", name="Policy").click()
+        page.get_by_role("button", name="Edit rules").click()
+        editor = page.locator("#policy-editor")
+        editor.get_by_role("button", name="Add rule").click()
+        editor.get_by_label("Match", exact=True).last.fill("echo edited-meanwhile*")
+
+        # Another approver remembers a decision while the edit is open.
+        approval_id = request_approval(agent, f"{PROMPT_PREFIX}-meanwhile x")["approval"]["id"]
+        decided = approver.post(
+            f"/v1/approvals/{approval_id}/approve",
+            json={"remember": {"scope": "owner", "for_seconds": 3600}},
+        )
+        assert decided.status_code == 200, decided.text
+        rule_id = decided.json()["remembered_rule"]
+
+        editor.get_by_role("button", name="Save policy").click()
+        expect(page.locator("#policy-rules tr").last).to_contain_text("echo edited-meanwhile*")
+        saved = admin.get("/v1/policy").json()
+        assert saved["rules"][-1]["match"] == "echo edited-meanwhile*"
+        assert rule_id in [rule["id"] for rule in saved["remembered"]]
+    finally:
+        current = admin.get("/v1/policy").json()
+        restored = {**original, "remembered": current["remembered"]}
+        assert admin.put("/v1/policy", json=restored).status_code == 200

@@ -432,8 +432,8 @@ class McpEndpoint:
             return
         services, http_app = self._running
         try:
-            principal = services.tokens.authenticate(_bearer_secret(Headers(scope=scope)))
-        except UnauthenticatedError as refused:
+            principal = await services.tokens.authenticate(_bearer_secret(Headers(scope=scope)))
+        except (UnauthenticatedError, UnavailableError) as refused:  # unavailable: the issuer
             await app_error_response(refused)(scope, receive, send)
             return
         if scope["type"] == "http" and scope["method"] == "POST":

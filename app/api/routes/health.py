@@ -118,6 +118,7 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
         confinement=services.confinement.name,
         execution_limits=services.confinement.ceiling.as_dict(),
         sandbox=SandboxInfo.model_validate(services.sandbox.status()),
+        oidc_issuer=services.tokens.oidc.issuer if services.tokens.oidc else None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -9,9 +10,10 @@ from fastapi import APIRouter, Query
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.api.strict_route import StrictJsonRoute
+from app.governance.replay import replay, require_reviewer
 from app.governance.service import version_public
 from app.policy.engine import PolicyDocument
-from app.schemas import PolicyEvaluate, PolicyEvaluation, PolicyVersionsPublic
+from app.schemas import PolicyEvaluate, PolicyEvaluation, PolicyReplay, PolicyVersionsPublic
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"], route_class=StrictJsonRoute)
 
@@ -77,3 +79,24 @@ async def evaluate(
         workspace=services.settings.workspace,
         owner=principal.name,
     )
+
+
+@router.post(
+    "/replay",
+    response_model=PolicyReplay,
+    responses=error_responses(400, 401, 403, 422, 503, described={403: "An agent (`forbidden`)."}),
+    summary="Replay a draft policy over past approvals (approver, admin); changes nothing",
+)
+async def replay_policy(
+    body: PolicyDocument,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    since: Annotated[datetime | None, Query()] = None,
+) -> PolicyReplay:
+    """The body is a draft with the schema of `PUT /v1/policy`. For each command approval in
+    the history (newest first, at most `limit`, created at or after `since`), what the draft
+    would decide for that call now (verdict, reason, deciding rule) beside what the human
+    decided, and whether they agree. Nothing is stored and the policy in force is unchanged."""
+    require_reviewer(principal)
+    return await replay(services.policy, services.db, body, limit=limit, since=since)

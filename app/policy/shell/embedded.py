@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from app.policy.shell.findings import (
     ALIASES,
@@ -307,35 +307,45 @@ def embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[s
     name = basename(words[0])
     args = words[1:]
     yield from _option_scripts(name, args)
-    if name == "git" and any(arg.startswith("ext::") for arg in args):
-        # `ext::CMD` remotes run CMD (`%` escapes a blank).
-        for arg in args:
-            if arg.startswith("ext::"):
-                yield arg[5:].replace("% ", " ").replace("%%", "%")
-    if name == "parallel" and ":::" in args:
-        # GNU parallel runs each argument after `:::` as shell text (after the command, if any).
-        cut = args.index(":::")
-        command = skip_options([name, *args[:cut]], WRAPPERS["parallel"])
-        for value in args[cut + 1 :]:
-            if value not in (":::", "::::", ":::+"):
-                yield " ".join([*command, value])
+    if name == "git":
+        yield from _git_scripts(args)
+    elif name == "parallel":
+        yield from _parallel_scripts(args)
     if _starts_shell_on_stdin(name, args):
         yield from stdin_texts
-    if name == "git":
-        for option, value in itertools.pairwise(args):
-            if option == "-c" and _GIT_CODE_KEY.match(value):
-                if is_dynamic(value):
-                    note_unreadable("git -c sets a command built by expansion")
-                yield value.split("=", 1)[1].removeprefix("!")
+    yield from _assigned_scripts(words)
+    handler = _SCRIPT_HANDLERS.get(name, _option_script)
+    yield from handler(name, args, stdin_texts)
+
+
+def _git_scripts(args: list[str]) -> Iterator[str]:
+    """`ext::CMD` remotes and `git -c key=value` settings whose value git runs."""
+    for arg in args:
+        if arg.startswith("ext::"):
+            yield arg[5:].replace("% ", " ").replace("%%", "%")  # `%` escapes a blank
+    for option, value in itertools.pairwise(args):
+        if option == "-c" and _GIT_CODE_KEY.match(value):
+            if is_dynamic(value):
+                note_unreadable("git -c sets a command built by expansion")
+            yield value.split("=", 1)[1].removeprefix("!")
+
+
+def _parallel_scripts(args: list[str]) -> Iterator[str]:
+    """GNU parallel runs each argument after `:::` as shell text (after the command, if any)."""
+    if ":::" not in args:
+        return
+    cut = args.index(":::")
+    command = skip_options(["parallel", *args[:cut]], WRAPPERS["parallel"])
+    for value in args[cut + 1 :]:
+        if value not in (":::", "::::", ":::+"):
+            yield " ".join([*command, value])
+
+
+def _assigned_scripts(words: list[str]) -> Iterator[str]:
+    """Values of variables bash or a program it starts runs (`PAGER=…`, `GIT_SSH_COMMAND=…`),
+    and assignments that make a command name run something else (`BASH_CMDS`, `BASH_ENV`)."""
     for word in _assignment_words(words):
-        if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
-            note_unreadable("BASH_CMDS makes a command name run another program")
-        if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
-            note_unreadable("BASH_ALIASES makes a command name run another command")
-        if word.startswith(_SCRIPT_PATH_VARIABLES) and is_dynamic(word):
-            # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
-            variable = word.split("=", 1)[0].rstrip("+")
-            note_unreadable(f"{variable} names a script built by expansion")
+        _note_command_table_assignment(word)
         if word.startswith(_CODE_VARIABLES) or (
             word.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_")) and "=" in word
         ):
@@ -345,67 +355,116 @@ def embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[s
             if is_dynamic(word):
                 note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
             yield value
-    if name in _SHELLS:
-        script, script_file = _shell_script(args)
-        if _names_stdin(script_file):
-            script_file = None
-        if script is not None:
-            if is_dynamic(script):
-                note_unreadable(f"{name} -c runs a script built by expansion: {script}")
-            yield script
-            # The script inherits the stdin (`bash -c bash <<< …`): it may run it too.
-            yield from stdin_texts
-        elif script_file is None:
-            yield from stdin_texts
-        elif is_dynamic(script_file):
-            note_unreadable(f"{name} reads a script from an expansion: {script_file}")
-    elif name == "eval" and args[args[:1] == ["--"] :]:
-        args = args[args[:1] == ["--"] :]  # `eval -- …`: bash's eval ends its options there
-        if any(is_dynamic(arg) for arg in args):
-            note_unreadable("eval of a non-literal argument")
-        yield " ".join(args)
-    elif name in ("source", "."):
-        path = next((arg for arg in args if arg != "--"), None)
-        if path is not None and is_dynamic(path):
-            note_unreadable(f"{name} reads a script from an expansion: {path}")
-        elif _names_stdin(path):
-            yield from stdin_texts
-    elif name == "alias":
-        # An alias's value is code bash runs where the alias is used.
-        aliases = ALIASES.get()
-        for arg in args:
-            if "=" in arg and not arg.startswith("-"):
-                if is_dynamic(arg):
-                    note_unreadable("alias defined with a value built by expansion")
-                alias, value = arg.split("=", 1)
-                if aliases is not None:
-                    aliases[alias] = value
-                yield value
-    elif name == "hash" and any(arg.startswith("-") and "p" in arg for arg in args):
+
+
+def _note_command_table_assignment(word: str) -> None:
+    """`BASH_CMDS[x]=…`, `BASH_ALIASES[x]=…` and a `BASH_ENV`/`ENV` built by expansion change
+    what a later command runs in ways the text does not show."""
+    if word.startswith(("BASH_CMDS[", "BASH_CMDS=", "BASH_CMDS+=")):
+        note_unreadable("BASH_CMDS makes a command name run another program")
+    if word.startswith(("BASH_ALIASES[", "BASH_ALIASES=", "BASH_ALIASES+=")):
+        note_unreadable("BASH_ALIASES makes a command name run another command")
+    if word.startswith(_SCRIPT_PATH_VARIABLES) and is_dynamic(word):
+        # The script a shell sources first (`BASH_ENV=<(…) bash -c x`), as `. "$f"` is.
+        variable = word.split("=", 1)[0].rstrip("+")
+        note_unreadable(f"{variable} names a script built by expansion")
+
+
+def _shell_scripts(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """`bash -c SCRIPT`, `bash` reading its stdin, or `bash FILE` (a file named by expansion is
+    unreadable)."""
+    script, script_file = _shell_script(args)
+    if _names_stdin(script_file):
+        script_file = None
+    if script is not None:
+        if is_dynamic(script):
+            note_unreadable(f"{name} -c runs a script built by expansion: {script}")
+        yield script
+        # The script inherits the stdin (`bash -c bash <<< …`): it may run it too.
+        yield from stdin_texts
+    elif script_file is None:
+        yield from stdin_texts
+    elif is_dynamic(script_file):
+        note_unreadable(f"{name} reads a script from an expansion: {script_file}")
+
+
+def _eval_script(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    args = args[args[:1] == ["--"] :]  # `eval -- …`: bash's eval ends its options there
+    if not args:
+        return
+    if any(is_dynamic(arg) for arg in args):
+        note_unreadable("eval of a non-literal argument")
+    yield " ".join(args)
+
+
+def _sourced_script(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """`source FILE`: a file named by expansion is unreadable; `source /dev/stdin` reads stdin."""
+    path = next((arg for arg in args if arg != "--"), None)
+    if path is not None and is_dynamic(path):
+        note_unreadable(f"{name} reads a script from an expansion: {path}")
+    elif _names_stdin(path):
+        yield from stdin_texts
+
+
+def _alias_values(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """An alias's value is code bash runs where the alias is used (see `ALIASES`)."""
+    aliases = ALIASES.get()
+    for arg in args:
+        if "=" in arg and not arg.startswith("-"):
+            if is_dynamic(arg):
+                note_unreadable("alias defined with a value built by expansion")
+            alias, value = arg.split("=", 1)
+            if aliases is not None:
+                aliases[alias] = value
+            yield value
+
+
+def _hashed_path(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    if any(arg.startswith("-") and "p" in arg for arg in args):
         note_unreadable("hash -p makes a command name run another program")
-    elif name == "trap":
-        handler = next((arg for arg in args if arg not in ("--",)), None)
-        if handler is not None and handler not in ("-", "-p", "-l", ""):
-            if is_dynamic(handler):
-                note_unreadable("trap with code built by expansion")
-            yield handler
-    elif name == "watch":
-        inner = skip_options(
-            words,
-            Wrapper(
-                short_with_arg="nqsd", long_with_arg=frozenset({"--interval", "--differences"})
-            ),
-        )
-        if inner:
-            if any(is_dynamic(word) for word in inner):
-                note_unreadable("watch runs a command built by expansion")
-            yield " ".join(inner)
-    else:
-        script = _script_option(name, args)
-        if script is not None:
-            if is_dynamic(script):
-                note_unreadable(f"{name} runs a script built by expansion: {script}")
-            yield script
+    return iter(())
+
+
+def _trap_handler(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    handler = next((arg for arg in args if arg not in ("--",)), None)
+    if handler is not None and handler not in ("-", "-p", "-l", ""):
+        if is_dynamic(handler):
+            note_unreadable("trap with code built by expansion")
+        yield handler
+
+
+_WATCH = Wrapper(short_with_arg="nqsd", long_with_arg=frozenset({"--interval", "--differences"}))
+
+
+def _watched_command(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    inner = skip_options([name, *args], _WATCH)
+    if inner:
+        if any(is_dynamic(word) for word in inner):
+            note_unreadable("watch runs a command built by expansion")
+        yield " ".join(inner)
+
+
+def _option_script(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """`su -c`, `script -c`, `flock -c`, `env -S`, `tmux new CMD`, `mapfile -C`, …"""
+    script = _script_option(name, args)
+    if script is not None:
+        if is_dynamic(script):
+            note_unreadable(f"{name} runs a script built by expansion: {script}")
+        yield script
+
+
+# How each program that runs shell text given as an argument hands it over (the rest: by an
+# option, `_option_script`).
+_SCRIPT_HANDLERS: dict[str, Callable[[str, list[str], Sequence[str]], Iterator[str]]] = {
+    **dict.fromkeys(_SHELLS, _shell_scripts),
+    "eval": _eval_script,
+    "source": _sourced_script,
+    ".": _sourced_script,
+    "alias": _alias_values,
+    "hash": _hashed_path,
+    "trap": _trap_handler,
+    "watch": _watched_command,
+}
 
 
 _PRINTF_LITERAL_FORMAT = re.compile(r"(?:[^%\\]|\\n)*|(?:%[s%]|\\n|\s)*")

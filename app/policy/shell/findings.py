@@ -79,9 +79,6 @@ def note_unreadable(why: str) -> None:
         reasons.append(why)
 
 
-# ---------------------------------------------------------------------------------------------
-# Policy segmentation: a lexer that finds every simple command, at any depth
-
 # Limits of the reader. Reaching one makes the command unreadable (never allowed unread).
 # Past this depth of nested substitutions / `bash -c` scripts the text is not read further.
 MAX_DEPTH = 16

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from app.policy.shell.findings import (
     ARITHMETIC_SCAN_SLACK,
@@ -14,7 +15,7 @@ from app.policy.shell.findings import (
     TooDeepError,
     UnparseableCommandError,
 )
-from app.policy.shell.scanner import DOUBLE_QUOTE_ESCAPABLE, is_escaped
+from app.policy.shell.scanner import DOUBLE_QUOTE_ESCAPABLE, is_escaped, single_quote_end
 from app.policy.shell.words import (
     RESERVED_PREFIXES,
     PendingHeredoc,
@@ -54,6 +55,19 @@ _ANSI_C_NUL = re.compile(
 )
 
 
+_SEPARATORS = frozenset("\n;|&")
+
+
+@dataclass(slots=True)
+class _ListState:
+    """What `Lexer.lex_list` tracks between the tokens of one list."""
+
+    command: SimpleCommand = field(default_factory=SimpleCommand)
+    heredocs: list[PendingHeredoc] = field(default_factory=list)
+    parens: int = 0  # open `(` subshells
+    open_cases: int = 0  # `case` statements whose `esac` is still to come
+
+
 class Lexer:
     """Reads shell text into simple commands, descending into every kind of substitution.
 
@@ -80,79 +94,86 @@ class Lexer:
         """Lex commands from `i`; with `closer`, stop after the `)` ending a `$(`/`<(`."""
         text = self.text
         n = self.n
-        command = SimpleCommand()
-        heredocs: list[PendingHeredoc] = []
-        parens = 0
-        open_cases = 0
+        state = _ListState()
         while i < n:
             c = text[i]
             if c in " \t":
                 i += 1
-            elif c == "\n":
-                self._finish(command)
-                command = SimpleCommand()
-                i += 1
-                if heredocs:
-                    i = self._read_heredoc_bodies(i, heredocs)
-                    heredocs = []
             elif c == "#":
                 newline = text.find("\n", i)
                 i = n if newline < 0 else newline
-            elif c in ";|":
-                self._finish(command)
-                command = SimpleCommand()
-                i += 1
-            elif c == "&":
-                if text.startswith("&>", i):
-                    i = self._redirect(i, "", command, heredocs)
-                    continue
-                self._finish(command)
-                command = SimpleCommand()
-                i += 1
+            elif c in _SEPARATORS:
+                i = self._separator(i, state)
             elif c == "(":
-                if text.startswith("((", i) and _only_reserved_or(command.words, "for"):
-                    end = self._read_arithmetic(i + 2)
-                    if end is not None:
-                        i = end
-                        continue
-                self._finish(command)
-                command = SimpleCommand()
-                parens += 1
-                i += 1
+                i = self._open_paren(i, state)
+            elif c == ")" and state.parens == 0 and state.open_cases == 0:
+                self._end_command(state)
+                if closer:
+                    return i + 1
+                raise UnparseableCommandError("unbalanced ')'")
             elif c == ")":
-                if parens == 0 and open_cases > 0:
-                    # A `case` pattern such as `a|b)`: the words before it are not a command.
-                    command = SimpleCommand()
-                    i += 1
-                    continue
-                self._finish(command)
-                command = SimpleCommand()
-                if parens == 0:
-                    if closer:
-                        return i + 1
-                    raise UnparseableCommandError("unbalanced ')'")
-                parens -= 1
-                i += 1
+                i = self._close_paren(i, state)
             elif c in "<>" and not text.startswith("(", i + 1):
-                i = self._redirect(i, "", command, heredocs)
+                i = self._redirect(i, "", state.command, state.heredocs)
             else:
-                start = i
-                word, _quoted, i = self.read_word(i)
-                raw = text[start:i]
-                if i < n and text[i] in "<>" and raw.isdigit() and not text.startswith("(", i + 1):
-                    i = self._redirect(i, raw, command, heredocs)
-                    continue
-                if _only_reserved_or(command.words, None):
-                    if raw == "case":
-                        open_cases += 1
-                    elif raw == "esac" and open_cases > 0:
-                        open_cases -= 1
-                command.words.append(word)
+                i = self._word(i, state)
         if closer:
             raise UnparseableCommandError("unterminated command substitution")
-        if parens:
+        if state.parens:
             raise UnparseableCommandError("unbalanced '('")
-        self._finish(command)
+        self._finish(state.command)
+        return i
+
+    def _end_command(self, state: _ListState) -> None:
+        self._finish(state.command)
+        state.command = SimpleCommand()
+
+    def _separator(self, i: int, state: _ListState) -> int:
+        """A newline (then any pending here-doc bodies), `;`, `|` or `&` (unless it starts an
+        `&>` redirect) ends the command."""
+        if self.text.startswith("&>", i):
+            return self._redirect(i, "", state.command, state.heredocs)
+        self._end_command(state)
+        if self.text[i] != "\n" or not state.heredocs:
+            return i + 1
+        end = self._read_heredoc_bodies(i + 1, state.heredocs)
+        state.heredocs = []
+        return end
+
+    def _open_paren(self, i: int, state: _ListState) -> int:
+        """`((…))` arithmetic in command position (or a `for ((…))` header), else a subshell."""
+        if self.text.startswith("((", i) and _only_reserved_or(state.command.words, "for"):
+            end = self._read_arithmetic(i + 2)
+            if end is not None:
+                return end
+        self._end_command(state)
+        state.parens += 1
+        return i + 1
+
+    def _close_paren(self, i: int, state: _ListState) -> int:
+        """The end of a subshell, or of a `case` pattern such as `a|b)` (whose words before it
+        are not a command)."""
+        if state.parens == 0:
+            state.command = SimpleCommand()
+        else:
+            self._end_command(state)
+            state.parens -= 1
+        return i + 1
+
+    def _word(self, i: int, state: _ListState) -> int:
+        """A word of the command, or the digits of a redirect's descriptor (`2>`)."""
+        text = self.text
+        start = i
+        word, _quoted, i = self.read_word(i)
+        raw = text[start:i]
+        if i < self.n and text[i] in "<>" and raw.isdigit() and not text.startswith("(", i + 1):
+            return self._redirect(i, raw, state.command, state.heredocs)
+        if _only_reserved_or(state.command.words, None):
+            if raw == "case":
+                state.open_cases += 1
+            elif raw == "esac" and state.open_cases > 0:
+                state.open_cases -= 1
+        state.command.words.append(word)
         return i
 
     def _finish(self, command: SimpleCommand) -> None:
@@ -247,13 +268,13 @@ class Lexer:
                     literal_code = literal_code or holds_code(text[i + 1 : i + 3])
                 i += 2
             elif c == "'":
-                close = text.find("'", i + 1)
-                if close < 0:
+                end = single_quote_end(text, i)
+                if end < 0:
                     raise UnparseableCommandError("unterminated single quote")
-                buf.append(text[i + 1 : close])
+                buf.append(text[i + 1 : end - 1])
                 literal_code = literal_code or holds_code(buf[-1])
                 quoted = True
-                i = close + 1
+                i = end
             elif c == '"':
                 start = len(buf)
                 i = self._read_double_quoted(i + 1, buf)
@@ -361,10 +382,9 @@ class Lexer:
             if c == "\\":
                 i += 2
             elif c == "'" and not in_double_quotes:
-                close = text.find("'", i + 1)
-                if close < 0:
+                i = single_quote_end(text, i)
+                if i < 0:
                     raise UnparseableCommandError("unterminated single quote")
-                i = close + 1
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":
@@ -404,10 +424,9 @@ class Lexer:
             if c == "\\":
                 i += 2
             elif c == "'":
-                close = text.find("'", i + 1)
-                if close < 0:
+                i = single_quote_end(text, i)
+                if i < 0:
                     return None
-                i = close + 1
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":

@@ -25,7 +25,7 @@ from app.policy.shell.findings import (
     note_unreadable,
 )
 from app.policy.shell.lexer import lex
-from app.policy.shell.scanner import DOUBLE_QUOTE_ESCAPABLE
+from app.policy.shell.scanner import read_double_quoted, single_quote_end
 from app.policy.shell.tree import tree_commands
 from app.policy.shell.words import ShellWord, SimpleCommand, normalize_whitespace
 from app.policy.shell.wrappers import (
@@ -344,20 +344,15 @@ def _rough_tokenize(text: str) -> list[list[str]]:
     while i < n:
         c = text[i]
         if c == "'":
-            close = text.find("'", i + 1)
-            close = n if close < 0 else close
-            word.append(text[i + 1 : close])
+            end = single_quote_end(text, i)
+            word.append(text[i + 1 : end - 1] if end > 0 else text[i + 1 :])
             in_word = True
-            i = close + 1
+            i = end if end > 0 else n
         elif c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                if text[i] == "\\" and i + 1 < n and text[i + 1] in DOUBLE_QUOTE_ESCAPABLE:
-                    i += 1
-                word.append(text[i])
-                i += 1
+            unquoted, end = read_double_quoted(text, i)
+            word.append(unquoted)
             in_word = True
-            i += 1
+            i = end if end > 0 else n
         elif c == "\\" and i + 1 < n:
             word.append(text[i + 1])
             in_word = True

@@ -21,8 +21,6 @@ from app.policy.shell.lexer import Lexer, dequote, dequote_words, lex_backtick
 from app.policy.shell.words import ShellWord, SimpleCommand, is_dynamic
 from app.policy.shell.wrappers import option_value
 
-# --- tree-sitter-bash: the grammar that reads the structure ----------------------------------
-
 _BASH_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _PARSERS = threading.local()  # a tree-sitter Parser is not meant to be shared between threads
 _REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
@@ -97,52 +95,16 @@ class _TreeReader:
 
     def read(self, root: tree_sitter.Node) -> list[SimpleCommand]:
         stack: list[tuple[tree_sitter.Node, int, bool]] = [(root, self.depth, False)]
+        visit = self.visit  # called for every node: look the method up once
         while stack:
             node, depth, in_arithmetic = stack.pop()
             if depth > MAX_DEPTH:
                 raise TooDeepError("command nesting is too deep")
-            kind = node.type
             if len(self.sink) > MAX_COMMANDS:
                 raise LimitError(f"more than {MAX_COMMANDS} commands")
-            if kind in _COMMAND_NODES:
-                self.sink.append(self.command(node, depth))
-            elif kind == "redirected_statement":
-                body = node.child_by_field_name("body")
-                if body is None or body.type not in _COMMAND_NODES:
-                    # Redirects of a compound command (`{ …; } > f`, `while …; done < f`).
-                    command = SimpleCommand()
-                    for child in node.children:
-                        if child.type in _REDIRECT_NODES:
-                            self.redirect(child, command, depth)
-                    if command.redirects:
-                        self.sink.append(command)
-            elif kind == "variable_assignment" and (
-                node.parent is None or node.parent.type not in _COMMAND_NODES
-            ):
-                # A bare `NAME=value` statement.
-                self.assignment(node)
-                self.sink.append(SimpleCommand(words=[dequote(self.text(node), depth)]))
-            elif kind == "command_substitution" and self.text(node).startswith("`"):
-                self.cover(node)
-                self.sink.extend(lex_backtick(self.text(node), depth + 1))
+            if not visit(node, depth, in_arithmetic):
                 continue
-            elif kind == "heredoc_body":
-                self.cover(node)
-                continue  # read with its redirect
-            elif kind in ("raw_string", "string", "ansi_c_string") and _outside_command(node):
-                # Strings outside a simple command's words (a `for`/`case` word, an array
-                # element, a `[[ ]]` operand) may be evaluated later too (`$((x))`, `-v`).
-                word = dequote(self.text(node), depth)
-                if word.literal_code:
-                    self.sink.append(SimpleCommand(words=[ShellWord(":"), word]))
-            elif kind in ("for_statement", "select_statement"):
-                self.loop_variable(node, depth)
-            elif kind == "expansion" and self.text(node).endswith("@P}"):
-                note_unreadable("prompt expansion ${…@P} runs code kept in a variable")
-            elif in_arithmetic and kind in ("variable_name", "word"):
-                name = self.text(node)
-                if _NAME.fullmatch(name):
-                    self.arithmetic_names.add(name)
+            kind = node.type
             nested = (
                 depth + 1 if kind in ("command_substitution", "process_substitution") else depth
             )
@@ -157,6 +119,64 @@ class _TreeReader:
         if self.source[self.cursor :].strip(b" \t\r\n\\"):
             self.dropped_text = True
         return self.sink
+
+    def visit(self, node: tree_sitter.Node, depth: int, in_arithmetic: bool) -> bool:
+        """Read what `node` itself says; False when its children are not to be walked (the
+        lexer read them, or its redirect did)."""
+        kind = node.type
+        if kind in _COMMAND_NODES:
+            self.sink.append(self.command(node, depth))
+        elif kind == "redirected_statement":
+            self.compound_redirects(node, depth)
+        elif kind == "variable_assignment":
+            self.bare_assignment(node, depth)
+        elif kind == "command_substitution" and self.text(node).startswith("`"):
+            self.cover(node)
+            self.sink.extend(lex_backtick(self.text(node), depth + 1))
+            return False
+        elif kind == "heredoc_body":
+            self.cover(node)
+            return False  # read with its redirect
+        elif kind in ("raw_string", "string", "ansi_c_string"):
+            self.loose_string(node, depth)
+        elif kind in ("for_statement", "select_statement"):
+            self.loop_variable(node, depth)
+        elif kind == "expansion" and self.text(node).endswith("@P}"):
+            note_unreadable("prompt expansion ${…@P} runs code kept in a variable")
+        elif in_arithmetic and kind in ("variable_name", "word"):
+            name = self.text(node)
+            if _NAME.fullmatch(name):
+                self.arithmetic_names.add(name)
+        return True
+
+    def compound_redirects(self, node: tree_sitter.Node, depth: int) -> None:
+        """Redirects of a compound command (`{ …; } > f`, `while …; done < f`); those of a
+        simple command are read with it."""
+        body = node.child_by_field_name("body")
+        if body is not None and body.type in _COMMAND_NODES:
+            return
+        command = SimpleCommand()
+        for child in node.children:
+            if child.type in _REDIRECT_NODES:
+                self.redirect(child, command, depth)
+        if command.redirects:
+            self.sink.append(command)
+
+    def bare_assignment(self, node: tree_sitter.Node, depth: int) -> None:
+        """A `NAME=value` statement of its own (those before a command are its words)."""
+        if node.parent is not None and node.parent.type in _COMMAND_NODES:
+            return
+        self.assignment(node)
+        self.sink.append(SimpleCommand(words=[dequote(self.text(node), depth)]))
+
+    def loose_string(self, node: tree_sitter.Node, depth: int) -> None:
+        """Strings outside a simple command's words (a `for`/`case` word, an array element, a
+        `[[ ]]` operand) may be evaluated later too (`$((x))`, `-v`)."""
+        if not _outside_command(node):
+            return
+        word = dequote(self.text(node), depth)
+        if word.literal_code:
+            self.sink.append(SimpleCommand(words=[ShellWord(":"), word]))
 
     def command(self, node: tree_sitter.Node, depth: int) -> SimpleCommand:
         command = SimpleCommand()

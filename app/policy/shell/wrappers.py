@@ -9,8 +9,6 @@ from typing import Any
 
 from app.policy.shell.words import HEADER_WORDS, RESERVED_PREFIXES
 
-# --- from simple commands to policy segments ---------------------------------------------------
-
 
 @dataclass(frozen=True, slots=True)
 class Wrapper:

@@ -132,9 +132,13 @@ export class PolicyEditor {
     const button = this.form.querySelector("button[type=submit]");
     button.disabled = true;
     try {
+      // The remembered rules are not edited here, and approvers add to them while an edit is
+      // open (approve and remember): send the ones in force now, not those read when the edit
+      // began, so that saving the rules never drops a decision remembered meanwhile.
+      const { remembered } = await api("v1/policy");
       const saved = await api("v1/policy", {
         method: "PUT",
-        body: { ...this.document, default: this.defaultSelect.value, rules },
+        body: { ...this.document, remembered, default: this.defaultSelect.value, rules },
       });
       this.end();
       this.onSaved(saved);
