@@ -12,6 +12,8 @@ flow re-evaluating a command it has already seen).
 `benign_corpus` is the acceptance figure: the real-world agent commands of
 tests/policy_corpus.py under its realistic policy (p99 under 1 ms, and how many are not
 allowed: the false-prompt rate). `interceptor` times the interceptor on growing commands.
+`hostile_inputs` times the pattern engines on inputs sized to make a backtracking pattern take
+ages (the unit tests check only what those inputs are judged): the slowest of each group.
 """
 
 from __future__ import annotations
@@ -25,11 +27,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from app.policy.engine import InterceptorRule, PolicyDocument, RuleAction, evaluate
+from app.policy.critical_patterns import find_critical_hits
+from app.policy.engine import (
+    InterceptorRule,
+    PolicyDocument,
+    RuleAction,
+    compile_interceptor_pattern,
+    evaluate,
+)
+from app.policy.env_rules import glob_matches_name
 from app.policy.interceptor import DEFAULT_INTERCEPTOR_RULES
 from app.policy.interceptor import check as intercept
 from app.policy.shell.syntax import clear_segment_cache, normalize_whitespace
-from tests.policy_corpus import BENIGN_COMMANDS, REALISTIC_POLICY
+from tests.policy_corpus import (
+    BENIGN_COMMANDS,
+    HOSTILE_CRITICAL_INPUTS,
+    HOSTILE_INTERCEPTOR_INPUTS,
+    REALISTIC_POLICY,
+)
 
 BENIGN_ROUNDS = 20
 
@@ -217,6 +232,7 @@ def run() -> dict[str, object]:
     return {
         "benign_corpus": _benign_corpus(),
         "interceptor": _interceptor(),
+        "hostile_inputs": _hostile_inputs(),
         "benchmark": "policy.evaluate",
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -277,6 +293,46 @@ def _interceptor() -> dict[str, object]:
     intercept("a" * 25, tools, rules, "a" * 25)
     result["pathological_regex_25_a_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
     return result
+
+
+def _slowest_ms(calls: Sequence[Callable[[], object]]) -> float:
+    slowest = 0
+    for call in calls:
+        started = time.perf_counter_ns()
+        call()
+        slowest = max(slowest, time.perf_counter_ns() - started)
+    return round(slowest / 1e6, 2)
+
+
+def _hostile_inputs() -> dict[str, float]:
+    """The slowest call of each group on its hostile inputs (tests/policy_corpus.py): each
+    stays linear, so milliseconds; a backtracking pattern would take seconds to forever."""
+    tools = ["read", "grep", "glob", "edit", "write", "bash"]
+    admin = compile_interceptor_pattern(r"^(a+)+$", "")
+    glob = "*A" * 30 + "*B"
+    return {
+        "interceptor_built_in_rules_ms": _slowest_ms(
+            [
+                lambda command=command: intercept(
+                    command, tools, DEFAULT_INTERCEPTOR_RULES, command
+                )
+                for command, _ in HOSTILE_INTERCEPTOR_INPUTS
+            ]
+        ),
+        "critical_patterns_ms": _slowest_ms(
+            [
+                lambda command=command: find_critical_hits(command)
+                for command in HOSTILE_CRITICAL_INPUTS
+            ]
+        ),
+        "admin_regex_100k_ms": _slowest_ms([lambda: admin.search("a" * 100_000 + "!")]),
+        "env_glob_100k_ms": _slowest_ms(
+            [
+                lambda: glob_matches_name(glob, "A" * 100_000),
+                lambda: glob_matches_name("*A*A*A*C", "A" * 100_000 + "B"),
+            ]
+        ),
+    }
 
 
 def main() -> None:

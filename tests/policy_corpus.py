@@ -590,3 +590,27 @@ CRITICAL_WITH_CWD: list[tuple[str, str]] = [
     ("find . -delete", "/"),
     ("rm -rf ..", "/usr"),
 ]
+
+# Hostile sizes for the pattern engines (Python `re` with lookaround for the interceptor's
+# built-in rules, the critical patterns): inputs a backtracking pattern would take ages on.
+# The tests check what each is judged; bench/bench_policy.py times them (`hostile_inputs`).
+HOSTILE_INTERCEPTOR_INPUTS: list[tuple[str, str | None]] = [
+    # (command, the tool the built-in rules route it to; None: it passes)
+    ("echo " + "a" * 65_536, None),
+    ("echo '" + "> x " * 16_000 + "'", None),
+    ('echo "' + '\\" ' * 20_000 + '"', None),
+    ("npm run " + "x -w " * 13_000, "bash"),
+    ("perl " + "-i " * 20_000, "edit"),
+    ("find " + "-name " * 10_000, "glob"),
+    ("echo x " + "& " * 30_000, "bash"),
+    ("cat f; " * 9_000, "read"),
+]
+
+# None of these hits a critical pattern.
+HOSTILE_CRITICAL_INPUTS: list[str] = [
+    "rm " + "-a " * 20_000 + "x",
+    "sudo " + "-a " * 20_000 + "x",
+    "nc " + "a " * 20_000,
+    "curl " + "x " * 20_000,
+    "dd " + "x=1 " * 15_000,
+]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from hypothesis import given
@@ -51,14 +50,13 @@ def test_glob_matching_agrees_with_an_anchored_regex(glob: str, name: str) -> No
     assert glob_matches_name(glob, name) is bool(re.fullmatch(regex, name))
 
 
-def test_a_pathological_glob_costs_linear_time() -> None:
-    # A backtracking regex would take ages on these; the matcher scans each name once.
+def test_a_pathological_glob_is_matched_correctly() -> None:
+    # A backtracking regex would take ages on these; the matcher scans each name once
+    # (bench_policy's `hostile_inputs` times it).
     glob = "*A" * 30 + "*B"
-    started = time.perf_counter()
     assert glob_matches_name(glob, "A" * 100_000) is False
     assert glob_matches_name(glob, "A" * 100_000 + "B") is True
     assert glob_matches_name("*A*A*A*C", "A" * 100_000 + "B") is False
-    assert time.perf_counter() - started < 0.5
 
 
 def test_the_default_rules_deny_the_documented_names_and_prompt_for_none() -> None:

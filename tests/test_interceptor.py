@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from app.policy.interceptor import (
     effective_rules,
 )
 from app.policy.shell.syntax import extract_leading_cd
+from tests.policy_corpus import HOSTILE_INTERCEPTOR_INPUTS
 
 ALL_TOOLS = frozenset({"read", "grep", "glob", "edit", "write", "bash"})
 GIT_COMMIT = InterceptorRule(pattern=r"^\s*git\s+commit\b", tool="bash", message="Use git tool.")
@@ -370,22 +370,12 @@ def test_full_command_candidate_is_trimmed() -> None:
     assert blocked("   cat f \n", [rule])
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        "echo " + "a" * 65_536,
-        "echo '" + "> x " * 16_000 + "'",
-        'echo "' + '\\" ' * 20_000 + '"',
-        "npm run " + "x -w " * 13_000,
-        "perl " + "-i " * 20_000,
-        "find " + "-name " * 10_000,
-        "echo x " + "& " * 30_000,
-        "cat f; " * 9_000,
-    ],
-)
-def test_built_in_rules_stay_linear_on_hostile_input(command: str) -> None:
-    # The built-in rules run on Python `re` (they use lookaround): each must stay linear.
+@pytest.mark.parametrize(("command", "tool"), HOSTILE_INTERCEPTOR_INPUTS)
+def test_built_in_rules_judge_hostile_sized_input_like_its_plain_form(
+    command: str, tool: str | None
+) -> None:
+    # How long these take (they run on Python `re`, with lookaround) is bench_policy's
+    # `hostile_inputs`, not a unit test's business.
     tools = ["read", "grep", "glob", "edit", "write", "bash"]
-    started = time.perf_counter()
-    check(command, tools, DEFAULT_INTERCEPTOR_RULES, command)
-    assert time.perf_counter() - started < 2.0
+    result = check(command, tools, DEFAULT_INTERCEPTOR_RULES, command)
+    assert (result.tool if result else None) == tool

@@ -14,7 +14,6 @@ rule never covers a compound command).
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -38,6 +37,7 @@ from app.policy.engine import (
     glob_matches,
 )
 from app.policy.env_rules import DEFAULT_ENV_DENY, EnvRules
+from tests.policy_corpus import HOSTILE_CRITICAL_INPUTS
 
 
 def policy(
@@ -191,12 +191,13 @@ def test_patterns_re2_cannot_run_in_linear_time_are_refused(pattern: str) -> Non
         InterceptorRule(pattern=pattern, tool="read")
 
 
-def test_pathological_admin_regex_runs_in_linear_time() -> None:
+def test_a_pathological_admin_regex_is_accepted_and_matches_correctly() -> None:
+    # On RE2 it costs linear time (bench_policy's `hostile_inputs` times it); backtracking
+    # `re` would take ages on the first search already.
     regex = compile_interceptor_pattern(r"^(a+)+$", "")
-    started = time.perf_counter()
     assert regex.search("a" * 25 + "!") is None
     assert regex.search("a" * 100_000 + "!") is None
-    assert time.perf_counter() - started < 0.5
+    assert regex.search("a" * 100_000) is not None
 
 
 def test_interceptor_settings_distinguish_defaults_from_no_rules() -> None:
@@ -684,18 +685,10 @@ def test_critical_patterns_have_unique_names() -> None:
     assert len(names) == len(set(names))
 
 
-def test_critical_patterns_stay_linear_on_adversarial_input() -> None:
-    hostile = [
-        "rm " + "-a " * 20_000 + "x",
-        "sudo " + "-a " * 20_000 + "x",
-        "nc " + "a " * 20_000,
-        "curl " + "x " * 20_000,
-        "dd " + "x=1 " * 15_000,
-    ]
-    started = time.perf_counter()
-    for command in hostile:
-        find_critical_hits(command)
-    assert time.perf_counter() - started < 2.0
+@pytest.mark.parametrize("command", HOSTILE_CRITICAL_INPUTS)
+def test_hostile_sized_input_hits_no_critical_pattern(command: str) -> None:
+    # How long these take is bench_policy's `hostile_inputs`, not a unit test's business.
+    assert find_critical_hits(command) == []
 
 
 # --- the runner's list (docs/streaming.md#the-ndjson-runner) ---------------------------------
