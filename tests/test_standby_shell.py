@@ -258,6 +258,7 @@ def test_a_standby_stopped_before_its_claim_is_gone_at_once_and_never_runs_it(
             os.kill(shell.pid, signal.SIGCONT)
         started = time.monotonic()
         shell.dismiss()
+        # Protocol, not speed: a given-up standby is killed, not waited for (that was for good).
         assert time.monotonic() - started < 2
         # Reaped: the shell, which would have become the command by exec, can no longer run it.
         assert shell.popen.returncode is not None

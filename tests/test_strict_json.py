@@ -5,7 +5,6 @@ refuse exactly what the walk did (lone surrogates anywhere, nesting past MAX_DEP
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -91,15 +90,8 @@ def test_edges(body: bytes, accepted: bool) -> None:
             loads_strict(body)
 
 
-def test_a_wide_body_costs_about_what_the_parser_does() -> None:
+def test_a_wide_body_is_accepted_as_parsed() -> None:
+    # What it costs next to the parser (the walk took 4-5 times the parse) is
+    # bench/bench_strict_json.py's figure, not a unit test's.
     body = b"[" + b",".join([b"0"] * 500_000) + b"]"
-    parse = check = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        json.loads(body)
-        parse = min(parse, time.perf_counter() - started)
-        started = time.perf_counter()
-        loads_strict(body)
-        check = min(check, time.perf_counter() - started)
-    # The walk took 4-5 times the parse; the scans add a few percent.
-    assert check < 2 * parse + 0.01
+    assert loads_strict(body) == json.loads(body)

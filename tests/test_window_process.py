@@ -169,6 +169,7 @@ def test_closing_ends_a_stopped_child_at_once_even_mid_request(mid_request: bool
         time.sleep(0.2)  # the request is written; the answer never comes
     started = time.monotonic()
     windows.close()
+    # Protocol, not speed: the stopped child is killed at once, not waited for (5 s before).
     assert time.monotonic() - started < 2
     assert child.process.returncode is not None, "killed and reaped"
     if mid_request:
@@ -186,6 +187,8 @@ def test_a_stopped_child_is_given_up_on_at_once_not_at_the_deadline() -> None:
         os.kill(child.process.pid, signal.SIGSTOP)  # this test's own child
         started = time.monotonic()
         assert windows.feed(window, b"second\n") is None  # the caller feeds it itself
+        # Protocol, not speed: given up on at once (a watch every 0.1 s), not at the answer's
+        # 5 s deadline; 2 s leaves a loaded machine its margin.
         assert time.monotonic() - started < 2
         assert child.process.poll() is not None, "the stopped child was killed and reaped"
         again = windows.feed(window, b"second\n")  # and a new one takes the next
