@@ -24,6 +24,7 @@ from app.main import create_app
 from tests.conftest import AGENT, APPROVER, free_port, make_settings
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
+from tests.faults.slow_reader import READING_NAME
 
 GRACE = 10.0
 POLICY = {"default": "allow", "rules": [{"match": "echo needs-approval*", "approval": "prompt"}]}
@@ -35,6 +36,14 @@ def _until(condition: Any, within: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def _reading(pid: int) -> bool:
+    """Whether the slow reader `pid` has a command (it renames itself once it has)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_bytes().strip() == READING_NAME
+    except FileNotFoundError:
+        return False
 
 
 def _in_thread(results: dict[str, Any], name: str, call: Any) -> threading.Thread:
@@ -499,7 +508,8 @@ def test_the_stop_ends_a_long_commands_reading_and_answers_its_call(
             )
             readers = app.state.services.policy._readers
             _until(lambda: readers._children, 10, "the reader")
-            time.sleep(0.3)  # the command is written to it: the reading is under way
+            (child,) = readers._children
+            _until(lambda: _reading(child.process.pid), 10, "the reading under way")
             fired = time.monotonic()
             app.state.stop_signal.fire()
             call.join(8)

@@ -43,12 +43,17 @@ async def test_a_viewer_ends_when_the_log_could_not_be_finished(small_disk: Path
     )
     live.accept_output(b"kept before the disk filled\n", OutputStream.stdout)
 
+    at_the_live_edge = asyncio.Event()
+
     async def view() -> bytes:
-        frames = [frame async for frame in follow_output(log, 0, live)]
+        frames = []
+        async for frame in follow_output(log, 0, live):
+            frames.append(frame)
+            at_the_live_edge.set()  # every byte so far is in that one frame: next, it waits
         return "".join(str(frame) for frame in frames).encode()
 
     viewer = asyncio.ensure_future(view())
-    await asyncio.sleep(0.2)  # the viewer is at the live edge, waiting
+    await asyncio.wait_for(at_the_live_edge.wait(), 10)
     _fill_completely(small_disk)
     live.accept_exit(ExitStatus(exit_code=0, signal=None))
     await asyncio.wait_for(asyncio.shield(live.exited), 10)
