@@ -226,6 +226,7 @@ class Info(WireModel):
 
     # --- files (docs/api.md#files) ----------------------------------------------------------------
     sandbox: dict[str, Any] | None = None  # the kernel boundary around every command
+    oidc_issuer: str | None = None  # the JWT issuer accepted beside static tokens, if any
 
 
 class FileOperation(WireModel):
