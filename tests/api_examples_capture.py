@@ -133,6 +133,18 @@ def capture() -> dict[str, dict[str, dict[str, Any]]]:
                 "approveApproval",
                 approver.post(f"/v1/approvals/{again['approval']['id']}/approve", json=approval),
             )
+            draft = {
+                **policy,
+                "rules": [{"match": "terraform apply -target=*", "approval": "allow"}],
+            }
+            answer(
+                "replayPolicy",
+                approver.post(
+                    "/v1/policy/replay",
+                    params={"limit": 2},
+                    json=request("replayPolicy", draft),
+                ),
+            )
             content = request("upload", "buy milk\n", "application/octet-stream")
             note = {"path": "notes/todo.txt", "parents": "true"}
             answer("upload", agent.put("/v1/files", params=note, content=content.encode()))

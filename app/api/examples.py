@@ -14,15 +14,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-05T23:37:38.508393Z",
+                "created_at": "2026-12-06T01:51:31.306313Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-05T23:37:38.518238Z",
+                "decided_at": "2026-12-06T01:51:31.313672Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_WZZvPK-6XLRoUJ-QU2Yn",
-                "expires_at": "2026-12-05T23:47:38.508393Z",
-                "id": "ap_rzsfp3fx9pdGg7OPJGsJ",
+                "execution_id": "ex_55z1NHwPLhSGixWhez5D",
+                "expires_at": "2026-12-06T02:01:31.306313Z",
+                "id": "ap_e6OfpgcAY6cDTaIY_NaG",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -54,10 +54,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-05T23:37:38.765364Z",
+                "created_at": "2026-12-06T01:51:31.451733Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_w2NFwzk0eM6QPrS4y6Jc",
+                "id": "se_FCqTXl1G5sVGSwMm_mq9",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -169,18 +169,18 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-05T23:37:38.765364Z",
+                "updated_at": "2026-12-06T01:51:31.451733Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-05T23:47:38.787239Z",
-                    "id": "ap_L2NWqV99q_ufjjRFHSVX",
+                    "expires_at": "2026-12-06T02:01:31.463381Z",
+                    "id": "ap_XS8n-apOro6mctmeqv4t",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex_73rSESPwMIIo0y6VVnC8",
+                "execution_id": "ex_1FdpAyKyk_DWnDzJWckQ",
                 "state": "awaiting_approval",
             }
         },
@@ -189,8 +189,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-05T23:39:08.867785Z",
-                "ticket": "wst_6NlfDOcjmmBStl2h2VhdhODYLJsdEftt",
+                "expires_at": "2026-12-06T01:53:01.516919Z",
+                "ticket": "wst_LQw8F_h6v2LCGIu3P_cAIRFwP0IXOkzN",
             }
         }
     },
@@ -198,15 +198,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-05T23:37:38.447901Z",
+                "created_at": "2026-12-06T01:51:31.272696Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-05T23:37:38.484297Z",
+                "decided_at": "2026-12-06T01:51:31.294407Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_5eFu7rZKoQCW0NqpUilp",
-                "expires_at": "2026-12-05T23:47:38.447901Z",
-                "id": "ap_DP7poco9xuYNwmKeJ37F",
+                "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
+                "expires_at": "2026-12-06T02:01:31.272696Z",
+                "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -224,11 +224,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_diHRWuK2sR8zqyBgbt3X",
-                "created_at": "2026-12-05T23:37:38.683357Z",
-                "execution_id": "ex_iqJ6zd5VjVNgcgVMQQ1_",
+                "approval_id": "ap_4QcTWOPjiBazTRH4czvX",
+                "created_at": "2026-12-06T01:51:31.393905Z",
+                "execution_id": "ex_sGwAaUy2EgLME5njVZJe",
                 "finished_at": None,
-                "id": "fo_ypojoR0ABYi328yDePYK",
+                "id": "fo__4T-4lSu5WXF-bp025mn",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -294,12 +294,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_znt9X8Lz8QWfwvVv_8JV","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_znt9X8Lz8QWfwvVv_8JV","wall_time_ms":8.130419000735856,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12075,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_E4AiWKrCPIXpMloFm-jH","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_E4AiWKrCPIXpMloFm-jH","wall_time_ms":5.040374000600423,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12075,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-05T23:37:38.309950Z","started_at":"2026-12-05T23:37:38.309950Z","finished_at":"2026-12-05T23:37:38.316057Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T01:51:31.216264Z","started_at":"2026-12-06T01:51:31.216264Z","finished_at":"2026-12-06T01:51:31.219619Z"}\n'
             "\n"
         }
     },
@@ -307,15 +307,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-05T23:37:38.447901Z",
+                "created_at": "2026-12-06T01:51:31.272696Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_5eFu7rZKoQCW0NqpUilp",
-                "expires_at": "2026-12-05T23:47:38.447901Z",
-                "id": "ap_DP7poco9xuYNwmKeJ37F",
+                "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
+                "expires_at": "2026-12-06T02:01:31.272696Z",
+                "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -782,6 +782,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 },
                 "max_jobs": 32,
                 "node": "node-a",
+                "oidc_issuer": None,
                 "running_jobs": 0,
                 "sandbox": {"enforced": False, "landlock_abi": 7, "mechanisms": []},
                 "version": "0.1.0",
@@ -793,11 +794,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.2441088e+08\n"
+            "process_virtual_memory_bytes 5.25398016e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.19087104e+08\n"
+            "process_resident_memory_bytes 1.19259136e+08\n"
         }
     },
     "getPolicy": {
@@ -872,10 +873,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-05T23:37:38.765364Z",
+                "created_at": "2026-12-06T01:51:31.451733Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_w2NFwzk0eM6QPrS4y6Jc",
+                "id": "se_FCqTXl1G5sVGSwMm_mq9",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -979,7 +980,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-05T23:37:38.765364Z",
+                "updated_at": "2026-12-06T01:51:31.451733Z",
             }
         }
     },
@@ -1082,15 +1083,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-05T23:37:38.447901Z",
+                        "created_at": "2026-12-06T01:51:31.272696Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_5eFu7rZKoQCW0NqpUilp",
-                        "expires_at": "2026-12-05T23:47:38.447901Z",
-                        "id": "ap_DP7poco9xuYNwmKeJ37F",
+                        "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
+                        "expires_at": "2026-12-06T02:01:31.272696Z",
+                        "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1111,15 +1112,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_znt9X8Lz8QWfwvVv_8JV",
+                        "artifact": "artifact://ex_E4AiWKrCPIXpMloFm-jH",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-05T23:37:38.309950Z",
+                        "created_at": "2026-12-06T01:51:31.216264Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-05T23:37:38.316057Z",
-                        "id": "ex_znt9X8Lz8QWfwvVv_8JV",
+                        "finished_at": "2026-12-06T01:51:31.219619Z",
+                        "id": "ex_E4AiWKrCPIXpMloFm-jH",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1145,7 +1146,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-05T23:37:38.309950Z",
+                        "started_at": "2026-12-06T01:51:31.216264Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1154,7 +1155,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 8.130419000735856,
+                        "wall_time_ms": 5.040374000600423,
                     }
                 ],
                 "next_cursor": None,
@@ -1166,11 +1167,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_YRq7rFsERMt7fHbphxSC",
-                        "created_at": "2026-12-05T23:37:38.705170Z",
-                        "execution_id": "ex_FVIPbWSPSVzn7AhomdcL",
+                        "approval_id": "ap_XwLuGqnbF-W4_M6UY7DE",
+                        "created_at": "2026-12-06T01:51:31.414318Z",
+                        "execution_id": "ex_2b1-YmikcEa1eDoWswoN",
                         "finished_at": None,
-                        "id": "fo_OCWeBSjtE4DNFTfEHuer",
+                        "id": "fo__ELKdCWnB0_EhS1IEw-F",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1193,7 +1194,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-05T23:37:38.284301Z",
+                        "created_at": "2026-12-06T01:51:31.197730Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1275,10 +1276,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-05T23:37:38.765364Z",
+                        "created_at": "2026-12-06T01:51:31.451733Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_w2NFwzk0eM6QPrS4y6Jc",
+                        "id": "se_FCqTXl1G5sVGSwMm_mq9",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1433,7 +1434,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-05T23:37:38.765364Z",
+                        "updated_at": "2026-12-06T01:51:31.451733Z",
                     }
                 ]
             }
@@ -1447,8 +1448,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-05T23:38:07.942415Z",
-                        "started_at": "2026-12-05T23:37:37.905360Z",
+                        "last_heartbeat": "2026-12-06T01:52:01.022315Z",
+                        "started_at": "2026-12-06T01:51:30.996162Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1460,10 +1461,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-05T23:37:38.765364Z",
+                "created_at": "2026-12-06T01:51:31.451733Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_w2NFwzk0eM6QPrS4y6Jc",
+                "id": "se_FCqTXl1G5sVGSwMm_mq9",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1572,7 +1573,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-05T23:38:08.821363Z",
+                "updated_at": "2026-12-06T01:52:01.481209Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1711,6 +1712,105 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             }
         },
     },
+    "replayPolicy": {
+        "200": {
+            "application/json": {
+                "data": [
+                    {
+                        "agrees": True,
+                        "approval_id": "ap_e6OfpgcAY6cDTaIY_NaG",
+                        "command": "terraform apply -target=module.dns",
+                        "created_at": "2026-12-06T01:51:31.306313Z",
+                        "decided_by": "carol",
+                        "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
+                        "draft_remembered_rule": None,
+                        "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
+                        "draft_verdict": "allow",
+                        "execution_id": "ex_55z1NHwPLhSGixWhez5D",
+                        "human": "approved",
+                        "requested_by": "alice",
+                    },
+                    {
+                        "agrees": False,
+                        "approval_id": "ap_zd4RyRLhqQBXWFnYT8Gz",
+                        "command": "terraform apply -auto-approve",
+                        "created_at": "2026-12-06T01:51:31.272696Z",
+                        "decided_by": "carol",
+                        "draft_reason": "No rule matched; default allow",
+                        "draft_remembered_rule": None,
+                        "draft_rule": None,
+                        "draft_verdict": "allow",
+                        "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
+                        "human": "denied",
+                        "requested_by": "alice",
+                    },
+                ],
+                "skipped": 0,
+            }
+        },
+        "request": {
+            "application/json": {
+                "critical": "prompt",
+                "default": "allow",
+                "env": {
+                    "deny": [
+                        "BASH_ENV",
+                        "ENV",
+                        "BASH_FUNC_*",
+                        "SHELLOPTS",
+                        "BASHOPTS",
+                        "PS0",
+                        "PS1",
+                        "PS2",
+                        "PS4",
+                        "PROMPT_COMMAND",
+                        "IFS",
+                        "PATH",
+                        "LD_*",
+                        "GCONV_PATH",
+                        "PYTHONSTARTUP",
+                        "PERL5OPT",
+                        "NODE_OPTIONS",
+                        "RUBYOPT",
+                        "GIT_SSH_COMMAND",
+                        "GIT_SSH",
+                        "GIT_EXTERNAL_DIFF",
+                        "GIT_EDITOR",
+                        "GIT_SEQUENCE_EDITOR",
+                        "GIT_PAGER",
+                        "GIT_ASKPASS",
+                        "GIT_PROXY_COMMAND",
+                        "GIT_CONFIG_PARAMETERS",
+                        "GIT_CONFIG_COUNT",
+                        "GIT_CONFIG_KEY_*",
+                        "GIT_CONFIG_VALUE_*",
+                        "GIT_CONFIG_GLOBAL",
+                        "GIT_CONFIG_SYSTEM",
+                        "GIT_EXEC_PATH",
+                        "GIT_TEMPLATE_DIR",
+                        "RSYNC_RSH",
+                        "LESSOPEN",
+                        "LESSCLOSE",
+                        "PAGER",
+                        "MANPAGER",
+                        "SYSTEMD_PAGER",
+                        "EDITOR",
+                        "VISUAL",
+                        "SSH_ASKPASS",
+                        "SUDO_ASKPASS",
+                        "BROWSER",
+                    ],
+                    "prompt": [],
+                },
+                "files": {"outside": "prompt", "rules": [], "workspace": "allow"},
+                "interceptor": {"enabled": False, "rules": None},
+                "keep_daemons": False,
+                "rules": [{"approval": "allow", "match": "terraform apply -target=*"}],
+                "sandbox": {"escalation": "prompt", "hidden": [], "network": None, "write": []},
+                "unreadable": "prompt",
+            }
+        },
+    },
     "resizeExecution": {"request": {"application/json": {"cols": 120, "rows": 40}}},
     "runInSession": {
         "200": {
@@ -1724,7 +1824,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-05T23:37:38.612377Z",
+                "mtime": "2026-12-06T01:51:31.349889Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1735,11 +1835,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_YRq7rFsERMt7fHbphxSC",
-                "created_at": "2026-12-05T23:37:38.705170Z",
-                "execution_id": "ex_FVIPbWSPSVzn7AhomdcL",
+                "approval_id": "ap_XwLuGqnbF-W4_M6UY7DE",
+                "created_at": "2026-12-06T01:51:31.414318Z",
+                "execution_id": "ex_2b1-YmikcEa1eDoWswoN",
                 "finished_at": None,
-                "id": "fo_OCWeBSjtE4DNFTfEHuer",
+                "id": "fo__ELKdCWnB0_EhS1IEw-F",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1758,10 +1858,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-05T23:37:38.593902Z",
+                "created_at": "2026-12-06T01:51:31.344598Z",
                 "execution_id": None,
-                "finished_at": "2026-12-05T23:37:38.618082Z",
-                "id": "fo_9-wQ7GGifNCDCr6Tkw08",
+                "finished_at": "2026-12-06T01:51:31.352905Z",
+                "id": "fo_wsffjAZA0K-46Zu7kWTx",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1777,11 +1877,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_miZKHXDkrvbYR_UWdcWy",
-                "created_at": "2026-12-05T23:37:38.637214Z",
-                "execution_id": "ex_qID7D_tnOp7CWMbjvX_o",
+                "approval_id": "ap_cfKGVq-25WhvNGjnJEDI",
+                "created_at": "2026-12-06T01:51:31.360575Z",
+                "execution_id": "ex_Aa_SVI78cLswp_9RcVSo",
                 "finished_at": None,
-                "id": "fo_V4GhOzJx1Vxca9LUBstP",
+                "id": "fo_x58v5pz1eSAcqDpRS2Jk",
                 "message": None,
                 "mode": None,
                 "op": "write",
