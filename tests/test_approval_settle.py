@@ -5,60 +5,79 @@ deny's 200 must not come while the execution still says `awaiting_approval`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
 from app.main import create_app
+from app.services import Services
 from app.store import crud
-from app.store.models import ApprovalState, ExecutionState
+from app.store.models import Approval, ApprovalState, ExecutionState
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
 
-async def _deny_heard_twice(tmp_path: Path) -> tuple[bool, str]:
+ROUNDS = 8
+
+
+async def _hear(services: Services, approval: Approval, database: Path) -> str:
+    """Hear `approval`'s decision; its execution's state when the hearing returns."""
+    await services.approvals.on_settled(approval)
+    # Read without yielding to the loop, so the other hearer cannot finish between this one's
+    # return and the reading.
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        (state,) = connection.execute(
+            "SELECT state FROM executions WHERE id = ?", (approval.execution_id,)
+        ).fetchone()
+    return str(state)
+
+
+async def _denies_heard_twice(tmp_path: Path) -> list[list[str]]:
+    """For each of ROUNDS denied executions, its state as each of two simultaneous hearers saw
+    it when it returned. Which hearer reaches the settling first varies from round to round
+    (each reads the database before it decides who settles), hence the rounds."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(POLICY))
     app = create_app(make_settings(tmp_path, SQLITE, policy_file=policy))
+    database = tmp_path / "data" / "shellgate.db"
+    seen: list[list[str]] = []
     async with app.router.lifespan_context(app):
         services = app.state.services
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            submitted = await client.post(
-                "/v1/executions",
-                json={"command": "rm -rf /nonexistent-x", "async": True},
-                headers={"Authorization": f"Bearer {AGENT}"},
-            )
+        for _ in range(ROUNDS):
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                submitted = await client.post(
+                    "/v1/executions",
+                    json={"command": "rm -rf /nonexistent-x", "async": True},
+                    headers={"Authorization": f"Bearer {AGENT}"},
+                )
             assert submitted.status_code == 202, submitted.text
             body = submitted.json()
             assert body["state"] == "awaiting_approval", body
-        # The approver's conditional UPDATE has committed; then two hearers settle at once.
-        approval_id = body["approval"]["id"]
-        await services.db.call(
-            crud.decide_approval,
-            approval_id=approval_id,
-            state=ApprovalState.denied,
-            decided_by="carol",
-            decision_reason=None,
-            decided_at=datetime.now(UTC),
-        )
-        approval = await services.db.call(crud.get_approval, approval_id=approval_id)
-        first = asyncio.create_task(services.approvals.on_settled(approval))
-        second = asyncio.create_task(services.approvals.on_settled(approval))
-        await second
-        first_done_when_second_returned = first.done()
-        await first
-        record = await services.db.call(crud.get_execution, execution_id=body["id"])
-        return first_done_when_second_returned, record.state
+            # The approver's conditional UPDATE has committed; then two hearers settle at once.
+            approval_id = body["approval"]["id"]
+            await services.db.call(
+                crud.decide_approval,
+                approval_id=approval_id,
+                state=ApprovalState.denied,
+                decided_by="carol",
+                decision_reason=None,
+                decided_at=datetime.now(UTC),
+            )
+            approval = await services.db.call(crud.get_approval, approval_id=approval_id)
+            hearers = [_hear(services, approval, database) for _ in range(2)]
+            seen.append(list(await asyncio.gather(*hearers)))
+    return seen
 
 
-def test_the_second_hearer_of_a_decision_returns_only_once_it_is_settled(
-    tmp_path: Path,
-) -> None:
-    first_done, state = asyncio.run(_deny_heard_twice(tmp_path))
-    assert first_done, "the second hearer answered while the first was still settling"
-    assert state == ExecutionState.rejected.value
+def test_neither_hearer_of_a_decision_returns_before_it_is_settled(tmp_path: Path) -> None:
+    seen = asyncio.run(_denies_heard_twice(tmp_path))
+    settled = [ExecutionState.rejected.value] * 2
+    early = [states for states in seen if states != settled]
+    assert not early, f"a hearer answered while its execution still said {early}"
