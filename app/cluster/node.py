@@ -197,5 +197,15 @@ class Cluster:
             logger.warning(
                 "node %s is silent: its approved execution %s runs here", record.node, record.id
             )
+            if record.session_id is not None and record.node is not None:
+                # Its session's shell went with that replica: recorded lost now (the heartbeat
+                # loop would, a beat later), so that the call ends `session_lost` rather than
+                # run in a fresh shell here or fail on the session's cwd as seen from here.
+                await self._db.call(
+                    store.lose_session,
+                    session_id=record.session_id,
+                    node_id=record.node,
+                    now=datetime.now(UTC),
+                )
             record.node = self.node_id
         return claimed

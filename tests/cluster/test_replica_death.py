@@ -5,19 +5,23 @@ the node timeout is short so that each case stays within seconds."""
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.cluster.replicas import Replica, fresh_database, replica
+from tests.conftest import ADMIN, APPROVER
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
 NODE_TIMEOUT = 3
+GATED_POLICY = {"rules": [{"match": "echo gated*", "approval": "prompt"}]}
 
 
 @pytest.fixture
@@ -80,3 +84,63 @@ def test_a_session_on_a_dead_replica_is_lost_for_good(tmp_path: Path, database: 
                     again = agent.post("/v1/executions", json=call)
                     assert again.status_code == 410, (node.name, again.text)
                     assert again.json()["error"]["code"] == "session_lost"
+
+
+def gated(tmp: Path) -> str:
+    policy = tmp / "policy.json"
+    policy.write_text(json.dumps(GATED_POLICY))
+    return str(policy)
+
+
+def wait_until_seen_dead(node: Replica, dead: str) -> None:
+    """`node` counts `dead` as silent: it settles what `dead` held from now on."""
+    with node.client(ADMIN) as admin:
+
+        def silent() -> bool:
+            listed = admin.get("/v1/nodes").json()["data"]
+            return not next(item for item in listed if item["id"] == dead)["alive"]
+
+        eventually(silent, what=f"{node.name} seeing {dead} silent", within=NODE_TIMEOUT + 10)
+
+
+def approve_on(node: Replica, held: dict[str, Any]) -> dict[str, Any]:
+    """Approve `held` through `node` and return its record once the decision settled it."""
+    with node.client(APPROVER) as approver, node.client() as agent:
+        decided = approver.post(f"/v1/approvals/{held['approval']['id']}/approve", json={})
+        assert decided.status_code == 200, decided.text
+        final: dict[str, Any] = agent.get(
+            f"/v1/executions/{held['id']}", params={"wait": 30}
+        ).json()
+    return final
+
+
+def test_an_approved_call_of_a_dead_replicas_session_ends_session_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """Approved on B as soon as B counts A dead (before its heartbeat records A's sessions
+    lost): the call never runs in a fresh shell on B, and says its session was lost with A,
+    not that the session's working directory changed."""
+    policy = gated(tmp_path)
+    ran = tmp_path / "workspace" / "ran"
+    with replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT, policy_file=policy) as b:
+        with replica(
+            tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT, policy_file=policy
+        ) as a:
+            with a.client() as agent_a:
+                made = agent_a.post("/v1/sessions", json={})
+                assert made.status_code == 201, made.text
+                session_id = made.json()["id"]
+                call = {"command": f"echo gated > {ran}", "session": session_id, "async": True}
+                held = agent_a.post("/v1/executions", json=call)
+                assert held.status_code == 202, held.text
+                assert held.json()["state"] == "awaiting_approval"
+            kill(a)
+        wait_until_seen_dead(b, "node-a")
+        final = approve_on(b, held.json())
+
+    assert final["state"] == "failed", final
+    assert final["started_at"] is None
+    assert not ran.exists()
+    expected = f"session {session_id} was lost with replica node-a"
+    assert final["notices"][-1].startswith(expected), final["notices"]
+    assert "working directory" not in final["text"]
