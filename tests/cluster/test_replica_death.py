@@ -144,3 +144,33 @@ def test_an_approved_call_of_a_dead_replicas_session_ends_session_lost(
     expected = f"session {session_id} was lost with replica node-a"
     assert final["notices"][-1].startswith(expected), final["notices"]
     assert "working directory" not in final["text"]
+
+
+def test_an_approved_call_of_a_dead_replica_names_both_workspaces(
+    tmp_path: Path, database: str
+) -> None:
+    """Replicas with workspaces of their own: the approver saw A's, B would run it in its own.
+    Nothing runs, and the record says so with both directories, not that a session (there is
+    none) changed its working directory."""
+    policy = gated(tmp_path)
+    settings: dict[str, Any] = {"node_timeout": NODE_TIMEOUT, "policy_file": policy}
+    with replica(tmp_path, "node-b", database, own_workspace=True, **settings) as b:
+        with replica(tmp_path, "node-a", database, own_workspace=True, **settings) as a:
+            with a.client() as agent_a:
+                held = agent_a.post(
+                    "/v1/executions", json={"command": "echo gated > ran", "async": True}
+                )
+                assert held.status_code == 202, held.text
+            kill(a)
+        wait_until_seen_dead(b, "node-a")
+        final = approve_on(b, held.json())
+
+    shown = str(tmp_path / "node-a" / "workspace")
+    here = str(tmp_path / "node-b" / "workspace")
+    assert held.json()["cwd"] == shown
+    assert final["state"] == "rejected", final
+    assert final["started_at"] is None
+    assert not (tmp_path / "node-b" / "workspace" / "ran").exists()
+    notice = final["notices"][-1]
+    assert shown in notice and here in notice, notice
+    assert "session" not in notice and "nothing ran" in notice
