@@ -5,6 +5,7 @@ the node timeout is short so that each case stays within seconds."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from collections.abc import Iterator
@@ -13,9 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.cluster.replicas import Replica, fresh_database, replica
-from tests.conftest import ADMIN, APPROVER
+from tests.conftest import ADMIN, AGENT, APPROVER
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.postgres
@@ -174,3 +177,43 @@ def test_an_approved_call_of_a_dead_replica_names_both_workspaces(
     notice = final["notices"][-1]
     assert shown in notice and here in notice, notice
     assert "session" not in notice and "nothing ran" in notice
+
+
+def test_a_viewer_through_another_replica_gets_1013_when_the_owner_dies(
+    tmp_path: Path, database: str
+) -> None:
+    """A viewer on B of A's execution (B relays A's stream) is closed with 1013 and a reason
+    naming A when A is killed, as docs/streaming.md says, not left with a dropped connection."""
+    with (
+        replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b,
+        replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
+        a.client() as agent_a,
+    ):
+        # Its pty hangs up with A, so the command ends with it (no process left over).
+        job = agent_a.post(
+            "/v1/executions",
+            json={"command": "echo started; read line", "pty": True, "async": True},
+        )
+        assert job.status_code == 202, job.text
+        url = f"{b.ws_url}/v1/executions/{job.json()['id']}/stream"
+
+        async def watch_through_b() -> tuple[int | None, str]:
+            headers = {"Authorization": f"Bearer {AGENT}"}
+            async with connect(url, additional_headers=headers) as viewer:
+                seen = b""
+                while b"started" not in seen:
+                    frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                    assert frame["type"] != "exit", frame
+                    if frame["type"] == "output":
+                        seen += frame["data"].encode()
+                await asyncio.to_thread(kill, a)
+                with pytest.raises(ConnectionClosed):
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                        assert frame["type"] != "exit", frame
+                assert viewer.protocol.close_rcvd is not None, "no close frame"
+                return viewer.close_code, viewer.close_reason
+
+        code, reason = asyncio.run(watch_through_b())
+    assert code == 1013, (code, reason)
+    assert reason == "replica node-a stopped answering", reason
