@@ -19,14 +19,12 @@ from app.cluster.node import Cluster
 from app.core.config import Settings
 from app.core.errors import DatabaseUnavailableError
 from app.executions.recovery import summarise_log
-from app.executions.result_text import LOST_NOTICE, final_text
+from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE, final_text
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.cluster")
-
-LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
 
 
 async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) -> None:

@@ -52,6 +52,9 @@ class Cluster:
         # means the others may have declared it dead meanwhile (its sessions lost).
         self._last_beat = time.monotonic()
         self._silence_hooks: list[Callable[[], None]] = []
+        # The last heartbeat of this node's previous run (None: a new node), read at `join`:
+        # what the others recorded `lost` of its work after it is what they took over.
+        self.previous_beat: datetime | None = None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -70,6 +73,8 @@ class Cluster:
         """At start: register, note the restart, and free the job slots a previous run of this
         node held (its processes died with it and recovery records them `lost`)."""
         now = datetime.now(UTC)
+        previous = await self._db.call(store.get_node, node_id=self.node_id)
+        self.previous_beat = aware_utc(previous.last_heartbeat) if previous else None
         await self.beat(now)
         await self._db.call(store.restarted, node_id=self.node_id, now=now)
         await self._db.call(store.release_slots_of, node_id=self.node_id)

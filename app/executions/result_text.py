@@ -16,6 +16,8 @@ def timeout_notice(timeout_seconds: float | None) -> str:
 
 CANCELLED_NOTICE = "Command cancelled"
 LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
+# Added by the replica that records `lost` the running executions of one gone silent.
+LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
 # Reading stopped before EOF when the command exited (app.process.OutputCut): keyed by its value.
 OUTPUT_CUT_NOTICES = {
     "background": "Output capture stopped when the command exited: background processes it left "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -217,3 +219,74 @@ def test_a_viewer_through_another_replica_gets_1013_when_the_owner_dies(
         code, reason = asyncio.run(watch_through_b())
     assert code == 1013, (code, reason)
     assert reason == "replica node-a stopped answering", reason
+
+
+def test_a_returning_replica_ends_and_reads_what_the_others_recorded_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """Data directories not shared, sandbox off: B records A's job `lost` without output (the
+    log is on A's disk) while its process outlives A. When A starts again it kills that
+    process, as after any crash, and the record gets the log's output and byte counts."""
+    with replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b:
+        with (
+            replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
+            a.client() as agent_a,
+        ):
+            job = agent_a.post(
+                "/v1/executions", json={"command": "echo part-1; sleep 120", "async": True}
+            )
+            assert job.status_code == 202, job.text
+            execution_id = job.json()["id"]
+            eventually(
+                lambda: b"part-1" in agent_a.get(f"/v1/executions/{execution_id}/output").content,
+                what="the first line in A's log",
+            )
+            kill(a)
+        with b.client() as agent_b:
+
+            def recorded_lost() -> dict[str, Any] | None:
+                record: dict[str, Any] = agent_b.get(f"/v1/executions/{execution_id}").json()
+                return record if record["state"] == "lost" else None
+
+            lost = eventually(recorded_lost, what="B recording A's job lost", within=20)
+        assert lost is not None
+        assert (lost["output"], lost["total_bytes"]) == ("", 0)  # B cannot read A's disk
+        leader = _group_of(database, execution_id)
+        try:
+            assert _alive(leader), "the job's process did not outlive its replica"
+            with replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT):
+                # Both done before the replica listens (a short log).
+                assert not _alive(leader)
+                with b.client() as agent_b:
+                    record = agent_b.get(f"/v1/executions/{execution_id}").json()
+        finally:
+            if _alive(leader):
+                os.killpg(leader, signal.SIGKILL)  # this test's own job, left by its replica
+    assert record["state"] == "lost"
+    assert record["output"] == "part-1\n"
+    assert record["total_bytes"] == record["output_bytes"] == len("part-1\n")
+    assert record["text"].startswith("part-1\n\n")
+
+
+def _group_of(database: str, execution_id: str) -> int:
+    engine = create_engine(database)
+    with engine.connect() as connection:
+        pgid = connection.execute(
+            text("SELECT pgid FROM executions WHERE id = :id"), {"id": execution_id}
+        ).scalar()
+    engine.dispose()
+    assert isinstance(pgid, int) and pgid > 1, pgid
+    return pgid
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no parent reaps any more counts as gone), and still the job's `sleep`
+    (its shell ran it in its own place)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read()
+    except FileNotFoundError:
+        return False
+    return state != b"Z" and command == b"sleep\x00120\x00"
