@@ -300,7 +300,10 @@ class Forwarder:
                 ],
                 subprotocols=scope.get("subprotocols") or None,
                 open_timeout=CONNECT_SECONDS,
-                ping_interval=None,  # the owner pings its viewer; this hop only relays
+                # The owner pings this hop as its viewer; this hop pings the owner so that an
+                # owner that hangs or whose host vanished (no FIN, no RST) ends the relay too.
+                ping_interval=self._settings.ws_ping_seconds,
+                ping_timeout=self._settings.ws_ping_seconds,
                 max_size=None,
                 compression=None,
             )

@@ -290,3 +290,45 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != b"Z" and command == b"sleep\x00120\x00"
+
+
+def test_a_viewer_through_another_replica_gets_1013_when_the_owner_hangs(
+    tmp_path: Path, database: str
+) -> None:
+    """An owner that stops answering without closing its connections (a hung process, a host
+    gone from the network: here A is stopped with SIGSTOP) is found out by B's pings on the
+    relayed stream, and the viewer is closed with 1013 rather than left waiting for ever."""
+    with (
+        replica(tmp_path, "node-b", database, ws_ping_seconds=1) as b,
+        replica(tmp_path, "node-a", database) as a,
+        a.client() as agent_a,
+    ):
+        job = agent_a.post(
+            "/v1/executions",
+            json={"command": "echo started; read line", "pty": True, "async": True},
+        )
+        assert job.status_code == 202, job.text
+        url = f"{b.ws_url}/v1/executions/{job.json()['id']}/stream"
+
+        async def watch_through_b() -> tuple[int | None, str]:
+            headers = {"Authorization": f"Bearer {AGENT}"}
+            async with connect(url, additional_headers=headers) as viewer:
+                seen = b""
+                while b"started" not in seen:
+                    frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                    if frame["type"] == "output":
+                        seen += frame["data"].encode()
+                a.process.send_signal(signal.SIGSTOP)  # this test's own replica, by its pid
+                with pytest.raises(ConnectionClosed):
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                        assert frame["type"] != "exit", frame
+                assert viewer.protocol.close_rcvd is not None, "no close frame"
+                return viewer.close_code, viewer.close_reason
+
+        try:
+            code, reason = asyncio.run(watch_through_b())
+        finally:
+            kill(a)  # SIGKILL ends a stopped process too; its pty job hangs up with it
+    assert code == 1013, (code, reason)
+    assert reason == "replica node-a stopped answering", reason
