@@ -99,6 +99,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                 services.settings.data_dir,
                 settings.command_nice,
                 sandbox=services.sandbox.standby_prefix(),
+                count=settings.spawn_ahead_shells,
             )
         # After the lost executions are recorded: their ends are due too.
         await services.notifier.start()

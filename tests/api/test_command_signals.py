@@ -19,7 +19,7 @@ import pytest
 from app.process.reserved_signals import RESERVED
 from app.process.signal_defaults import INHERITED
 from shellgate import Client
-from tests.api.test_spawn_ahead import one_standby, spawns
+from tests.api.test_spawn_ahead import ready_standbys, spawns
 from tests.conftest import AGENT, make_settings, serve
 from tests.conftest import run_foreground as run
 from tests.databases import SQLITE
@@ -57,7 +57,7 @@ def test_commands_start_with_the_signals_a_launcher_ignored_at_their_default(
     with serve(settings) as live, live.client() as client:
         run(client, "true")
         if spawn_ahead:
-            one_standby(live)
+            ready_standbys(live, 2)
         before = spawns(live, "standby")
         on_pipes = run(client, "grep SigIgn /proc/self/status")
         assert spawns(live, "standby") == before + (1 if spawn_ahead else 0)
