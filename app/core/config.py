@@ -184,6 +184,9 @@ class Settings(BaseSettings):
     # Keep the next command's shell started ahead inside its cgroups (cgroup backends only):
     # joining them on the request's path waits for the kernel (app/process/standby.py).
     spawn_ahead: bool = True
+    # How many such shells wait at once: one is ready while the next is being made, so calls
+    # back to back do not outrun them (app/confinement/standby.py).
+    spawn_ahead_shells: int = Field(default=2, ge=1, le=8)
     # How many nice levels below the server its commands run (app/process/priority.py): under
     # load the event loop goes first and the commands take what it leaves. Off by default: it
     # halves a PTY stream's rate when the machine is saturated (docs/operations.md).

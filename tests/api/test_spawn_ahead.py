@@ -59,10 +59,19 @@ def standby_pids(server: LiveServer) -> list[int]:
     return found
 
 
+def ready_standbys(server: LiveServer, count: int) -> list[int]:
+    """The pids of `server`'s standby shells once `count` of them wait."""
+    return eventually(
+        lambda: pids if len(pids := standby_pids(server)) == count else None,
+        what=f"{count} standby shells",
+        within=15,
+    )
+
+
 def one_standby(server: LiveServer) -> int:
-    pids = eventually(lambda: standby_pids(server), what="a standby shell", within=15)
-    assert len(pids) == 1, pids
-    return pids[0]
+    """The standby of a server that keeps one (`spawn_ahead_shells=1`)."""
+    (pid,) = ready_standbys(server, 1)
+    return pid
 
 
 def spawns(server: LiveServer, how: str) -> float:
@@ -95,7 +104,10 @@ def backend(tmp_path: Path) -> str:
 
 @pytest.fixture
 def server(tmp_path: Path, backend: str) -> Iterator[LiveServer]:
-    settings = make_settings(tmp_path, SQLITE, confinement=backend, auto_background_ms=0)
+    """A server keeping one standby, so that which shell runs a command is known."""
+    settings = make_settings(
+        tmp_path, SQLITE, confinement=backend, auto_background_ms=0, spawn_ahead_shells=1
+    )
     with serve(settings) as live:
         yield live
 
@@ -149,10 +161,29 @@ def test_no_standby_is_left_after_the_server_stops(tmp_path: Path, backend: str)
     settings = make_settings(tmp_path, SQLITE, confinement=backend)
     with serve(settings) as live, live.client() as client:
         run(client, "true")
-        standby = one_standby(live)
+        standbys = ready_standbys(live, 2)
         assert standby_cgroups(live, backend)
-    assert not os.path.exists(f"/proc/{standby}")  # ended and reaped: not even a zombie
+    for standby in standbys:
+        assert not os.path.exists(f"/proc/{standby}")  # ended and reaped: not even a zombie
     assert standby_cgroups(live, backend) == []
+
+
+def test_two_standbys_wait_so_calls_back_to_back_each_find_one(
+    tmp_path: Path, backend: str
+) -> None:
+    """By default two wait (app/confinement/standby.py): the second of two calls made at once
+    finds the other, where with one it would spawn on its own path."""
+    settings = make_settings(tmp_path, SQLITE, confinement=backend, auto_background_ms=0)
+    with serve(settings) as live, live.client() as client:
+        waiting = set(ready_standbys(live, 2))
+        before = (spawns(live, "standby"), spawns(live, "spawn"))
+        first = run(client, "echo $$")
+        second = run(client, "echo $$")
+        ran_in = {int(str(first["output"])), int(str(second["output"]))}
+        assert ran_in == waiting
+        assert (spawns(live, "standby"), spawns(live, "spawn")) == (before[0] + 2, before[1])
+        # Both are replaced once their units are released.
+        assert not set(ready_standbys(live, 2)) & waiting
 
 
 def test_with_the_setting_off_no_shell_is_started_ahead(tmp_path: Path, backend: str) -> None:
