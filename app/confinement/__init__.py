@@ -90,8 +90,10 @@ class Confinement:
     ) -> None:
         """Keep `count` standby shells ready, each in a unit with the server's limits, `nice`
         levels below the server (app/confinement/standby.py), waiting inside the sandbox whose
-        argv prefix is `sandbox` (app/sandbox/); only the cgroup backends have a use for them."""
-        if isinstance(self.backend, CgroupBackend) and self._spawn_ahead is None:
+        argv prefix is `sandbox` (app/sandbox/). Of use with a cgroup backend (no cgroup move
+        on the request's path) or a sandbox (no sandbox to build on it)."""
+        useful = isinstance(self.backend, CgroupBackend) or sandbox is not None
+        if useful and self._spawn_ahead is None:
             self._spawn_ahead = SpawnAhead(
                 self.backend, self.ceiling, shell, data_dir, nice, sandbox, count
             )

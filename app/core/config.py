@@ -181,8 +181,9 @@ class Settings(BaseSettings):
     # Confinement (app/confinement.py): the backend (`auto` = the strongest the host gives) and
     # the server's per-execution limits, which requests may only lower; 0 = no limit.
     confinement: Literal["auto", "cgroup2", "cgroup1", "rlimit"] = "auto"
-    # Keep the next command's shell started ahead inside its cgroups (cgroup backends only):
-    # joining them on the request's path waits for the kernel (app/process/standby.py).
+    # Keep the next command's shell started ahead inside its cgroups and its sandbox (cgroup
+    # backends, or any with the sandbox on): joining them on the request's path waits for the
+    # kernel, building the sandbox costs bwrap's start (app/confinement/standby.py).
     spawn_ahead: bool = True
     # How many such shells wait at once: one is ready while the next is being made, so calls
     # back to back do not outrun them (app/confinement/standby.py).

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.confinement import choose_backend, instance_name
 from app.confinement.standby import STANDBY_PREFIX
+from app.process.groups import marked_processes
 from app.process.standby import STANDBY_SCRIPT
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
@@ -194,3 +195,69 @@ def test_with_the_setting_off_no_shell_is_started_ahead(tmp_path: Path, backend:
         assert standby_pids(live) == []
         assert spawns(live, "standby") == 0
         assert spawns(live, "spawn") == 2
+
+
+def sandboxed_standbys() -> list[int]:
+    """Standby shells waiting inside a sandbox, started by a server of this process: the shell
+    running the standby script's text, whose ancestors include this process."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        waiting = os.fsencode(STANDBY_SCRIPT) in arguments and b"-c" in arguments
+        # (bwrap's own argv holds the same words: it starts that shell)
+        if (
+            waiting
+            and not arguments[0].endswith(b"bwrap")
+            and os.getpid() in ancestors(int(entry.name))
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        chain.append(pid)
+    return chain
+
+
+def test_without_cgroups_a_sandboxed_command_takes_a_standby(tmp_path: Path) -> None:
+    """Under the rlimit backend nothing joins a cgroup, but with the sandbox on the standby
+    waits in a sandbox already built (bwrap costs ~6 ms a spawn): the command runs there,
+    with the rlimit backend's limits, and its kill still finds its tree by the marker."""
+    settings = make_settings(
+        tmp_path,
+        SQLITE,
+        confinement="rlimit",
+        sandbox="on",
+        auto_background_ms=0,
+        limit_open_files=1000,
+        limit_memory_mb=4096,
+    )
+    with serve(settings) as live, live.client() as client:
+        eventually(lambda: len(sandboxed_standbys()) == 2, what="2 standbys", within=15)
+        before = (spawns(live, "standby"), spawns(live, "spawn"))
+        result = run(client, "ulimit -n; ulimit -v; echo $SHELLGATE_EXECUTION_ID")
+        assert result["exit_code"] == 0, result
+        assert result["sandbox"] is not None, result
+        assert str(result["output"]).split() == ["1000", str(4096 * 1024), result["id"]]
+        assert (spawns(live, "standby"), spawns(live, "spawn")) == (before[0] + 1, before[1])
+
+        job = client.post(
+            "/v1/executions", json={"command": "sleep 300 & sleep 300", "async": True}
+        ).json()
+        marker = f"SHELLGATE_EXECUTION_ID={job['id']}".encode()
+        eventually(lambda: len(marked_processes(marker)) >= 2, what="the job's tree", within=15)
+        assert client.post(f"/v1/executions/{job['id']}/cancel").status_code == 200
+        eventually(lambda: not marked_processes(marker), what="the tree gone", within=15)
