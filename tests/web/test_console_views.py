@@ -6,13 +6,24 @@ signed-in user, a phone's width, and the rules edited by an admin. Screenshots a
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import update
 
+from app.store.models import Execution
 from tests.conftest import ADMIN, AGENT, LiveServer
-from tests.web.browser import ARTIFACTS, NEEDS_CHROMIUM, Watch, shown_view, sign_in
+from tests.web.browser import (
+    ARTIFACTS,
+    NEEDS_CHROMIUM,
+    PROMPT_PREFIX,
+    Watch,
+    request_approval,
+    shown_view,
+    sign_in,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -231,3 +242,66 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.get("/v1/policy").json() == saved  # refused: nothing changed
     finally:
         assert admin.put("/v1/policy", json=original).status_code == 200
+
+
+def test_at_1280_px_state_exit_duration_and_a_dated_start_are_whole(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    waiting = request_approval(agent, f"{PROMPT_PREFIX} held-while-the-table-is-measured")
+    long_command = "echo " + "a-command-long-enough-to-want-the-whole-row " * 4 + "; exit 3"
+    failed = finished(agent, long_command)
+    # The widest a start and a duration get: another day's, and just under two hours.
+    started = datetime.now(UTC) - timedelta(days=2)
+    engine = console_server.database_engine()
+    with engine.begin() as connection:
+        connection.execute(
+            update(Execution)
+            .where(Execution.id == failed["id"])
+            .values(started_at=started, finished_at=started + timedelta(minutes=118, seconds=59))
+        )
+    engine.dispose()
+    response = agent.post("/v1/executions", json={"command": "sleep 30", "async": True})
+    assert response.status_code == 202, response.text
+    cancelled = agent.post(f"/v1/executions/{response.json()['id']}/cancel").json()
+    assert cancelled["state"] == "cancelled", cancelled
+    try:
+        sign_in(page, console_server, ADMIN)
+        for execution in (waiting, failed, cancelled):
+            row = execution_row(page, execution["id"])
+            expect(row).to_be_visible()
+            for cell in ("state-cell", "exit-cell", "duration-cell", "started-cell"):
+                # The text's own box, laid out without clipping, inside its cell and the window.
+                text_box, cell_box = row.locator(f".{cell}").evaluate(
+                    """cell => {
+                        const range = document.createRange();
+                        range.selectNodeContents(cell);
+                        const text = range.getBoundingClientRect();
+                        const box = cell.getBoundingClientRect();
+                        return [[text.left, text.right], [box.left, box.right]];
+                    }"""
+                )
+                assert cell_box[0] - 0.5 <= text_box[0] and text_box[1] <= cell_box[1] + 0.5, (
+                    execution["state"],
+                    cell,
+                    text_box,
+                    cell_box,
+                )
+                assert cell_box[1] <= 1280, (cell, cell_box)
+        for execution in (waiting, failed, cancelled):
+            expect(execution_row(page, execution["id"]).locator(".started-cell time")).to_have_text(
+                re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
+            )
+        expect(execution_row(page, waiting["id"]).locator(".state")).to_have_text(
+            "awaiting_approval"
+        )
+        expect(execution_row(page, failed["id"]).locator(".exit-cell")).to_have_text("3")
+        expect(execution_row(page, failed["id"]).locator(".duration-cell")).to_have_text(
+            "118 min 59 s"
+        )
+        command_box = execution_row(page, failed["id"]).locator(".command-cell").bounding_box()
+        assert command_box is not None and command_box["width"] > 150  # still a column
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        screenshot(page, "console-1280.png")
+    finally:
+        admin.post(f"/v1/approvals/{waiting['approval']['id']}/deny", json={"reason": "cleanup"})

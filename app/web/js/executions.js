@@ -88,8 +88,8 @@ export class ExecutionsPanel {
       ),
       cell("Exit", "exit-cell", exit === null ? el("span", { class: "muted" }, "—") : String(exit)),
       cell("Duration", "duration-cell", duration ?? el("span", { class: "muted" }, "—")),
-      cell("Owner", "owner-cell", execution.owner),
-      cell("Started", "started-cell", timeEl(execution.started_at ?? execution.created_at)),
+      cell("Owner", "owner-cell", el("span", { class: "owner", title: execution.owner }, execution.owner)),
+      cell("Started", "started-cell", timeEl(execution.started_at ?? execution.created_at, { dated: true })),
     );
   }
 
