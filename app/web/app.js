@@ -6,6 +6,7 @@ import { byId, showError } from "./js/dom.js";
 import { ExecutionsPanel } from "./js/executions.js";
 import { PolicyPanel } from "./js/policy.js";
 import { executionHref, go, parseRoute } from "./js/router.js";
+import { ServerInfo } from "./js/server-info.js";
 import { Tabs } from "./js/tabs.js";
 
 const signInSection = byId("sign-in");
@@ -15,13 +16,14 @@ const signInError = byId("sign-in-error");
 const workspace = byId("workspace");
 const signOutButton = byId("sign-out");
 const tabsNav = byId("tabs");
-const serverInfo = byId("server-info");
 const signedInAs = byId("signed-in-as");
 
 const openExecution = (id) => go(executionHref(id));
+const serverInfo = new ServerInfo();
 const tabs = new Tabs({ onExecutionChanged: () => executions.refresh() });
 const executions = new ExecutionsPanel({
   onOpenExecution: openExecution,
+  onRefreshed: () => serverInfo.refresh(),
   selectedId: () => {
     const route = parseRoute(location.hash);
     return route.name === "execution" ? route.id : null;
@@ -41,7 +43,7 @@ let signedIn = false;
 
 async function enter() {
   const info = await api("v1/info");
-  serverInfo.textContent = `v${info.version} · ${info.running_jobs}/${info.max_jobs} jobs running`;
+  serverInfo.show(info);
   signedInAs.textContent = `${info.caller.name} (${info.caller.role})`;
   signedInAs.dataset.role = info.caller.role;
   signedInAs.hidden = false;
@@ -74,7 +76,7 @@ function leave(message) {
   signedInAs.hidden = true;
   signedInAs.textContent = "";
   signOutButton.hidden = true;
-  serverInfo.textContent = "";
+  serverInfo.clear();
   signInSection.hidden = false;
   showError(signInError, message ? new Error(message) : null);
   tokenInput.focus();

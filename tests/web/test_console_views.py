@@ -244,6 +244,36 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.put("/v1/policy", json=original).status_code == 200
 
 
+def running_jobs_in_header(page: Page) -> int:
+    text = page.locator("#server-info").text_content() or ""
+    match = re.search(r"· (\d+)/\d+ jobs running$", text)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_the_headers_job_count_follows_jobs_starting_and_ending(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    # It was read once at sign-in: a job started or ended after that never showed.
+    sign_in(page, console_server, AGENT)
+    header = page.locator("#server-info")
+    expect(header).to_contain_text("jobs running")
+    before = running_jobs_in_header(page)
+
+    page.get_by_label("Command").fill("echo counted; sleep 30")
+    page.get_by_role("button", name="Run").click()
+    view = shown_view(page)
+    expect(view.locator(".view-terminal")).to_contain_text("counted")
+    execution_id = view.locator(".view-id").text_content() or ""
+    try:
+        expect(header).to_contain_text(f"· {before + 1}/")
+        page.get_by_role("button", name="Cancel").click()
+        expect(view.locator(".view-state")).to_contain_text("cancelled")
+        expect(header).to_contain_text(f"· {before}/")
+    finally:
+        agent.post(f"/v1/executions/{execution_id}/cancel")
+
+
 def test_at_1280_px_state_exit_duration_and_a_dated_start_are_whole(
     page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
 ) -> None:

@@ -12,10 +12,12 @@ const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
 
 export class ExecutionsPanel {
-  constructor({ onOpenExecution, selectedId }) {
-    // onOpenExecution(id) navigates; selectedId() is the execution whose tab is shown.
+  constructor({ onOpenExecution, selectedId, onRefreshed }) {
+    // onOpenExecution(id) navigates; selectedId() is the execution whose tab is shown;
+    // onRefreshed() follows each read of the list.
     this.onOpenExecution = onOpenExecution;
     this.selectedId = selectedId;
+    this.onRefreshed = onRefreshed;
     this.rows = byId("execution-rows");
     this.errorEl = byId("executions-error");
     this.runForm = byId("run-form");
@@ -60,6 +62,7 @@ export class ExecutionsPanel {
     } catch (error) {
       showError(this.errorEl, error);
     }
+    this.onRefreshed?.();
   }
 
   #row(execution) {
