@@ -43,21 +43,22 @@ let signedIn = false;
 
 async function enter() {
   const info = await api("v1/info");
+  const { name, role } = info.caller;
   serverInfo.show(info);
-  signedInAs.textContent = `${info.caller.name} (${info.caller.role})`;
-  signedInAs.dataset.role = info.caller.role;
+  signedInAs.textContent = `${name} (${role})`;
+  signedInAs.dataset.role = role;
   signedInAs.hidden = false;
   signedIn = true;
   signInSection.hidden = true;
   workspace.hidden = false;
   tabsNav.hidden = false;
   signOutButton.hidden = false;
-  approvals.start({
-    canDecide: info.caller.role !== "agent",
-    canRememberForAll: info.caller.role === "admin",
-  });
-  executions.start();
-  policy.start({ canEdit: info.caller.role === "admin" });
+  // What the role may do (docs/api.md#access-and-roles): the console offers nothing else, so no
+  // button leads to a 403.
+  approvals.start({ canDecide: role !== "agent", canRememberForAll: role === "admin" });
+  executions.start({ canRun: role !== "approver" });
+  tabs.start({ mayControl: (execution) => role === "admin" || (role === "agent" && execution.owner === name) });
+  policy.start({ canEdit: role === "admin" });
   // A deep link followed before signing in opens now.
   tabs.show(parseRoute(location.hash));
 }

@@ -462,3 +462,31 @@ def test_pending_approvals_list_newest_first_under_a_count_that_follows_them(
     finally:
         for approval_id in ids:
             approver.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
+
+
+def test_an_approver_is_offered_no_run_form_and_no_controls_of_a_job_it_may_only_watch(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    # An approver may read and watch every execution but neither run nor drive one (403).
+    response = agent.post(
+        "/v1/executions",
+        json={"command": "echo watched-by-approver; sleep 30", "async": True, "pty": True},
+    )
+    assert response.status_code == 202, response.text
+    execution_id = response.json()["id"]
+    try:
+        sign_in(page, console_server, APPROVER)
+        expect(page.locator("#execution-rows")).to_contain_text("watched-by-approver")
+        expect(page.locator("#run-form")).to_be_hidden()
+        expect(page.get_by_role("button", name="Run")).to_have_count(0)
+
+        page.locator(f"#execution-rows [data-execution-id='{execution_id}'] a.command").click()
+        view = shown_view(page)
+        expect(view.locator(".view-terminal .xterm-rows")).to_contain_text("watched-by-approver")
+        expect(view.locator(".view-state")).to_have_text("running")
+        expect(view.get_by_role("button", name="Ctrl-C")).to_be_hidden()
+        expect(view.get_by_role("button", name="Cancel")).to_be_hidden()
+        expect(view.locator(".view-terminal")).not_to_have_attribute("data-size", re.compile("."))
+        expect(view.locator(".view-error")).to_be_empty()  # nothing was sent to be refused
+    finally:
+        agent.post(f"/v1/executions/{execution_id}/cancel")

@@ -1,6 +1,7 @@
 // One execution in a tab of its own: its live output, its state, and the controls a human
-// needs (keyboard input and resize for PTY runs, Ctrl-C, Cancel, copy, download, search).
-// Each open tab is one ExecutionView built from the page's template.
+// needs (keyboard input and resize for PTY runs, Ctrl-C, Cancel, copy, download, search) when
+// the caller may drive it (its owner or an admin). Each open tab is one ExecutionView built from
+// the page's template.
 
 import { api } from "./api.js";
 import { el, showError, visibleText } from "./dom.js";
@@ -29,10 +30,14 @@ export function durationText(execution, now = Date.now()) {
 }
 
 export class ExecutionView {
-  constructor(executionId, { template, onChanged, onLabel }) {
+  constructor(executionId, { template, onChanged, onLabel, mayControl }) {
     this.executionId = executionId;
     this.onChanged = onChanged;
     this.onLabel = onLabel;
+    // mayControl(execution): whether the server lets this caller drive it (input, resize,
+    // signals, cancel); without it those controls are not offered.
+    this.mayControl = mayControl;
+    this.controls = false;
     this.root = template.content.firstElementChild.cloneNode(true);
     this.root.dataset.executionId = executionId;
     this.root.hidden = true;
@@ -82,6 +87,9 @@ export class ExecutionView {
     }
     if (this.closed) return;
     this.execution = execution;
+    this.controls = this.mayControl(execution);
+    this.interruptButton.hidden = !this.controls;
+    this.cancelButton.hidden = !this.controls;
     this.commandEl.replaceChildren(...visibleText(execution.command));
     this.#setState(execution.state, execution);
     this.#renderFacts(execution);
@@ -93,8 +101,8 @@ export class ExecutionView {
     }
     this.terminal = terminal;
     this.tools.attach(terminal);
-    this.lineForm.hidden = !(execution.pty && terminal.kind === "plain");
-    if (execution.pty) {
+    this.lineForm.hidden = !(execution.pty && terminal.kind === "plain" && this.controls);
+    if (execution.pty && this.controls) {
       terminal.onInput((data) => this.#sendInput(data));
       terminal.onResize((rows, cols) => this.#sendResize(rows, cols));
     }
@@ -118,7 +126,7 @@ export class ExecutionView {
       onOpen: () => {
         this.container.dataset.connects = String(this.stream.connects);
         const size = terminal.size;
-        if (execution.pty && size) this.#sendResize(size.rows, size.cols);
+        if (execution.pty && this.controls && size) this.#sendResize(size.rows, size.cols);
       },
     });
     this.stream.start();

@@ -1,5 +1,6 @@
 // The executions panel: the list (newest first, refreshed on demand and every few seconds while
-// the tab is visible) and the Run form, which starts a background job. A row opens its
+// the tab is visible) and the Run form, which starts a background job and is shown only to a
+// role that may run one (an approver may not: the server answers 403). A row opens its
 // execution in a tab: the command is a link (#/executions/{id}) and a click anywhere on the
 // row follows it, so it works at any width.
 
@@ -34,7 +35,8 @@ export class ExecutionsPanel {
     });
   }
 
-  start() {
+  start({ canRun = true } = {}) {
+    this.runForm.hidden = !canRun;
     this.refresh();
     this.timer = setInterval(() => {
       if (document.visibilityState === "visible") this.refresh();
