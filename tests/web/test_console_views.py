@@ -335,3 +335,73 @@ def test_at_1280_px_state_exit_duration_and_a_dated_start_are_whole(
         screenshot(page, "console-1280.png")
     finally:
         admin.post(f"/v1/approvals/{waiting['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_a_job_held_for_approval_opens_as_a_notice_then_its_output_once_approved(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    execution = request_approval(agent, f"{PROMPT_PREFIX} shown-after-approval")
+    approval = execution["approval"]
+    try:
+        page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+        page.get_by_label("Token").fill(AGENT)
+        page.get_by_role("button", name="Sign in").click()
+        view = shown_view(page)
+        waiting = view.locator(".view-waiting")
+        expect(view.locator(".view-state")).to_have_text("awaiting_approval")
+        expect(waiting).to_be_visible()
+        expect(waiting).to_contain_text("Waiting for approval")
+        expect(waiting.locator(".waiting-reason")).to_have_text(approval["reason"])
+        expect(view.locator(".view-terminal")).to_be_hidden()
+        expect(view.get_by_role("button", name="Ctrl-C")).to_be_disabled()  # nothing to signal
+
+        decided = admin.post(f"/v1/approvals/{approval['id']}/approve", json={})
+        assert decided.status_code == 200, decided.text
+
+        expect(view.locator(".view-terminal")).to_contain_text(
+            "needs-approval shown-after-approval"
+        )
+        expect(waiting).to_be_hidden()
+        expect(view.locator(".view-state")).to_have_text("completed, exit code 0")
+    finally:
+        admin.post(f"/v1/approvals/{approval['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_a_pty_job_held_for_approval_gets_the_terminals_size_once_it_runs(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    # A resize sent while it waits is refused (no process yet): the size goes once it runs.
+    response = agent.post(
+        "/v1/executions",
+        json={
+            "command": f"{PROMPT_PREFIX} pty-held; read -r _; stty size",
+            "pty": True,
+            "async": True,
+        },
+    )
+    assert response.status_code == 202, response.text
+    execution = response.json()
+    assert execution["state"] == "awaiting_approval"
+    approval_id = execution["approval"]["id"]
+    try:
+        page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+        page.get_by_label("Token").fill(AGENT)
+        page.get_by_role("button", name="Sign in").click()
+        view = shown_view(page)
+        expect(view.locator(".view-waiting")).to_be_visible()
+        expect(view).to_have_attribute("data-stream", "live")
+
+        assert admin.post(f"/v1/approvals/{approval_id}/approve", json={}).status_code == 200
+
+        terminal = view.locator(".view-terminal")
+        expect(terminal).to_contain_text("needs-approval pty-held")
+        expect(terminal).to_have_attribute("data-size", re.compile(r"^\d+x\d+$"))
+        rows, cols = (terminal.get_attribute("data-size") or "").split("x")
+        terminal.click()
+        page.keyboard.press("Enter")  # the size is in: let `stty size` say what it sees
+        expect(view.locator(".view-state")).to_have_text("completed, exit code 0")
+        final = agent.get(f"/v1/executions/{execution['id']}", params={"wait": 10}).json()
+        assert f"{rows} {cols}" in final["output"]
+        expect(view.locator(".view-error")).to_be_empty()  # no resize was refused
+    finally:
+        admin.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
