@@ -19,7 +19,7 @@ SDK := sdk/pyproject.toml
 # What lint and format read: the client's sources too.
 SOURCES := app sdk tests bench migrations
 
-.PHONY: run test lint format openapi bench clean console-deps wheel lock
+.PHONY: run test lint format openapi bench clean console-deps wheel lock sync-sdk
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -67,12 +67,18 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check $(SOURCES)
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/mypy app sdk/shellgate
+	$(BIN)/python sdk/generate_sync.py --check
 	@command -v shellcheck >/dev/null || { echo "make lint needs shellcheck for the shipped scripts (Debian: apt-get install shellcheck)"; exit 1; }
 	shellcheck app/process/*.sh app/sessions/*.sh
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format $(SOURCES)
 	$(BIN)/ruff check --fix $(SOURCES)
+
+# The sync client (sdk/shellgate/sync_*.py) is generated from the async one: after changing
+# async_*.py, run this and commit both (`make lint` checks they agree).
+sync-sdk: $(DEV_STAMP)
+	$(BIN)/python sdk/generate_sync.py
 
 openapi: $(DEV_STAMP)
 	$(BIN)/python -m app openapi > openapi.json

@@ -35,6 +35,7 @@ from app.executions.recovery import prune_expired, recover_lost_executions
 from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing
 from app.output.sink_worker import WINDOW_PROCESS
+from app.process.reserved_signals import restore_reserved_signals
 from app.server.memory_trim import trim_memory_when_idle
 from app.server.stop_signal import StopSignal
 from app.services import Services
@@ -64,6 +65,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Before any child is started: they would inherit them ignored.
+        restore_reserved_signals()
         services = Services.build(settings, metrics, tracing)
         # Before anything can run: with the sandbox on and unbuildable, the server must not
         # start (`shellgate serve` says why before this; an embedded app fails here).
@@ -96,6 +99,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                 services.settings.data_dir,
                 settings.command_nice,
                 sandbox=services.sandbox.standby_prefix(),
+                count=settings.spawn_ahead_shells,
             )
         # After the lost executions are recorded: their ends are due too.
         await services.notifier.start()

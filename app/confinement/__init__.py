@@ -81,14 +81,21 @@ class Confinement:
         return unit
 
     def start_spawning_ahead(
-        self, shell: str, data_dir: Path, nice: int = 0, sandbox: list[str] | None = None
+        self,
+        shell: str,
+        data_dir: Path,
+        nice: int = 0,
+        sandbox: list[str] | None = None,
+        count: int = 2,
     ) -> None:
-        """Keep a standby shell ready in a unit with the server's limits, `nice` levels below
-        the server (app/confinement/standby.py), waiting inside the sandbox whose argv prefix
-        is `sandbox` (app/sandbox/); only the cgroup backends have a use for it."""
-        if isinstance(self.backend, CgroupBackend) and self._spawn_ahead is None:
+        """Keep `count` standby shells ready, each in a unit with the server's limits, `nice`
+        levels below the server (app/confinement/standby.py), waiting inside the sandbox whose
+        argv prefix is `sandbox` (app/sandbox/). Of use with a cgroup backend (no cgroup move
+        on the request's path) or a sandbox (no sandbox to build on it)."""
+        useful = isinstance(self.backend, CgroupBackend) or sandbox is not None
+        if useful and self._spawn_ahead is None:
             self._spawn_ahead = SpawnAhead(
-                self.backend, self.ceiling, shell, data_dir, nice, sandbox
+                self.backend, self.ceiling, shell, data_dir, nice, sandbox, count
             )
             self._spawn_ahead.start()
 

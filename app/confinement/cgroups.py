@@ -294,9 +294,12 @@ class CgroupBackend(Backend):
             raise
         child = ChildConfinement(
             cgroup_procs=tuple(f"{path}/cgroup.procs" for path in directories.values()),
-            rlimits=tuple(cgroup_child_rlimits(limits)),
+            rlimits=tuple(self.rlimits(limits)),
         )
         return CgroupUnit(execution_id, limits, child, directories, self.version)
+
+    def rlimits(self, limits: Limits) -> list[tuple[int, int, int]]:
+        return cgroup_child_rlimits(limits)
 
     def _recreate_base(self, base: Path) -> None:
         """A base removed from outside (an operator's cleanup of empty cgroups) is made again
@@ -313,11 +316,12 @@ class CgroupBackend(Backend):
             ) from error
         logger.warning("the cgroup %s was removed from outside the server: re-created it", base)
 
-    def adopt(self, unit: CgroupUnit, execution_id: str) -> CgroupUnit:
+    def adopt(self, unit: Unit, execution_id: str) -> CgroupUnit:
         """A standby's unit (app/confinement/standby.py) becomes `execution_id`'s: its
         cgroups take the execution's name where the hierarchy allows a rename (v1; cgroup v2
         has none, so there they keep the standby's name), and its kill sweep the execution's
         marker."""
+        assert isinstance(unit, CgroupUnit)  # the units this backend opens
         directories = dict(unit.directories)
         if self.version == 1:
             for controller, directory in unit.directories.items():

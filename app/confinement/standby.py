@@ -1,11 +1,18 @@
-"""Spawn ahead: one standby shell (app/process/standby.py) kept ready in a cgroup unit of its own,
-with the server's limits, so that the next execution with those limits starts without moving
-into its cgroups on the request's path. A thread of its own makes the next standby once an
-execution's unit is released (see `unit_closed`); the request never waits for it (no standby
-ready: the usual spawn).
+"""Spawn ahead: a few standby shells (app/process/standby.py) kept ready, each in a cgroup unit of
+its own, with the server's limits, so that the next execution with those limits starts without
+moving into its cgroups (or building its sandbox) on the request's path. A thread of its own
+makes the next standbys once an execution's unit is released (see `unit_closed`); the request
+never waits for one (none ready: the usual spawn).
 
-Only for the cgroup backends (the `rlimit` backend moves nothing) and for commands on pipes (a
-terminal is made by ptyprocess at the spawn).
+Why more than one: a standby takes longer to make than calls back to back leave between them
+(joining the cgroups waits for the kernel, bwrap builds its namespaces: 7-20 ms here), so with
+one, a call that follows another at once found none about one time in five and built its
+sandbox on its own path (×1.9 the unsandboxed median in that pattern, bench/bench_sandbox.py).
+With two, one is ready while the other is being made.
+
+For the cgroup backends, and for the `rlimit` backend when the sandbox is on (it moves nothing
+into a cgroup, but a standby waits in a sandbox already built: bwrap costs ~6 ms a spawn
+here); only for commands on pipes (a terminal is made by ptyprocess at the spawn).
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.confinement.cgroups import CgroupBackend, CgroupUnit, cgroup_child_rlimits
 from app.confinement.limits import Limits
+from app.confinement.units import Backend, Unit
 from app.core.random_ids import random_token
 from app.process import StandbyShell, ulimit_steps
 from app.process.standby import ENV_PROGRAM
@@ -35,21 +42,23 @@ LEGACY_SPEC_DIRECTORY = "standby"
 
 @dataclass
 class Standby:
-    unit: CgroupUnit
+    unit: Unit
     shell: StandbyShell
 
 
 class SpawnAhead:
     def __init__(
         self,
-        backend: CgroupBackend,
+        backend: Backend,
         limits: Limits,
         shell: str,
         data_dir: Path,
         nice: int = 0,
         sandbox: list[str] | None = None,
+        count: int = 2,
     ) -> None:
         self._backend = backend
+        self._count = count
         self._sandbox = sandbox
         self._nice = nice
         self._limits = limits
@@ -60,10 +69,10 @@ class SpawnAhead:
         self._usable = ulimit_steps(tuple(self._rlimits())) is not None and os.access(
             ENV_PROGRAM, os.X_OK
         )
-        self._ready: Standby | None = None
-        # Set when a standby should be made (at the start, then at each unit's release); a
-        # failed attempt waits for the next release, so a broken setup costs one attempt per
-        # execution at most, never a loop, and logs its traceback once.
+        self._ready: list[Standby] = []
+        # Set when standbys should be made (at the start, then at each unit's release), until
+        # `count` are ready; a failed attempt waits for the next release, so a broken setup
+        # costs one attempt per execution at most, never a loop, and logs its traceback once.
         self._want = True
         self._failing = False
         self._wanted = threading.Condition()
@@ -71,7 +80,7 @@ class SpawnAhead:
         self._thread: threading.Thread | None = None
 
     def _rlimits(self) -> list[tuple[int, int, int]]:
-        return cgroup_child_rlimits(self._limits)
+        return self._backend.rlimits(self._limits)
 
     def start(self) -> None:
         if not self._usable or self._thread is not None:
@@ -81,15 +90,13 @@ class SpawnAhead:
         self._thread.start()
 
     def take(self, execution_id: str, limits: Limits) -> Standby | None:
-        """The ready standby, its unit now `execution_id`'s; None when there is none for
+        """A ready standby, its unit now `execution_id`'s; None when there is none for
         these limits (spawn the usual way)."""
         with self._wanted:
-            standby, self._ready = self._ready, None
-            if standby is None:
+            if not self._ready or limits != self._limits:
                 return None
-            if limits != self._limits:
-                self._ready = standby
-                return None
+            # The oldest: the one most surely done joining its cgroups.
+            standby = self._ready.pop(0)
         if not standby.shell.alive():
             self._discard(standby)
             return None
@@ -97,7 +104,8 @@ class SpawnAhead:
         return standby
 
     def unit_closed(self) -> None:
-        """An execution's unit was released: time for the next standby, if none is ready.
+        """An execution's unit was released: time for the next standbys, if fewer than
+        `count` are ready.
         Not at the take: a standby joining its cgroups holds the kernel's cgroup lock through
         the wait this is all about, and the claiming run's own cgroup work (the rename, the
         release at its end) would wait behind it."""
@@ -108,11 +116,11 @@ class SpawnAhead:
     def stop(self) -> None:
         with self._wanted:
             self._stopped = True
-            standby, self._ready = self._ready, None
+            ready, self._ready = self._ready, []
             self._wanted.notify()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if standby is not None:
+        for standby in ready:
             self._discard(standby)
 
     def _keep_one_ready(self) -> None:
@@ -120,17 +128,18 @@ class SpawnAhead:
         shutil.rmtree(self._legacy_spec_directory, ignore_errors=True)
         while True:
             with self._wanted:
-                while not self._stopped and (self._ready is not None or not self._want):
+                while not self._stopped and (len(self._ready) >= self._count or not self._want):
                     self._wanted.wait()
                 if self._stopped:
                     return
-                self._want = False
             try:
                 standby = self._make()
             except Exception:
                 if not self._failing:
                     logger.exception("no standby shell could be made: commands spawn as usual")
                 self._failing = True
+                with self._wanted:
+                    self._want = False
                 continue
             if self._failing:
                 logger.info("a standby shell could be made again")
@@ -138,13 +147,12 @@ class SpawnAhead:
             with self._wanted:
                 kept = not self._stopped
                 if kept:
-                    self._ready = standby
+                    self._ready.append(standby)
             if not kept:
                 self._discard(standby)
 
     def _make(self) -> Standby:
         unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
-        assert isinstance(unit, CgroupUnit)
         try:
             shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice, self._sandbox)
         except BaseException:

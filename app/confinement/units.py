@@ -156,8 +156,17 @@ class Backend:
         self.root = root
 
     def open_unit(self, execution_id: str, limits: Limits) -> Unit:
-        rlimits = child_rlimits(limits, address_space=True, processes=not self.root)
-        return Unit(execution_id, limits, ChildConfinement(rlimits=tuple(rlimits)))
+        return Unit(execution_id, limits, ChildConfinement(rlimits=tuple(self.rlimits(limits))))
+
+    def rlimits(self, limits: Limits) -> list[tuple[int, int, int]]:
+        """The rlimits a command's child sets itself under `limits`: here all of them, the
+        address space standing in for memory."""
+        return child_rlimits(limits, address_space=True, processes=not self.root)
+
+    def adopt(self, unit: Unit, execution_id: str) -> Unit:
+        """A standby's unit (app/confinement/standby.py) becomes `execution_id`'s: without a
+        cgroup there is nothing to rename, and its kill sweeps the execution's marker."""
+        return Unit(execution_id, unit.limits, unit.child)
 
     def enforces_processes(self) -> bool:
         return not self.root

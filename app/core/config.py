@@ -181,9 +181,13 @@ class Settings(BaseSettings):
     # Confinement (app/confinement.py): the backend (`auto` = the strongest the host gives) and
     # the server's per-execution limits, which requests may only lower; 0 = no limit.
     confinement: Literal["auto", "cgroup2", "cgroup1", "rlimit"] = "auto"
-    # Keep the next command's shell started ahead inside its cgroups (cgroup backends only):
-    # joining them on the request's path waits for the kernel (app/process/standby.py).
+    # Keep the next command's shell started ahead inside its cgroups and its sandbox (cgroup
+    # backends, or any with the sandbox on): joining them on the request's path waits for the
+    # kernel, building the sandbox costs bwrap's start (app/confinement/standby.py).
     spawn_ahead: bool = True
+    # How many such shells wait at once: one is ready while the next is being made, so calls
+    # back to back do not outrun them (app/confinement/standby.py).
+    spawn_ahead_shells: int = Field(default=2, ge=1, le=8)
     # How many nice levels below the server its commands run (app/process/priority.py): under
     # load the event loop goes first and the commands take what it leaves. Off by default: it
     # halves a PTY stream's rate when the machine is saturated (docs/operations.md).

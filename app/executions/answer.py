@@ -149,5 +149,5 @@ def _running_copy(record: Execution | None) -> Execution | None:
     row = crud.execution_row(record)
     if ExecutionState(row["state"]).is_terminal:
         notices = [notice for notice in json.loads(row["notices"]) if notice != LOST_NOTICE]
-        row.update(_ENDED_COLUMNS, notices=json.dumps(notices), text=None)
+        row.update(_ENDED_COLUMNS, notices=json.dumps(notices), text=None, text_after_output=None)
     return Execution(**row)

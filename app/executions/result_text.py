@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.executions.timeouts import format_seconds
+from app.store.inline_text import text_body
 from app.store.models import ExecutionState
 
 BACKGROUNDED_NOTICE = "Backgrounded as job {id}; result will be delivered automatically."
@@ -36,8 +37,8 @@ def final_text(
     exit_code: int | None,
     footer: str | None,
 ) -> str:
-    # The output's own final newline would add a third line break before the notices.
-    text = body.rstrip("\n") or "(no output)"
+    # Always the output first: the registry keeps the text as what follows it.
+    text = text_body(body)
     if footer:
         text = f"{text}\n\n{footer}"
     block = []

@@ -22,6 +22,7 @@ from app.executions.result_text import final_text
 from app.output.artifact_log import ArtifactLog
 from app.schemas import ApprovalSummary, ExecutionPublic
 from app.store import crud
+from app.store.inline_text import recorded_text
 from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
 from app.store.timestamps import aware_utc
 
@@ -75,7 +76,7 @@ def to_public(
             record.output_lines,
             record.elided_bytes,
         )
-        text = record.text or final_text(
+        text = recorded_text(record) or final_text(
             body=output,
             wall_time_ms=record.wall_time_ms,
             notices=notices,
@@ -278,7 +279,7 @@ def _within_page_bytes(records: list[Execution]) -> int:
     total = 0
     for count, record in enumerate(records):
         total += _RECORD_OVERHEAD + len(record.command) + len(record.notices)
-        total += 2 * len(record.output or "") + len(record.text or "")
+        total += 2 * len(record.output or "") + len(recorded_text(record) or "")
         if total > PAGE_MAX_BYTES and count > 0:
             return count
     return len(records)

@@ -5,7 +5,9 @@ Callers on the event loop go through `Database.call` (Session) or `Database.run`
 which run them in a worker thread. Every statement is portable SQL (SQLite and PostgreSQL
 alike). The hot-path statements are built once at import: SQLAlchemy then reuses their cache
 key and compiled form, where an ORM session would rebuild both per call (the ORM's insert and
-bulk-update machinery cost 4-6 times the Core statement for one row).
+bulk-update machinery cost 4-6 times the Core statement for one row). Every write of an
+execution's text block goes through `without_repeated_output`: the row keeps its inline output
+once (app/store/inline_text.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, and_, bindparam, delete, func, insert, or_, text, update
 from sqlmodel import Session, col, select
 
+from app.store.inline_text import without_repeated_output
 from app.store.models import (
     Approval,
     ApprovalState,
@@ -62,7 +65,7 @@ def execution_row(execution: Execution) -> dict[str, Any]:
 
 
 def insert_execution(connection: Connection, *, execution: Execution) -> Execution:
-    connection.execute(_INSERT_EXECUTION, execution_row(execution))
+    connection.execute(_INSERT_EXECUTION, without_repeated_output(execution_row(execution)))
     return execution
 
 
@@ -75,12 +78,12 @@ def insert_execution_if_absent(connection: Connection, *, row: dict[str, Any]) -
     exists = connection.execute(_EXECUTION_EXISTS, {"where_id": row["id"]}).first()
     if exists is not None:
         return False
-    connection.execute(_INSERT_EXECUTION, row)
+    connection.execute(_INSERT_EXECUTION, without_repeated_output(row))
     return True
 
 
 def insert_execution_row(connection: Connection, *, row: dict[str, Any]) -> None:
-    connection.execute(_INSERT_EXECUTION, row)
+    connection.execute(_INSERT_EXECUTION, without_repeated_output(row))
 
 
 def insert_or_finish_execution(connection: Connection, *, row: dict[str, Any]) -> bool:
@@ -93,12 +96,16 @@ def insert_or_finish_execution(connection: Connection, *, row: dict[str, Any]) -
 
 
 def update_execution(connection: Connection, *, execution_id: str, values: dict[str, Any]) -> None:
-    connection.execute(_UPDATE_EXECUTION, {**values, "where_id": execution_id})
+    connection.execute(
+        _UPDATE_EXECUTION, {**without_repeated_output(values), "where_id": execution_id}
+    )
 
 
 def finish_execution(connection: Connection, *, execution_id: str, values: dict[str, Any]) -> bool:
     """Write a terminal state unless one is already recorded: terminal states never change."""
-    result = connection.execute(_FINISH_EXECUTION, {**values, "where_id": execution_id})
+    result = connection.execute(
+        _FINISH_EXECUTION, {**without_repeated_output(values), "where_id": execution_id}
+    )
     return bool(result.rowcount)
 
 
@@ -109,7 +116,7 @@ def rewrite_lost_output(
     result = connection.execute(
         update(EXECUTIONS)
         .where(EXECUTIONS.c.id == execution_id, EXECUTIONS.c.state == ExecutionState.lost.value)
-        .values(**values)
+        .values(**without_repeated_output(values))
     )
     return bool(result.rowcount)
 

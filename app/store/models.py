@@ -98,8 +98,11 @@ class Execution(SQLModel, table=True):
     elided_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     truncated: bool = False
     output: str | None = Field(default=None, sa_column=Column(Text))
-    # The model-facing text, written once when the execution ends.
+    # The model-facing text, written once when the execution ends. It begins with the output
+    # (up to 70 KiB): then only the rest is kept, in `text_after_output`, and `text` is NULL;
+    # `text` holds a text that does not (app/store/inline_text.py).
     text: str | None = Field(default=None, sa_column=Column(Text))
+    text_after_output: str | None = Field(default=None, sa_column=Column(Text))
     artifact_path: str = Field(sa_column=Column(Text, nullable=False))
     wall_time_ms: float | None = None
     approval_id: str | None = Field(default=None, max_length=64)

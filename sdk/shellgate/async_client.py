@@ -1,10 +1,12 @@
-"""`AsyncClient`: the asyncio SDK, method for method the twin of `Client` (sync_client.py);
-what each call sends and how its answer is read lives in `calls.py`."""
+"""`AsyncClient`, the asyncio SDK (async_client.py), and `Client`, the blocking one
+(sync_client.py, generated from async_client.py), method for method the same (httpx +
+websockets). Every method is one API call or a loop of them; what each sends and how its
+answer is read lives in `calls.py`."""
 
 from __future__ import annotations
 
-import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -37,8 +39,12 @@ T = TypeVar("T")
 
 
 class AsyncClient(AsyncFiles, AsyncFeeds):
-    """A shellgate server, for asyncio. Use it as an async context manager, or await
-    `close()`.
+    """A shellgate server: `AsyncClient` for asyncio, `Client` for plain calls. Use it as a
+    context manager, or call `close()`.
+
+    >>> with Client("http://127.0.0.1:8000", token="…") as client:
+    ...     result = client.run("echo hello")
+    ...     print(result.exit_code, result.output)
 
     >>> async with AsyncClient("http://127.0.0.1:8000", token="…") as client:
     ...     result = await client.run("echo hello")
@@ -206,18 +212,12 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
     async def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
         """The record once it is terminal, by long polls; after `timeout` seconds (None: no
         limit) the record as it is then."""
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = (
-                LONG_POLL_SECONDS
-                if deadline is None
-                else deadline - asyncio.get_running_loop().time()
-            )
+            left = LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
             hold = max(0.0, min(LONG_POLL_SECONDS, left))
             execution = await self._call(calls.get_execution(execution_id, wait=hold))
-            if execution.is_terminal or (
-                deadline is not None and asyncio.get_running_loop().time() >= deadline
-            ):
+            if execution.is_terminal or (deadline is not None and time.monotonic() >= deadline):
                 return execution
 
     async def list_executions(

@@ -1,9 +1,11 @@
-"""The async client's live feeds, the twins of sync_feeds.py
-(docs/sdk.md#events-and-the-approvals-feed)."""
+"""The client's live feeds (docs/sdk.md#events-and-the-approvals-feed): an execution's state
+changes over Server-Sent Events, and the approvals WebSocket. Both reconnect when the
+connection drops, as `stream()` does: the events resume after the last id handed out; the
+approvals feed starts again with a fresh snapshot. sync_feeds.py is generated from
+async_feeds.py."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -12,13 +14,14 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from shellgate import calls, feeds
+from shellgate.async_primitives import sleep
 from shellgate.models import ApprovalEvent, ExecutionEvent
 from shellgate.reconnect import Backoff
-from shellgate.sync_feeds import EVENTS_READ_SECONDS
 
 
 class AsyncFeeds:
-    """Mixed into `AsyncClient`, which provides the HTTP connection and the credentials."""
+    """Mixed into the client (`AsyncClient`, `Client`), which provides the HTTP connection
+    and the credentials."""
 
     _http: httpx.AsyncClient
     base_url: str
@@ -28,7 +31,10 @@ class AsyncFeeds:
     async def events(
         self, execution_id: str, *, last_event_id: int = 0
     ) -> AsyncIterator[ExecutionEvent]:
-        """As `Client.events`: state changes until `end`, resumed with `Last-Event-ID`."""
+        """The execution's state changes, each with its record, until the `end` event (the
+        terminal record). For a client that cannot take a webhook. A dropped connection is
+        reopened with `Last-Event-ID`, so no event is repeated or lost; pass `last_event_id`
+        to resume after an event a previous loop saw."""
         seen = last_event_id
         backoff = Backoff(self.reconnects)
         path = feeds.events_path(execution_id)
@@ -39,11 +45,11 @@ class AsyncFeeds:
                     "GET",
                     path,
                     headers=feeds.resume_headers(seen),
-                    timeout=calls.timeout(EVENTS_READ_SECONDS),
+                    timeout=calls.timeout(feeds.EVENTS_READ_SECONDS),
                 ) as source:
                     response = source.response
                     if response.status_code == 204:
-                        return
+                        return  # the end was already seen
                     if response.status_code >= 400:
                         await response.aread()
                         raise calls.error_from(response)
@@ -57,12 +63,15 @@ class AsyncFeeds:
                         if event.id >= feeds.END_EVENT_ID:
                             return
             except (httpx.TransportError, httpx.StreamError, SSEError):
-                pass
-            await asyncio.sleep(backoff.failed(f"the events of {execution_id}"))
+                pass  # reopened below, after the last event handed out
+            # Also when the stream ended before its end (the server restarting).
+            await sleep(backoff.failed(f"the events of {execution_id}"))
 
     async def approval_events(self) -> AsyncIterator[ApprovalEvent]:
-        """As `Client.approval_events`: a snapshot, then requests and decisions as they come;
-        a reconnect starts with a new snapshot."""
+        """The approvals feed: a `snapshot` of the pending approvals, then each
+        `approval.requested` and `approval.decided` as it happens (agents see their own
+        executions' only). Runs until the loop is left; a dropped connection is reopened and
+        starts with a new snapshot."""
         backoff = Backoff(self.reconnects)
         url = feeds.approvals_url(self.base_url)
         while True:
@@ -74,7 +83,7 @@ class AsyncFeeds:
                     max_size=None,
                 )
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI):
-                await asyncio.sleep(backoff.failed("the approvals feed"))
+                await sleep(backoff.failed("the approvals feed"))
                 continue
             async with socket:
                 try:
@@ -89,4 +98,4 @@ class AsyncFeeds:
                         error := feeds.closed_for_good(received.code, received.reason)
                     ):
                         raise error from None
-            await asyncio.sleep(backoff.failed("the approvals feed"))
+            await sleep(backoff.failed("the approvals feed"))

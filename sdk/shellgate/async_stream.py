@@ -1,15 +1,17 @@
-"""The async twin of `sync_stream.py`: a resuming, two-way connection to one execution's
-stream, for one reader task and any number of sending tasks."""
+"""A live connection to one execution's stream: frames in log order, reconnecting and resuming
+at the last offset when the socket drops, and (for a PTY) input, resize and signals the other
+way. Safe for one reader and any number of senders: threads with `Attachment`, tasks with
+`AsyncAttachment`. sync_stream.py is generated from async_stream.py."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from shellgate.async_primitives import Lock, sleep
 from shellgate.calls import CONNECT_SECONDS, auth_headers
 from shellgate.errors import ServerUnreachableError, ShellgateError
 from shellgate.frames import (
@@ -50,8 +52,9 @@ async def open_socket(
 
 
 class AsyncAttachment:
-    """`async for frame in attachment`; `await send/resize/signal(...)` from other tasks;
-    `await close()` detaches without ending the execution."""
+    """Iterate it for frames (`OutputFrame`, `StateFrame`, `GapFrame`, `ErrorFrame`, and last
+    `ExitFrame`); `send`, `resize` and `signal` drive a PTY run from any thread (with
+    `AsyncAttachment`, any task); `close()` detaches without ending the execution."""
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class AsyncAttachment:
         self._token = token
         self._cursor = StreamCursor(offset)
         self._backoff = Backoff(reconnects)
+        self._lock = Lock()
         self._socket: ClientConnection | None = None
         # Frames sent while no socket is up: the next socket carries them first, in order.
         self._pending: list[str] = []
@@ -75,6 +79,7 @@ class AsyncAttachment:
 
     @property
     def offset(self) -> int:
+        """The offset after the last byte handed out: where a resume starts."""
         return self._cursor.offset
 
     async def __aenter__(self) -> AsyncAttachment:
@@ -89,8 +94,9 @@ class AsyncAttachment:
         await self.close()
 
     async def close(self) -> None:
-        self._closed = True
-        socket, self._socket = self._socket, None
+        async with self._lock:
+            self._closed = True
+            socket, self._socket = self._socket, None
         if socket is not None:
             await socket.close()
 
@@ -101,86 +107,100 @@ class AsyncAttachment:
                     self._base_url, self._token, self.execution_id, self.offset
                 )
             except ServerUnreachableError:
-                await asyncio.sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
+                await sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
                 continue
-            await self._publish(socket)
-            try:
-                async for message in socket:
-                    frame = self._cursor.accept_message(message)
-                    if frame is None:
-                        continue
-                    if isinstance(frame, (OutputFrame, GapFrame, ExitFrame)):
-                        self._backoff.progressed()
-                    yield frame
-                    if isinstance(frame, ExitFrame):
-                        self.exit = frame
+            # The context closes the socket; websockets 17 also expects it to be used so.
+            async with socket:
+                await self._publish(socket)
+                try:
+                    async for message in socket:
+                        frame = self._cursor.accept_message(message)
+                        if frame is None:
+                            continue
+                        if isinstance(frame, (OutputFrame, GapFrame, ExitFrame)):
+                            self._backoff.progressed()
+                        yield frame
+                        if isinstance(frame, ExitFrame):
+                            self.exit = frame
+                            return
+                except ConnectionClosed as closed:
+                    if self._closed:
                         return
-            except ConnectionClosed as closed:
-                if self._closed:
-                    return
-                if closed.rcvd is not None and (
-                    error := refusal(closed.rcvd.code, closed.rcvd.reason)
-                ):
-                    raise error from None
-            finally:
-                self._withdraw(socket)
-                await socket.close()
+                    if closed.rcvd is not None and (
+                        error := refusal(closed.rcvd.code, closed.rcvd.reason)
+                    ):
+                        raise error from None
+                finally:
+                    await self._withdraw(socket)
             if self._closed:
                 return
-            await asyncio.sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
+            await sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
 
     async def send(self, data: str | bytes) -> None:
+        """Type into the PTY (bytes that are not UTF-8 travel base64-encoded)."""
         await self._send(input_frame(data))
 
     async def resize(self, rows: int, cols: int) -> None:
         await self._send(resize_frame(rows, cols))
 
     async def signal(self, name: str) -> None:
+        """INT, TERM, KILL, HUP or QUIT to the execution's process group."""
         await self._send(signal_frame(name))
 
     async def _publish(self, socket: ClientConnection) -> None:
         """Make `socket` the one to send over, after the frames that waited for it."""
-        if self._closed:  # closed while this socket opened: the reading loop ends on it
-            await socket.close()
-            return
-        while self._pending:
-            try:
-                await socket.send(self._pending[0])
-            except ConnectionClosed:
-                return  # this socket is gone too; the frames wait for the next one
-            self._pending.pop(0)
-        self._socket = socket
+        async with self._lock:
+            while self._pending and not self._closed:
+                try:
+                    await socket.send(self._pending[0])
+                except ConnectionClosed:
+                    return  # this socket is gone too; the frames wait for the next one
+                self._pending.pop(0)
+            if not self._closed:
+                self._socket = socket
+                return
+        await socket.close()  # closed while this socket opened: the reading loop ends on it
 
-    def _withdraw(self, socket: ClientConnection) -> None:
-        if self._socket is socket:
-            self._socket = None
+    async def _withdraw(self, socket: ClientConnection) -> None:
+        async with self._lock:
+            if self._socket is socket:
+                self._socket = None
 
     async def _send(self, text: str) -> None:
-        """Over the current socket; while the stream reconnects, over the next one (never
-        waiting for it). A frame caught in a socket as it breaks may be lost; output never
-        is."""
-        if self._closed:
-            raise ShellgateError("the attachment is closed")
-        socket = self._socket
-        if socket is not None:
-            try:
-                await socket.send(text)
-                return
-            except ConnectionClosed:
-                self._withdraw(socket)
-        self._pending.append(text)
+        """Over the current socket; while the stream reconnects, over the next one. Never
+        waits for a reconnect (the thread or task that iterates may be this one). A frame
+        caught in a socket as it breaks may be lost; output never is."""
+        async with self._lock:
+            if self._closed:
+                raise ShellgateError("the attachment is closed")
+            if self._socket is not None:
+                try:
+                    await self._socket.send(text)
+                    return
+                except ConnectionClosed:
+                    self._socket = None
+            self._pending.append(text)
 
 
 async def signal_once(base_url: str, token: str | None, execution_id: str, name: str) -> None:
-    """See `sync_stream.signal_once`."""
+    """Send one signal over a short-lived socket and wait for the server to have handled it:
+    the server handles client frames in order, so the `pong` to a following `ping` confirms."""
     frame = signal_frame(name)
+    # Past any real log end: no replay, only the state (and the exit of an ended run).
     socket = await open_socket(base_url, token, execution_id, 2**62)
+    async with socket:
+        await _confirm_signal(socket, frame, execution_id)
+
+
+async def _confirm_signal(socket: ClientConnection, frame: str, execution_id: str) -> None:
     try:
         try:
             await socket.send(frame)
             await socket.send(PING_FRAME)
         except ConnectionClosed:
-            pass  # an ended run's exit frame is still queued (see sync_stream.signal_once)
+            # The stream of an ended run closes at once after its exit frame; that frame is
+            # still queued for reading below, and says why nothing was signalled.
+            pass
         async for message in socket:
             if is_pong(message):
                 return
@@ -192,5 +212,3 @@ async def signal_once(base_url: str, token: str | None, execution_id: str, name:
         if closed.rcvd is not None and (error := refusal(closed.rcvd.code, closed.rcvd.reason)):
             raise error from None
         raise ServerUnreachableError(f"the stream of {execution_id} broke off") from None
-    finally:
-        await socket.close()

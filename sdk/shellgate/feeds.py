@@ -15,6 +15,9 @@ from shellgate.models import Approval, ApprovalEvent, Execution, ExecutionEvent
 from shellgate.paths import segment
 
 END_EVENT_ID = 3  # the `end` event: the record is terminal and the stream ends
+# The server sends a comment every 15 s by default (SHELLGATE_SSE_HEARTBEAT_SECONDS, at most
+# 30); a read that hears nothing for longer is a dead connection, reopened.
+EVENTS_READ_SECONDS = 60.0
 # Close 1013 ("try again later"): the listener fell behind; a reconnect gets a fresh snapshot.
 OVERFLOW_CLOSE = 1013
 

@@ -1,6 +1,9 @@
-"""`Client`: the synchronous SDK (httpx + websockets). Every method is one API call or a
-loop of them; what each sends and how its answer is read lives in `calls.py`, shared with
-`AsyncClient`."""
+# Generated from async_client.py by sdk/generate_sync.py: do not edit. Change async_client.py,
+# then run `make sync-sdk`.
+"""`AsyncClient`, the asyncio SDK (async_client.py), and `Client`, the blocking one
+(sync_client.py, generated from async_client.py), method for method the same (httpx +
+websockets). Every method is one API call or a loop of them; what each sends and how its
+answer is read lives in `calls.py`."""
 
 from __future__ import annotations
 
@@ -38,11 +41,15 @@ T = TypeVar("T")
 
 
 class Client(SyncFiles, SyncFeeds):
-    """A shellgate server, synchronously. Use it as a context manager, or call `close()`.
+    """A shellgate server: `AsyncClient` for asyncio, `Client` for plain calls. Use it as a
+    context manager, or call `close()`.
 
     >>> with Client("http://127.0.0.1:8000", token="…") as client:
     ...     result = client.run("echo hello")
     ...     print(result.exit_code, result.output)
+
+    >>> async with AsyncClient("http://127.0.0.1:8000", token="…") as client:
+    ...     result = await client.run("echo hello")
     """
 
     def __init__(
@@ -393,7 +400,8 @@ class Client(SyncFiles, SyncFeeds):
     ) -> RunnerResult:
         """Run `command` in the session with its saved shell state (the NDJSON runner);
         stdout and stderr come back apart."""
-        return calls.collect_runner(self.session_items(session_id, command, timeout_ms=timeout_ms))
+        items = [item for item in self.session_items(session_id, command, timeout_ms=timeout_ms)]
+        return calls.collect_runner(items)
 
     # --- service ------------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""The sync client's live feeds (docs/sdk.md#events-and-the-approvals-feed): an execution's
-state changes over Server-Sent Events, and the approvals WebSocket. Both reconnect when the
+# Generated from async_feeds.py by sdk/generate_sync.py: do not edit. Change async_feeds.py,
+# then run `make sync-sdk`.
+"""The client's live feeds (docs/sdk.md#events-and-the-approvals-feed): an execution's state
+changes over Server-Sent Events, and the approvals WebSocket. Both reconnect when the
 connection drops, as `stream()` does: the events resume after the last id handed out; the
-approvals feed starts again with a fresh snapshot."""
+approvals feed starts again with a fresh snapshot. sync_feeds.py is generated from
+async_feeds.py."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,14 +18,12 @@ from websockets.sync.client import connect
 from shellgate import calls, feeds
 from shellgate.models import ApprovalEvent, ExecutionEvent
 from shellgate.reconnect import Backoff
-
-# The server sends a comment every 15 s by default (SHELLGATE_SSE_HEARTBEAT_SECONDS, at most
-# 30); a read that hears nothing for longer is a dead connection, reopened.
-EVENTS_READ_SECONDS = 60.0
+from shellgate.sync_primitives import sleep
 
 
 class SyncFeeds:
-    """Mixed into `Client`, which provides the HTTP connection and the credentials."""
+    """Mixed into the client (`AsyncClient`, `Client`), which provides the HTTP connection
+    and the credentials."""
 
     _http: httpx.Client
     base_url: str
@@ -45,7 +45,7 @@ class SyncFeeds:
                     "GET",
                     path,
                     headers=feeds.resume_headers(seen),
-                    timeout=calls.timeout(EVENTS_READ_SECONDS),
+                    timeout=calls.timeout(feeds.EVENTS_READ_SECONDS),
                 ) as source:
                     response = source.response
                     if response.status_code == 204:
@@ -65,7 +65,7 @@ class SyncFeeds:
             except (httpx.TransportError, httpx.StreamError, SSEError):
                 pass  # reopened below, after the last event handed out
             # Also when the stream ended before its end (the server restarting).
-            time.sleep(backoff.failed(f"the events of {execution_id}"))
+            sleep(backoff.failed(f"the events of {execution_id}"))
 
     def approval_events(self) -> Iterator[ApprovalEvent]:
         """The approvals feed: a `snapshot` of the pending approvals, then each
@@ -83,7 +83,7 @@ class SyncFeeds:
                     max_size=None,
                 )
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI):
-                time.sleep(backoff.failed("the approvals feed"))
+                sleep(backoff.failed("the approvals feed"))
                 continue
             with socket:
                 try:
@@ -98,4 +98,4 @@ class SyncFeeds:
                         error := feeds.closed_for_good(received.code, received.reason)
                     ):
                         raise error from None
-            time.sleep(backoff.failed("the approvals feed"))
+            sleep(backoff.failed("the approvals feed"))

@@ -1,6 +1,10 @@
-"""The sync client's file methods (docs/sdk.md#files): uploads streamed from a path, bytes or
-a stream and checked by sha256; downloads streamed to bytes, a file or a loop, resumed with
-`Range` from the last byte received when the connection drops."""
+# Generated from async_files.py by sdk/generate_sync.py: do not edit. Change async_files.py,
+# then run `make sync-sdk`.
+"""The client's file methods (docs/sdk.md#files): uploads streamed from a path, bytes or a
+stream and checked by sha256; downloads streamed to bytes, a file or a loop, resumed with
+`Range` from the last byte received when the connection drops. `AsyncFiles` does its local
+file reads and writes in worker threads, never on the event loop (async_primitives.py).
+sync_files.py is generated from async_files.py."""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -19,25 +22,27 @@ from shellgate import calls, transfers
 from shellgate.calls import Call
 from shellgate.models import FileCheck, FileDownload, FileOperation, FileOperationList, FileStat
 from shellgate.reconnect import Backoff
+from shellgate.sync_primitives import run_blocking, sleep, upload_content
 from shellgate.transfers import DEFAULT_APPROVAL_WAIT, FILES_PATH, UploadSource
 
 T = TypeVar("T")
 
 
 class SyncFiles:
-    """Mixed into `Client`, which provides the HTTP connection and `_call`."""
+    """Mixed into the client (`AsyncClient`, `Client`), which provides the HTTP connection
+    and `_call`."""
 
     _http: httpx.Client
     base_url: str
     reconnects: int
 
-    def _call(self, call: Call[T]) -> T:  # pragma: no cover - Client's own wins
+    def _call(self, call: Call[T]) -> T:  # pragma: no cover - the client's own wins
         raise NotImplementedError
 
     def put_file(
         self,
         path: str,
-        source: UploadSource,
+        source: UploadSource | Iterable[bytes],
         *,
         mode: str | None = None,
         approval_wait: float = DEFAULT_APPROVAL_WAIT,
@@ -45,29 +50,30 @@ class SyncFiles:
         parents: bool = False,
     ) -> FileOperation:
         """Create or replace the server's file at `path` (relative: in its workspace) with
-        `source`: a local path, bytes, an open binary file or an iterable of byte chunks, sent
-        as a stream. The server renames it into place once complete; the record it answers
-        carries the sha256 of what it stored, checked here against what was sent
-        (`TransferError`). `mode` is octal ("0644"). A prompt nobody decided within
-        `approval_wait` raises `ApprovalPendingError`: re-send with its `approval_id`.
-        `parents`: make the missing directories first (each judged by the policy)."""
+        `source`: a local path, bytes, an open binary file or an iterable of byte chunks (with
+        `AsyncClient`, also an async iterable), sent as a stream. The server renames it into
+        place once complete; the record it answers carries the sha256 of what it stored,
+        checked here against what was sent (`TransferError`). `mode` is octal ("0644"). A
+        prompt nobody decided within `approval_wait` raises `ApprovalPendingError`: re-send
+        with its `approval_id`. `parents`: make the missing directories first (each judged by
+        the policy)."""
         extra = {"mode": mode} if mode is not None else {}
         if parents:
             extra["parents"] = "true"
         params = transfers.transfer_params(path, approval_wait, approval_id, **extra)
-        body = transfers.upload_body(source)
+        body, content = upload_content(source)
         try:
             response = self._http.put(
                 FILES_PATH,
                 params=params,
-                content=body.hashed(),
+                content=content,
                 headers=body.headers(),
                 timeout=calls.timeout(transfers.read_seconds(approval_wait)),
             )
         except (httpx.TransportError, httpx.InvalidURL) as error:
             raise transfers.unreachable(self.base_url, error, "cannot upload to") from None
         finally:
-            body.closed()
+            run_blocking(body.closed)
         if response.status_code >= 400:
             raise calls.error_from(response)
         return transfers.stored(response, body)
@@ -114,7 +120,7 @@ class SyncFiles:
                     # Nothing came yet: no download to resume, the server is not reachable.
                     raise transfers.unreachable(self.base_url, error) from None
                 # Reconnect below, from the byte after the last one handed out.
-            time.sleep(backoff.failed(f"the download of {path}"))
+            sleep(backoff.failed(f"the download of {path}"))
 
     def read_file(
         self,
@@ -125,11 +131,10 @@ class SyncFiles:
         approval_id: str | None = None,
     ) -> bytes:
         """The whole file from `offset`, in memory (for large files see `download_file`)."""
-        return b"".join(
-            self.iter_file(
-                path, offset=offset, approval_wait=approval_wait, approval_id=approval_id
-            )
+        chunks = self.iter_file(
+            path, offset=offset, approval_wait=approval_wait, approval_id=approval_id
         )
+        return b"".join([chunk for chunk in chunks])
 
     def download_file(
         self,
@@ -147,14 +152,14 @@ class SyncFiles:
             size, digest = _write(chunks, destination)
             return FileDownload(path=getattr(destination, "name", "-"), size=size, sha256=digest)
         target = Path(destination)
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        handle = run_blocking(_temporary_beside, target)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            with handle:
                 size, digest = _write(chunks, handle)
-            os.replace(temp, target)
+            run_blocking(os.replace, handle.name, target)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(temp)
+                os.unlink(handle.name)
             raise
         return FileDownload(path=str(target), size=size, sha256=digest)
 
@@ -178,11 +183,15 @@ class SyncFiles:
         return self._call(transfers.file_operations(limit))
 
 
+def _temporary_beside(target: Path) -> IO[bytes]:
+    return tempfile.NamedTemporaryFile(prefix=f".{target.name}.", dir=target.parent, delete=False)
+
+
 def _write(chunks: Iterator[bytes], handle: IO[bytes]) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
     for chunk in chunks:
-        handle.write(chunk)
+        run_blocking(handle.write, chunk)
         digest.update(chunk)
         size += len(chunk)
     return size, digest.hexdigest()

@@ -1,11 +1,12 @@
-"""A live connection to one execution's stream for the sync client: frames in log order,
-reconnecting and resuming at the last offset when the socket drops, and (for a PTY) input,
-resize and signals the other way. Thread-safe for one reader and any number of senders."""
+# Generated from async_stream.py by sdk/generate_sync.py: do not edit. Change async_stream.py,
+# then run `make sync-sdk`.
+"""A live connection to one execution's stream: frames in log order, reconnecting and resuming
+at the last offset when the socket drops, and (for a PTY) input, resize and signals the other
+way. Safe for one reader and any number of senders: threads with `Attachment`, tasks with
+`AsyncAttachment`. sync_stream.py is generated from async_stream.py."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from types import TracebackType
 
@@ -31,6 +32,7 @@ from shellgate.frames import (
     stream_url,
 )
 from shellgate.reconnect import Backoff, frame_error
+from shellgate.sync_primitives import Lock, sleep
 
 _CONNECT_ERRORS = (OSError, TimeoutError, InvalidHandshake, InvalidURI)
 
@@ -53,8 +55,8 @@ def open_socket(
 
 class Attachment:
     """Iterate it for frames (`OutputFrame`, `StateFrame`, `GapFrame`, `ErrorFrame`, and last
-    `ExitFrame`); `send`, `resize` and `signal` drive a PTY run from any thread; `close()`
-    detaches without ending the execution."""
+    `ExitFrame`); `send`, `resize` and `signal` drive a PTY run from any thread (with
+    `AsyncAttachment`, any task); `close()` detaches without ending the execution."""
 
     def __init__(
         self,
@@ -70,8 +72,8 @@ class Attachment:
         self._token = token
         self._cursor = StreamCursor(offset)
         self._backoff = Backoff(reconnects)
+        self._lock = Lock()
         self._socket: ClientConnection | None = None
-        self._lock = threading.Lock()
         # Frames sent while no socket is up: the next socket carries them first, in order.
         self._pending: list[str] = []
         self._closed = False
@@ -105,7 +107,7 @@ class Attachment:
             try:
                 socket = open_socket(self._base_url, self._token, self.execution_id, self.offset)
             except ServerUnreachableError:
-                time.sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
+                sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
                 continue
             # The context closes the socket; websockets 17 also expects it to be used so.
             with socket:
@@ -132,7 +134,7 @@ class Attachment:
                     self._withdraw(socket)
             if self._closed:
                 return
-            time.sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
+            sleep(self._backoff.failed(f"the stream of {self.execution_id}"))
 
     def send(self, data: str | bytes) -> None:
         """Type into the PTY (bytes that are not UTF-8 travel base64-encoded)."""
@@ -166,8 +168,8 @@ class Attachment:
 
     def _send(self, text: str) -> None:
         """Over the current socket; while the stream reconnects, over the next one. Never
-        waits for a reconnect (the thread that iterates may be this one). A frame caught in
-        a socket as it breaks may be lost; output never is."""
+        waits for a reconnect (the thread or task that iterates may be this one). A frame
+        caught in a socket as it breaks may be lost; output never is."""
         with self._lock:
             if self._closed:
                 raise ShellgateError("the attachment is closed")

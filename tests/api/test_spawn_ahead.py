@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.confinement import choose_backend, instance_name
 from app.confinement.standby import STANDBY_PREFIX
+from app.process.groups import marked_processes
 from app.process.standby import STANDBY_SCRIPT
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
@@ -59,10 +60,19 @@ def standby_pids(server: LiveServer) -> list[int]:
     return found
 
 
+def ready_standbys(server: LiveServer, count: int) -> list[int]:
+    """The pids of `server`'s standby shells once `count` of them wait."""
+    return eventually(
+        lambda: pids if len(pids := standby_pids(server)) == count else None,
+        what=f"{count} standby shells",
+        within=15,
+    )
+
+
 def one_standby(server: LiveServer) -> int:
-    pids = eventually(lambda: standby_pids(server), what="a standby shell", within=15)
-    assert len(pids) == 1, pids
-    return pids[0]
+    """The standby of a server that keeps one (`spawn_ahead_shells=1`)."""
+    (pid,) = ready_standbys(server, 1)
+    return pid
 
 
 def spawns(server: LiveServer, how: str) -> float:
@@ -95,7 +105,10 @@ def backend(tmp_path: Path) -> str:
 
 @pytest.fixture
 def server(tmp_path: Path, backend: str) -> Iterator[LiveServer]:
-    settings = make_settings(tmp_path, SQLITE, confinement=backend, auto_background_ms=0)
+    """A server keeping one standby, so that which shell runs a command is known."""
+    settings = make_settings(
+        tmp_path, SQLITE, confinement=backend, auto_background_ms=0, spawn_ahead_shells=1
+    )
     with serve(settings) as live:
         yield live
 
@@ -149,10 +162,29 @@ def test_no_standby_is_left_after_the_server_stops(tmp_path: Path, backend: str)
     settings = make_settings(tmp_path, SQLITE, confinement=backend)
     with serve(settings) as live, live.client() as client:
         run(client, "true")
-        standby = one_standby(live)
+        standbys = ready_standbys(live, 2)
         assert standby_cgroups(live, backend)
-    assert not os.path.exists(f"/proc/{standby}")  # ended and reaped: not even a zombie
+    for standby in standbys:
+        assert not os.path.exists(f"/proc/{standby}")  # ended and reaped: not even a zombie
     assert standby_cgroups(live, backend) == []
+
+
+def test_two_standbys_wait_so_calls_back_to_back_each_find_one(
+    tmp_path: Path, backend: str
+) -> None:
+    """By default two wait (app/confinement/standby.py): the second of two calls made at once
+    finds the other, where with one it would spawn on its own path."""
+    settings = make_settings(tmp_path, SQLITE, confinement=backend, auto_background_ms=0)
+    with serve(settings) as live, live.client() as client:
+        waiting = set(ready_standbys(live, 2))
+        before = (spawns(live, "standby"), spawns(live, "spawn"))
+        first = run(client, "echo $$")
+        second = run(client, "echo $$")
+        ran_in = {int(str(first["output"])), int(str(second["output"]))}
+        assert ran_in == waiting
+        assert (spawns(live, "standby"), spawns(live, "spawn")) == (before[0] + 2, before[1])
+        # Both are replaced once their units are released.
+        assert not set(ready_standbys(live, 2)) & waiting
 
 
 def test_with_the_setting_off_no_shell_is_started_ahead(tmp_path: Path, backend: str) -> None:
@@ -163,3 +195,69 @@ def test_with_the_setting_off_no_shell_is_started_ahead(tmp_path: Path, backend:
         assert standby_pids(live) == []
         assert spawns(live, "standby") == 0
         assert spawns(live, "spawn") == 2
+
+
+def sandboxed_standbys() -> list[int]:
+    """Standby shells waiting inside a sandbox, started by a server of this process: the shell
+    running the standby script's text, whose ancestors include this process."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        waiting = os.fsencode(STANDBY_SCRIPT) in arguments and b"-c" in arguments
+        # (bwrap's own argv holds the same words: it starts that shell)
+        if (
+            waiting
+            and not arguments[0].endswith(b"bwrap")
+            and os.getpid() in ancestors(int(entry.name))
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        chain.append(pid)
+    return chain
+
+
+def test_without_cgroups_a_sandboxed_command_takes_a_standby(tmp_path: Path) -> None:
+    """Under the rlimit backend nothing joins a cgroup, but with the sandbox on the standby
+    waits in a sandbox already built (bwrap costs ~6 ms a spawn): the command runs there,
+    with the rlimit backend's limits, and its kill still finds its tree by the marker."""
+    settings = make_settings(
+        tmp_path,
+        SQLITE,
+        confinement="rlimit",
+        sandbox="on",
+        auto_background_ms=0,
+        limit_open_files=1000,
+        limit_memory_mb=4096,
+    )
+    with serve(settings) as live, live.client() as client:
+        eventually(lambda: len(sandboxed_standbys()) == 2, what="2 standbys", within=15)
+        before = (spawns(live, "standby"), spawns(live, "spawn"))
+        result = run(client, "ulimit -n; ulimit -v; echo $SHELLGATE_EXECUTION_ID")
+        assert result["exit_code"] == 0, result
+        assert result["sandbox"] is not None, result
+        assert str(result["output"]).split() == ["1000", str(4096 * 1024), result["id"]]
+        assert (spawns(live, "standby"), spawns(live, "spawn")) == (before[0] + 1, before[1])
+
+        job = client.post(
+            "/v1/executions", json={"command": "sleep 300 & sleep 300", "async": True}
+        ).json()
+        marker = f"SHELLGATE_EXECUTION_ID={job['id']}".encode()
+        eventually(lambda: len(marked_processes(marker)) >= 2, what="the job's tree", within=15)
+        assert client.post(f"/v1/executions/{job['id']}/cancel").status_code == 200
+        eventually(lambda: not marked_processes(marker), what="the tree gone", within=15)
