@@ -130,6 +130,15 @@ BYPASS_FAMILIES: dict[str, list[str]] = {
         "git -c core.sshCommand='forbidden x' fetch",
         "find . -name x -fprint /dev/null -exec forbidden x \\;",
         "LESSOPEN='|forbidden x %s' less README",
+        # Set by `env` for the command it runs, past its options.
+        "env GIT_SSH_COMMAND='forbidden x' git fetch",
+        "env -i PAGER='forbidden x' git log",
+        "env -u HOME LESSOPEN='|forbidden x %s' less README",
+        "nice env GIT_PAGER='forbidden x' git log",
+        # Every setting of git's list, not only the first.
+        "GIT_CONFIG_PARAMETERS=\"'user.name=x' 'core.pager=forbidden x'\" git log",
+        "RSYNC_CONNECT_PROG='forbidden x' rsync rsync://host/m .",
+        "FCEDIT='forbidden x' fc -1",
     ],
 }
 
@@ -141,6 +150,9 @@ EVERYDAY_EXTRA: list[str] = [
     'echo "PAGER=$PAGER"',
     "echo EDITOR=$HOME",
     'echo "GIT_SSH_COMMAND is $GIT_SSH_COMMAND"',
+    "env PAGER=cat git log --oneline",
+    "env -i HOME=$HOME PATH=$PATH make test",
+    "GIT_CONFIG_PARAMETERS=\"'user.name=Ann Lee'\" git log",
     "printf '%s\\n' \"$PATH\"",
     "env | sort | grep -i python",
     "env -u PYTHONPATH python3 -m pytest -q",

@@ -17,6 +17,7 @@ from app.policy.env_rules import (
     judge_env,
     validate_env,
 )
+from app.policy.shell.embedded import CODE_VARIABLE_NAMES, env_scripts
 
 NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
 GLOBS = st.from_regex(r"[A-Za-z0-9_*]{1,12}", fullmatch=True)
@@ -67,6 +68,17 @@ def test_the_default_rules_deny_the_documented_names_and_prompt_for_none() -> No
         assert judge_env(rules, [name]).action == "deny", name
     for name in ("HOME_DIR", "GREETING", "path", "LDX", "MY_PATH"):
         assert judge_env(rules, [name]).action == "allow", name
+
+
+def test_every_variable_the_reader_runs_as_shell_text_is_denied_by_default() -> None:
+    """A request's `env` cannot carry shell text past the default rules (the reader reads it
+    too, for an admin's list that lifts a name)."""
+    names = [*CODE_VARIABLE_NAMES, "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_12"]
+    assert all(
+        env_scripts({name: "x"}) == ["x"] for name in names if name != "GIT_CONFIG_PARAMETERS"
+    )
+    judgement = judge_env(EnvRules(), names)
+    assert [verdict.name for verdict in judgement.names if verdict.action != "deny"] == []
 
 
 def test_deny_wins_over_prompt_and_each_name_is_judged_once_in_order() -> None:

@@ -86,6 +86,16 @@ def test_an_argument_that_looks_like_an_assignment_assigns_nothing() -> None:
 
 def test_git_config_values_in_a_request_env_are_read_as_scripts() -> None:
     assert env_scripts({"GIT_CONFIG_VALUE_0": "forbidden x", "HOME": "/h"}) == ["forbidden x"]
+    parameters = "'user.name=Ann Lee' 'alias.x=!forbidden x'"
+    assert env_scripts({"GIT_CONFIG_PARAMETERS": parameters}) == ["Ann Lee", "forbidden x"]
+
+
+def test_env_assigns_for_its_command_but_an_option_value_assigns_nothing() -> None:
+    assert "forbidden x" in read_command("env -C /tmp PAGER='forbidden x' git log").segments
+    assert (
+        "forbidden x git log" not in read_command("env -S \"PAGER='forbidden x' git log\"").segments
+    )  # -S's value is split and read as env's command, not as a value
+    assert read_command("env PAGER=$x git log").unreadable != ()
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,19 @@ uvicorn offers no way to do that: a body ended short is its `RuntimeError: Respo
 shorter than Content-Length`, an unhandled error with its traceback (RELIABILITY.md, "The
 server's own helper children"). The server's protocol (`app.server.http_server`) gives each request
 a way to cut its connection, the scope extension `CUT_CONNECTION`, which this uses.
+
+The bytes come from the file the files service opened and judged (`Readable.file`), never from
+its path opened again: a path swapped for another file (a hard link to a protected one) after
+the judgement sends nothing of it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from secrets import token_hex
+from typing import BinaryIO
 
 import anyio
 from fastapi.responses import FileResponse
@@ -40,11 +46,15 @@ class SizedFileResponse(FileResponse):
         self,
         path: str,
         *,
+        file: BinaryIO,
         stat_result: os.stat_result,
         media_type: str,
         on_cut: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        """`file`: open on what `path` led to when it was judged, with `stat_result` its
+        stat; the response owns it and closes it once sent (or not sent)."""
         super().__init__(path, stat_result=stat_result, media_type=media_type)
+        self._file = file
         self._on_cut = on_cut
         self._scope: Scope = {}
         self._sent = 0  # bytes of body sent
@@ -80,13 +90,21 @@ class SizedFileResponse(FileResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._scope = scope
-        await super().__call__(scope, receive, send)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._file.close()  # a HEAD, or a send that failed, never reached `_open_file`
+
+    @asynccontextmanager
+    async def _open_file(self) -> AsyncIterator[anyio.AsyncFile[bytes]]:
+        yield anyio.wrap_file(self._file)
 
     # --- the three ways Starlette sends a file, each sending no byte past what it announced ---
 
     async def _handle_simple(self, send: Send, send_header_only: bool, send_pathsend: bool) -> None:
-        if send_header_only or send_pathsend:
-            await super()._handle_simple(send, send_header_only, send_pathsend)
+        # Never `pathsend`: the server would open the path again.
+        if send_header_only:
+            await super()._handle_simple(send, send_header_only, False)
             return
         size = self.stat_result.st_size if self.stat_result is not None else 0
         await self._start(send, self.status_code, self.raw_headers)

@@ -11,7 +11,7 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import anyio.to_thread
 
@@ -38,9 +38,25 @@ from app.files.paths import (
     os_error,
     workspace_roots,
 )
-from app.files.transfer import FileStat, Upload, describe, read_at, regular_file_stat
+from app.files.transfer import (
+    FileStat,
+    Links,
+    Upload,
+    describe,
+    judged_links,
+    links_of,
+    open_regular,
+    read_at,
+)
 from app.governance.service import PolicyService
-from app.policy.file_rules import FileAccess, FileVerdict, judge_file
+from app.policy.file_rules import (
+    FileAccess,
+    FileVerdict,
+    judge_file,
+    judge_other_names,
+    outranks,
+    stricter,
+)
 from app.sandbox import default_profile
 from app.sandbox.hidden import HiddenPaths
 from app.schemas.files import FileOperationPublic
@@ -89,7 +105,8 @@ class Pending:
 @dataclass(frozen=True, slots=True)
 class Readable:
     located: Located
-    stat: os.stat_result
+    stat: os.stat_result  # taken on `file`
+    file: BinaryIO  # open on what was judged; whoever sends the bytes closes it
     record: FileOperation  # the read's, already `completed`: its bytes start to go out
 
 
@@ -139,21 +156,58 @@ class FileService:
         return await anyio.to_thread.run_sync(locate, requested, str(self._settings.workspace))
 
     def judge(
-        self, access: FileAccess, located: Located, also: tuple[str, ...] = ()
+        self,
+        access: FileAccess,
+        located: Located,
+        also: tuple[str, ...] = (),
+        links: Links | None = None,
     ) -> FileVerdict:
         """`also`: more paths the operation writes (the directories `parents=true` makes),
-        each judged as a write; the strictest verdict of all decides."""
+        each judged as a write; the strictest verdict of all decides. `links`: the hard links
+        of the regular file a read leads to; with more than one, its other names count too
+        (docs/policy.md#hard-links). A write never reaches them: it replaces the name it is
+        given by a new file (`Upload`)."""
         # What no command can see, no file operation reaches either, whatever the rules say.
         for path in (located.path, located.resolved, *also):
             if (hidden := self._hidden.covering(path)) is not None:
                 return FileVerdict(
                     "deny", f"{hidden} is hidden by the sandbox (docs/sandbox.md)", None, path
                 )
-        return judge_file(
-            self._policy.document.files,
+        if links is not None and links.hidden is not None:
+            return FileVerdict(
+                "deny",
+                f"{located.path} is another name (a hard link) of {links.hidden}, which is "
+                "hidden by the sandbox (docs/sandbox.md)",
+                None,
+                located.path,
+            )
+        rules = self._policy.document.files
+        verdict = judge_file(
+            rules,
             access,
             (located.path, located.resolved, *also),
             workspace_roots(str(self._settings.workspace)),
+        )
+        count = 1 if links is None else links.count
+        return stricter(verdict, judge_other_names(rules, access, located.path, count))
+
+    async def _links(self, located: Located) -> Links | None:
+        return await anyio.to_thread.run_sync(judged_links, located, self._hidden)
+
+    def _check_links(self, record: FileOperation, located: Located, links: Links | None) -> None:
+        """The path was judged before the file was opened; `links` are those of the descriptor
+        actually read. Links it gained in between that would have made the verdict stricter
+        stop the operation here: a hard link swapped in after the judgement reads nothing."""
+        if links is None:
+            return
+        now = self.judge("read", located, links=links)
+        if not outranks(now.approval, record.verdict):
+            return
+        if now.approval == "deny":
+            raise PolicyDeniedError(now.reason, details={"file_operation_id": record.id})
+        raise ConflictError(
+            f"{located.path} has {links.count} hard links now, more than when it was judged; ask "
+            f"again ({now.reason})"
         )
 
     async def _authorize(
@@ -172,7 +226,8 @@ class FileService:
         human has not decided; raises when it is denied or rejected. Approvers decide, they
         do not move files (as they do not run commands)."""
         principal.require("agent", "admin")
-        verdict = self.judge("write" if op == "write" else "read", located, making)
+        links = None if op == "write" else await self._links(located)
+        verdict = self.judge("write" if op == "write" else "read", located, making, links)
         record = FileOperation(
             id=new_file_operation_id(),
             owner=principal.name,
@@ -207,7 +262,7 @@ class FileService:
         future = self._approvals.waiter(record.approval_id)
         try:
             await self._approvals.request(
-                record, _describe(op, located, size, mode, making), verdict.reason
+                record, _describe(op, located, size, mode, making, links), verdict.reason
             )
             if approval_wait > 0:
                 await self._hold(future, approval_wait)
@@ -322,12 +377,18 @@ class FileService:
         )
         if isinstance(authorized, Pending):
             return authorized
+        file: BinaryIO | None = None
         try:
-            info = await anyio.to_thread.run_sync(regular_file_stat, located)
-            readable = Readable(located, info, authorized)
+            opened, info = await anyio.to_thread.run_sync(open_regular, located)
+            file = opened
+            links = await anyio.to_thread.run_sync(links_of, info, self._hidden)
+            self._check_links(authorized, located, links)
+            readable = Readable(located, info, opened, authorized)
             if accept is not None:
                 accept(readable)
         except Exception as error:
+            if file is not None:
+                file.close()
             await self._finish(authorized, "failed", message=getattr(error, "message", None))
             raise
         await self._finish(authorized, "completed", size=readable.stat.st_size)
@@ -356,7 +417,8 @@ class FileService:
         if isinstance(readable, Pending):
             return readable
         try:
-            data = await anyio.to_thread.run_sync(read_at, readable.located.resolved, offset, limit)
+            with readable.file:
+                data = await anyio.to_thread.run_sync(read_at, readable.file, offset, limit)
         except OSError as error:
             raise os_error(error, readable.located.path) from None
         return data, readable.stat.st_size
@@ -377,7 +439,10 @@ class FileService:
         if isinstance(authorized, Pending):
             return authorized
         try:
-            result = await anyio.to_thread.run_sync(lambda: describe(located, with_sha256=sha256))
+            result = await anyio.to_thread.run_sync(
+                lambda: describe(located, with_sha256=sha256, hidden=self._hidden)
+            )
+            self._check_links(authorized, located, result.links)
         except Exception as error:
             await self._finish(authorized, "failed", message=getattr(error, "message", None))
             raise
@@ -458,9 +523,10 @@ class FileService:
 
     async def check(self, requested: str, access: FileAccess) -> tuple[Located, FileVerdict]:
         """The dry run: the verdict for `access` to `requested`, judged as a real call would
-        be; nothing is recorded."""
+        be (a read counts the file's hard links); nothing is recorded."""
         located = await self.locate(requested)
-        return located, self.judge(access, located)
+        links = None if access == "write" else await self._links(located)
+        return located, self.judge(access, located, links=links)
 
     async def list(self, principal: Principal, *, limit: int) -> list[FileOperationPublic]:
         owner = None if principal.reads_everything else principal.name
@@ -469,7 +535,12 @@ class FileService:
 
 
 def _describe(
-    op: Op, located: Located, size: int | None, mode: int | None, making: tuple[str, ...] = ()
+    op: Op,
+    located: Located,
+    size: int | None,
+    mode: int | None,
+    making: tuple[str, ...] = (),
+    links: Links | None = None,
 ) -> str:
     """What the approver sees as the "command" of a prompted file operation."""
     target = located.path
@@ -480,6 +551,8 @@ def _describe(
         details.append(f"{size} bytes")
     if mode is not None:
         details.append(f"mode {mode:04o}")
+    if links is not None:
+        details.append(f"{links.count} hard links")
     if making:
         details.append("making " + ", ".join(f"{directory}/" for directory in making))
     suffix = f" ({', '.join(details)})" if details else ""

@@ -12,9 +12,11 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import BinaryIO
 
 from app.core.errors import ConflictError, NotFoundError
 from app.files.paths import Located, os_error
+from app.sandbox.hidden import HiddenPaths
 
 HASH_CHUNK_BYTES = 1024 * 1024
 NEW_FILE_MODE = 0o644
@@ -29,36 +31,63 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def regular_file_stat(located: Located) -> os.stat_result:
-    """The stat of the file a read will send; a directory or a device/FIFO/socket is refused.
-    Opened without blocking so that a FIFO cannot hold the worker."""
+@dataclass(frozen=True, slots=True)
+class Links:
+    """A regular file with more than one hard link, as the judgement needs it."""
+
+    count: int
+    hidden: str | None  # the sandbox's hidden file it is another name of, if it is one
+
+
+def links_of(info: os.stat_result, hidden: HiddenPaths) -> Links | None:
+    """None for a file with one link, or for anything but a regular file (a directory's link
+    count is its subdirectories; it has no other names)."""
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink <= 1:
+        return None
+    return Links(info.st_nlink, hidden.same_file(info))
+
+
+def judged_links(located: Located, hidden: HiddenPaths) -> Links | None:
+    """The links of what `located` leads to as it is judged (None for a path that leads
+    nowhere yet: the operation itself reports that). The operation checks again on the
+    descriptor it reads (`open_regular`) or on the stat it answers (`describe`)."""
+    try:
+        info = os.stat(located.resolved)
+    except OSError:
+        return None
+    return links_of(info, hidden)
+
+
+def open_regular(located: Located) -> tuple[BinaryIO, os.stat_result]:
+    """The file a read will send, open, and its stat taken on that descriptor (so its link
+    count is the one of the bytes sent, not of whatever the path leads to a moment later); a
+    directory or a device/FIFO/socket is refused. Opened without blocking so that a FIFO
+    cannot hold the worker. The caller closes the file."""
     try:
         fd = os.open(located.resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise os_error(error, located.path) from None
     try:
         info = os.fstat(fd)
-    finally:
+        if stat.S_ISDIR(info.st_mode):
+            raise ConflictError(f"{located.path} is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConflictError(f"{located.path} is not a regular file")
+    except BaseException:
         os.close(fd)
-    if stat.S_ISDIR(info.st_mode):
-        raise ConflictError(f"{located.path} is a directory")
-    if not stat.S_ISREG(info.st_mode):
-        raise ConflictError(f"{located.path} is not a regular file")
-    return info
+        raise
+    return os.fdopen(fd, "rb"), info
 
 
-def read_at(path: str, offset: int, limit: int) -> bytes:
+def read_at(file: BinaryIO, offset: int, limit: int) -> bytes:
     """Up to `limit` bytes from `offset` (fewer at the end of the file)."""
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        return handle.read(limit)
+    return os.pread(file.fileno(), limit, offset)
 
 
-def sha256_of(path: str) -> str:
+def sha256_of(file: BinaryIO) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
+    while chunk := file.read(HASH_CHUNK_BYTES):
+        digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -72,17 +101,22 @@ class FileStat:
     mtime: datetime
     symlink: bool
     sha256: str | None
+    links: Links | None  # of what it describes: the operation judges them before answering
 
 
-def describe(located: Located, *, with_sha256: bool) -> FileStat:
+def describe(located: Located, *, with_sha256: bool, hidden: HiddenPaths) -> FileStat:
+    """The answer is taken from one stat, or, with the hash, from the descriptor hashed: its
+    `links` are those of what it describes."""
     try:
         info = os.stat(located.resolved)
         symlink = os.path.islink(located.path)
         kind = _kind(info.st_mode)
         digest = None
         if with_sha256 and kind == "file":
-            regular_file_stat(located)  # never open a FIFO for hashing
-            digest = sha256_of(located.resolved)
+            file, info = open_regular(located)  # never open a FIFO for hashing
+            with file:
+                kind = _kind(info.st_mode)
+                digest = sha256_of(file)
     except OSError as error:
         raise os_error(error, located.path) from None
     return FileStat(
@@ -94,6 +128,7 @@ def describe(located: Located, *, with_sha256: bool) -> FileStat:
         mtime=datetime.fromtimestamp(info.st_mtime, UTC),
         symlink=symlink,
         sha256=digest,
+        links=links_of(info, hidden),
     )
 
 

@@ -3,7 +3,9 @@ per access (read or write), and the defaults inside and outside the workspace.
 
 Every path a request leads to is judged, the path as written (made absolute) and the path with
 its symlinks followed, and the stricter verdict wins: a link inside the workspace that points
-outside is judged as outside.
+outside is judged as outside. A hard link has no "followed" path: a regular file with more
+than one link is also judged as strictly as any of its other names could be
+(`judge_other_names`), since no path lookup finds them.
 """
 
 from __future__ import annotations
@@ -87,3 +89,48 @@ def judge_file(
     workspace default; over all `paths`, the strictest verdict wins (the first on a tie)."""
     verdicts = [_judge_one(rules, access, path, workspace_roots) for path in dict.fromkeys(paths)]
     return max(verdicts, key=lambda verdict: _SEVERITY[verdict.approval])
+
+
+def stricter(first: FileVerdict, second: FileVerdict | None) -> FileVerdict:
+    """The stricter of two verdicts (the first on a tie, or when there is no second)."""
+    if second is not None and outranks(second.approval, first.approval):
+        return second
+    return first
+
+
+def outranks(approval: str, other: str) -> bool:
+    """Whether `approval` is stricter than `other` (deny > prompt > allow)."""
+    return _SEVERITY[approval] > _SEVERITY[other]
+
+
+def judge_other_names(
+    rules: FileRules, access: FileAccess, path: str, links: int
+) -> FileVerdict | None:
+    """The verdict the other names of a regular file with `links` hard links could get, or
+    None when it has no other name or none of them could be judged more than `allow`.
+
+    The kernel keeps no list of a file's names: finding them means walking every directory of
+    its file system. So each of them may be any path: every rule covering `access` could match
+    one (its glob is not tried), and `workspace` or `outside` could decide for one that no rule
+    matches. The strictest of those is this verdict; its reason names the rule or the default
+    it stands for."""
+    if links <= 1:
+        return None
+    candidates: list[tuple[FileApproval, str, FileRule | None]] = [
+        (rule.approval, f"file rule {rule.match}", rule)
+        for rule in rules.rules
+        if rule.access in (access, "any")
+    ]
+    candidates.append((rules.workspace, "the workspace default", None))
+    candidates.append((rules.outside, "the outside-the-workspace default", None))
+    approval, source, rule = max(candidates, key=lambda candidate: _SEVERITY[candidate[0]])
+    if approval == "allow":
+        return None
+    return FileVerdict(
+        approval,
+        f"{access} of {path}: the file has {links} hard links and its other names cannot be "
+        f"found from this one, so it is judged as strictly as any of them could be "
+        f"({approval} by {source}; docs/policy.md#hard-links)",
+        rule,
+        path,
+    )

@@ -140,6 +140,35 @@ FORMS: list[tuple[str, Callable[[Markers], dict[str, str]], str]] = [
     ),
     ("first-of-two-denied", lambda m: {"PATH": str(m.bin_dir), "BASH_ENV": str(m.script)}, "PATH"),
     ("empty-value", lambda m: {"BASH_ENV": ""}, "BASH_ENV"),
+    # Programs an agent runs every day run these values as shell text (issue 28).
+    (
+        "git-config-parameters",
+        lambda m: {"GIT_CONFIG_PARAMETERS": f"'core.pager={m.script}'"},
+        "GIT_CONFIG_PARAMETERS",
+    ),
+    (
+        "git-config-count",
+        lambda m: {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "core.pager",
+            "GIT_CONFIG_VALUE_0": str(m.script),
+        },
+        "GIT_CONFIG_COUNT",
+    ),
+    ("git-config-value", lambda m: {"GIT_CONFIG_VALUE_0": str(m.script)}, "GIT_CONFIG_VALUE_0"),
+    ("git-ssh-command", lambda m: {"GIT_SSH_COMMAND": str(m.script)}, "GIT_SSH_COMMAND"),
+    ("git-ssh", lambda m: {"GIT_SSH": str(m.script)}, "GIT_SSH"),
+    ("git-external-diff", lambda m: {"GIT_EXTERNAL_DIFF": str(m.script)}, "GIT_EXTERNAL_DIFF"),
+    ("git-pager", lambda m: {"GIT_PAGER": str(m.script)}, "GIT_PAGER"),
+    ("rsync-rsh", lambda m: {"RSYNC_RSH": str(m.script)}, "RSYNC_RSH"),
+    ("rsync-connect-prog", lambda m: {"RSYNC_CONNECT_PROG": str(m.script)}, "RSYNC_CONNECT_PROG"),
+    ("pager", lambda m: {"PAGER": str(m.script)}, "PAGER"),
+    ("manpager", lambda m: {"MANPAGER": str(m.script)}, "MANPAGER"),
+    ("lessopen", lambda m: {"LESSOPEN": f"|{m.script} %s"}, "LESSOPEN"),
+    ("lessedit", lambda m: {"LESSEDIT": str(m.script)}, "LESSEDIT"),
+    ("editor", lambda m: {"EDITOR": str(m.script)}, "EDITOR"),
+    ("visual", lambda m: {"VISUAL": str(m.script)}, "VISUAL"),
+    ("fcedit", lambda m: {"FCEDIT": str(m.script)}, "FCEDIT"),
 ]
 
 
@@ -160,7 +189,7 @@ def test_the_default_env_rules_are_the_documented_list(env_server: LiveServer) -
     with env_server.client(AGENT) as agent:
         env = agent.get("/v1/policy").json()["env"]
     assert env == {"deny": list(DEFAULT_ENV_DENY), "prompt": []}
-    assert len(DEFAULT_ENV_DENY) == 45
+    assert len(DEFAULT_ENV_DENY) == 48
 
 
 @pytest.mark.parametrize(("form", "make_env", "name"), FORMS, ids=[form[0] for form in FORMS])

@@ -206,6 +206,34 @@ def test_evaluate_is_a_dry_run_that_runs_nothing(
     assert execution_ids(admin) == before
 
 
+def test_an_argument_that_looks_like_an_assignment_stays_readable_but_env_assigns(
+    admin: httpx.Client, alice: httpx.Client
+) -> None:
+    """Issue 28: `echo "PAGER=$PAGER"` assigns nothing (it was held as unreadable), while
+    `env NAME=value command` does assign, and the value is read as the shell text it is."""
+    install(
+        admin,
+        {
+            "default": "allow",
+            "rules": [
+                {"match": "rm *", "approval": "deny"},
+                {"match": "curl *", "approval": "prompt"},
+            ],
+        },
+    )
+    for command in ('echo "PAGER=$PAGER"', "echo EDITOR=$HOME"):
+        verdict = alice.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert verdict["verdict"] == "allow", (command, verdict)
+        assert verdict["unreadable_reasons"] == [], (command, verdict)
+    for command in (
+        "env -i PAGER='rm -rf /nonexistent-x' git log",
+        "env GIT_SSH_COMMAND='rm -rf /nonexistent-x' git fetch",
+    ):
+        verdict = alice.post("/v1/policy/evaluate", json={"command": command}).json()
+        assert verdict["verdict"] == "deny", (command, verdict)
+        assert verdict["reason"] == "Blocked by bash pattern: rm *"
+
+
 def test_a_denied_command_reports_no_interception_because_deny_comes_first(
     admin: httpx.Client, alice: httpx.Client
 ) -> None:

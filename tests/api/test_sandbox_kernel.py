@@ -8,6 +8,7 @@ directory inside the writable workspace stays untouched."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -296,6 +297,44 @@ def test_the_data_dir_inside_the_writable_workspace_cannot_be_written(
     assert sorted(path.name for path in data.iterdir()) == listing
     # The workspace around it was writable all along.
     assert run(alice, "echo ok > beside-data && cat beside-data")["output"] == "ok\n"
+
+
+# --- hard links (docs/policy.md#hard-links) ------------------------------------------------------
+
+
+def test_a_command_cannot_hard_link_a_file_from_outside_its_writable_paths(
+    alice: httpx.Client, kernel: LiveServer, outside: Path
+) -> None:
+    """The workspace is a mount of its own in the sandbox, and link(2) never crosses mounts,
+    even of one file system: no command makes a second name in the workspace for a file the
+    files rules protect elsewhere (a copy it can make is a new file, judged as such)."""
+    (outside / "secret").write_text("outside secret")
+    name = f"link-{uuid.uuid4().hex[:8]}"
+    record = run(alice, f"ln {outside}/secret {name}")
+    assert record["exit_code"] != 0, record
+    assert "Invalid cross-device link" in record["output"], record["output"]
+    assert not (kernel.settings.workspace / name).exists()
+    assert (outside / "secret").stat().st_nlink == 1
+    inside = run(alice, f"echo x > {name}-a && ln {name}-a {name}-b && stat -c %h {name}-a")
+    assert inside["output"] == "2\n", inside  # inside the workspace, links work as ever
+
+
+def test_a_hidden_file_hard_linked_into_the_workspace_by_the_host_is_readable(
+    alice: httpx.Client, kernel: LiveServer
+) -> None:
+    """The sandbox covers hidden paths, not files: a second name made outside any sandbox (by
+    a person, or a command run with the sandbox off) is in sight under that name."""
+    hidden = kernel.settings.data_dir / f"host-made-{uuid.uuid4().hex[:8]}"
+    hidden.write_text("under a hidden path")
+    name = kernel.settings.workspace / f"host-link-{uuid.uuid4().hex[:8]}"
+    try:
+        os.link(hidden, name)
+        record = run(alice, f"cat {name.name}; cat {hidden}")
+        assert record["output"].startswith("under a hidden path"), record["output"]
+        assert "No such file or directory" in record["output"]  # the hidden path itself
+    finally:
+        name.unlink(missing_ok=True)
+        hidden.unlink()
 
 
 # --- signals ------------------------------------------------------------------------------------

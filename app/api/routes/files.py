@@ -109,6 +109,7 @@ async def download(
 
         response = SizedFileResponse(
             readable.located.resolved,
+            file=readable.file,
             stat_result=readable.stat,
             media_type="application/octet-stream",
             on_cut=cut_short,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -30,6 +31,7 @@ from app.policy.shell.wrappers import (
     skip_options_all,
     strip_reserved,
     unwrapped_variants,
+    wrapper_assignments,
 )
 
 _SHELLS = frozenset(
@@ -48,7 +50,7 @@ def _names_stdin(path: str | None) -> bool:
 
 
 # Variables whose value bash, or a program it starts, later runs as a command.
-_CODE_VARIABLE_NAMES = (
+CODE_VARIABLE_NAMES = (
     "PROMPT_COMMAND",
     "GIT_SSH_COMMAND",
     "GIT_EDITOR",
@@ -75,22 +77,42 @@ _CODE_VARIABLE_NAMES = (
     "GIT_SSH",
     "LESSEDIT",
     "SYSTEMD_PAGER",
+    "RSYNC_CONNECT_PROG",
+    "FCEDIT",
 )
 
 
 def _is_code_variable(name: str) -> bool:
     """A variable whose value bash or a program it starts runs (`GIT_CONFIG_VALUE_0` too)."""
-    return name in _CODE_VARIABLE_NAMES or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_"))
+    return name in CODE_VARIABLE_NAMES or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_"))
 
 
-_CODE_VARIABLES = tuple(f"{name}{op}" for name in _CODE_VARIABLE_NAMES for op in ("=", "+="))
+_CODE_VARIABLES = tuple(f"{name}{op}" for name in CODE_VARIABLE_NAMES for op in ("=", "+="))
 
 
 def env_scripts(env: Mapping[str, str]) -> list[str]:
     """The values of a request's `env` that a program runs as shell text (`GIT_EXTERNAL_DIFF`,
     `PAGER`, …): the variables this reader reads as code in a command's own assignments, so
     that a request's env is no way around what its text would be judged for."""
-    return [value for name, value in env.items() if _is_code_variable(name) and value]
+    return [
+        script
+        for name, value in env.items()
+        if _is_code_variable(name) and value
+        for script in _code_values(name, value)
+    ]
+
+
+def _code_values(name: str, value: str) -> list[str]:
+    """The shell text a code variable's value holds. `GIT_CONFIG_PARAMETERS` is git's list of
+    `-c` settings, each `'key=value'` quoted for the shell and separated by spaces: each
+    setting's value, as `git -c` gives it (an alias's without its `!`)."""
+    if name != "GIT_CONFIG_PARAMETERS":
+        return [value]
+    try:
+        settings = shlex.split(value)
+    except ValueError:  # an unbalanced quote: git refuses it too; read it whole
+        settings = [value.strip("'")]
+    return [setting.split("=", 1)[-1].removeprefix("!") for setting in settings]
 
 
 # Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
@@ -289,13 +311,16 @@ def _starts_shell_on_stdin(name: str, args: list[str]) -> bool:
 
 
 def _assignment_words(words: list[str]) -> list[str]:
-    """The words that assign a variable: those before the command name, and the arguments of
-    `export`, `declare`, `local`, `readonly`, `typeset` (`echo PAGER=$PAGER` assigns nothing)."""
+    """The words that assign a variable: those before the command name, those `env` sets for
+    the command it runs (`env -i PAGER=… git log`), and the arguments of `export`, `declare`,
+    `local`, `readonly`, `typeset` (`echo PAGER=$PAGER` assigns nothing)."""
     i = 0
     while i < len(words) and ASSIGNMENT_WORD.match(words[i]):
         i += 1
     if i < len(words) and basename(words[i]) in _DECLARERS:
         return [word for word in words if not word.startswith("-")]
+    if i < len(words) and basename(words[i]) == "env":
+        return words[:i] + wrapper_assignments(words[i:], WRAPPERS["env"])
     return words[:i]
 
 
@@ -350,11 +375,9 @@ def _assigned_scripts(words: list[str]) -> Iterator[str]:
             word.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_")) and "=" in word
         ):
             variable, value = word.split("=", 1)
-            if variable == "GIT_CONFIG_PARAMETERS":
-                value = value.strip("'").split("=", 1)[-1]
             if is_dynamic(word):
                 note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
-            yield value
+            yield from _code_values(variable.rstrip("+"), value)
 
 
 def _note_command_table_assignment(word: str) -> None:

@@ -273,7 +273,23 @@ def skip_options_all(words: list[str], spec: Wrapper) -> list[list[str]]:
     """Every command a wrapper may run: `words` minus the wrapper, its options and operands,
     under each reading of the options its model does not know (first the model's own)."""
     n = len(words)
-    starts: list[int] = []
+    return [words[command:] if command < n else [] for _, command in _readings(words, spec)]
+
+
+def wrapper_assignments(words: list[str], spec: Wrapper) -> list[str]:
+    """The `NAME=value` words a wrapper that takes them (`env`) sets for the command it runs,
+    under every reading of its options (an option's value is never one)."""
+    found: list[str] = []
+    for assignments, command in _readings(words, spec):
+        found.extend(word for word in words[assignments:command] if word not in found)
+    return found
+
+
+def _readings(words: list[str], spec: Wrapper) -> list[tuple[int, int]]:
+    """For each reading of the wrapper's options: where its assignments start and where the
+    command it runs starts (both `len(words)` or more when there is none)."""
+    n = len(words)
+    starts: list[tuple[int, int]] = []
     pending = [1 + (spec.positional if spec.positional_first else 0)]
     seen: set[int] = set()
     while pending and len(starts) < _MAX_OPTION_READINGS:
@@ -295,13 +311,14 @@ def skip_options_all(words: list[str], spec: Wrapper) -> list[list[str]]:
                 i += min(widths)
             else:
                 break
+        assignments = i
         if spec.assignments:
             while i < n and ASSIGNMENT_WORD.match(words[i]):
                 i += 1
         if not spec.positional_first:
             i += spec.positional
-        starts.append(i)
-    return [words[i:] if i < n else [] for i in starts]
+        starts.append((assignments, i))
+    return starts
 
 
 def skip_options(words: list[str], spec: Wrapper) -> list[str]:
