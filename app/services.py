@@ -1,27 +1,45 @@
-"""Everything one running app owns, built from Settings in `main.lifespan` (no module globals).
+"""Everything one running app owns, built from Settings and run by the app's lifespan (no
+module globals).
 
 Built bottom-up, each part from the parts below it, with nothing wired in afterwards: the
 sessions know nothing of executions (they serve them through `executions/ports.py`), and the
-runner, which needs both, comes last."""
+runner, which needs both, comes last.
+
+Run as one ordered sequence (`Services.run`): each step registers its stop on one exit stack
+as it starts, so the stop is the start reversed by construction, and a step that fails stops
+exactly what the steps before it started before its error reaches the caller."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
+
+import anyio.to_thread
 
 from app.api.ws_tickets import TicketBook
 from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
+from app.cluster.heartbeat import heartbeat_forever
 from app.cluster.identity import with_node_id
 from app.cluster.notify import ApprovalRelay
 from app.confinement import Confinement, build_confinement
 from app.core.auth import TokenBook
 from app.core.config import Settings
 from app.executions import ExecutionService
-from app.executions.recovery import LostLogRecovery
+from app.executions.pending_record import recover_pending_records
+from app.executions.recovery import (
+    LostLogRecovery,
+    prune_expired,
+    recover_lost_executions,
+    recover_lost_while_silent,
+)
 from app.executions.registry import Registry
 from app.files.service import FileService
 from app.governance.service import PolicyService
@@ -29,12 +47,18 @@ from app.notifications import Notifier
 from app.notifications.approvals import ApprovalNotifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
+from app.output.sink_worker import WINDOW_PROCESS
+from app.process.reserved_signals import restore_reserved_signals
 from app.sandbox import Sandbox
 from app.sandbox.defaults import default_profile
+from app.server.memory_trim import trim_memory_when_idle
 from app.sessions.runs import SessionRuns
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
+from app.store.migrate import upgrade_if_behind
 from app.store.storage import StorageGuard
+
+logger = logging.getLogger("shellgate")
 
 
 def make_private(settings: Settings) -> None:
@@ -155,3 +179,126 @@ class Services:
             approval_notifier=approval_notifier,
             sandbox=sandbox,
         )
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def run(
+        cls, settings: Settings, metrics: Metrics, tracing: Tracing = TRACING_OFF
+    ) -> AsyncIterator[Services]:
+        """Build the services, start them in order and yield them running; stop them on exit.
+        Every stop goes on one exit stack as its part starts: the stop runs in the reverse of
+        the start, and a step that fails stops what the steps before it started, then its
+        error goes on to the caller."""
+        async with contextlib.AsyncExitStack() as stack:
+            # Before any child is started: they would inherit them ignored.
+            restore_reserved_signals()
+            # Stopped last: it exports the spans of whatever stops before it.
+            stack.callback(tracing.shutdown)
+            services = cls.build(settings, metrics, tracing)
+            # The parts below start on demand (the first use makes a pool connection, a helper
+            # child, a timer, a delivery): their stops go on the stack now, each after what it
+            # uses, so that it stops first. All of them serve the commands, whose stop comes
+            # before theirs and still needs them (it records the commands `lost`).
+            stack.callback(services.db.dispose)
+            # The backend's own folders (build made them; the commands' stop closes it too,
+            # with the standby shells).
+            stack.push_async_callback(anyio.to_thread.run_sync, services.confinement.close)
+            # The window process: a helper child, started by the first costly output.
+            stack.push_async_callback(anyio.to_thread.run_sync, WINDOW_PROCESS.close)
+            # The command readers (helper children) of long commands' judgements.
+            stack.push_async_callback(services.policy.close)
+            # What is not delivered by now stays due in the database for the next start.
+            stack.push_async_callback(services.notifier.close)
+            # Approval events go out through the deliverer: flushed before it closes.
+            stack.push_async_callback(services.approval_notifier.close)
+            # An approval's expiry is announced to the approvers: timers end before that.
+            stack.push_async_callback(services.approvals.close)
+            # The client of requests forwarded to other replicas (made on the first).
+            stack.push_async_callback(services.forwarder.close)
+            # The job slots that ending commands release in the database.
+            stack.push_async_callback(services.cluster.drain)
+            # What the relay (its listener is a background task below) has under way.
+            stack.push_async_callback(services.relay.close)
+
+            # Before anything can run: with the sandbox on and unbuildable, the server must not
+            # start (`shellgate serve` says why before this; an embedded app fails here).
+            await anyio.to_thread.run_sync(services.sandbox.check)
+            if not services.sandbox.enforced:
+                logger.warning("SHELLGATE_SANDBOX=off: commands run unsandboxed (docs/sandbox.md)")
+            await anyio.to_thread.run_sync(
+                upgrade_if_behind, services.db.engine, settings.resolved_database_url
+            )
+            await services.policy.load()
+            await services.cluster.join()
+            # Runs a dead server recorded only as intents first become `running` rows, which
+            # the recovery below kills and records `lost` like any other.
+            await anyio.to_thread.run_sync(
+                recover_pending_records, services.db, services.executions.intents
+            )
+            lost = await recover_lost_executions(
+                services.db, services.settings, later=services.recovery
+            )
+            if lost:
+                logger.warning("%d executions were lost by a previous run", len(lost))
+            # What the other replicas recorded `lost` meanwhile: ended and re-read here, the
+            # only place its processes and its log (data directories not shared) can be reached.
+            await recover_lost_while_silent(
+                services.db, services.settings, services.cluster.previous_beat, services.recovery
+            )
+            # Before the restore, which would start a decided one for nobody.
+            orphaned = await services.executions.withdraw_orphaned_streamed()
+            if orphaned:
+                logger.warning("%d runner calls awaiting approval were withdrawn", orphaned)
+
+            # From here commands run (the restore settles a decision taken before the last
+            # stop, then requests), and spawning ahead keeps shells ready: stopping ends them
+            # all. uvicorn gave open requests half the grace already (app/server/serving.py).
+            stack.push_async_callback(
+                services.executions.shutdown, within=settings.shutdown_grace * 0.3
+            )
+            await services.approvals.restore()
+            if settings.spawn_ahead:
+                services.confinement.start_spawning_ahead(
+                    settings.shell,
+                    services.settings.data_dir,
+                    settings.command_nice,
+                    sandbox=services.sandbox.standby_prefix(),
+                    count=settings.spawn_ahead_shells,
+                )
+            # After the lost executions are recorded: their ends are due too.
+            await services.notifier.start()
+
+            background = [
+                asyncio.create_task(_prune_forever(services)),
+                asyncio.create_task(
+                    heartbeat_forever(services.cluster, services.db, services.settings)
+                ),
+                asyncio.create_task(services.relay.run()),
+                asyncio.create_task(trim_memory_when_idle(services.registry.live)),
+                # Start-up does not wait on old logs: re-read while the server already answers.
+                asyncio.create_task(services.recovery.run(services.db, services.settings)),
+            ]
+            # Cancelled, not awaited: one in a database call on a worker thread would hold
+            # the stop until the call returns.
+            for task in background:
+                stack.callback(task.cancel)
+            yield services
+
+    def begin_stop(self) -> None:
+        """The stop was requested (SIGTERM/SIGINT): while uvicorn still drains its requests,
+        waiting callers are answered and the commands are stopped."""
+        self.executions.begin_shutdown()
+        # A long command's reading under way would hold its request past uvicorn's cut
+        # (its thread runs to its end): ended now, it is a limit, answered as such.
+        self.policy.stop_reading()
+
+
+async def _prune_forever(services: Services) -> None:
+    while True:
+        try:
+            await prune_expired(services.db, services.settings)
+            # Replicas gone as long as the records they ran are kept: nothing points at them.
+            await services.cluster.forget_silent(timedelta(days=services.settings.retention_days))
+        except Exception:
+            logger.exception("retention pruning failed")
+        await asyncio.sleep(services.settings.prune_interval_seconds)
