@@ -1,0 +1,130 @@
+"""A start that fails halfway (`Services.run`, app/services.py) stops what the steps before the
+failing one started, and its error reaches the caller: an embedded app's lifespan raises it.
+
+The failure is real: a record in a state this version does not know (as a newer version, rolled
+back, may leave) stops the start where the webhook deliveries resume, after the standby shells
+of spawning ahead were started and the database was used by every step before."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.confinement import choose_backend
+from app.core.config import Settings
+from app.main import create_app
+from app.process.standby import STANDBY_SCRIPT
+from app.store.models import NotifyState
+from tests.conftest import make_settings, run_foreground, serve
+from tests.databases import ServerDatabase
+from tests.waiting import eventually
+
+UNKNOWN_STATE = "archived"
+SPAWN_AHEAD_THREAD = "spawn-ahead"  # app/confinement/standby.py
+
+
+def _cgroup_backend(data_dir: Path) -> str:
+    """A cgroup backend: without one (and with the sandbox off) nothing is spawned ahead."""
+    for name in ("cgroup2", "cgroup1"):
+        try:
+            choice = choose_backend(data_dir, name)
+        except OSError:
+            continue
+        choice.backend.close()
+        return name
+    pytest.skip("no cgroup backend on this machine: nothing to spawn ahead")
+
+
+def _helper_children() -> dict[int, bytes]:
+    """This process's live children that are the server's own: standby shells and helper
+    children (`python -m app.…`); pid → command line."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        state, parent = fields[0], int(fields[1])
+        if parent != os.getpid() or state == b"Z":
+            continue
+        helper = b"-m" in arguments and any(arg.startswith(b"app.") for arg in arguments)
+        if os.fsencode(STANDBY_SCRIPT) in arguments or helper:
+            found[int(entry.name)] = b" ".join(arguments)
+    return found
+
+
+def _database_connections(settings: Settings, database: ServerDatabase) -> list[str]:
+    """What this process still holds open on the server's database: its SQLite files, or
+    its sessions on PostgreSQL (the only client of a database of the test's own)."""
+    if database.url is None:
+        files = []
+        for entry in os.scandir("/proc/self/fd"):
+            try:
+                target = os.readlink(entry.path)
+            except OSError:
+                continue
+            if target.startswith(str(settings.data_dir / "shellgate.db")):
+                files.append(target)
+        return files
+    engine = database.engine(settings.data_dir)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT application_name || ' ' || state FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            return [str(row[0]) for row in rows]
+    finally:
+        engine.dispose()
+
+
+def test_a_start_failing_halfway_stops_what_it_started_and_raises_its_error(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    settings = make_settings(
+        tmp_path, database, confinement=_cgroup_backend(tmp_path / "probe"), spawn_ahead_shells=1
+    )
+    with serve(settings) as live, live.client() as client:
+        run_foreground(client, "echo written")
+    engine = database.engine(settings.data_dir)
+    with engine.begin() as connection:
+        connection.execute(
+            text("UPDATE executions SET state = :state, notify_state = :waiting"),
+            {"state": UNKNOWN_STATE, "waiting": NotifyState.waiting.value},
+        )
+    engine.dispose()
+    children_before = set(_helper_children())
+    threads_before = set(threading.enumerate())
+
+    async def start() -> set[asyncio.Task[object]]:
+        app = create_app(settings)
+        with pytest.raises(ValueError, match=f"'{UNKNOWN_STATE}' is not a valid ExecutionState"):
+            async with app.router.lifespan_context(app):
+                pass
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    assert asyncio.run(start()) == set()
+    spawning = [
+        thread
+        for thread in set(threading.enumerate()) - threads_before
+        if thread.name == SPAWN_AHEAD_THREAD
+    ]
+    assert spawning == []
+    left = {pid: args for pid, args in _helper_children().items() if pid not in children_before}
+    assert left == {}
+    eventually(
+        lambda: not _database_connections(settings, database),
+        what="the end of the failed start's database connections",
+    )
