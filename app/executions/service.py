@@ -414,6 +414,10 @@ class ExecutionService:
         """SIGTERM/SIGINT: answer every waiting caller now and stop every running command."""
         self._lifecycle.begin_shutdown()
 
+    def fence(self, notice: str) -> int:
+        """End every running command: this replica lost its lease (app/cluster/fence.py)."""
+        return self._lifecycle.fence(notice)
+
     async def shutdown(self, within: float | None = None) -> None:
         """Stopping the server ends its commands: their groups are killed and they read `lost`.
         Waits up to `within` seconds (default: the shutdown grace) for their records."""
