@@ -31,7 +31,11 @@ from app.cluster.heartbeat import heartbeat_forever
 from app.core.config import Settings
 from app.core.strict_json import json_body_limit
 from app.executions.pending_record import recover_pending_records
-from app.executions.recovery import prune_expired, recover_lost_executions
+from app.executions.recovery import (
+    prune_expired,
+    recover_lost_executions,
+    recover_lost_while_silent,
+)
 from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing
 from app.output.sink_worker import WINDOW_PROCESS
@@ -88,6 +92,11 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         )
         if lost:
             logger.warning("%d executions were lost by a previous run", len(lost))
+        # What the other replicas recorded `lost` meanwhile: ended and re-read here, the only
+        # place its processes and its log (data directories not shared) can be reached.
+        await recover_lost_while_silent(
+            services.db, services.settings, services.cluster.previous_beat, services.recovery
+        )
         # Before the restore, which would start a decided one for nobody.
         orphaned = await services.executions.withdraw_orphaned_streamed()
         if orphaned:

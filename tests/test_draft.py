@@ -2,9 +2,11 @@ import json
 
 import pytest
 
+from app.core.errors import StaleApprovalError
 from app.executions.draft import (
     DRAFT_VERSION,
     Draft,
+    check_as_shown,
     pending_request_json,
     read_pending_request,
 )
@@ -47,3 +49,19 @@ def test_a_pending_request_with_an_unknown_role_is_refused() -> None:
     assert read_pending_request(stored)[0] == "agent"
     with pytest.raises(ValueError):
         read_pending_request(stored.replace('"agent"', '"root"', 1))
+
+
+def test_a_call_shown_another_workspace_names_both_directories_not_a_session() -> None:
+    draft = Draft(original_command="ls", command="ls", shown_cwd="/srv/replica-a/work")
+    with pytest.raises(StaleApprovalError) as refused:
+        check_as_shown(draft, session_env=None, base="/srv/replica-b/work")
+    message = refused.value.message
+    assert "/srv/replica-a/work" in message and "/srv/replica-b/work" in message
+    assert "session" not in message and "nothing ran" in message
+
+
+def test_a_session_call_shown_another_cwd_says_the_session_moved() -> None:
+    draft = Draft(original_command="ls", command="ls", session="se_1", shown_cwd="/work/old")
+    with pytest.raises(StaleApprovalError) as refused:
+        check_as_shown(draft, session_env={}, base="/work/new")
+    assert refused.value.message.startswith("The session's working directory changed")

@@ -300,7 +300,10 @@ class Forwarder:
                 ],
                 subprotocols=scope.get("subprotocols") or None,
                 open_timeout=CONNECT_SECONDS,
-                ping_interval=None,  # the owner pings its viewer; this hop only relays
+                # The owner pings this hop as its viewer; this hop pings the owner so that an
+                # owner that hangs or whose host vanished (no FIN, no RST) ends the relay too.
+                ping_interval=self._settings.ws_ping_seconds,
+                ping_timeout=self._settings.ws_ping_seconds,
                 max_size=None,
                 compression=None,
             )
@@ -316,10 +319,12 @@ class Forwarder:
             logger.warning("forwarding a stream to %s failed: %s", target.node_id, error)
             return
         await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
-        await _relay_websocket(upstream, receive, send)
+        await _relay_websocket(upstream, receive, send, target)
 
 
-async def _relay_websocket(upstream: ClientConnection, receive: Receive, send: Send) -> None:
+async def _relay_websocket(
+    upstream: ClientConnection, receive: Receive, send: Send, target: Target
+) -> None:
     from websockets.exceptions import ConnectionClosed
 
     async def downstream_to_upstream() -> None:
@@ -342,8 +347,13 @@ async def _relay_websocket(upstream: ClientConnection, receive: Receive, send: S
                     await send({"type": "websocket.send", "bytes": bytes(frame)})
         except ConnectionClosed:
             pass
-        code = upstream.close_code or 1000
-        reason = upstream.close_reason or ""
+        if upstream.protocol.close_rcvd is None:
+            # The owner went without a close frame (killed, crashed, its host gone): its
+            # close code would be 1006, which no frame may carry. The viewer is told it is
+            # temporary, as for an owner that does not answer at all.
+            code, reason = CLOSE_TRY_AGAIN_LATER, f"replica {target.node_id} stopped answering"
+        else:
+            code, reason = upstream.close_code or 1000, upstream.close_reason or ""
         with contextlib.suppress(Exception):
             await send({"type": "websocket.close", "code": code, "reason": reason})
 

@@ -19,14 +19,12 @@ from app.cluster.node import Cluster
 from app.core.config import Settings
 from app.core.errors import DatabaseUnavailableError
 from app.executions.recovery import summarise_log
-from app.executions.result_text import LOST_NOTICE, final_text
+from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE, final_text
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.cluster")
-
-LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
 
 
 async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) -> None:
@@ -35,9 +33,11 @@ async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) 
             await cluster.beat()
             await take_over_silent_nodes(cluster, db, settings)
         except DatabaseUnavailableError:
-            pass  # the database's outage log says so, once per outage
+            # The database's outage log says so, once per outage.
+            cluster.fence_if_due()
         except Exception:
             logger.exception("heartbeat failed")
+            cluster.fence_if_due()
         await asyncio.sleep(cluster.heartbeat_interval)
 
 

@@ -142,14 +142,23 @@ def check_as_shown(draft: Draft, *, session_env: dict[str, str] | None, base: st
             "The session's environment changed after the approval was requested; "
             "nothing ran. Ask again."
         )
-    if (
-        draft.shown_cwd is not None
-        and working_directory(draft.cwd_request, base) != draft.shown_cwd
-    ):
+    if draft.shown_cwd is None:
+        return
+    here = working_directory(draft.cwd_request, base)
+    if here == draft.shown_cwd:
+        return
+    if draft.session is not None:
         raise StaleApprovalError(
             "The session's working directory changed after the approval was requested; "
             "nothing ran. Ask again."
         )
+    # No session: the workspace itself differs, on a server restarted with another
+    # SHELLGATE_WORKSPACE or on another replica settling a dead one's approval.
+    raise StaleApprovalError(
+        f"The approver was shown the working directory {draft.shown_cwd}, but this server "
+        f"would run the command in {here} (its workspace differs from the one of the server "
+        "that asked); nothing ran. Ask again."
+    )
 
 
 # --- drafts -----------------------------------------------------------------------------------

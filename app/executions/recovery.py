@@ -16,7 +16,7 @@ from typing import Any
 import anyio.to_thread
 
 from app.core.config import Settings
-from app.executions.result_text import LOST_NOTICE, final_text
+from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE, final_text
 from app.output.artifact_log import ArtifactLog, existing_log_path
 from app.output.window import OutputSink
 from app.process import (
@@ -143,6 +143,37 @@ async def recover_lost_executions(
         )
         logger.warning("execution %s was running when the server stopped: lost", record.id)
     return [record.id for record in orphans]
+
+
+async def recover_lost_while_silent(
+    db: Database, settings: Settings, since: datetime | None, later: LostLogRecovery
+) -> list[str]:
+    """This node's executions the other replicas recorded `lost` while it was silent (since
+    `since`, its last heartbeat before): their processes, which may have outlived it (no
+    sandbox), are killed as after any crash, and their record gets the output of the log
+    on this node's disk, which the others could not read (read after start-up if long)."""
+    if since is None:
+        return []
+    records = await db.call(
+        crud.lost_by_others_since,
+        node_id=settings.node_id,
+        since=since,
+        notice=LOST_ON_SILENT_NODE,
+    )
+    this_boot = boot_id()
+    for record in records:
+        await anyio.to_thread.run_sync(kill_orphan_group, record, this_boot)
+        await anyio.to_thread.run_sync(kill_orphan_tree, record, this_boot)
+        size = await anyio.to_thread.run_sync(_log_size, settings.artifacts_dir, record.id)
+        if size > SUMMARISE_AT_START_BYTES:
+            later.defer([record.id])
+        elif size > 0:
+            await _summarise_lost(db, settings, record.id)
+        logger.warning(
+            "execution %s was recorded lost by another replica while this one was silent",
+            record.id,
+        )
+    return [record.id for record in records]
 
 
 def kill_orphan_group(record: Execution, this_boot: str) -> bool:

@@ -181,6 +181,20 @@ def executions_in_state(session: Session, *, state: ExecutionState) -> list[Exec
     return list(session.exec(select(Execution).where(col(Execution.state) == state.value)).all())
 
 
+def lost_by_others_since(
+    session: Session, *, node_id: str, since: datetime, notice: str
+) -> list[Execution]:
+    """This node's executions another replica recorded `lost` (with `notice`) after `since`,
+    this node's last heartbeat before it went silent."""
+    query = select(Execution).where(
+        col(Execution.state) == ExecutionState.lost.value,
+        col(Execution.node) == node_id,
+        col(Execution.finished_at) >= since,
+        col(Execution.notices).contains(json.dumps(notice)[1:-1], autoescape=True),
+    )
+    return list(session.exec(query).all())
+
+
 def count_executions(session: Session) -> int:
     return int(session.exec(select(func.count()).select_from(Execution)).one())
 

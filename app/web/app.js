@@ -6,6 +6,7 @@ import { byId, showError } from "./js/dom.js";
 import { ExecutionsPanel } from "./js/executions.js";
 import { PolicyPanel } from "./js/policy.js";
 import { executionHref, go, parseRoute } from "./js/router.js";
+import { ServerInfo } from "./js/server-info.js";
 import { Tabs } from "./js/tabs.js";
 
 const signInSection = byId("sign-in");
@@ -15,13 +16,14 @@ const signInError = byId("sign-in-error");
 const workspace = byId("workspace");
 const signOutButton = byId("sign-out");
 const tabsNav = byId("tabs");
-const serverInfo = byId("server-info");
 const signedInAs = byId("signed-in-as");
 
 const openExecution = (id) => go(executionHref(id));
+const serverInfo = new ServerInfo();
 const tabs = new Tabs({ onExecutionChanged: () => executions.refresh() });
 const executions = new ExecutionsPanel({
   onOpenExecution: openExecution,
+  onRefreshed: () => serverInfo.refresh(),
   selectedId: () => {
     const route = parseRoute(location.hash);
     return route.name === "execution" ? route.id : null;
@@ -41,21 +43,22 @@ let signedIn = false;
 
 async function enter() {
   const info = await api("v1/info");
-  serverInfo.textContent = `v${info.version} · ${info.running_jobs}/${info.max_jobs} jobs running`;
-  signedInAs.textContent = `${info.caller.name} (${info.caller.role})`;
-  signedInAs.dataset.role = info.caller.role;
+  const { name, role } = info.caller;
+  serverInfo.show(info);
+  signedInAs.textContent = `${name} (${role})`;
+  signedInAs.dataset.role = role;
   signedInAs.hidden = false;
   signedIn = true;
   signInSection.hidden = true;
   workspace.hidden = false;
   tabsNav.hidden = false;
   signOutButton.hidden = false;
-  approvals.start({
-    canDecide: info.caller.role !== "agent",
-    canRememberForAll: info.caller.role === "admin",
-  });
-  executions.start();
-  policy.start({ canEdit: info.caller.role === "admin" });
+  // What the role may do (docs/api.md#access-and-roles): the console offers nothing else, so no
+  // button leads to a 403.
+  approvals.start({ canDecide: role !== "agent", canRememberForAll: role === "admin" });
+  executions.start({ canRun: role !== "approver" });
+  tabs.start({ mayControl: (execution) => role === "admin" || (role === "agent" && execution.owner === name) });
+  policy.start({ canEdit: role === "admin" });
   // A deep link followed before signing in opens now.
   tabs.show(parseRoute(location.hash));
 }
@@ -74,7 +77,7 @@ function leave(message) {
   signedInAs.hidden = true;
   signedInAs.textContent = "";
   signOutButton.hidden = true;
-  serverInfo.textContent = "";
+  serverInfo.clear();
   signInSection.hidden = false;
   showError(signInError, message ? new Error(message) : null);
   tokenInput.focus();

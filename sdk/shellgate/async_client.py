@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from shellgate.models import (
     Info,
     OutputChunk,
     PolicyEvaluation,
+    PolicyReplay,
     RunnerItem,
     RunnerResult,
     Session,
@@ -321,6 +323,18 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
     ) -> PolicyEvaluation:
         """Dry run: what the policy would decide for `command` (runs nothing)."""
         return await self._call(calls.evaluate(command, env, cwd, tools))
+
+    async def replay_policy(
+        self,
+        document: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        since: datetime | str | None = None,
+    ) -> PolicyReplay:
+        """What the draft policy `document` would have decided for the past command approvals
+        (newest first, at most `limit`, created at or after `since`) beside what the humans
+        decided; approver or admin token. A pure read: nothing changes."""
+        return await self._call(calls.replay_policy(document, limit, since))
 
     # --- sessions -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -21,6 +22,7 @@ from shellgate.models import (
     Info,
     OutputChunk,
     PolicyEvaluation,
+    PolicyReplay,
     RunnerItem,
     RunnerResult,
     Session,
@@ -291,6 +293,19 @@ def evaluate(
     if tools is not None:
         body["tools"] = tools
     return Call("POST", "/v1/policy/evaluate", model(PolicyEvaluation), json=body)
+
+
+def replay_policy(
+    document: Mapping[str, Any], limit: int | None, since: datetime | str | None
+) -> Call[PolicyReplay]:
+    params: dict[str, str | int] = {}
+    if limit is not None:
+        params["limit"] = limit
+    if since is not None:
+        params["since"] = since.isoformat() if isinstance(since, datetime) else since
+    return Call(
+        "POST", "/v1/policy/replay", model(PolicyReplay), json=dict(document), params=params
+    )
 
 
 def create_session(fields: Mapping[str, object]) -> Call[Session]:

@@ -206,6 +206,38 @@ class PolicyEvaluation(WireModel):
     sandbox: dict[str, Any] | None = None
 
 
+class ReplayedApproval(WireModel):
+    """One past command approval judged under a draft policy (`POST /v1/policy/replay`)."""
+
+    approval_id: str
+    execution_id: str
+    command: str
+    requested_by: str
+    created_at: datetime
+    human: str  # approved, denied, expired or pending
+    decided_by: str | None
+    draft_verdict: str
+    draft_reason: str
+    draft_rule: dict[str, Any] | None
+    draft_remembered_rule: dict[str, Any] | None
+    # True: the draft allows what the human approved or denies what they denied; False: the
+    # opposite; None: the draft would still ask, or nobody decided.
+    agrees: bool | None
+
+
+class PolicyReplay(WireModel):
+    """A draft policy replayed against past approvals, newest first; `skipped` counts the
+    approvals in the window that are not a command's (file, sandbox)."""
+
+    data: list[ReplayedApproval]
+    skipped: int
+
+    @property
+    def disagreements(self) -> list[ReplayedApproval]:
+        """The calls the draft would decide against what a human decided."""
+        return [item for item in self.data if item.agrees is False]
+
+
 class Caller(WireModel):
     """Who the token names."""
 

@@ -53,8 +53,15 @@ class Replica:
 
 @contextlib.contextmanager
 def replica(
-    tmp: Path, name: str, database_url: str, *, shared_data: bool = False, **settings: Any
+    tmp: Path,
+    name: str,
+    database_url: str,
+    *,
+    shared_data: bool = False,
+    own_workspace: bool = False,
+    **settings: Any,
 ) -> Iterator[Replica]:
+    """`own_workspace`: the replica's workspace is its own directory, not the one it shares."""
     directory = tmp / name
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -70,7 +77,8 @@ def replica(
     # another replica than the one that showed its cwd to the approver.
     workspace = tmp / "workspace"
     workspace.mkdir(exist_ok=True)
-    env["SHELLGATE_WORKSPACE"] = str(workspace)
+    if not own_workspace:
+        env["SHELLGATE_WORKSPACE"] = str(workspace)
     if shared_data:
         env["SHELLGATE_DATA_DIR"] = str(tmp / "shared-data")
     with server_process(env, directory / "server.log", port=port) as server:

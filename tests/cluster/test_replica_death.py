@@ -5,19 +5,28 @@ the node timeout is short so that each case stays within seconds."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.cluster.replicas import Replica, fresh_database, replica
+from tests.conftest import ADMIN, AGENT, APPROVER
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
 NODE_TIMEOUT = 3
+GATED_POLICY = {"rules": [{"match": "echo gated*", "approval": "prompt"}]}
 
 
 @pytest.fixture
@@ -80,3 +89,246 @@ def test_a_session_on_a_dead_replica_is_lost_for_good(tmp_path: Path, database: 
                     again = agent.post("/v1/executions", json=call)
                     assert again.status_code == 410, (node.name, again.text)
                     assert again.json()["error"]["code"] == "session_lost"
+
+
+def gated(tmp: Path) -> str:
+    policy = tmp / "policy.json"
+    policy.write_text(json.dumps(GATED_POLICY))
+    return str(policy)
+
+
+def wait_until_seen_dead(node: Replica, dead: str) -> None:
+    """`node` counts `dead` as silent: it settles what `dead` held from now on."""
+    with node.client(ADMIN) as admin:
+
+        def silent() -> bool:
+            listed = admin.get("/v1/nodes").json()["data"]
+            return not next(item for item in listed if item["id"] == dead)["alive"]
+
+        eventually(silent, what=f"{node.name} seeing {dead} silent", within=NODE_TIMEOUT + 10)
+
+
+def approve_on(node: Replica, held: dict[str, Any]) -> dict[str, Any]:
+    """Approve `held` through `node` and return its record once the decision settled it."""
+    with node.client(APPROVER) as approver, node.client() as agent:
+        decided = approver.post(f"/v1/approvals/{held['approval']['id']}/approve", json={})
+        assert decided.status_code == 200, decided.text
+        final: dict[str, Any] = agent.get(
+            f"/v1/executions/{held['id']}", params={"wait": 30}
+        ).json()
+    return final
+
+
+def test_an_approved_call_of_a_dead_replicas_session_ends_session_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """Approved on B as soon as B counts A dead (before its heartbeat records A's sessions
+    lost): the call never runs in a fresh shell on B, and says its session was lost with A,
+    not that the session's working directory changed."""
+    policy = gated(tmp_path)
+    ran = tmp_path / "workspace" / "ran"
+    with replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT, policy_file=policy) as b:
+        with replica(
+            tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT, policy_file=policy
+        ) as a:
+            with a.client() as agent_a:
+                made = agent_a.post("/v1/sessions", json={})
+                assert made.status_code == 201, made.text
+                session_id = made.json()["id"]
+                call = {"command": f"echo gated > {ran}", "session": session_id, "async": True}
+                held = agent_a.post("/v1/executions", json=call)
+                assert held.status_code == 202, held.text
+                assert held.json()["state"] == "awaiting_approval"
+            kill(a)
+        wait_until_seen_dead(b, "node-a")
+        final = approve_on(b, held.json())
+
+    assert final["state"] == "failed", final
+    assert final["started_at"] is None
+    assert not ran.exists()
+    expected = f"session {session_id} was lost with replica node-a"
+    assert final["notices"][-1].startswith(expected), final["notices"]
+    assert "working directory" not in final["text"]
+
+
+def test_an_approved_call_of_a_dead_replica_names_both_workspaces(
+    tmp_path: Path, database: str
+) -> None:
+    """Replicas with workspaces of their own: the approver saw A's, B would run it in its own.
+    Nothing runs, and the record says so with both directories, not that a session (there is
+    none) changed its working directory."""
+    policy = gated(tmp_path)
+    settings: dict[str, Any] = {"node_timeout": NODE_TIMEOUT, "policy_file": policy}
+    with replica(tmp_path, "node-b", database, own_workspace=True, **settings) as b:
+        with replica(tmp_path, "node-a", database, own_workspace=True, **settings) as a:
+            with a.client() as agent_a:
+                held = agent_a.post(
+                    "/v1/executions", json={"command": "echo gated > ran", "async": True}
+                )
+                assert held.status_code == 202, held.text
+            kill(a)
+        wait_until_seen_dead(b, "node-a")
+        final = approve_on(b, held.json())
+
+    shown = str(tmp_path / "node-a" / "workspace")
+    here = str(tmp_path / "node-b" / "workspace")
+    assert held.json()["cwd"] == shown
+    assert final["state"] == "rejected", final
+    assert final["started_at"] is None
+    assert not (tmp_path / "node-b" / "workspace" / "ran").exists()
+    notice = final["notices"][-1]
+    assert shown in notice and here in notice, notice
+    assert "session" not in notice and "nothing ran" in notice
+
+
+def test_a_viewer_through_another_replica_gets_1013_when_the_owner_dies(
+    tmp_path: Path, database: str
+) -> None:
+    """A viewer on B of A's execution (B relays A's stream) is closed with 1013 and a reason
+    naming A when A is killed, as docs/streaming.md says, not left with a dropped connection."""
+    with (
+        replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b,
+        replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
+        a.client() as agent_a,
+    ):
+        # Its pty hangs up with A, so the command ends with it (no process left over).
+        job = agent_a.post(
+            "/v1/executions",
+            json={"command": "echo started; read line", "pty": True, "async": True},
+        )
+        assert job.status_code == 202, job.text
+        url = f"{b.ws_url}/v1/executions/{job.json()['id']}/stream"
+
+        async def watch_through_b() -> tuple[int | None, str]:
+            headers = {"Authorization": f"Bearer {AGENT}"}
+            async with connect(url, additional_headers=headers) as viewer:
+                seen = b""
+                while b"started" not in seen:
+                    frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                    assert frame["type"] != "exit", frame
+                    if frame["type"] == "output":
+                        seen += frame["data"].encode()
+                await asyncio.to_thread(kill, a)
+                with pytest.raises(ConnectionClosed):
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                        assert frame["type"] != "exit", frame
+                assert viewer.protocol.close_rcvd is not None, "no close frame"
+                return viewer.close_code, viewer.close_reason
+
+        code, reason = asyncio.run(watch_through_b())
+    assert code == 1013, (code, reason)
+    assert reason == "replica node-a stopped answering", reason
+
+
+def test_a_returning_replica_ends_and_reads_what_the_others_recorded_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """Data directories not shared, sandbox off: B records A's job `lost` without output (the
+    log is on A's disk) while its process outlives A. When A starts again it kills that
+    process, as after any crash, and the record gets the log's output and byte counts."""
+    with replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b:
+        with (
+            replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
+            a.client() as agent_a,
+        ):
+            job = agent_a.post(
+                "/v1/executions", json={"command": "echo part-1; sleep 120", "async": True}
+            )
+            assert job.status_code == 202, job.text
+            execution_id = job.json()["id"]
+            eventually(
+                lambda: b"part-1" in agent_a.get(f"/v1/executions/{execution_id}/output").content,
+                what="the first line in A's log",
+            )
+            kill(a)
+        with b.client() as agent_b:
+
+            def recorded_lost() -> dict[str, Any] | None:
+                record: dict[str, Any] = agent_b.get(f"/v1/executions/{execution_id}").json()
+                return record if record["state"] == "lost" else None
+
+            lost = eventually(recorded_lost, what="B recording A's job lost", within=20)
+        assert lost is not None
+        assert (lost["output"], lost["total_bytes"]) == ("", 0)  # B cannot read A's disk
+        leader = _group_of(database, execution_id)
+        try:
+            assert _alive(leader), "the job's process did not outlive its replica"
+            with replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT):
+                # Both done before the replica listens (a short log).
+                assert not _alive(leader)
+                with b.client() as agent_b:
+                    record = agent_b.get(f"/v1/executions/{execution_id}").json()
+        finally:
+            if _alive(leader):
+                os.killpg(leader, signal.SIGKILL)  # this test's own job, left by its replica
+    assert record["state"] == "lost"
+    assert record["output"] == "part-1\n"
+    assert record["total_bytes"] == record["output_bytes"] == len("part-1\n")
+    assert record["text"].startswith("part-1\n\n")
+
+
+def _group_of(database: str, execution_id: str) -> int:
+    engine = create_engine(database)
+    with engine.connect() as connection:
+        pgid = connection.execute(
+            text("SELECT pgid FROM executions WHERE id = :id"), {"id": execution_id}
+        ).scalar()
+    engine.dispose()
+    assert isinstance(pgid, int) and pgid > 1, pgid
+    return pgid
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no parent reaps any more counts as gone), and still the job's `sleep`
+    (its shell ran it in its own place)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read()
+    except FileNotFoundError:
+        return False
+    return state != b"Z" and command == b"sleep\x00120\x00"
+
+
+def test_a_viewer_through_another_replica_gets_1013_when_the_owner_hangs(
+    tmp_path: Path, database: str
+) -> None:
+    """An owner that stops answering without closing its connections (a hung process, a host
+    gone from the network: here A is stopped with SIGSTOP) is found out by B's pings on the
+    relayed stream, and the viewer is closed with 1013 rather than left waiting for ever."""
+    with (
+        replica(tmp_path, "node-b", database, ws_ping_seconds=1) as b,
+        replica(tmp_path, "node-a", database) as a,
+        a.client() as agent_a,
+    ):
+        job = agent_a.post(
+            "/v1/executions",
+            json={"command": "echo started; read line", "pty": True, "async": True},
+        )
+        assert job.status_code == 202, job.text
+        url = f"{b.ws_url}/v1/executions/{job.json()['id']}/stream"
+
+        async def watch_through_b() -> tuple[int | None, str]:
+            headers = {"Authorization": f"Bearer {AGENT}"}
+            async with connect(url, additional_headers=headers) as viewer:
+                seen = b""
+                while b"started" not in seen:
+                    frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                    if frame["type"] == "output":
+                        seen += frame["data"].encode()
+                a.process.send_signal(signal.SIGSTOP)  # this test's own replica, by its pid
+                with pytest.raises(ConnectionClosed):
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(viewer.recv(), 30))
+                        assert frame["type"] != "exit", frame
+                assert viewer.protocol.close_rcvd is not None, "no close frame"
+                return viewer.close_code, viewer.close_reason
+
+        try:
+            code, reason = asyncio.run(watch_through_b())
+        finally:
+            kill(a)  # SIGKILL ends a stopped process too; its pty job hangs up with it
+    assert code == 1013, (code, reason)
+    assert reason == "replica node-a stopped answering", reason

@@ -423,3 +423,70 @@ def test_approval_card_shows_planted_control_and_bidi_characters_as_escapes(
     expect(card.locator("pre.command .escape")).to_have_count(6)
     expect(card.locator("pre.env")).to_have_text("PLANTED=a\\x1b]0;t\\x07b")
     approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def pending_count(approver: httpx.Client) -> int:
+    response = approver.get("/v1/approvals", params={"state": "pending", "limit": 500})
+    assert response.status_code == 200, response.text
+    return len(response.json()["data"])
+
+
+def test_pending_approvals_list_newest_first_under_a_count_that_follows_them(
+    page: Page, console_server: LiveServer, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    # Three waiting at sign-in came in no order, a fourth landed below the fold, and nothing
+    # said how many there were.
+    waiting = [request_approval(agent, f"{PROMPT_PREFIX} inbox-{n}") for n in range(3)]
+    ids = [execution["approval"]["id"] for execution in waiting]
+    count = page.locator("#pending-count")
+    try:
+        sign_in(page, console_server, APPROVER)
+        wait_until_live(page)
+        cards = page.locator("#pending-list > li")
+        expect(cards).to_have_count(pending_count(approver))
+        order = cards.evaluate_all("cards => cards.map((card) => card.dataset.approvalId)")
+        assert [approval_id for approval_id in order if approval_id in ids] == ids[::-1]
+        expect(count).to_have_text(str(pending_count(approver)))
+
+        fourth = request_approval(agent, f"{PROMPT_PREFIX} inbox-arrives")
+        ids.append(fourth["approval"]["id"])
+        expect(cards.first).to_have_attribute("data-approval-id", ids[-1])  # on top
+        expect(count).to_have_text(str(pending_count(approver)))
+
+        pending_card(page, ids[0]).get_by_role("button", name="Deny").click()
+        expect(pending_card(page, ids[0])).to_have_count(0)
+        expect(count).to_have_text(str(pending_count(approver)))
+        approver.post(f"/v1/approvals/{ids[1]}/deny", json={"reason": "decided elsewhere"})
+        expect(pending_card(page, ids[1])).to_have_count(0)
+        expect(count).to_have_text(str(pending_count(approver)))
+    finally:
+        for approval_id in ids:
+            approver.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
+
+
+def test_an_approver_is_offered_no_run_form_and_no_controls_of_a_job_it_may_only_watch(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    # An approver may read and watch every execution but neither run nor drive one (403).
+    response = agent.post(
+        "/v1/executions",
+        json={"command": "echo watched-by-approver; sleep 30", "async": True, "pty": True},
+    )
+    assert response.status_code == 202, response.text
+    execution_id = response.json()["id"]
+    try:
+        sign_in(page, console_server, APPROVER)
+        expect(page.locator("#execution-rows")).to_contain_text("watched-by-approver")
+        expect(page.locator("#run-form")).to_be_hidden()
+        expect(page.get_by_role("button", name="Run")).to_have_count(0)
+
+        page.locator(f"#execution-rows [data-execution-id='{execution_id}'] a.command").click()
+        view = shown_view(page)
+        expect(view.locator(".view-terminal .xterm-rows")).to_contain_text("watched-by-approver")
+        expect(view.locator(".view-state")).to_have_text("running")
+        expect(view.get_by_role("button", name="Ctrl-C")).to_be_hidden()
+        expect(view.get_by_role("button", name="Cancel")).to_be_hidden()
+        expect(view.locator(".view-terminal")).not_to_have_attribute("data-size", re.compile("."))
+        expect(view.locator(".view-error")).to_be_empty()  # nothing was sent to be refused
+    finally:
+        agent.post(f"/v1/executions/{execution_id}/cancel")

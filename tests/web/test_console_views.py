@@ -6,13 +6,24 @@ signed-in user, a phone's width, and the rules edited by an admin. Screenshots a
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import update
 
+from app.store.models import Execution
 from tests.conftest import ADMIN, AGENT, LiveServer
-from tests.web.browser import ARTIFACTS, NEEDS_CHROMIUM, Watch, shown_view, sign_in
+from tests.web.browser import (
+    ARTIFACTS,
+    NEEDS_CHROMIUM,
+    PROMPT_PREFIX,
+    Watch,
+    request_approval,
+    shown_view,
+    sign_in,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -231,3 +242,166 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.get("/v1/policy").json() == saved  # refused: nothing changed
     finally:
         assert admin.put("/v1/policy", json=original).status_code == 200
+
+
+def running_jobs_in_header(page: Page) -> int:
+    text = page.locator("#server-info").text_content() or ""
+    match = re.search(r"· (\d+)/\d+ jobs running$", text)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_the_headers_job_count_follows_jobs_starting_and_ending(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    # It was read once at sign-in: a job started or ended after that never showed.
+    sign_in(page, console_server, AGENT)
+    header = page.locator("#server-info")
+    expect(header).to_contain_text("jobs running")
+    before = running_jobs_in_header(page)
+
+    page.get_by_label("Command").fill("echo counted; sleep 30")
+    page.get_by_role("button", name="Run").click()
+    view = shown_view(page)
+    expect(view.locator(".view-terminal")).to_contain_text("counted")
+    execution_id = view.locator(".view-id").text_content() or ""
+    try:
+        expect(header).to_contain_text(f"· {before + 1}/")
+        page.get_by_role("button", name="Cancel").click()
+        expect(view.locator(".view-state")).to_contain_text("cancelled")
+        expect(header).to_contain_text(f"· {before}/")
+    finally:
+        agent.post(f"/v1/executions/{execution_id}/cancel")
+
+
+def test_at_1280_px_state_exit_duration_and_a_dated_start_are_whole(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    waiting = request_approval(agent, f"{PROMPT_PREFIX} held-while-the-table-is-measured")
+    long_command = "echo " + "a-command-long-enough-to-want-the-whole-row " * 4 + "; exit 3"
+    failed = finished(agent, long_command)
+    # The widest a start and a duration get: another day's, and just under two hours.
+    started = datetime.now(UTC) - timedelta(days=2)
+    engine = console_server.database_engine()
+    with engine.begin() as connection:
+        connection.execute(
+            update(Execution)
+            .where(Execution.id == failed["id"])
+            .values(started_at=started, finished_at=started + timedelta(minutes=118, seconds=59))
+        )
+    engine.dispose()
+    response = agent.post("/v1/executions", json={"command": "sleep 30", "async": True})
+    assert response.status_code == 202, response.text
+    cancelled = agent.post(f"/v1/executions/{response.json()['id']}/cancel").json()
+    assert cancelled["state"] == "cancelled", cancelled
+    try:
+        sign_in(page, console_server, ADMIN)
+        for execution in (waiting, failed, cancelled):
+            row = execution_row(page, execution["id"])
+            expect(row).to_be_visible()
+            for cell in ("state-cell", "exit-cell", "duration-cell", "started-cell"):
+                # The text's own box, laid out without clipping, inside its cell and the window.
+                text_box, cell_box = row.locator(f".{cell}").evaluate(
+                    """cell => {
+                        const range = document.createRange();
+                        range.selectNodeContents(cell);
+                        const text = range.getBoundingClientRect();
+                        const box = cell.getBoundingClientRect();
+                        return [[text.left, text.right], [box.left, box.right]];
+                    }"""
+                )
+                assert cell_box[0] - 0.5 <= text_box[0] and text_box[1] <= cell_box[1] + 0.5, (
+                    execution["state"],
+                    cell,
+                    text_box,
+                    cell_box,
+                )
+                assert cell_box[1] <= 1280, (cell, cell_box)
+        for execution in (waiting, failed, cancelled):
+            expect(execution_row(page, execution["id"]).locator(".started-cell time")).to_have_text(
+                re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
+            )
+        expect(execution_row(page, waiting["id"]).locator(".state")).to_have_text(
+            "awaiting_approval"
+        )
+        expect(execution_row(page, failed["id"]).locator(".exit-cell")).to_have_text("3")
+        expect(execution_row(page, failed["id"]).locator(".duration-cell")).to_have_text(
+            "118 min 59 s"
+        )
+        command_box = execution_row(page, failed["id"]).locator(".command-cell").bounding_box()
+        assert command_box is not None and command_box["width"] > 150  # still a column
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        screenshot(page, "console-1280.png")
+    finally:
+        admin.post(f"/v1/approvals/{waiting['approval']['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_a_job_held_for_approval_opens_as_a_notice_then_its_output_once_approved(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    execution = request_approval(agent, f"{PROMPT_PREFIX} shown-after-approval")
+    approval = execution["approval"]
+    try:
+        page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+        page.get_by_label("Token").fill(AGENT)
+        page.get_by_role("button", name="Sign in").click()
+        view = shown_view(page)
+        waiting = view.locator(".view-waiting")
+        expect(view.locator(".view-state")).to_have_text("awaiting_approval")
+        expect(waiting).to_be_visible()
+        expect(waiting).to_contain_text("Waiting for approval")
+        expect(waiting.locator(".waiting-reason")).to_have_text(approval["reason"])
+        expect(view.locator(".view-terminal")).to_be_hidden()
+        expect(view.get_by_role("button", name="Ctrl-C")).to_be_disabled()  # nothing to signal
+
+        decided = admin.post(f"/v1/approvals/{approval['id']}/approve", json={})
+        assert decided.status_code == 200, decided.text
+
+        expect(view.locator(".view-terminal")).to_contain_text(
+            "needs-approval shown-after-approval"
+        )
+        expect(waiting).to_be_hidden()
+        expect(view.locator(".view-state")).to_have_text("completed, exit code 0")
+    finally:
+        admin.post(f"/v1/approvals/{approval['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_a_pty_job_held_for_approval_gets_the_terminals_size_once_it_runs(
+    page: Page, console_server: LiveServer, agent: httpx.Client, admin: httpx.Client
+) -> None:
+    # A resize sent while it waits is refused (no process yet): the size goes once it runs.
+    response = agent.post(
+        "/v1/executions",
+        json={
+            "command": f"{PROMPT_PREFIX} pty-held; read -r _; stty size",
+            "pty": True,
+            "async": True,
+        },
+    )
+    assert response.status_code == 202, response.text
+    execution = response.json()
+    assert execution["state"] == "awaiting_approval"
+    approval_id = execution["approval"]["id"]
+    try:
+        page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+        page.get_by_label("Token").fill(AGENT)
+        page.get_by_role("button", name="Sign in").click()
+        view = shown_view(page)
+        expect(view.locator(".view-waiting")).to_be_visible()
+        expect(view).to_have_attribute("data-stream", "live")
+
+        assert admin.post(f"/v1/approvals/{approval_id}/approve", json={}).status_code == 200
+
+        terminal = view.locator(".view-terminal")
+        expect(terminal).to_contain_text("needs-approval pty-held")
+        expect(terminal).to_have_attribute("data-size", re.compile(r"^\d+x\d+$"))
+        rows, cols = (terminal.get_attribute("data-size") or "").split("x")
+        terminal.click()
+        page.keyboard.press("Enter")  # the size is in: let `stty size` say what it sees
+        expect(view.locator(".view-state")).to_have_text("completed, exit code 0")
+        final = agent.get(f"/v1/executions/{execution['id']}", params={"wait": 10}).json()
+        assert f"{rows} {cols}" in final["output"]
+        expect(view.locator(".view-error")).to_be_empty()  # no resize was refused
+    finally:
+        admin.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})

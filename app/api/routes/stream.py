@@ -7,7 +7,8 @@ Close codes: 1000 after the exit frame; 4000 + the HTTP status the same error wo
 REST (4401 unauthenticated, 4403 forbidden, 4404 not found or another agent's, 4422 a bad
 offset, 4410 a log gone from disk); 1011 when the stream fails on the server's side; 1012 when
 the server stops; 1013 for a temporary condition (the database or the replica holding the
-log does not answer). The
+log does not answer; app/cluster/forwarding.py also closes a relayed stream with it when the
+owner dies mid-stream). The
 socket is accepted before authenticating so that the client sees these codes and their
 reasons; a refusal before the handshake would reach it as a bare HTTP 403.
 """

@@ -1,6 +1,7 @@
-// The approvals panel: pending approvals kept live by `/v1/approvals/stream`, decided with
-// Approve / Deny, an optional reason and a remember choice (docs/policy.md#remembered-decisions);
-// decisions move to the history list, which shows the rule a remembered approval made.
+// The approvals panel: pending approvals kept live by `/v1/approvals/stream`, newest first under
+// a count of them, decided with Approve / Deny, an optional reason and a remember choice
+// (docs/policy.md#remembered-decisions); decisions move to the history list, which shows the
+// rule a remembered approval made.
 
 import { api, backoff, openSocket, refusal } from "./api.js";
 import { byId, el, showError, timeEl, visibleText } from "./dom.js";
@@ -76,6 +77,7 @@ export class ApprovalsPanel {
     this.onDecided = onDecided;
     this.pendingList = byId("pending-list");
     this.pendingEmpty = byId("pending-empty");
+    this.pendingCount = byId("pending-count");
     this.historyList = byId("history-list");
     this.liveBadge = byId("approvals-live");
     this.errorEl = byId("approvals-error");
@@ -197,7 +199,7 @@ export class ApprovalsPanel {
         break;
       case "approval.requested":
         if (frame.approval.state === "pending") this.#addPending(frame.approval);
-        this.#renderEmpty();
+        this.#renderCount();
         break;
       case "approval.decided":
         this.#decided(frame.approval);
@@ -218,17 +220,18 @@ export class ApprovalsPanel {
     const wanted = new Set(approvals.map((approval) => approval.id));
     for (const id of [...this.pending.keys()]) if (!wanted.has(id)) this.#removePending(id);
     for (const approval of approvals) this.#addPending(approval);
-    this.#renderEmpty();
+    this.#renderCount();
   }
 
   #addPending(approval) {
     if (this.pending.has(approval.id)) return;
     const card = this.#pendingCard(approval);
     this.pending.set(approval.id, { approval, card });
-    const later = [...this.pending.values()].find(
-      (entry) => entry.card.isConnected && entry.approval.created_at > approval.created_at,
+    // Newest first: a card that arrives lands at the top, where it is seen, not below the fold.
+    const older = [...this.pendingList.children].find(
+      (other) => this.pending.get(other.dataset.approvalId)?.approval.created_at < approval.created_at,
     );
-    this.pendingList.insertBefore(card, later ? later.card : null);
+    this.pendingList.insertBefore(card, older ?? null);
   }
 
   #removePending(id) {
@@ -242,7 +245,7 @@ export class ApprovalsPanel {
       this.history.unshift(approval);
       this.history.length = Math.min(this.history.length, HISTORY_LIMIT);
     }
-    this.#renderEmpty();
+    this.#renderCount();
     this.#renderHistory();
     // A rule another approver just made is not known yet: read it, then show it.
     const rule = approval.remembered_rule;
@@ -274,8 +277,10 @@ export class ApprovalsPanel {
     }
   }
 
-  #renderEmpty() {
+  #renderCount() {
     this.pendingEmpty.hidden = this.pending.size > 0;
+    this.pendingCount.textContent = String(this.pending.size);
+    this.pendingCount.dataset.count = String(this.pending.size);
   }
 
   #renderHistory() {

@@ -23,15 +23,22 @@ export function byId(id) {
   return node;
 }
 
-export function timeEl(iso) {
+// A time as a <time>: today's as the time alone, another day's with its date; `{ dated: true }`
+// always with the date, as `YYYY-MM-DD HH:MM` in local time (a list where rows of several days
+// sit together and sort by it). The title has the whole local date and time.
+export function timeEl(iso, { dated = false } = {}) {
   if (!iso) return el("span", { class: "muted" }, "—");
   const date = new Date(iso);
   const today = date.toDateString() === new Date().toDateString();
-  const label = today
-    ? date.toLocaleTimeString()
-    : date.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
+  let label;
+  if (dated) label = `${isoDate(date)} ${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  else if (today) label = date.toLocaleTimeString();
+  else label = date.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
   return el("time", { datetime: iso, title: date.toLocaleString() }, label);
 }
+
+const pad = (number) => String(number).padStart(2, "0");
+const isoDate = (date) => `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
 
 export function showError(node, error) {
   node.textContent = error ? (error.message ?? String(error)) : "";

@@ -1,9 +1,11 @@
 // One execution in a tab of its own: its live output, its state, and the controls a human
-// needs (keyboard input and resize for PTY runs, Ctrl-C, Cancel, copy, download, search).
-// Each open tab is one ExecutionView built from the page's template.
+// needs (keyboard input and resize for PTY runs, Ctrl-C, Cancel, copy, download, search) when
+// the caller may drive it (its owner or an admin). While it awaits an approval the tab says so,
+// with the policy's reason, in place of a terminal with nothing to show yet; the output takes
+// its place when it runs. Each open tab is one ExecutionView built from the page's template.
 
 import { api } from "./api.js";
-import { el, showError, visibleText } from "./dom.js";
+import { el, showError, timeEl, visibleText } from "./dom.js";
 import { OutputTools } from "./output-tools.js";
 import { ExecutionStream } from "./stream.js";
 import { createTerminal } from "./terminal.js";
@@ -29,10 +31,15 @@ export function durationText(execution, now = Date.now()) {
 }
 
 export class ExecutionView {
-  constructor(executionId, { template, onChanged, onLabel }) {
+  constructor(executionId, { template, onChanged, onLabel, mayControl }) {
     this.executionId = executionId;
     this.onChanged = onChanged;
     this.onLabel = onLabel;
+    // mayControl(execution): whether the server lets this caller drive it (input, resize,
+    // signals, cancel); without it those controls are not offered.
+    this.mayControl = mayControl;
+    this.controls = false;
+    this.state = null;
     this.root = template.content.firstElementChild.cloneNode(true);
     this.root.dataset.executionId = executionId;
     this.root.hidden = true;
@@ -43,7 +50,11 @@ export class ExecutionView {
     this.commandEl = part("view-command");
     this.errorEl = part("view-error");
     this.toolStatus = part("tool-status");
+    this.toolsEl = part("output-tools");
     this.container = part("view-terminal");
+    this.waitingEl = part("view-waiting");
+    this.waitingReason = part("waiting-reason");
+    this.waitingExpires = part("waiting-expires");
     this.lineForm = part("line-input");
     this.lineText = part("line-input-text");
     this.interruptButton = part("view-interrupt");
@@ -82,7 +93,11 @@ export class ExecutionView {
     }
     if (this.closed) return;
     this.execution = execution;
+    this.controls = this.mayControl(execution);
+    this.interruptButton.hidden = !this.controls;
+    this.cancelButton.hidden = !this.controls;
     this.commandEl.replaceChildren(...visibleText(execution.command));
+    this.#renderWaiting(execution.approval);
     this.#setState(execution.state, execution);
     this.#renderFacts(execution);
     this.onLabel?.(execution.command);
@@ -93,8 +108,8 @@ export class ExecutionView {
     }
     this.terminal = terminal;
     this.tools.attach(terminal);
-    this.lineForm.hidden = !(execution.pty && terminal.kind === "plain");
-    if (execution.pty) {
+    this.lineForm.hidden = !(execution.pty && terminal.kind === "plain" && this.controls);
+    if (execution.pty && this.controls) {
       terminal.onInput((data) => this.#sendInput(data));
       terminal.onResize((rows, cols) => this.#sendResize(rows, cols));
     }
@@ -117,8 +132,7 @@ export class ExecutionView {
       onError: (message) => showError(this.errorEl, new Error(message)),
       onOpen: () => {
         this.container.dataset.connects = String(this.stream.connects);
-        const size = terminal.size;
-        if (execution.pty && size) this.#sendResize(size.rows, size.cols);
+        if (this.state === "running") this.#sendSize();
       },
     });
     this.stream.start();
@@ -162,16 +176,43 @@ export class ExecutionView {
     }
   }
 
+  // The policy's reason for holding it and when the approval expires, shown while it waits.
+  #renderWaiting(approval) {
+    this.waitingReason.replaceChildren(...visibleText(approval?.reason ?? ""));
+    this.waitingReason.hidden = !approval?.reason;
+    this.waitingExpires.replaceChildren(approval ? timeEl(approval.expires_at) : "");
+    this.waitingExpires.parentElement.hidden = !approval;
+  }
+
   #setState(state, details) {
+    const wasWaiting = this.state === "awaiting_approval";
+    this.state = state;
+    const waiting = state === "awaiting_approval";
+    this.waitingEl.hidden = !waiting;
+    this.container.hidden = waiting;
+    this.toolsEl.hidden = waiting; // nothing to copy, download or search yet
+    if (wasWaiting && !waiting) {
+      // Laid out only now: the terminal takes its real size, and a PTY that just started
+      // learns it (a resize before the process exists is refused).
+      this.terminal?.fit?.();
+      if (state === "running") this.#sendSize();
+    }
     this.stateEl.dataset.state = state;
     this.stateEl.textContent =
       details && !ACTIVE_STATES.has(state) ? describeExit({ ...details, state }) : state;
     const active = ACTIVE_STATES.has(state);
-    this.interruptButton.disabled = !active;
+    // No process yet while it waits: a signal would be refused; a cancel withdraws the request.
+    this.interruptButton.disabled = state !== "running";
     this.cancelButton.disabled = !active;
   }
 
+  #sendSize() {
+    const size = this.terminal?.size;
+    if (this.execution?.pty && this.controls && size) this.#sendResize(size.rows, size.cols);
+  }
+
   #sendResize(rows, cols) {
+    if (this.state !== "running") return; // no process yet (or any more) to take the size
     if (this.stream?.send({ type: "resize", rows, cols })) {
       this.container.dataset.size = `${rows}x${cols}`;
     }

@@ -1,5 +1,6 @@
 // The executions panel: the list (newest first, refreshed on demand and every few seconds while
-// the tab is visible) and the Run form, which starts a background job. A row opens its
+// the tab is visible) and the Run form, which starts a background job and is shown only to a
+// role that may run one (an approver may not: the server answers 403). A row opens its
 // execution in a tab: the command is a link (#/executions/{id}) and a click anywhere on the
 // row follows it, so it works at any width.
 
@@ -12,10 +13,12 @@ const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
 
 export class ExecutionsPanel {
-  constructor({ onOpenExecution, selectedId }) {
-    // onOpenExecution(id) navigates; selectedId() is the execution whose tab is shown.
+  constructor({ onOpenExecution, selectedId, onRefreshed }) {
+    // onOpenExecution(id) navigates; selectedId() is the execution whose tab is shown;
+    // onRefreshed() follows each read of the list.
     this.onOpenExecution = onOpenExecution;
     this.selectedId = selectedId;
+    this.onRefreshed = onRefreshed;
     this.rows = byId("execution-rows");
     this.errorEl = byId("executions-error");
     this.runForm = byId("run-form");
@@ -32,7 +35,8 @@ export class ExecutionsPanel {
     });
   }
 
-  start() {
+  start({ canRun = true } = {}) {
+    this.runForm.hidden = !canRun;
     this.refresh();
     this.timer = setInterval(() => {
       if (document.visibilityState === "visible") this.refresh();
@@ -60,6 +64,7 @@ export class ExecutionsPanel {
     } catch (error) {
       showError(this.errorEl, error);
     }
+    this.onRefreshed?.();
   }
 
   #row(execution) {
@@ -88,8 +93,8 @@ export class ExecutionsPanel {
       ),
       cell("Exit", "exit-cell", exit === null ? el("span", { class: "muted" }, "—") : String(exit)),
       cell("Duration", "duration-cell", duration ?? el("span", { class: "muted" }, "—")),
-      cell("Owner", "owner-cell", execution.owner),
-      cell("Started", "started-cell", timeEl(execution.started_at ?? execution.created_at)),
+      cell("Owner", "owner-cell", el("span", { class: "owner", title: execution.owner }, execution.owner)),
+      cell("Started", "started-cell", timeEl(execution.started_at ?? execution.created_at, { dated: true })),
     );
   }
 

@@ -23,6 +23,12 @@ export class Tabs {
     this.template = byId("execution-view-template");
     this.views = new Map(); // execution id → { view, tab }
     this.current = null;
+    this.mayControl = () => false;
+  }
+
+  // mayControl(execution): whether the signed-in caller may drive an execution (ExecutionView).
+  start({ mayControl }) {
+    this.mayControl = mayControl;
   }
 
   show(route) {
@@ -64,6 +70,7 @@ export class Tabs {
     const view = new ExecutionView(id, {
       template: this.template,
       onChanged: () => this.onExecutionChanged(),
+      mayControl: (execution) => this.mayControl(execution),
       onLabel: (command) => {
         link.textContent = shortLabel(command);
         link.title = `${visibleString(command)}\n${id}`;
