@@ -536,3 +536,21 @@ def test_a_session_sandbox_approval_cannot_be_remembered(
     assert refused.status_code == 422, refused.text
     assert "a session's sandbox" in refused.json()["error"]["message"]
     carol.post(f"/v1/approvals/{approval['id']}/deny")
+
+
+def test_the_files_api_cannot_read_what_the_policys_sandbox_hides(
+    sandboxed: LiveServer, admin: httpx.Client
+) -> None:
+    """What the policy's `sandbox.hidden` hides from commands, the files API does not reach
+    either; under the next policy version without it, it does again."""
+    secrets = sandboxed.settings.workspace / "policy-hidden"
+    secrets.mkdir(exist_ok=True)
+    (secrets / "key").write_text("not for agents\n")
+    install(admin, {"sandbox": {"hidden": ["$WORKSPACE/policy-hidden"]}})
+    for path in ("policy-hidden/key", "policy-hidden"):
+        refused = admin.get("/v1/files", params={"path": path})
+        assert refused.status_code == 403, (path, refused.text)
+        assert "hidden by the sandbox" in refused.json()["error"]["message"]
+    install(admin, {})
+    allowed = admin.get("/v1/files", params={"path": "policy-hidden/key"})
+    assert (allowed.status_code, allowed.text) == (200, "not for agents\n")
