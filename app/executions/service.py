@@ -51,6 +51,7 @@ from app.observability.events import execution_event
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.artifact_log import ArtifactLog
+from app.output.search import LogSearch
 from app.policy.engine import RuleAction
 from app.policy.env_rules import validate_env
 from app.sandbox import Sandbox
@@ -343,6 +344,12 @@ class ExecutionService:
         self, principal: Principal, execution_id: str, offset: int, limit: int
     ) -> OutputPage:
         return await self._reader.read_output(principal, execution_id, offset, limit)
+
+    async def search_output(
+        self, principal: Principal, execution_id: str, query: str, limit: int, ignore_case: bool
+    ) -> tuple[LogSearch, int, bool]:
+        """The lines of the whole log holding `query`; the log's size; whether it is complete."""
+        return await self._reader.search_output(principal, execution_id, query, limit, ignore_case)
 
     async def authorize_read(self, principal: Principal, execution_id: str) -> Execution:
         """The record, if this principal may read it (else NotFoundError)."""
