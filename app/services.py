@@ -41,6 +41,7 @@ from app.executions.recovery import (
     recover_lost_while_silent,
 )
 from app.executions.registry import Registry
+from app.executions.result_text import FENCED_NOTICE
 from app.files.service import FileService
 from app.governance.service import PolicyService
 from app.notifications import Notifier
@@ -147,6 +148,9 @@ class Services:
             completion=notifier,
             sandbox=sandbox,
         )
+        # A replica cut off from the database ends its commands before the others record them
+        # lost (docs/operations.md, "When a replica dies").
+        cluster.when_fenced(lambda silent: executions.fence(FENCED_NOTICE.format(seconds=silent)))
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
         # Approvers hear of prompts through the completion deliverer's machinery.
         approval_notifier = ApprovalNotifier(settings, notifier)

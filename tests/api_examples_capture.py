@@ -100,6 +100,14 @@ def capture() -> dict[str, dict[str, dict[str, Any]]]:
             record = agent.post("/v1/executions", json={"command": "echo hello"}).json()
             answer("listExecutions", agent.get("/v1/executions", params={"limit": 1}))
             answer("readExecutionOutput", agent.get(f"/v1/executions/{record['id']}/output"))
+            build = agent.post(
+                "/v1/executions",
+                json={"command": "printf 'compiling\\nerror: missing ;\\ndone\\n'"},
+            ).json()
+            answer(
+                "searchExecutionOutput",
+                agent.get(f"/v1/executions/{build['id']}/search", params={"q": "error"}),
+            )
             answer("followExecutionEvents", agent.get(f"/v1/executions/{record['id']}/events"))
             shell = agent.post(
                 "/v1/executions", json={"command": "cat", "pty": True, "async": True}

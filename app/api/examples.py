@@ -14,15 +14,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T01:51:31.306313Z",
+                "created_at": "2026-12-06T03:16:07.321876Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T01:51:31.313672Z",
+                "decided_at": "2026-12-06T03:16:07.351236Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_55z1NHwPLhSGixWhez5D",
-                "expires_at": "2026-12-06T02:01:31.306313Z",
-                "id": "ap_e6OfpgcAY6cDTaIY_NaG",
+                "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
+                "expires_at": "2026-12-06T03:26:07.321876Z",
+                "id": "ap_PMLWFIByT-BAhbSc2nQT",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -54,10 +54,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T01:51:31.451733Z",
+                "created_at": "2026-12-06T03:16:07.646044Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_FCqTXl1G5sVGSwMm_mq9",
+                "id": "se_Y3l-6p9UpPAUX38fNj0I",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -169,18 +169,18 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T01:51:31.451733Z",
+                "updated_at": "2026-12-06T03:16:07.646044Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T02:01:31.463381Z",
-                    "id": "ap_XS8n-apOro6mctmeqv4t",
+                    "expires_at": "2026-12-06T03:26:07.665572Z",
+                    "id": "ap_4KM4UX4ykPgQbZVSVR8R",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex_1FdpAyKyk_DWnDzJWckQ",
+                "execution_id": "ex_wL36Nq4jRyJv5_zvAbF6",
                 "state": "awaiting_approval",
             }
         },
@@ -189,8 +189,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T01:53:01.516919Z",
-                "ticket": "wst_LQw8F_h6v2LCGIu3P_cAIRFwP0IXOkzN",
+                "expires_at": "2026-12-06T03:17:37.860468Z",
+                "ticket": "wst_eySz47Uf0ESu9bUcyl_NpLXx9Yzqthww",
             }
         }
     },
@@ -198,15 +198,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T01:51:31.272696Z",
+                "created_at": "2026-12-06T03:16:07.241609Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T01:51:31.294407Z",
+                "decided_at": "2026-12-06T03:16:07.278040Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
-                "expires_at": "2026-12-06T02:01:31.272696Z",
-                "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
+                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
+                "expires_at": "2026-12-06T03:26:07.241609Z",
+                "id": "ap_3IPfI_T8WPDogXa-pzmq",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -224,11 +224,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_4QcTWOPjiBazTRH4czvX",
-                "created_at": "2026-12-06T01:51:31.393905Z",
-                "execution_id": "ex_sGwAaUy2EgLME5njVZJe",
+                "approval_id": "ap_xQSNVfXwKrwGDAzD5tch",
+                "created_at": "2026-12-06T03:16:07.514251Z",
+                "execution_id": "ex_4OFTKTVLiRvqHNefKswQ",
                 "finished_at": None,
-                "id": "fo__4T-4lSu5WXF-bp025mn",
+                "id": "fo_JzjwNu56jZVD1xWw1wRu",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -294,12 +294,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_E4AiWKrCPIXpMloFm-jH","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_E4AiWKrCPIXpMloFm-jH","wall_time_ms":5.040374000600423,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12075,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_2u4yxHJ04WNRvM2nRHTn","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_2u4yxHJ04WNRvM2nRHTn","wall_time_ms":10.207782000179577,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T01:51:31.216264Z","started_at":"2026-12-06T01:51:31.216264Z","finished_at":"2026-12-06T01:51:31.219619Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T03:16:07.070551Z","started_at":"2026-12-06T03:16:07.070551Z","finished_at":"2026-12-06T03:16:07.074292Z"}\n'
             "\n"
         }
     },
@@ -307,15 +307,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T01:51:31.272696Z",
+                "created_at": "2026-12-06T03:16:07.241609Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
-                "expires_at": "2026-12-06T02:01:31.272696Z",
-                "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
+                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
+                "expires_at": "2026-12-06T03:26:07.241609Z",
+                "id": "ap_3IPfI_T8WPDogXa-pzmq",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -760,7 +760,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "execution_limits": {
                     "cpu_seconds": None,
                     "file_size_mb": None,
-                    "memory_mb": 12075,
+                    "memory_mb": 12052,
                     "open_files": 65536,
                     "processes": 512,
                 },
@@ -794,11 +794,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.25398016e+08\n"
+            "process_virtual_memory_bytes 5.25611008e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.19259136e+08\n"
+            "process_resident_memory_bytes 1.20098816e+08\n"
         }
     },
     "getPolicy": {
@@ -843,16 +843,21 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "GIT_EXEC_PATH",
                         "GIT_TEMPLATE_DIR",
                         "RSYNC_RSH",
+                        "RSYNC_CONNECT_PROG",
                         "LESSOPEN",
                         "LESSCLOSE",
+                        "LESSEDIT",
                         "PAGER",
                         "MANPAGER",
                         "SYSTEMD_PAGER",
                         "EDITOR",
                         "VISUAL",
+                        "FCEDIT",
                         "SSH_ASKPASS",
                         "SUDO_ASKPASS",
                         "BROWSER",
+                        "TAR_OPTIONS",
+                        "ZIPOPT",
                     ],
                     "prompt": [],
                 },
@@ -873,10 +878,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T01:51:31.451733Z",
+                "created_at": "2026-12-06T03:16:07.646044Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_FCqTXl1G5sVGSwMm_mq9",
+                "id": "se_Y3l-6p9UpPAUX38fNj0I",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -980,7 +985,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T01:51:31.451733Z",
+                "updated_at": "2026-12-06T03:16:07.646044Z",
             }
         }
     },
@@ -1083,15 +1088,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T01:51:31.272696Z",
+                        "created_at": "2026-12-06T03:16:07.241609Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
-                        "expires_at": "2026-12-06T02:01:31.272696Z",
-                        "id": "ap_zd4RyRLhqQBXWFnYT8Gz",
+                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
+                        "expires_at": "2026-12-06T03:26:07.241609Z",
+                        "id": "ap_3IPfI_T8WPDogXa-pzmq",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1112,20 +1117,20 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_E4AiWKrCPIXpMloFm-jH",
+                        "artifact": "artifact://ex_2u4yxHJ04WNRvM2nRHTn",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T01:51:31.216264Z",
+                        "created_at": "2026-12-06T03:16:07.070551Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T01:51:31.219619Z",
-                        "id": "ex_E4AiWKrCPIXpMloFm-jH",
+                        "finished_at": "2026-12-06T03:16:07.074292Z",
+                        "id": "ex_2u4yxHJ04WNRvM2nRHTn",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
                             "file_size_mb": None,
-                            "memory_mb": 12075,
+                            "memory_mb": 12052,
                             "open_files": 65536,
                             "processes": 512,
                         },
@@ -1146,7 +1151,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T01:51:31.216264Z",
+                        "started_at": "2026-12-06T03:16:07.070551Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1155,7 +1160,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 5.040374000600423,
+                        "wall_time_ms": 10.207782000179577,
                     }
                 ],
                 "next_cursor": None,
@@ -1167,11 +1172,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_XwLuGqnbF-W4_M6UY7DE",
-                        "created_at": "2026-12-06T01:51:31.414318Z",
-                        "execution_id": "ex_2b1-YmikcEa1eDoWswoN",
+                        "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
+                        "created_at": "2026-12-06T03:16:07.564690Z",
+                        "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
                         "finished_at": None,
-                        "id": "fo__ELKdCWnB0_EhS1IEw-F",
+                        "id": "fo_oJpNTjEWMDlHrPk1XY65",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1194,7 +1199,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T01:51:31.197730Z",
+                        "created_at": "2026-12-06T03:16:07.035893Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1235,16 +1240,21 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                                     "GIT_EXEC_PATH",
                                     "GIT_TEMPLATE_DIR",
                                     "RSYNC_RSH",
+                                    "RSYNC_CONNECT_PROG",
                                     "LESSOPEN",
                                     "LESSCLOSE",
+                                    "LESSEDIT",
                                     "PAGER",
                                     "MANPAGER",
                                     "SYSTEMD_PAGER",
                                     "EDITOR",
                                     "VISUAL",
+                                    "FCEDIT",
                                     "SSH_ASKPASS",
                                     "SUDO_ASKPASS",
                                     "BROWSER",
+                                    "TAR_OPTIONS",
+                                    "ZIPOPT",
                                 ],
                                 "prompt": [],
                             },
@@ -1276,10 +1286,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T01:51:31.451733Z",
+                        "created_at": "2026-12-06T03:16:07.646044Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_FCqTXl1G5sVGSwMm_mq9",
+                        "id": "se_Y3l-6p9UpPAUX38fNj0I",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1434,7 +1444,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T01:51:31.451733Z",
+                        "updated_at": "2026-12-06T03:16:07.646044Z",
                     }
                 ]
             }
@@ -1448,8 +1458,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T01:52:01.022315Z",
-                        "started_at": "2026-12-06T01:51:30.996162Z",
+                        "last_heartbeat": "2026-12-06T03:16:36.764570Z",
+                        "started_at": "2026-12-06T03:16:06.693270Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1461,10 +1471,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T01:51:31.451733Z",
+                "created_at": "2026-12-06T03:16:07.646044Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_FCqTXl1G5sVGSwMm_mq9",
+                "id": "se_Y3l-6p9UpPAUX38fNj0I",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1573,7 +1583,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T01:52:01.481209Z",
+                "updated_at": "2026-12-06T03:16:37.718073Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1621,16 +1631,21 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "GIT_EXEC_PATH",
                         "GIT_TEMPLATE_DIR",
                         "RSYNC_RSH",
+                        "RSYNC_CONNECT_PROG",
                         "LESSOPEN",
                         "LESSCLOSE",
+                        "LESSEDIT",
                         "PAGER",
                         "MANPAGER",
                         "SYSTEMD_PAGER",
                         "EDITOR",
                         "VISUAL",
+                        "FCEDIT",
                         "SSH_ASKPASS",
                         "SUDO_ASKPASS",
                         "BROWSER",
+                        "TAR_OPTIONS",
+                        "ZIPOPT",
                     ],
                     "prompt": [],
                 },
@@ -1687,16 +1702,21 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "GIT_EXEC_PATH",
                         "GIT_TEMPLATE_DIR",
                         "RSYNC_RSH",
+                        "RSYNC_CONNECT_PROG",
                         "LESSOPEN",
                         "LESSCLOSE",
+                        "LESSEDIT",
                         "PAGER",
                         "MANPAGER",
                         "SYSTEMD_PAGER",
                         "EDITOR",
                         "VISUAL",
+                        "FCEDIT",
                         "SSH_ASKPASS",
                         "SUDO_ASKPASS",
                         "BROWSER",
+                        "TAR_OPTIONS",
+                        "ZIPOPT",
                     ],
                     "prompt": [],
                 },
@@ -1718,29 +1738,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_e6OfpgcAY6cDTaIY_NaG",
+                        "approval_id": "ap_PMLWFIByT-BAhbSc2nQT",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T01:51:31.306313Z",
+                        "created_at": "2026-12-06T03:16:07.321876Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_55z1NHwPLhSGixWhez5D",
+                        "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_zd4RyRLhqQBXWFnYT8Gz",
+                        "approval_id": "ap_3IPfI_T8WPDogXa-pzmq",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T01:51:31.272696Z",
+                        "created_at": "2026-12-06T03:16:07.241609Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_yhD9AufPhkyo7GBANVBQ",
+                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1789,16 +1809,21 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "GIT_EXEC_PATH",
                         "GIT_TEMPLATE_DIR",
                         "RSYNC_RSH",
+                        "RSYNC_CONNECT_PROG",
                         "LESSOPEN",
                         "LESSCLOSE",
+                        "LESSEDIT",
                         "PAGER",
                         "MANPAGER",
                         "SYSTEMD_PAGER",
                         "EDITOR",
                         "VISUAL",
+                        "FCEDIT",
                         "SSH_ASKPASS",
                         "SUDO_ASKPASS",
                         "BROWSER",
+                        "TAR_OPTIONS",
+                        "ZIPOPT",
                     ],
                     "prompt": [],
                 },
@@ -1819,12 +1844,24 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "request": {"application/json": {"command": "echo $PROJECT-$STAGE"}},
     },
+    "searchExecutionOutput": {
+        "200": {
+            "application/json": {
+                "complete": True,
+                "matches": [{"line": 2, "offset": 10, "text": "error: missing ;"}],
+                "query": "error",
+                "skipped": None,
+                "total_bytes": 32,
+                "truncated": False,
+            }
+        }
+    },
     "sendExecutionInput": {"request": {"application/json": {"data": "ls -la\n"}}},
     "statFile": {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T01:51:31.349889Z",
+                "mtime": "2026-12-06T03:16:07.437178Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1835,11 +1872,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_XwLuGqnbF-W4_M6UY7DE",
-                "created_at": "2026-12-06T01:51:31.414318Z",
-                "execution_id": "ex_2b1-YmikcEa1eDoWswoN",
+                "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
+                "created_at": "2026-12-06T03:16:07.564690Z",
+                "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
                 "finished_at": None,
-                "id": "fo__ELKdCWnB0_EhS1IEw-F",
+                "id": "fo_oJpNTjEWMDlHrPk1XY65",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1858,10 +1895,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T01:51:31.344598Z",
+                "created_at": "2026-12-06T03:16:07.410986Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T01:51:31.352905Z",
-                "id": "fo_wsffjAZA0K-46Zu7kWTx",
+                "finished_at": "2026-12-06T03:16:07.455141Z",
+                "id": "fo_i_UOXJINA5V-dezdCsWD",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1877,11 +1914,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_cfKGVq-25WhvNGjnJEDI",
-                "created_at": "2026-12-06T01:51:31.360575Z",
-                "execution_id": "ex_Aa_SVI78cLswp_9RcVSo",
+                "approval_id": "ap_XI48-hsFfuG2fSCP1Jhz",
+                "created_at": "2026-12-06T03:16:07.475843Z",
+                "execution_id": "ex_jF3_5taJ5jVPBz85WsdR",
                 "finished_at": None,
-                "id": "fo_x58v5pz1eSAcqDpRS2Jk",
+                "id": "fo_NYikQgYmqNNQ20KybJPj",
                 "message": None,
                 "mode": None,
                 "op": "write",

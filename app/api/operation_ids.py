@@ -13,6 +13,7 @@ _RENAMED = {
     "info": "getInfo",
     "tool": "getExecutionTool",
     "read_output": "readExecutionOutput",
+    "search_output": "searchExecutionOutput",
     "send_input": "sendExecutionInput",
     "resize": "resizeExecution",
     "issue_ws_ticket": "createWsTicket",

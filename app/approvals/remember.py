@@ -9,6 +9,7 @@ same conditional update that decides it, then the policy version is written.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -21,6 +22,7 @@ from app.governance.service import PolicyService
 from app.policy.engine import glob_matches
 from app.policy.remembered import RememberedRule, check_pattern
 from app.policy.shell.syntax import normalize_whitespace, read_command
+from app.sandbox.policy_rules import SandboxWidening
 from app.schemas import RememberChoice
 from app.store.models import Approval, ApprovalState
 
@@ -83,8 +85,9 @@ class Remembering:
             raise ForbiddenError("only an admin can remember a decision for everyone")
         if approval.suggested_pattern is None:
             raise InvalidRequestError(
-                "this approval cannot be remembered: it is not a command's prompt "
-                "(a files-API or sandbox approval, or one from before remembering existed)"
+                "this approval cannot be remembered: it is not a command's prompt or "
+                "sandbox escalation (a files-API approval, a session's sandbox, or one from "
+                "before remembering existed)"
             )
         pattern = normalize_whitespace(remember.pattern or approval.suggested_pattern)
         problem = check_pattern(pattern)
@@ -111,9 +114,19 @@ class Remembering:
             author=principal.name,
             reason=reason,
             approval_id=approval.id,
+            sandbox=_escalation(approval),
             created_at=now,
             expires_at=now + timedelta(seconds=remember.for_seconds),
         )
+
+
+def _escalation(approval: Approval) -> SandboxWidening | None:
+    """What a sandbox approval asked beyond its profile, as the widening its remembered rule
+    vouches for; None for a command's prompt."""
+    if approval.kind != "sandbox" or not approval.sandbox_request:
+        return None
+    asked = json.loads(approval.sandbox_request)
+    return SandboxWidening(write=asked.get("write") or [], network=asked.get("network"))
 
 
 __all__ = ["Remembering"]

@@ -77,8 +77,8 @@ CLOSE_FORBIDDEN = 4403
 SUBMIT = "/v1/executions"
 _EXECUTION_PATH = re.compile(r"^/v1/executions/([A-Za-z0-9_-]{1,64})(?:/([a-z]+))?$")
 _SESSION_PATH = re.compile(r"^/v1/sessions/([A-Za-z0-9_-]{1,64})(?:/.*)?$")
-_PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "stream"}
-_LOG_ACTIONS = {"output", "stream"}
+_PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "search", "stream"}
+_LOG_ACTIONS = {"output", "search", "stream"}
 _ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
 
 

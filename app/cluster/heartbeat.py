@@ -33,9 +33,11 @@ async def heartbeat_forever(cluster: Cluster, db: Database, settings: Settings) 
             await cluster.beat()
             await take_over_silent_nodes(cluster, db, settings)
         except DatabaseUnavailableError:
-            pass  # the database's outage log says so, once per outage
+            # The database's outage log says so, once per outage.
+            cluster.fence_if_due()
         except Exception:
             logger.exception("heartbeat failed")
+            cluster.fence_if_due()
         await asyncio.sleep(cluster.heartbeat_interval)
 
 

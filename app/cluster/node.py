@@ -25,6 +25,14 @@ BEATS_PER_TIMEOUT = 3
 MAX_HEARTBEAT_SECONDS = 10.0
 
 
+def fence_after(timeout: float, heartbeat: float, settings: Settings) -> float:
+    """Seconds without a beat after which a node ends its own commands: early enough that they
+    are gone (TERM, the kill grace, KILL) before the others, checking once per heartbeat, see
+    the node timeout run out; never before half the timeout, so a short blip of the database
+    does not cost running work."""
+    return max(timeout / 2, timeout - heartbeat - settings.kill_grace_seconds - 1)
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     id: str
@@ -52,6 +60,14 @@ class Cluster:
         # means the others may have declared it dead meanwhile (its sessions lost).
         self._last_beat = time.monotonic()
         self._silence_hooks: list[Callable[[], None]] = []
+        # Fencing: past `fence_after` seconds without a beat that reached the database, this
+        # node ends its commands itself, before another replica records them `lost`.
+        self.fence_after = fence_after(self.timeout, self.heartbeat_interval, settings)
+        self._fence_hooks: list[Callable[[float], object]] = []
+        self._fenced = False
+        # Whether another live replica was seen at the last beat: with none, nobody takes this
+        # node's work over, so an outage of the database alone fences nothing.
+        self._peers_seen = False
         # The last heartbeat of this node's previous run (None: a new node), read at `join`:
         # what the others recorded `lost` of its work after it is what they took over.
         self.previous_beat: datetime | None = None
@@ -80,6 +96,8 @@ class Cluster:
         await self._db.call(store.release_slots_of, node_id=self.node_id)
 
     async def beat(self, now: datetime | None = None) -> None:
+        # The lease runs from the time written, not from the answer: measured before the write.
+        attempted = time.monotonic()
         await self._db.call(
             store.heartbeat,
             node_id=self.node_id,
@@ -90,7 +108,13 @@ class Cluster:
         for execution_id in list(self._unreleased):
             await self._db.call(store.release_job_slot, execution_id=execution_id)
             self._unreleased.discard(execution_id)
-        beaten, self._last_beat = self._last_beat, time.monotonic()
+        beaten, self._last_beat = self._last_beat, attempted
+        self._fenced = False
+        if self.shared:
+            nodes = await self._db.call(store.list_nodes)
+            self._peers_seen = any(
+                node.id != self.node_id and self.is_alive(node) for node in nodes
+            )
         if self.shared and self._last_beat - beaten > self.timeout:
             logger.warning(
                 "this node was silent for %.1f s (over the node timeout): forgetting what "
@@ -99,6 +123,28 @@ class Cluster:
             )
             for hook in self._silence_hooks:
                 hook()
+
+    def when_fenced(self, hook: Callable[[float], object]) -> None:
+        """Call `hook(seconds_silent)` once per outage when this node must end its work."""
+        self._fence_hooks.append(hook)
+
+    def fence_if_due(self) -> bool:
+        """After a beat that did not reach the database: past `fence_after` seconds since the
+        last one that did, with other replicas around to take its work over, end this node's
+        commands (once per outage). Whether it fenced now."""
+        silent = time.monotonic() - self._last_beat
+        if not self.shared or not self._peers_seen or self._fenced or silent < self.fence_after:
+            return False
+        self._fenced = True
+        logger.error(
+            "no heartbeat reached the database for %.1f s (node timeout %g s): ending this "
+            "replica's commands before the others take them for lost",
+            silent,
+            self.timeout,
+        )
+        for hook in self._fence_hooks:
+            hook(silent)
+        return True
 
     def after_silence(self, hook: Callable[[], None]) -> None:
         """Call `hook` when a beat follows a silence longer than the node timeout."""

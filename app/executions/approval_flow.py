@@ -313,8 +313,7 @@ class ApprovalFlow:
             env=env,
             kind="sandbox" if draft.sandbox_request is not None else "command",
             sandbox_request=draft.sandbox_request,
-            # Only a command's prompt is remembered (a sandbox escalation is not, yet).
-            suggested_pattern=draft.suggested_pattern if draft.sandbox_request is None else None,
+            suggested_pattern=draft.suggested_pattern,
         )
 
     # --- the decision -------------------------------------------------------------------------

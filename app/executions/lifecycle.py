@@ -189,7 +189,8 @@ class Lifecycle:
             "wall_time_ms": live.wall_time_ms,
             "finished_at": datetime.now(UTC),
         }
-        notices = [*live.notices, LOST_NOTICE] if live.lost else list(live.notices)
+        lost = [live.lost_notice or LOST_NOTICE] if live.lost else []
+        notices = [*live.notices, *lost]
         if limit_notice is not None and not live.lost:
             notices.append(limit_notice)
         if state is ExecutionState.failed and live.sandbox is not None:
@@ -341,6 +342,18 @@ class Lifecycle:
             if not live.lost:
                 live.lost = True
                 self._registry.terminate(live, grace=self._stop_grace)
+
+    def fence(self, notice: str) -> int:
+        """This replica lost its lease on the cluster (app/cluster/fence.py): end every running
+        command now (group TERM, the kill grace, KILL), recorded `lost` with `notice`, before
+        the other replicas record them so and free their job slots. How many were running."""
+        fenced = 0
+        for live in list(self._registry.live.values()):
+            if not live.lost:
+                live.lost, live.lost_notice = True, notice
+                self._registry.terminate(live, grace=self._settings.kill_grace_seconds)
+                fenced += 1
+        return fenced
 
     @property
     def _stop_grace(self) -> float:

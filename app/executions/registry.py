@@ -72,6 +72,8 @@ class LiveExecution:
         self.timed_out = False
         self.cancelled = False
         self.lost = False
+        # Why it was lost, when not because the server stopped (LOST_NOTICE): a fenced replica.
+        self.lost_notice: str | None = None
         self.holds_job_slot = False
         # Read by the idle timeout (executions/idle.py); set by every chunk of output.
         self.last_output_monotonic = self.started_monotonic

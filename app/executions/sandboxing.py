@@ -15,6 +15,7 @@ from app.core.errors import ConflictError, InvalidRequestError, PolicyDeniedErro
 from app.governance.service import Judgement, PolicyService
 from app.policy.engine import RuleAction
 from app.sandbox.effective import SandboxAsk, beyond, granted, under_hidden
+from app.sandbox.policy_rules import SandboxWidening, WideningNetwork
 from app.sandbox.profile import Network, SandboxProfile
 from app.schemas import SandboxRequest
 
@@ -94,6 +95,22 @@ def for_execution(
     return SandboxDecision(granted(base, ask), base, ask, request.justification)
 
 
+def covered_by_remembered(
+    policy: PolicyService, decision: SandboxDecision, remembered: SandboxWidening
+) -> SandboxDecision | None:
+    """`decision`'s ask, when a remembered escalation (`remembered`, the widening an approver
+    remembered for calls like this one) covers all of it: the execution then runs with exactly
+    what it asked, marked `escalated`, and no approval (docs/policy.md#remembered-decisions).
+    None when the ask goes beyond it: a human decides as usual."""
+    vouched = SandboxAsk(
+        write=tuple(policy.expand_sandbox_paths(remembered.write)),
+        network=_network(remembered.network),
+    )
+    if beyond(granted(decision.base, vouched), decision.ask.write, decision.ask.network):
+        return None
+    return SandboxDecision(decision.profile, decision.base, SandboxAsk(), decision.justification)
+
+
 def for_session_call(
     policy: PolicyService, session_profile: SandboxProfile, request: SandboxRequest | None
 ) -> None:
@@ -134,6 +151,10 @@ def for_new_session(policy: PolicyService, request: SandboxRequest | None) -> Sa
             details={"sandbox": {"write": list(ask.write), "network": _wire(ask.network)}},
         )
     return SandboxDecision(granted(base, ask), base, ask, request.justification)
+
+
+def _network(network: WideningNetwork | None) -> Network | None:
+    return network if network is None or isinstance(network, str) else tuple(network)
 
 
 def _wire(network: Network | None) -> Any:

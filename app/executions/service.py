@@ -41,11 +41,17 @@ from app.executions.ports import (
 )
 from app.executions.registry import LiveExecution, Registry
 from app.executions.views import ExecutionReader, OutputPage, is_terminal
-from app.governance.service import Judgement, PolicyService, suggested_pattern
+from app.governance.service import (
+    Judgement,
+    PolicyService,
+    escalation_reason,
+    suggested_pattern,
+)
 from app.observability.events import execution_event
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.artifact_log import ArtifactLog
+from app.output.search import LogSearch
 from app.policy.engine import RuleAction
 from app.policy.env_rules import validate_env
 from app.sandbox import Sandbox
@@ -160,10 +166,18 @@ class ExecutionService:
             )
         else:
             sandbox = sandboxing.for_execution(self._policy, judgement, request.sandbox)
+            if sandbox.ask:
+                sandbox = await self._remembered_escalation(
+                    principal, request.command, start, draft, sandbox
+                )
             draft.sandbox = sandbox.profile.to_record()
             draft.sandbox_request = sandbox.approval_request()
             if sandbox.ask:
                 reason = sandbox.reason(judgement)
+                # Offered to remember with the escalation, as for a prompt.
+                draft.suggested_pattern = draft.suggested_pattern or suggested_pattern(
+                    judgement.command, request.command
+                )
         if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
             draft.shown_cwd, draft.shown_env = cwd, env
             return await self._approval_flow.hold(
@@ -181,6 +195,27 @@ class ExecutionService:
             caller_waiting=True,
         )
         return await self._answers.answer(launch)
+
+    async def _remembered_escalation(
+        self,
+        principal: Principal,
+        command: str,
+        cwd: str,
+        draft: drafts.Draft,
+        decision: sandboxing.SandboxDecision,
+    ) -> sandboxing.SandboxDecision:
+        """`decision` without its ask when one of the owner's remembered escalations vouches
+        for the command and covers all it asks (the record then names that rule); otherwise
+        `decision` unchanged, and a human decides."""
+        rule = await self._policy.remembered_widening(command, owner=principal.name, cwd=cwd)
+        if rule is None or rule.sandbox is None:
+            return decision
+        covered = sandboxing.covered_by_remembered(self._policy, decision, rule.sandbox)
+        if covered is None:
+            return decision
+        draft.remembered_rule = rule.id
+        draft.policy_reason = f"{draft.policy_reason}; {escalation_reason(rule, decision.ask)}"
+        return covered
 
     async def start_streamed(
         self,
@@ -310,6 +345,12 @@ class ExecutionService:
     ) -> OutputPage:
         return await self._reader.read_output(principal, execution_id, offset, limit)
 
+    async def search_output(
+        self, principal: Principal, execution_id: str, query: str, limit: int, ignore_case: bool
+    ) -> tuple[LogSearch, int, bool]:
+        """The lines of the whole log holding `query`; the log's size; whether it is complete."""
+        return await self._reader.search_output(principal, execution_id, query, limit, ignore_case)
+
     async def authorize_read(self, principal: Principal, execution_id: str) -> Execution:
         """The record, if this principal may read it (else NotFoundError)."""
         return await self._reader.readable(principal, execution_id)
@@ -379,6 +420,10 @@ class ExecutionService:
     def begin_shutdown(self) -> None:
         """SIGTERM/SIGINT: answer every waiting caller now and stop every running command."""
         self._lifecycle.begin_shutdown()
+
+    def fence(self, notice: str) -> int:
+        """End every running command: this replica lost its lease (app/cluster/fence.py)."""
+        return self._lifecycle.fence(notice)
 
     async def shutdown(self, within: float | None = None) -> None:
         """Stopping the server ends its commands: their groups are killed and they read `lost`.

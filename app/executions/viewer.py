@@ -30,7 +30,6 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict
 
-import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
 from app.core.auth import Principal
@@ -39,6 +38,7 @@ from app.core.strict_json import TooManyValuesError, check_counts
 from app.executions import ExecutionService
 from app.executions.registry import LiveExecution
 from app.output.artifact_log import ArtifactLog
+from app.output.follower import Gap, Piece, follow_log
 from app.output.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
 from app.output.framing import FRAME_BYTES, OutputFrame, output_frames
 from app.schemas import (
@@ -63,13 +63,8 @@ READ_BYTES: Final = 256 * 1024
 # and binary framing costs ≈ 75 ms per 256 KiB (bench/PROFILE.md).
 LOOP_FRAMING_ASCII_BYTES: Final = 64 * 1024
 LOOP_FRAMING_BYTES: Final = 16 * 1024
-# Following a burst of output live: how long a viewer at its edge waits for a full read to
-# gather before reading what there is (small writes are sent at once).
-BURST_COALESCE_SECONDS: Final = 0.005
 # Waiting for an approval: the decision wakes the viewer; the wait is re-armed after this long.
 APPROVAL_WAIT_SLICE_SECONDS: Final = 30.0
-# A live wait is re-armed after this long (every wait bounded); new bytes end it at once.
-LIVE_WAIT_SLICE_SECONDS: Final = 30.0
 # The process exited: how long the terminal record may take to reach the database.
 FINAL_RECORD_WAIT_SECONDS: Final = 60.0
 
@@ -138,51 +133,24 @@ def error_frame(code: str, message: str) -> ErrorFrame:
 
 
 @dataclass(frozen=True)
-class _Batch:
-    start: int  # where the read began: the cursor, or past the evicted middle it pointed into
-    frames: list[str]  # the bytes read, framed and JSON-encoded
-    framed_end: int | None  # the offset after the last byte the frames carry
-    end: int  # start + the bytes read
-    total: int  # the log's size just after the read
-    complete: bool  # nothing can be added after `total` (checked before reading)
+class _FrameEncoder:
+    """The stream's encoding of the bytes one read of the log took: output frames, JSON-encoded
+    (on a worker thread, or on the loop for a few bytes at the live edge)."""
+
+    frame_bytes: int
+
+    def __call__(self, pieces: list[Piece], more_may_follow: bool) -> tuple[list[str], int | None]:
+        frames, framed_end = output_frames(
+            pieces, more_may_follow=more_may_follow, frame_bytes=self.frame_bytes
+        )
+        return [encode_frame(frame) for frame in frames], framed_end
 
 
-def _read_batch(
-    log: ArtifactLog, cursor: int, limit: int, finished: bool, frame_bytes: int
-) -> _Batch:
-    """Runs in a worker thread: the read, and the framing and JSON encoding, whose cost grows
-    with the bytes read (decoding, base64, escaping), stay off the event loop."""
-    # `complete` first: once it is true the total is final, so a read after it sees every byte.
-    complete = finished or log.complete
-    start = log.next_available(cursor)
-    pieces = log.read_labelled(start, limit)
-    end = start + sum(len(data) for _, _, data in pieces)
-    frames, framed_end = output_frames(
-        pieces, more_may_follow=not complete, frame_bytes=frame_bytes
-    )
-    encoded = [encode_frame(frame) for frame in frames]
-    return _Batch(start, encoded, framed_end, end, log.total_bytes, complete)
-
-
-def _read_live_edge(
-    live: LiveExecution, cursor: int, limit: int, frame_bytes: int
-) -> _Batch | None:
-    """On the loop, for a viewer at the live edge: the few bytes after `cursor` as the reader
-    handed them to the log, from memory (`LiveExecution.recent`), framed here. None when they
-    are not all in memory (the viewer is behind) or too many to frame on the loop: then
-    `_read_batch` on a worker thread. Never claims the end of the log (`complete`): that is
-    settled through `_read_batch` once the process has exited."""
-    pieces = live.recent.since(cursor, limit)
-    if pieces is None:
-        return None
+def _cheap_to_frame_on_loop(pieces: list[Piece]) -> bool:
     size = sum(len(data) for _, _, data in pieces)
-    if size > LOOP_FRAMING_BYTES and (
-        size > LOOP_FRAMING_ASCII_BYTES or not all(data.isascii() for _, _, data in pieces)
-    ):
-        return None
-    frames, framed_end = output_frames(pieces, more_may_follow=True, frame_bytes=frame_bytes)
-    encoded = [encode_frame(frame) for frame in frames]
-    return _Batch(cursor, encoded, framed_end, cursor + size, live.log.total_bytes, False)
+    return size <= LOOP_FRAMING_BYTES or (
+        size <= LOOP_FRAMING_ASCII_BYTES and all(data.isascii() for _, _, data in pieces)
+    )
 
 
 async def follow_output(
@@ -195,55 +163,23 @@ async def follow_output(
 ) -> AsyncGenerator[str | GapFrame, None]:
     """Output frames (already JSON: see `encode_frame`) and gap frames from `offset` to the end
     of the log; with `live`, waits for the bytes still to come until the process has exited
-    and every byte was sent."""
-    if live is not None:
-        # While someone follows, the latest output stays in memory for the live edge.
-        live.recent.follow(log.total_bytes)
-    try:
-        cursor = offset
-        while True:
-            batch = None
-            if live is not None and not live.has_exited:
-                # At the live edge the bytes are still in memory: no file read, and for a
-                # small batch (a keystroke's echo) no thread hop either.
-                batch = _read_live_edge(live, cursor, read_bytes, frame_bytes)
-            if batch is None:
-                # Final once the process exited: `exited` is settled only after the log's
-                # finish was attempted, so nothing can be appended past it — even when the
-                # finish failed (a full disk) and the log never says it is complete.
-                final = live is None or live.has_exited
-                batch = await anyio.to_thread.run_sync(
-                    _read_batch, log, cursor, read_bytes, final, frame_bytes
-                )
-            if batch.start > cursor:
-                yield gap_frame(cursor, batch.start)
-                cursor = batch.start
-            for frame in batch.frames:
-                yield frame
-            end = batch.framed_end
-            if end is not None and end > cursor:
-                cursor = end
-                if (
-                    live is not None
-                    and not batch.complete
-                    and batch.end - batch.start >= frame_bytes
-                ):
-                    # A burst, and we are at its edge: let a full read gather (or the coalescing
-                    # bound pass) rather than pay a read, a thread hop and a send per chunk the
-                    # process writes. Keystroke echoes and other small writes never wait here.
-                    await live.wait_for_bytes_after(
-                        batch.start + read_bytes - 1, within=BURST_COALESCE_SECONDS
-                    )
+    and every byte was sent (app/output/follower.py)."""
+    reads = follow_log(
+        log,
+        offset,
+        live,
+        _FrameEncoder(frame_bytes),
+        read_bytes=read_bytes,
+        encodes_on_loop=_cheap_to_frame_on_loop,
+        burst_bytes=frame_bytes,
+    )
+    async with contextlib.aclosing(reads):
+        async for read in reads:
+            if isinstance(read, Gap):
+                yield gap_frame(read.start, read.end)
                 continue
-            if batch.complete:
-                return  # at (or, for an offset past the end, beyond) the last byte
-            if batch.end < batch.total:
-                continue  # written while we read, or the kept tail moved on: read again
-            assert live is not None  # a log without a live process is complete
-            await live.wait_for_bytes_after(batch.end, within=LIVE_WAIT_SLICE_SECONDS)
-    finally:
-        if live is not None:
-            live.recent.unfollow()
+            for frame in read:
+                yield frame
 
 
 class ExecutionViewer:

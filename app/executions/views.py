@@ -20,6 +20,7 @@ from app.executions.context import Context
 from app.executions.registry import LiveExecution
 from app.executions.result_text import final_text
 from app.output.artifact_log import ArtifactLog
+from app.output.search import LogSearch, search_log
 from app.schemas import ApprovalSummary, ExecutionPublic
 from app.store import crud
 from app.store.inline_text import recorded_text
@@ -263,6 +264,34 @@ class ExecutionReader:
             return page
         if record.started_at is None:  # never started (rejected, withdrawn): nothing was written
             return OutputPage(b"", 0, complete, offset)
+        raise self._missing_log(record)
+
+    async def search_output(
+        self, principal: Principal, execution_id: str, query: str, limit: int, ignore_case: bool
+    ) -> tuple[LogSearch, int, bool]:
+        """The lines of the whole log holding `query` (app/output/search.py), the log's size
+        and whether it is complete, read on a worker thread."""
+        record = await self.readable(principal, execution_id)
+        live = self._registry.get(execution_id)
+        complete = live is None and is_terminal(record)
+        artifacts_dir = self._artifacts_dir
+
+        def search() -> tuple[LogSearch, int] | None:
+            if live is not None:
+                log = live.log
+            else:
+                try:
+                    log = ArtifactLog.open_existing(artifacts_dir, execution_id)
+                except OSError:
+                    return None
+            total = log.total_bytes
+            return search_log(log, query, ignore_case=ignore_case, limit=limit), total
+
+        found = await anyio.to_thread.run_sync(search)
+        if found is not None:
+            return found[0], found[1], complete
+        if record.started_at is None:  # never started: nothing was written, nothing matches
+            return LogSearch(), 0, complete
         raise self._missing_log(record)
 
 

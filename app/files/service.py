@@ -49,6 +49,7 @@ from app.files.transfer import (
     read_at,
 )
 from app.governance.service import PolicyService
+from app.policy.engine import PolicyDocument
 from app.policy.file_rules import (
     FileAccess,
     FileVerdict,
@@ -57,7 +58,6 @@ from app.policy.file_rules import (
     outranks,
     stricter,
 )
-from app.sandbox import default_profile
 from app.sandbox.hidden import HiddenPaths
 from app.schemas.files import FileOperationPublic
 from app.store import crud
@@ -148,7 +148,17 @@ class FileService:
         self._policy = policy
         self._approvals = FileApprovals(settings, db, approvals)
         self.max_bytes = settings.files_max_bytes
-        self._hidden = HiddenPaths(default_profile(settings).hidden)
+        self._hidden_of: tuple[PolicyDocument, HiddenPaths] | None = None
+
+    @property
+    def _hidden(self) -> HiddenPaths:
+        """What the sandbox hides from commands under the policy in force: the server's own
+        paths and the configured list, and the policy's `sandbox.hidden` (built once per
+        policy version, as each is in force)."""
+        document = self._policy.document
+        if self._hidden_of is None or self._hidden_of[0] is not document:
+            self._hidden_of = (document, HiddenPaths(self._policy.sandbox_profile().hidden))
+        return self._hidden_of[1]
 
     # --- judging ----------------------------------------------------------------------------
 

@@ -160,9 +160,11 @@ class Upload:
         directory, name = os.path.split(self._target)
         if not os.path.isdir(directory):
             raise NotFoundError(f"the directory of {self._shown} does not exist")
-        if self.mode is None and existing is not None:
+        if self.mode is None and existing is not None and existing.st_nlink == 1:
             # Less setuid and setgid, as a command's write would leave it (the kernel clears
-            # them): new content never runs as the old file's owner or group.
+            # them): new content never runs as the old file's owner or group. A file with other
+            # hard links is not copied from: its mode is another name's (one the caller may
+            # not be let read), and the upload replaces only this name.
             self.mode = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
         elif self.mode is None:
             self.mode = NEW_FILE_MODE

@@ -34,7 +34,7 @@ from app.policy.reader_process import CommandReaders, ReadingBudget
 from app.policy.remembered import RememberedRule, active_rules, suggest_pattern
 from app.policy.shell.syntax import env_scripts, extract_leading_cd
 from app.policy.working_directory import working_directory
-from app.sandbox.effective import effective_profile, expand_paths, under_hidden
+from app.sandbox.effective import SandboxAsk, effective_profile, expand_paths, under_hidden
 from app.sandbox.policy_rules import SandboxWidening
 from app.sandbox.profile import SandboxProfile
 from app.schemas import (
@@ -236,6 +236,37 @@ class PolicyService:
                 readings=readings,
             )
         )
+
+    async def remembered_widening(
+        self, command: str, *, owner: str, cwd: str | None = None
+    ) -> RememberedRule | None:
+        """The owner's remembered rule from a sandbox escalation that vouches for `command`, as
+        a remembered prompt does (the engine's matching: the whole command, no control syntax,
+        every command inside allowed too), or None; its `sandbox` is what the call may ask
+        beyond its profile without a prompt (docs/policy.md#remembered-decisions)."""
+        document = self.document
+        candidates = [
+            rule
+            for rule in active_rules(document.remembered, owner=owner, now=datetime.now(UTC))
+            if rule.sandbox is not None
+        ]
+        if not candidates:
+            return None
+        widened = document.model_copy(
+            update={
+                "rules": [
+                    *(
+                        PolicyRule(match=rule.match, approval=RuleAction.allow)
+                        for rule in candidates
+                    ),
+                    *document.rules,
+                ]
+            }
+        )
+        verdict = await self.evaluate(command, cwd=cwd, document=widened)
+        if verdict.approval is not RuleAction.allow or verdict.matched_rule is None:
+            return None
+        return next((rule for rule in candidates if rule.match == verdict.matched_rule.match), None)
 
     def stop_reading(self) -> None:
         """The stop was requested: the command readers' work ends now (their reads become
@@ -474,9 +505,20 @@ def _judged_with_remembered(
 
 def remembered_reason(rule: RememberedRule) -> str:
     """The reason an execution allowed by `rule` records (docs/policy.md#remembered-decisions)."""
+    return f"Allowed by remembered rule {_remembered_terms(rule)}"
+
+
+def escalation_reason(rule: RememberedRule, ask: SandboxAsk) -> str:
+    """What an execution records when `rule`, remembered from a sandbox escalation, let it
+    have `ask` beyond its profile without a prompt."""
+    terms = _remembered_terms(rule)
+    return f"Sandbox escalation ({ask.describe()}) allowed by remembered rule {terms}"
+
+
+def _remembered_terms(rule: RememberedRule) -> str:
     scope = f"for {rule.owner}" if rule.owner is not None else "for everyone"
     until = rule.expires_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return f"Allowed by remembered rule {rule.id}: {rule.match} ({scope} until {until})"
+    return f"{rule.id}: {rule.match} ({scope} until {until})"
 
 
 def suggested_pattern(verdict: Verdict, command: str) -> str:

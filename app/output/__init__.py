@@ -1,2 +1,2 @@
-"""An execution's output: the log on disk, the inline windows, frames, the live edge and what one
-viewer sees."""
+"""An execution's output: the log on disk and its follower, the inline windows, frames and
+the live edge."""

@@ -1,7 +1,8 @@
 """Output frames for a piece of the log (docs/streaming.md#the-execution-stream): text frames
 for UTF-8, base64 frames for other bytes, at most FRAME_BYTES log bytes each, never cutting a
 character, each carrying exactly the log bytes it says (`offset` + the bytes `data` encodes).
-Pure: no I/O; `app/executions/viewer.py` runs it on a worker thread for large batches."""
+Pure: no I/O; the execution stream (`app/executions/viewer.py`) has the log follower
+(`app/output/follower.py`) run it on a worker thread for large batches."""
 
 from __future__ import annotations
 

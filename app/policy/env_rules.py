@@ -92,6 +92,10 @@ DEFAULT_ENV_DENY: tuple[str, ...] = (
     "SSH_ASKPASS",
     "SUDO_ASKPASS",
     "BROWSER",
+    # Options read from the environment that start a program: tar's `--to-command=`,
+    # `--checkpoint-action=exec=`, `--use-compress-program=`; zip's `-TT`.
+    "TAR_OPTIONS",
+    "ZIPOPT",
 )
 
 # A glob is a variable name in which `*` stands for any run of characters (the only wildcard,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from app.policy.shell.syntax import normalize_whitespace
+from app.sandbox.policy_rules import SandboxWidening
 
 __all__ = ["RememberedRule", "active_rules", "check_pattern", "suggest_pattern"]
 
@@ -38,6 +39,11 @@ class RememberedRule(BaseModel):
     author: str = Field(description="The approver or admin who remembered it.")
     reason: str | None = Field(default=None, description="The decision's reason.")
     approval_id: str | None = Field(default=None, description="The approval it was decided on.")
+    sandbox: SandboxWidening | None = Field(
+        default=None,
+        description="Remembered from a sandbox escalation: what the matching calls may also "
+        "ask beyond their profile without a prompt (more `write`, more `network`).",
+    )
     created_at: AwareDatetime
     expires_at: AwareDatetime
 

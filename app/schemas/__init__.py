@@ -29,6 +29,8 @@ from app.schemas.executions import (
     ExecutionResize,
     ExecutionsPublic,
     NotificationAttempt,
+    OutputMatch,
+    OutputSearch,
 )
 from app.schemas.policy import (
     CdRewrite,
@@ -100,6 +102,8 @@ __all__ = [
     "NodePublic",
     "NodesPublic",
     "NotificationAttempt",
+    "OutputMatch",
+    "OutputSearch",
     "PolicyEvaluate",
     "PolicyEvaluation",
     "PolicyReplay",

@@ -236,6 +236,31 @@ class ExecutionsPublic(BaseModel):
     next_cursor: str | None
 
 
+class OutputMatch(BaseModel):
+    offset: int = Field(description="The match's byte offset in the log, as `/output` counts.")
+    line: int | None = Field(
+        description="Its 1-based line number; null past the evicted middle of a log over the "
+        "artifact cap, whose lines were never counted."
+    )
+    text: str = Field(
+        description="The line as text (UTF-8, terminal escapes removed), cut to a window of "
+        "240 characters around the match."
+    )
+
+
+class OutputSearch(BaseModel):
+    """`GET /v1/executions/{id}/search`: the lines of the whole log holding `q`."""
+
+    query: str
+    matches: list[OutputMatch] = Field(description="In log order, one per line.")
+    truncated: bool = Field(description="More lines matched than `limit`: search further on.")
+    skipped: list[int] | None = Field(
+        description="`[start, end)` of the evicted middle of a log over the cap, not searched."
+    )
+    total_bytes: int = Field(description="The log's size when it was searched.")
+    complete: bool = Field(description="The execution had ended: the log will not grow.")
+
+
 class ExecutionInput(StrictModel):
     data: str = Field(max_length=1024 * 1024)
 

@@ -18,12 +18,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-import anyio.to_thread
-
 from app.core.errors import InvalidRequestError, PolicyDeniedError
 from app.core.utf8 import incomplete_tail
 from app.executions.registry import LiveExecution
 from app.output.artifact_log import ArtifactLog
+from app.output.follower import Gap, Piece, follow_log
 from app.output.frame_json import one_line
 from app.policy.critical_patterns import first_runner_critical_match
 from app.process import OutputStream
@@ -210,9 +209,8 @@ class RunSource(Protocol):
     log: ArtifactLog
 
     @property
-    def has_exited(self) -> bool: ...
-
-    async def wait_for_bytes_after(self, offset: int) -> None: ...
+    def live(self) -> LiveExecution | None:
+        """None: it ended before its caller got to stream it."""
 
     async def status(self) -> RunStatus: ...
 
@@ -221,13 +219,6 @@ class LiveSource:
     def __init__(self, live: LiveExecution) -> None:
         self.live = live
         self.log = live.log
-
-    @property
-    def has_exited(self) -> bool:
-        return self.live.has_exited
-
-    async def wait_for_bytes_after(self, offset: int) -> None:
-        await self.live.wait_for_bytes_after(offset)
 
     async def status(self) -> RunStatus:
         # The record (and the session's saved state) are final once `finished` is set: a client
@@ -243,43 +234,34 @@ class FinishedSource:
 
     def __init__(self, log: ArtifactLog, status: RunStatus) -> None:
         self.log = log
+        self.live = None
         self._status = status
-
-    @property
-    def has_exited(self) -> bool:
-        return True
-
-    async def wait_for_bytes_after(self, offset: int) -> None:
-        return None
 
     async def status(self) -> RunStatus:
         return self._status
 
 
-def _read_pieces(
-    log: ArtifactLog, offset: int
-) -> tuple[list[tuple[int, OutputStream, bytes]], int]:
-    start = log.next_available(offset)
-    pieces = log.read_labelled(start, READ_BLOCK)
+def _whole_pieces(pieces: list[Piece], more_may_follow: bool) -> tuple[list[Piece], int | None]:
+    """The runner takes each read whole: `ItemEncoder` holds back a split character itself
+    (across the reads of its stream), so the next read starts after the last byte read."""
     if not pieces:
-        return [], start
+        return pieces, None
     last_offset, _, last_data = pieces[-1]
     return pieces, last_offset + len(last_data)
 
 
 async def ndjson_items(source: RunSource) -> AsyncIterator[bytes]:
-    """The NDJSON lines of one call, from its first byte to its status item."""
+    """The NDJSON lines of one call, from its first byte to its status item. An evicted middle
+    of a truncated log is skipped without an item (app/output/follower.py)."""
     encoder = ItemEncoder()
-    offset = 0
-    while True:
-        await source.wait_for_bytes_after(offset)
-        exited = source.has_exited  # read before the log: after exit the log is final
-        pieces, offset = await anyio.to_thread.run_sync(_read_pieces, source.log, offset)
-        for _, stream, data in pieces:
-            for item in encoder.feed(stream, data):
-                yield ndjson_line(item)
-        if not pieces and exited:
-            break
+    reads = follow_log(source.log, 0, source.live, _whole_pieces, read_bytes=READ_BLOCK)
+    async with contextlib.aclosing(reads):
+        async for read in reads:
+            if isinstance(read, Gap):
+                continue
+            for _, stream, data in read:
+                for item in encoder.feed(stream, data):
+                    yield ndjson_line(item)
     for item in encoder.flush():
         yield ndjson_line(item)
     status = await source.status()

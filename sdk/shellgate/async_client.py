@@ -28,6 +28,7 @@ from shellgate.models import (
     ExecutionPage,
     Info,
     OutputChunk,
+    OutputSearch,
     PolicyEvaluation,
     PolicyReplay,
     RunnerItem,
@@ -233,6 +234,13 @@ class AsyncClient(AsyncFiles, AsyncFeeds):
     ) -> OutputChunk:
         """Raw log bytes from `offset` (at most `limit`), with `next_offset` to read on."""
         return await self._call(calls.read_output(execution_id, offset, limit))
+
+    async def search_output(
+        self, execution_id: str, query: str, *, ignore_case: bool = False, limit: int | None = None
+    ) -> OutputSearch:
+        """The lines of the execution's whole log holding `query`, searched on the server (the
+        log on disk, not what was read so far), each with its byte offset and line number."""
+        return await self._call(calls.search_output(execution_id, query, ignore_case, limit))
 
     async def output(self, execution_id: str, offset: int = 0) -> bytes:
         """The raw log from `offset` to what is written now (all of it once it ended)."""

@@ -21,6 +21,7 @@ from shellgate.models import (
     ExecutionPage,
     Info,
     OutputChunk,
+    OutputSearch,
     PolicyEvaluation,
     PolicyReplay,
     RunnerItem,
@@ -235,6 +236,22 @@ def cancel(execution_id: str) -> Call[Execution]:
 def read_output(execution_id: str, offset: int, limit: int) -> Call[OutputChunk]:
     params = {"offset": offset, "limit": limit}
     return Call("GET", f"/v1/executions/{segment(execution_id)}/output", _output, params=params)
+
+
+def search_output(
+    execution_id: str, query: str, ignore_case: bool, limit: int | None
+) -> Call[OutputSearch]:
+    params: dict[str, str | int] = {"q": query}
+    if ignore_case:
+        params["ignore_case"] = "true"
+    if limit is not None:
+        params["limit"] = limit
+    return Call(
+        "GET",
+        f"/v1/executions/{segment(execution_id)}/search",
+        model(OutputSearch),
+        params=params,
+    )
 
 
 def send_input(execution_id: str, data: str) -> Call[None]:

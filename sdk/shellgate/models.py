@@ -206,6 +206,27 @@ class PolicyEvaluation(WireModel):
     sandbox: dict[str, Any] | None = None
 
 
+class OutputMatch(WireModel):
+    """A line of the log holding the searched text: its byte offset (an `offset` to read or
+    stream from), its 1-based line number (None past a capped log's evicted middle) and the
+    line as text."""
+
+    offset: int
+    line: int | None
+    text: str
+
+
+class OutputSearch(WireModel):
+    """`GET /v1/executions/{id}/search`: the lines of the whole log holding `query`."""
+
+    query: str
+    matches: list[OutputMatch]
+    truncated: bool
+    skipped: list[int] | None
+    total_bytes: int
+    complete: bool
+
+
 class ReplayedApproval(WireModel):
     """One past command approval judged under a draft policy (`POST /v1/policy/replay`)."""
 

@@ -169,6 +169,8 @@ FORMS: list[tuple[str, Callable[[Markers], dict[str, str]], str]] = [
     ("editor", lambda m: {"EDITOR": str(m.script)}, "EDITOR"),
     ("visual", lambda m: {"VISUAL": str(m.script)}, "VISUAL"),
     ("fcedit", lambda m: {"FCEDIT": str(m.script)}, "FCEDIT"),
+    ("tar-options", lambda m: {"TAR_OPTIONS": f"--to-command={m.script}"}, "TAR_OPTIONS"),
+    ("zipopt", lambda m: {"ZIPOPT": f"-T -TT {m.script}"}, "ZIPOPT"),
 ]
 
 
@@ -189,7 +191,7 @@ def test_the_default_env_rules_are_the_documented_list(env_server: LiveServer) -
     with env_server.client(AGENT) as agent:
         env = agent.get("/v1/policy").json()["env"]
     assert env == {"deny": list(DEFAULT_ENV_DENY), "prompt": []}
-    assert len(DEFAULT_ENV_DENY) == 48
+    assert len(DEFAULT_ENV_DENY) == 50
 
 
 @pytest.mark.parametrize(("form", "make_env", "name"), FORMS, ids=[form[0] for form in FORMS])

@@ -7,6 +7,7 @@ protected files live outside the workspace but on its file system (the test's tm
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -137,6 +138,20 @@ def test_a_write_to_a_hard_link_replaces_that_name_and_not_the_protected_file(
     assert protected.read_text() == "the secret"
     assert link.read_bytes() == b"new content"
     assert os.stat(protected).st_nlink == 1 and os.stat(link).st_nlink == 1
+
+
+def test_a_write_to_a_hard_link_does_not_take_the_protected_files_mode(
+    alice: httpx.Client, protected: Path, link: Path, files_rules: Any
+) -> None:
+    """The mode is the protected name's too: copied, it would tell the caller something of a
+    file it may not read. The new file gets the mode of any new file instead."""
+    files_rules(deny_protected(protected))
+    os.chmod(protected, 0o640)
+    written = alice.put("/v1/files", params={"path": link.name}, content=b"new content")
+    assert written.status_code == 201, written.text
+    assert written.json()["mode"] != "0640", written.json()
+    assert stat.S_IMODE(os.stat(link).st_mode) != 0o640
+    assert stat.S_IMODE(os.stat(protected).st_mode) == 0o640
 
 
 def test_a_hard_link_is_read_when_no_name_could_be_judged_more_than_allow(

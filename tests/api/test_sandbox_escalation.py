@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
+from tests.conftest import ADMIN, AGENT, AGENT2, APPROVER, LiveServer, make_settings, serve
 from tests.databases import Databases
 from tests.waiting import pending_approval_for
 
@@ -454,3 +454,103 @@ def test_the_dry_run_shows_the_profile_a_command_would_get(
     denied = alice.post("/v1/policy/evaluate", json={"command": "rm x"}).json()
     assert denied["verdict"] == "deny" and denied["sandbox"] is None
     install(admin, {})
+
+
+# --- remembering an escalation ------------------------------------------------------------------
+
+
+def test_a_remembered_escalation_lets_the_owners_like_calls_ask_it_without_a_prompt(
+    sandboxed: LiveServer,
+    admin: httpx.Client,
+    alice: httpx.Client,
+    carol: httpx.Client,
+    outside: Path,
+    tmp_path: Path,
+) -> None:
+    install(admin, {})
+    first = f"touch {outside}/first"
+    body = ask_to_write(alice, outside, first)
+    approval = pending_approval_for(carol, first)
+    assert approval["kind"] == "sandbox"
+    assert approval["suggested_pattern"] == "touch *"
+    decided = carol.post(
+        f"/v1/approvals/{approval['id']}/approve",
+        json={"remember": {"scope": "owner", "for_seconds": 3600}},
+    )
+    assert decided.status_code == 200, decided.text
+    rule_id = decided.json()["remembered_rule"]
+    assert rule_id.startswith("rr_")
+    assert alice.get(f"/v1/executions/{body['id']}", params={"wait": 30}).json()["state"] == (
+        "completed"
+    )
+    (rule,) = [item for item in admin.get("/v1/policy").json()["remembered"]]
+    assert (rule["id"], rule["owner"]) == (rule_id, "alice")
+    assert rule["sandbox"] == {"network": None, "write": [str(outside)]}
+
+    # The owner's like call asking the same (or less) runs at once, naming the rule.
+    again = alice.post(
+        "/v1/executions",
+        json={
+            "command": f"touch {outside}/second",
+            "sandbox": {"write": [f"{outside}/second"]},
+        },
+    )
+    assert again.status_code == 200, again.text
+    record = again.json()
+    assert record["state"] == "completed", record
+    assert record["remembered_rule"] == rule_id
+    assert (
+        f"Sandbox escalation (write {outside}/second) allowed by remembered rule {rule_id}"
+        in (record["reason"])
+    )
+
+    # Asking beyond what was remembered, another owner, or another command: a human decides.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    beyond_it = ask_to_write(alice, elsewhere, f"touch {elsewhere}/third")
+    with sandboxed.client(AGENT2) as bob:
+        bobs = ask_to_write(bob, outside, f"touch {outside}/bobs")
+    other = ask_to_write(alice, outside, "echo another-command")
+    for held in (beyond_it, bobs, other):
+        assert held["approval"]["id"], held
+        carol.post(f"/v1/approvals/{held['approval']['id']}/deny")
+
+
+def test_a_session_sandbox_approval_cannot_be_remembered(
+    admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    install(admin, {})
+    created = alice.post(
+        "/v1/sessions", json={"sandbox": {"write": [str(outside)]}, "approval_wait": 0}
+    )
+    assert created.status_code == 202, created.text
+    (approval,) = [
+        item
+        for item in pending(carol)
+        if item["kind"] == "sandbox" and item["sandbox_request"]["write"] == [str(outside)]
+    ]
+    refused = carol.post(
+        f"/v1/approvals/{approval['id']}/approve",
+        json={"remember": {"scope": "owner", "for_seconds": 3600}},
+    )
+    assert refused.status_code == 422, refused.text
+    assert "a session's sandbox" in refused.json()["error"]["message"]
+    carol.post(f"/v1/approvals/{approval['id']}/deny")
+
+
+def test_the_files_api_cannot_read_what_the_policys_sandbox_hides(
+    sandboxed: LiveServer, admin: httpx.Client
+) -> None:
+    """What the policy's `sandbox.hidden` hides from commands, the files API does not reach
+    either; under the next policy version without it, it does again."""
+    secrets = sandboxed.settings.workspace / "policy-hidden"
+    secrets.mkdir(exist_ok=True)
+    (secrets / "key").write_text("not for agents\n")
+    install(admin, {"sandbox": {"hidden": ["$WORKSPACE/policy-hidden"]}})
+    for path in ("policy-hidden/key", "policy-hidden"):
+        refused = admin.get("/v1/files", params={"path": path})
+        assert refused.status_code == 403, (path, refused.text)
+        assert "hidden by the sandbox" in refused.json()["error"]["message"]
+    install(admin, {})
+    allowed = admin.get("/v1/files", params={"path": "policy-hidden/key"})
+    assert (allowed.status_code, allowed.text) == (200, "not for agents\n")

@@ -136,6 +136,34 @@ def test_an_approved_escalation_really_writes_outside_the_workspace(
     assert (target / "report").read_text() == f"approved-{where}\n"
 
 
+def test_a_remembered_escalation_really_writes_without_a_prompt_and_no_further(
+    admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    """Approve and remember an escalation: the owner's like call asking the same writes there
+    at once, with the record naming the rule; the profile stays the call's own, so a path the
+    remembered rule does not cover is still read-only to the kernel."""
+    install(admin, {})
+    (outside / "within").mkdir()
+    execution_id = ask_to_write(alice, outside / "within", f"touch {outside}/within/first")
+    approval = pending_approval_for(carol, f"touch {outside}/within/first")
+    decided = carol.post(
+        f"/v1/approvals/{approval['id']}/approve",
+        json={"remember": {"scope": "owner", "for_seconds": 600}},
+    )
+    assert decided.status_code == 200, decided.text
+    rule_id = decided.json()["remembered_rule"]
+    alice.get(f"/v1/executions/{execution_id}", params={"wait": 30})
+
+    record = run(alice, f"touch {outside}/within/second", sandbox={"write": [f"{outside}/within"]})
+    assert (record["state"], record["exit_code"]) == ("completed", 0), record
+    assert record["remembered_rule"] == rule_id
+    assert record["sandbox"]["escalated"] is True
+    assert (outside / "within" / "second").exists()
+    # Not asked: not granted, remembered or not.
+    assert_refused_write(run(alice, f"touch {outside}/beside"))
+    install(admin, {})
+
+
 def test_a_denied_escalation_never_ran_and_says_denied(
     admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
 ) -> None:

@@ -7,13 +7,16 @@ dies")."""
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import make_url
 
 from tests.cluster.replicas import fresh_database, replica
+from tests.faults.cuttable_proxy import CuttableProxy
 from tests.faults.fenced_jobs import FencedJobs, states
 from tests.waiting import eventually
 
@@ -69,3 +72,46 @@ def test_a_killed_replicas_jobs_end_and_free_the_cap_for_real(
             )
             # Every sleep of this test, A's and the burst's: exactly the cap, no more.
             assert jobs.running_count() == CAP
+
+
+def test_a_replica_cut_off_from_the_database_ends_its_jobs_before_they_are_recorded_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """Alive but unable to heartbeat (its link to PostgreSQL cut, the others' intact), a replica
+    ends its commands itself once `fence_after` runs out, before another replica sees the node
+    timeout run out and records them `lost`: no process runs under a record that says killed.
+    With the sandbox off, where no parent-death signal would end them."""
+    url = make_url(database)
+    proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    jobs = FencedJobs()
+    settings = {"node_timeout": 6, "kill_grace_seconds": 1, "sandbox": "off"}
+    try:
+        with (
+            replica(tmp_path, "node-b", database, **settings) as b,
+            b.client() as agent_b,
+            replica(tmp_path, "node-a", proxied, **settings) as a,
+            a.client() as agent_a,
+        ):
+            held = jobs.start(agent_a, [f"setsid {jobs.sleep()} & wait", jobs.sleep()])
+            eventually(jobs.all_running, what="A's jobs running", within=30)
+            proxy.cut()
+            cut_at = time.monotonic()
+            gone_at: float | None = None
+            while states(agent_b, held) != ["lost"] * len(held):
+                if gone_at is None and not jobs.survivors():
+                    gone_at = time.monotonic()
+                assert time.monotonic() - cut_at < 30, "B never recorded A's jobs lost"
+                time.sleep(0.05)
+            lost_at = time.monotonic()
+            assert gone_at is not None, (
+                f"A's processes still ran when B recorded them lost: {jobs.survivors()}"
+            )
+            print(
+                f"\nfenced: processes gone {gone_at - cut_at:.2f} s after the cut, "
+                f"recorded lost at {lost_at - cut_at:.2f} s"
+            )
+            assert (agent_a.get("/healthz").status_code, a.process.poll()) == (200, None)
+    finally:
+        proxy.cut()

@@ -105,3 +105,43 @@ def test_a_database_that_never_answers_is_a_503_within_the_connect_timeout(
         while client.get("/readyz").status_code != 200:
             assert time.monotonic() < deadline, "not ready after the database answered again"
             time.sleep(0.1)
+
+
+@pytest.mark.postgres
+def test_a_lone_server_on_postgresql_keeps_its_commands_through_a_long_outage(
+    tmp_path: Path, postgres_databases: PostgresDatabases, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fencing (app/cluster/node.py) ends a replica's commands when it cannot heartbeat, for
+    the others would take them for lost; a server that saw no other replica has nobody to take
+    them over, so an outage longer than its node timeout must cost it nothing."""
+    with postgres_databases.database() as direct:
+        assert direct.url is not None
+        url = make_url(direct.url)
+        proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
+        proxy.start()
+        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        settings = make_settings(tmp_path, ServerDatabase("postgres", proxied), node_timeout=2)
+        try:
+            with serve(settings) as server, server.client(AGENT) as client:
+                job = client.post(
+                    "/v1/executions",
+                    json={
+                        "command": "while [ ! -e go ]; do sleep 0.05; done; echo survived",
+                        "async": True,
+                    },
+                ).json()
+                proxy.cut()
+                # An outage, not a wait for an event: longer than the node timeout (2 s) and
+                # than `fence_after` (1 s here).
+                time.sleep(3)
+                proxy.start()
+                deadline = time.monotonic() + 15
+                while client.get("/readyz").status_code != 200:
+                    assert time.monotonic() < deadline, "not ready after the database returned"
+                    time.sleep(0.1)
+                (server.settings.workspace / "go").touch()
+                ended = client.get(f"/v1/executions/{job['id']}?wait=30").json()
+                assert (ended["state"], ended["output"]) == ("completed", "survived\n"), ended
+                assert not [r for r in caplog.records if "ending this replica's" in r.getMessage()]
+        finally:
+            proxy.cut()

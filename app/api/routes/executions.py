@@ -1,4 +1,5 @@
-"""`/v1/executions`: run, list, read, wait, cancel, output, input, resize (docs/api.md)."""
+"""`/v1/executions`: run, list, read, wait, cancel, output, search, input, resize
+(docs/api.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from app.schemas import (
     ExecutionPublic,
     ExecutionResize,
     ExecutionsPublic,
+    OutputMatch,
+    OutputSearch,
 )
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"], route_class=StrictJsonRoute)
@@ -248,6 +251,39 @@ async def read_output(
             # Where the body's first byte sits in the log: always the requested offset.
             "X-Offset": str(offset),
         },
+    )
+
+
+@router.get(
+    "/{execution_id}/search",
+    response_model=OutputSearch,
+    responses=error_responses(401, 404, 410, 422, described={404: _NOT_FOUND}),
+    summary="Search the whole output log",
+)
+async def search_output(
+    execution_id: str,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    q: Annotated[str, Query(min_length=1, max_length=1000, description="The text to find.")],
+    limit: Annotated[int, Query(ge=1, le=1000, description="At most this many lines.")] = 100,
+    ignore_case: Annotated[
+        bool, Query(description="Fold ASCII letters (`Error` finds `ERROR`).")
+    ] = False,
+) -> OutputSearch:
+    """The lines of the execution's whole log (on disk, beyond any client's scrollback) that
+    hold `q`, in log order, each with its byte offset (a `/output` or stream `offset` to jump
+    to), its line number and the line as text. A running execution is searched as far as it
+    has written."""
+    found, total, complete = await services.executions.search_output(
+        principal, execution_id, q, limit, ignore_case
+    )
+    return OutputSearch(
+        query=q,
+        matches=[OutputMatch(offset=m.offset, line=m.line, text=m.text) for m in found.matches],
+        truncated=found.truncated,
+        skipped=list(found.skipped) if found.skipped is not None else None,
+        total_bytes=total,
+        complete=complete,
     )
 
 
