@@ -121,7 +121,7 @@ def test_output_is_copied_as_text_downloaded_byte_exact_and_searched(
     expect(status).to_have_text("1 of 2")
     view.get_by_label("Search output").fill("absent-word")
     view.get_by_label("Search output").press("Enter")
-    expect(status).to_have_text("no match")
+    expect(status).to_have_text("no match in the whole log")  # the server looked too
 
     view.get_by_role("button", name="Copy output").click()
     expect(view.locator(".tool-status")).to_contain_text(f"Copied {len(raw)} bytes")
@@ -405,3 +405,28 @@ def test_a_pty_job_held_for_approval_gets_the_terminals_size_once_it_runs(
         expect(view.locator(".view-error")).to_be_empty()  # no resize was refused
     finally:
         admin.post(f"/v1/approvals/{approval_id}/deny", json={"reason": "cleanup"})
+
+
+def test_a_search_finds_what_left_the_scrollback_in_the_whole_log(
+    page: Page, console_server: LiveServer, agent: httpx.Client
+) -> None:
+    """The terminal keeps its scrollback only: line 5 of 30,000 is not in it, so the console
+    asks the server, which searches the whole log, and lists the line."""
+    execution = finished(agent, "seq -f 'line %g: ok' 1 30000")
+    page.goto(f"{console_server.base_url}/console/#/executions/{execution['id']}")
+    page.get_by_label("Token").fill(AGENT)
+    page.get_by_role("button", name="Sign in").click()
+    view = shown_view(page)
+    expect(view.locator(".view-terminal")).to_contain_text("line 30000: ok")
+
+    view.get_by_label("Search output").fill("line 5:")
+    view.get_by_label("Search output").press("Enter")
+    expect(view.locator(".search-status")).to_have_text("not in view; 1 line in the whole log")
+    found = view.get_by_label("Matches in the whole log").locator("li")
+    expect(found).to_have_count(1)
+    expect(found).to_have_text("line 5 line 5: ok")
+    # Typing again clears the list; a match in view needs no server.
+    view.get_by_label("Search output").fill("line 29999:")
+    expect(view.get_by_label("Matches in the whole log")).to_be_hidden()
+    view.get_by_label("Search output").press("Enter")
+    expect(view.locator(".search-status")).to_have_text("1 of 1")
