@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio.to_thread
 
@@ -246,13 +247,9 @@ class ExecutionReader:
         def read() -> OutputPage | None:
             """None: there is no log here."""
             # A finished log is opened and read in the same worker-thread hop.
-            if live is not None:
-                log = live.log
-            else:
-                try:
-                    log = ArtifactLog.open_existing(artifacts_dir, execution_id)
-                except OSError:
-                    return None
+            log = _log_here(live, artifacts_dir, execution_id)
+            if log is None:
+                return None
             kept_from = log.next_available(offset)
             if kept_from != offset:
                 return OutputPage(b"", log.total_bytes, complete, kept_from)
@@ -277,13 +274,9 @@ class ExecutionReader:
         artifacts_dir = self._artifacts_dir
 
         def search() -> tuple[LogSearch, int] | None:
-            if live is not None:
-                log = live.log
-            else:
-                try:
-                    log = ArtifactLog.open_existing(artifacts_dir, execution_id)
-                except OSError:
-                    return None
+            log = _log_here(live, artifacts_dir, execution_id)
+            if log is None:
+                return None
             total = log.total_bytes
             return search_log(log, query, ignore_case=ignore_case, limit=limit), total
 
@@ -293,6 +286,19 @@ class ExecutionReader:
         if record.started_at is None:  # never started: nothing was written, nothing matches
             return LogSearch(), 0, complete
         raise self._missing_log(record)
+
+
+def _log_here(
+    live: LiveExecution | None, artifacts_dir: Path, execution_id: str
+) -> ArtifactLog | None:
+    """The execution's log: the live one's, or the finished one on this disk (blocking); None
+    when this disk has none."""
+    if live is not None:
+        return live.log
+    try:
+        return ArtifactLog.open_existing(artifacts_dir, execution_id)
+    except OSError:
+        return None
 
 
 # A page is serialised on the event loop, and a record carries its command (up to 64 KiB) and

@@ -15,29 +15,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.confinement import choose_backend
 from app.core.config import Settings
 from app.main import create_app
 from app.process.standby import STANDBY_SCRIPT
 from app.store.models import NotifyState
+from tests.api.test_spawn_ahead import cgroup_backend
 from tests.conftest import make_settings, run_foreground, serve
 from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 UNKNOWN_STATE = "archived"
 SPAWN_AHEAD_THREAD = "spawn-ahead"  # app/confinement/standby.py
-
-
-def _cgroup_backend(data_dir: Path) -> str:
-    """A cgroup backend: without one (and with the sandbox off) nothing is spawned ahead."""
-    for name in ("cgroup2", "cgroup1"):
-        try:
-            choice = choose_backend(data_dir, name)
-        except OSError:
-            continue
-        choice.backend.close()
-        return name
-    pytest.skip("no cgroup backend on this machine: nothing to spawn ahead")
 
 
 def _helper_children() -> dict[int, bytes]:
@@ -94,7 +82,7 @@ def test_a_start_failing_halfway_stops_what_it_started_and_raises_its_error(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
     settings = make_settings(
-        tmp_path, database, confinement=_cgroup_backend(tmp_path / "probe"), spawn_ahead_shells=1
+        tmp_path, database, confinement=cgroup_backend(tmp_path / "probe"), spawn_ahead_shells=1
     )
     with serve(settings) as live, live.client() as client:
         run_foreground(client, "echo written")
