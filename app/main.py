@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -30,6 +31,8 @@ from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing
 from app.server.stop_signal import StopSignal
 from app.services import Services
+
+logger = logging.getLogger("shellgate")
 
 
 def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
@@ -107,4 +110,10 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     if XTERM_DIR.is_dir():  # `make console-deps`; without it the console shows a plain log
         app.mount("/console/vendor/xterm", StaticFiles(directory=XTERM_DIR), name="xterm")
+    else:
+        logger.warning(
+            "the console's terminal (xterm.js) is not installed at %s: it shows a plain log "
+            "(`make console-deps`)",
+            XTERM_DIR,
+        )
     return app

@@ -208,6 +208,9 @@ def test_without_xterm_the_log_is_plain_text_and_a_dropped_stream_resumes_exactl
 
     log = shown_view(page).locator(".view-terminal pre.plain-log")
     expect(log).to_contain_text("[completed, exit code 0]")
+    expect(shown_view(page).get_by_role("note")).to_contain_text(
+        "Plain log view: the terminal (xterm.js) could not be loaded"
+    )
     expected = "".join(f"line-{i}\n" for i in range(1, 121))
     assert log.text_content() == expected + "\n[completed, exit code 0]\n"
     assert len(stream_urls) == 2

@@ -144,7 +144,14 @@ class PlainView {
     this.log = el("pre", { class: "plain-log", tabindex: "0", "aria-label": "Output" });
     this.searchListeners = [];
     this.matchIndex = -1;
-    container.replaceChildren(this.log);
+    // Said, not silent: a server installed without its front-end packages looks broken else.
+    const notice = el(
+      "p",
+      { class: "plain-notice muted", role: "note" },
+      "Plain log view: the terminal (xterm.js) could not be loaded from this server. " +
+        "Its operator installs it with `make console-deps` (npm) in the server's checkout.",
+    );
+    container.replaceChildren(notice, this.log);
     container.dataset.kind = this.kind;
     this.container = container;
   }
