@@ -244,6 +244,34 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.put("/v1/policy", json=original).status_code == 200
 
 
+def test_an_admin_sets_critical_and_unreadable_and_sees_who_changed_the_policy(
+    page: Page, console_server: LiveServer, admin: httpx.Client
+) -> None:
+    """The editor covers what critical patterns and unreadable commands get, not only the
+    rules; the history lists each version with its author, the one in force first."""
+    original = admin.get("/v1/policy").json()
+    try:
+        sign_in(page, console_server, ADMIN)
+        page.get_by_role("tab", name="Policy").click()
+        page.get_by_role("button", name="Edit rules").click()
+        editor = page.locator("#policy-editor")
+        editor.get_by_label("Critical patterns").select_option("deny")
+        editor.get_by_label("Unreadable commands").select_option("deny")
+        editor.get_by_role("button", name="Save policy").click()
+        expect(page.locator("#policy-summary")).to_contain_text("critical: deny")
+        saved = admin.get("/v1/policy").json()
+        assert (saved["critical"], saved["unreadable"]) == ("deny", "deny")
+        assert saved["rules"] == original["rules"]
+
+        history = page.get_by_label("Policy versions, newest first").locator("tbody tr")
+        newest = admin.get("/v1/policy/versions", params={"limit": 1}).json()["data"][0]
+        expect(history.first).to_contain_text(f"#{newest['id']} in force")
+        expect(history.first).to_contain_text("root")
+        expect(history.nth(1)).not_to_contain_text("in force")
+    finally:
+        assert admin.put("/v1/policy", json=original).status_code == 200
+
+
 def running_jobs_in_header(page: Page) -> int:
     text = page.locator("#server-info").text_content() or ""
     match = re.search(r"· (\d+)/\d+ jobs running$", text)

@@ -1,5 +1,5 @@
 // Editing the rules (admins only): the rules as a table of inputs — match, approval, order —
-// and the default; Save replaces the policy with `PUT /v1/policy`, which validates the whole
+// the default and what critical patterns and unreadable commands get; Save replaces the policy with `PUT /v1/policy`, which validates the whole
 // document (a refused one changes nothing and its message is shown).
 
 import { api } from "./api.js";
@@ -13,6 +13,8 @@ export class PolicyEditor {
     this.form = byId("policy-editor");
     this.rows = byId("policy-edit-rows");
     this.defaultSelect = byId("policy-default");
+    this.criticalSelect = byId("policy-critical");
+    this.unreadableSelect = byId("policy-unreadable");
     this.errorEl = byId("policy-save-error");
     this.editButton = byId("edit-policy");
     this.readOnlyTable = byId("policy-rules-table");
@@ -48,6 +50,8 @@ export class PolicyEditor {
     if (!this.document) return;
     showError(this.errorEl, null);
     this.defaultSelect.value = this.document.default;
+    this.criticalSelect.value = this.document.critical;
+    this.unreadableSelect.value = this.document.unreadable;
     this.rows.replaceChildren(...this.document.rules.map((rule) => this.#row(rule)));
     this.#renumber();
     this.form.hidden = false;
@@ -138,7 +142,14 @@ export class PolicyEditor {
       const { remembered } = await api("v1/policy");
       const saved = await api("v1/policy", {
         method: "PUT",
-        body: { ...this.document, remembered, default: this.defaultSelect.value, rules },
+        body: {
+          ...this.document,
+          remembered,
+          default: this.defaultSelect.value,
+          critical: this.criticalSelect.value,
+          unreadable: this.unreadableSelect.value,
+          rules,
+        },
       });
       this.end();
       this.onSaved(saved);

@@ -6,6 +6,7 @@ import { api } from "./api.js";
 import { byId, el, showError } from "./dom.js";
 import { PolicyEditor } from "./policy-editor.js";
 import { FilePolicy } from "./policy-files.js";
+import { PolicyHistory } from "./policy-history.js";
 
 const ENV_LINE = /^([^=]*)=(.*)$/s;
 
@@ -45,7 +46,13 @@ export class PolicyPanel {
     this.formError = byId("dry-run-error");
 
     this.files = new FilePolicy();
-    this.editor = new PolicyEditor({ onSaved: (document) => this.#render(document) });
+    this.history = new PolicyHistory();
+    this.editor = new PolicyEditor({
+      onSaved: (document) => {
+        this.#render(document);
+        this.history.refresh().catch((error) => showError(this.errorEl, error));
+      },
+    });
     byId("refresh-policy").addEventListener("click", () => this.refresh());
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -65,6 +72,7 @@ export class PolicyPanel {
     this.summary.replaceChildren();
     this.envRules.replaceChildren();
     this.files.clear();
+    this.history.clear();
     this.result.replaceChildren();
     this.result.hidden = true;
   }
@@ -72,6 +80,7 @@ export class PolicyPanel {
   async refresh() {
     try {
       this.#render(await api("v1/policy"));
+      await this.history.refresh();
       showError(this.errorEl, null);
     } catch (error) {
       showError(this.errorEl, error);
