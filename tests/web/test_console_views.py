@@ -244,11 +244,11 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.put("/v1/policy", json=original).status_code == 200
 
 
-def test_an_admin_sets_critical_and_unreadable_and_sees_who_changed_the_policy(
+def test_an_admin_sets_critical_unreadable_and_env_and_sees_who_changed_the_policy(
     page: Page, console_server: LiveServer, admin: httpx.Client
 ) -> None:
-    """The editor covers what critical patterns and unreadable commands get, not only the
-    rules; the history lists each version with its author, the one in force first."""
+    """The editor covers what critical patterns and unreadable commands get and the env globs,
+    not only the rules; the history lists each version with its author, the one in force first."""
     original = admin.get("/v1/policy").json()
     try:
         sign_in(page, console_server, ADMIN)
@@ -257,10 +257,15 @@ def test_an_admin_sets_critical_and_unreadable_and_sees_who_changed_the_policy(
         editor = page.locator("#policy-editor")
         editor.get_by_label("Critical patterns").select_option("deny")
         editor.get_by_label("Unreadable commands").select_option("deny")
+        deny = editor.get_by_label("Env deny (a name glob per line)")
+        expect(deny).to_have_value("\n".join(original["env"]["deny"]))
+        deny.fill(deny.input_value() + "\n\nSECRET_*\n")
+        editor.get_by_label("Env prompt (a name glob per line)").fill("AWS_*")
         editor.get_by_role("button", name="Save policy").click()
         expect(page.locator("#policy-summary")).to_contain_text("critical: deny")
         saved = admin.get("/v1/policy").json()
         assert (saved["critical"], saved["unreadable"]) == ("deny", "deny")
+        assert saved["env"] == {"deny": [*original["env"]["deny"], "SECRET_*"], "prompt": ["AWS_*"]}
         assert saved["rules"] == original["rules"]
 
         history = page.get_by_label("Policy versions, newest first").locator("tbody tr")

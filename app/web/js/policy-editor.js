@@ -1,11 +1,17 @@
 // Editing the rules (admins only): the rules as a table of inputs — match, approval, order —
-// the default and what critical patterns and unreadable commands get; Save replaces the policy with `PUT /v1/policy`, which validates the whole
+// the default, what critical patterns and unreadable commands get, and the env name globs
+// denied or prompted (one per line); Save replaces the policy with `PUT /v1/policy`, which validates the whole
 // document (a refused one changes nothing and its message is shown).
 
 import { api } from "./api.js";
 import { byId, el, showError } from "./dom.js";
 
 const APPROVALS = ["allow", "prompt", "deny"];
+
+// One glob per line; blank lines dropped. The server checks each (a 422 shows why).
+function globs(text) {
+  return text.split("\n").map((line) => line.trim()).filter(Boolean);
+}
 
 export class PolicyEditor {
   constructor({ onSaved }) {
@@ -15,6 +21,8 @@ export class PolicyEditor {
     this.defaultSelect = byId("policy-default");
     this.criticalSelect = byId("policy-critical");
     this.unreadableSelect = byId("policy-unreadable");
+    this.envDeny = byId("policy-env-deny");
+    this.envPrompt = byId("policy-env-prompt");
     this.errorEl = byId("policy-save-error");
     this.editButton = byId("edit-policy");
     this.readOnlyTable = byId("policy-rules-table");
@@ -52,6 +60,9 @@ export class PolicyEditor {
     this.defaultSelect.value = this.document.default;
     this.criticalSelect.value = this.document.critical;
     this.unreadableSelect.value = this.document.unreadable;
+    const env = this.document.env ?? { deny: [], prompt: [] };
+    this.envDeny.value = env.deny.join("\n");
+    this.envPrompt.value = env.prompt.join("\n");
     this.rows.replaceChildren(...this.document.rules.map((rule) => this.#row(rule)));
     this.#renumber();
     this.form.hidden = false;
@@ -148,6 +159,7 @@ export class PolicyEditor {
           default: this.defaultSelect.value,
           critical: this.criticalSelect.value,
           unreadable: this.unreadableSelect.value,
+          env: { deny: globs(this.envDeny.value), prompt: globs(this.envPrompt.value) },
           rules,
         },
       });
