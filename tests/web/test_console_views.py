@@ -244,11 +244,12 @@ def test_an_admin_edits_the_rules_and_a_refused_document_changes_nothing(
         assert admin.put("/v1/policy", json=original).status_code == 200
 
 
-def test_an_admin_sets_critical_unreadable_and_env_and_sees_who_changed_the_policy(
+def test_an_admin_edits_every_part_of_the_policy_and_sees_who_changed_it(
     page: Page, console_server: LiveServer, admin: httpx.Client
 ) -> None:
-    """The editor covers what critical patterns and unreadable commands get and the env globs,
-    not only the rules; the history lists each version with its author, the one in force first."""
+    """The editor covers what critical patterns and unreadable commands get, the env globs and
+    the files rules, not only the rules; a files text that is not JSON sends nothing; the
+    history lists each version with its author, the one in force first."""
     original = admin.get("/v1/policy").json()
     try:
         sign_in(page, console_server, ADMIN)
@@ -261,12 +262,19 @@ def test_an_admin_sets_critical_unreadable_and_env_and_sees_who_changed_the_poli
         expect(deny).to_have_value("\n".join(original["env"]["deny"]))
         deny.fill(deny.input_value() + "\n\nSECRET_*\n")
         editor.get_by_label("Env prompt (a name glob per line)").fill("AWS_*")
+        files = editor.get_by_label("Files rules (JSON: workspace, outside, rules)")
+        files.fill("{not json")
+        editor.get_by_role("button", name="Save policy").click()
+        expect(page.locator("#policy-save-error")).to_contain_text("Files rules: not JSON")
+        assert admin.get("/v1/policy").json() == original  # nothing sent
+        files.fill('{"workspace": "allow", "outside": "deny", "rules": []}')
         editor.get_by_role("button", name="Save policy").click()
         expect(page.locator("#policy-summary")).to_contain_text("critical: deny")
         saved = admin.get("/v1/policy").json()
         assert (saved["critical"], saved["unreadable"]) == ("deny", "deny")
         assert saved["env"] == {"deny": [*original["env"]["deny"], "SECRET_*"], "prompt": ["AWS_*"]}
         assert saved["rules"] == original["rules"]
+        assert saved["files"] == {"workspace": "allow", "outside": "deny", "rules": []}
 
         history = page.get_by_label("Policy versions, newest first").locator("tbody tr")
         newest = admin.get("/v1/policy/versions", params={"limit": 1}).json()["data"][0]

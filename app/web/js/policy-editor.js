@@ -1,6 +1,6 @@
 // Editing the rules (admins only): the rules as a table of inputs — match, approval, order —
 // the default, what critical patterns and unreadable commands get, and the env name globs
-// denied or prompted (one per line); Save replaces the policy with `PUT /v1/policy`, which validates the whole
+// denied or prompted (one per line), and the files rules as JSON; Save replaces the policy with `PUT /v1/policy`, which validates the whole
 // document (a refused one changes nothing and its message is shown).
 
 import { api } from "./api.js";
@@ -23,6 +23,7 @@ export class PolicyEditor {
     this.unreadableSelect = byId("policy-unreadable");
     this.envDeny = byId("policy-env-deny");
     this.envPrompt = byId("policy-env-prompt");
+    this.filesJson = byId("policy-files-json");
     this.errorEl = byId("policy-save-error");
     this.editButton = byId("edit-policy");
     this.readOnlyTable = byId("policy-rules-table");
@@ -63,6 +64,7 @@ export class PolicyEditor {
     const env = this.document.env ?? { deny: [], prompt: [] };
     this.envDeny.value = env.deny.join("\n");
     this.envPrompt.value = env.prompt.join("\n");
+    this.filesJson.value = JSON.stringify(this.document.files, null, 2);
     this.rows.replaceChildren(...this.document.rules.map((rule) => this.#row(rule)));
     this.#renumber();
     this.form.hidden = false;
@@ -144,6 +146,13 @@ export class PolicyEditor {
       match: row.querySelector(".rule-match").value,
       approval: row.querySelector(".rule-approval").value,
     }));
+    let files;
+    try {
+      files = JSON.parse(this.filesJson.value);
+    } catch (error) {
+      showError(this.errorEl, new Error(`Files rules: not JSON (${error.message})`));
+      return;
+    }
     const button = this.form.querySelector("button[type=submit]");
     button.disabled = true;
     try {
@@ -160,6 +169,7 @@ export class PolicyEditor {
           critical: this.criticalSelect.value,
           unreadable: this.unreadableSelect.value,
           env: { deny: globs(this.envDeny.value), prompt: globs(this.envPrompt.value) },
+          files,
           rules,
         },
       });
