@@ -257,7 +257,7 @@ def test_an_admin_edits_every_part_of_the_policy_and_sees_who_changed_it(
         page.get_by_role("button", name="Edit rules").click()
         editor = page.locator("#policy-editor")
         editor.get_by_label("Critical patterns").select_option("deny")
-        editor.get_by_label("Unreadable commands").select_option("deny")
+        editor.get_by_label("Unreadable shell text").select_option("deny")
         deny = editor.get_by_label("Env deny (a name glob per line)")
         expect(deny).to_have_value("\n".join(original["env"]["deny"]))
         deny.fill(deny.input_value() + "\n\nSECRET_*\n")
