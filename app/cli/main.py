@@ -473,15 +473,26 @@ def approvals(
     if not listing.data:
         typer.echo("none")
         return
+    # Decided ones are listed with who decided and why (a pending list has neither yet).
+    decisions = state != "pending"
     table = Table("id", "state", "execution", "requested by", "expires")
+    if decisions:
+        table.add_column("decided by")
+        table.add_column("decision reason", overflow="fold")
     table.add_column("command", overflow="fold")
     for approval in listing.data:
+        decided = (
+            [_shown(approval.decided_by or ""), _shown(approval.decision_reason or "")]
+            if decisions
+            else []
+        )
         table.add_row(
             approval.id,
             approval.state,
             approval.execution_id,
             _shown(approval.requested_by),
             _when(approval.expires_at),
+            *decided,
             _approval_cell(approval),
         )
     _console().print(table)
