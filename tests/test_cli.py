@@ -487,6 +487,21 @@ def test_a_stale_token_file_is_named_instead_of_a_bare_401(
     assert "HTTP 401" in explicit.stderr
 
 
+def test_no_token_anywhere_says_where_the_generated_one_was_looked_for(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """Run away from the server's directory, the relative ./data has no token file: the 401
+    names the file looked for and the ways to give one, not the server's bare refusal."""
+    elsewhere = tmp_path / "elsewhere"
+    result = shellgate(server.base_url, None, "jobs", SHELLGATE_DATA_DIR=str(elsewhere))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "shellgate: no token: none given (--token, SHELLGATE_TOKEN) and no generated one at "
+        f"{(elsewhere / 'admin.token').resolve()} — run from the server's directory, set "
+        "SHELLGATE_DATA_DIR to its data directory, or pass a token"
+    )
+
+
 def test_a_url_without_a_scheme_is_a_usage_error_not_an_unreachable_server() -> None:
     result = shellgate("127.0.0.1:8000", "some-token", "jobs")
     assert result.exit_code == 2, result.output

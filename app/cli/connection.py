@@ -109,6 +109,15 @@ def server(ctx: typer.Context) -> Iterator[Client]:
                 " — set SHELLGATE_TOKEN or --token",
                 EXIT_REFUSED,
             )
+        if error.status == 401 and token.value is None:
+            # Run away from the server's directory, the generated token file is not found
+            # (./data is relative): say where it was looked for instead of a bare 401.
+            fail(
+                f"no token: none given (--token, SHELLGATE_TOKEN) and no generated one at "
+                f"{generated_token_path().resolve()} — run from the server's directory, set "
+                "SHELLGATE_DATA_DIR to its data directory, or pass a token",
+                EXIT_REFUSED,
+            )
         status = EXIT_REFUSED if error.status < 500 else EXIT_UNREACHABLE
         fail(f"{error.message} ({error.code}, HTTP {error.status})", status)
     except ShellgateError as error:  # any other SDK failure: still one line, no traceback
