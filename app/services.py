@@ -26,7 +26,7 @@ from app.approvals.remember import Remembering
 from app.approvals.service import ApprovalService
 from app.cluster import Cluster
 from app.cluster.forwarding import Forwarder
-from app.cluster.heartbeat import heartbeat_forever
+from app.cluster.heartbeat import fence_when_silent, heartbeat_forever
 from app.cluster.identity import with_node_id
 from app.cluster.notify import ApprovalRelay
 from app.confinement import Confinement, build_confinement
@@ -277,6 +277,7 @@ class Services:
                 asyncio.create_task(
                     heartbeat_forever(services.cluster, services.db, services.settings)
                 ),
+                asyncio.create_task(fence_when_silent(services.cluster)),
                 asyncio.create_task(services.relay.run()),
                 asyncio.create_task(trim_memory_when_idle(services.registry.live)),
                 # Start-up does not wait on old logs: re-read while the server already answers.

@@ -129,9 +129,9 @@ class Cluster:
         self._fence_hooks.append(hook)
 
     def fence_if_due(self) -> bool:
-        """After a beat that did not reach the database: past `fence_after` seconds since the
-        last one that did, with other replicas around to take its work over, end this node's
-        commands (once per outage). Whether it fenced now."""
+        """Past `fence_after` seconds since the last beat that reached the database, with other
+        replicas around to take its work over, end this node's commands (once per outage).
+        Whether it fenced now."""
         silent = time.monotonic() - self._last_beat
         if not self.shared or not self._peers_seen or self._fenced or silent < self.fence_after:
             return False

@@ -344,7 +344,7 @@ class Lifecycle:
                 self._registry.terminate(live, grace=self._stop_grace)
 
     def fence(self, notice: str) -> int:
-        """This replica lost its lease on the cluster (app/cluster/fence.py): end every running
+        """This replica lost its lease on the cluster (Cluster.fence_if_due): end every running
         command now (group TERM, the kill grace, KILL), recorded `lost` with `notice`, before
         the other replicas record them so and free their job slots. How many were running."""
         fenced = 0

@@ -17,11 +17,12 @@ def timeout_notice(timeout_seconds: float | None) -> str:
 
 CANCELLED_NOTICE = "Command cancelled"
 LOST_NOTICE = "The server stopped while this command ran; its process group was killed."
-# Added by the replica that records `lost` the running executions of one gone silent.
+# Added by a replica that ended its own commands, cut off from the cluster's database.
 FENCED_NOTICE = (
     "This replica could not reach the cluster's database for {seconds:.0f} s, so the others "
     "take its work for lost: its process group was killed before they do."
 )
+# Added by the replica that records `lost` the running executions of one gone silent.
 LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
 # Reading stopped before EOF when the command exited (app.process.OutputCut): keyed by its value.
 OUTPUT_CUT_NOTICES = {

@@ -422,7 +422,7 @@ class ExecutionService:
         self._lifecycle.begin_shutdown()
 
     def fence(self, notice: str) -> int:
-        """End every running command: this replica lost its lease (app/cluster/fence.py)."""
+        """End every running command: this replica lost its lease (Cluster.fence_if_due)."""
         return self._lifecycle.fence(notice)
 
     async def shutdown(self, within: float | None = None) -> None:

@@ -74,13 +74,16 @@ def test_a_killed_replicas_jobs_end_and_free_the_cap_for_real(
             assert jobs.running_count() == CAP
 
 
+@pytest.mark.parametrize("outage", ["cut", "freeze"])
 def test_a_replica_cut_off_from_the_database_ends_its_jobs_before_they_are_recorded_lost(
-    tmp_path: Path, database: str
+    tmp_path: Path, database: str, outage: str
 ) -> None:
     """Alive but unable to heartbeat (its link to PostgreSQL cut, the others' intact), a replica
     ends its commands itself once `fence_after` runs out, before another replica sees the node
     timeout run out and records them `lost`: no process runs under a record that says killed.
-    With the sandbox off, where no parent-death signal would end them."""
+    With the sandbox off, where no parent-death signal would end them. `cut`: its connections
+    are reset; `freeze`: they stay open and nothing answers (a partition), so a beat hangs in
+    its database call and the fence must not wait for it."""
     url = make_url(database)
     proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
     proxy.start()
@@ -96,7 +99,7 @@ def test_a_replica_cut_off_from_the_database_ends_its_jobs_before_they_are_recor
         ):
             held = jobs.start(agent_a, [f"setsid {jobs.sleep()} & wait", jobs.sleep()])
             eventually(jobs.all_running, what="A's jobs running", within=30)
-            proxy.cut()
+            getattr(proxy, outage)()
             cut_at = time.monotonic()
             gone_at: float | None = None
             while states(agent_b, held) != ["lost"] * len(held):
@@ -113,5 +116,6 @@ def test_a_replica_cut_off_from_the_database_ends_its_jobs_before_they_are_recor
                 f"recorded lost at {lost_at - cut_at:.2f} s"
             )
             assert (agent_a.get("/healthz").status_code, a.process.poll()) == (200, None)
+            proxy.cut()  # A's calls stuck in a frozen connection fail now: it can stop
     finally:
         proxy.cut()

@@ -15,6 +15,7 @@ class CuttableProxy:
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._silent = False
+        self._frozen = threading.Event()
         self.accepted = 0  # connections accepted and piped through, over all starts
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
@@ -23,6 +24,7 @@ class CuttableProxy:
 
     def start(self, *, silent: bool = False) -> None:
         self._silent = silent
+        self._frozen.clear()
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -45,6 +47,12 @@ class CuttableProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
             self._sockets.clear()
+
+    def freeze(self) -> None:
+        """Keep every connection open and forward nothing more, new ones included: a network
+        partition, where no reset ever tells the client (only a timeout of its own could)."""
+        self._frozen.set()
+        self._silent = True
 
     def blackhole(self) -> None:
         """Accept connections and never answer: a server that is unreachable, not down."""
@@ -73,10 +81,10 @@ class CuttableProxy:
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self._frozen.is_set():
+                    sink.sendall(data)
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
