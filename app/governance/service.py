@@ -252,21 +252,11 @@ class PolicyService:
         ]
         if not candidates:
             return None
-        widened = document.model_copy(
-            update={
-                "rules": [
-                    *(
-                        PolicyRule(match=rule.match, approval=RuleAction.allow)
-                        for rule in candidates
-                    ),
-                    *document.rules,
-                ]
-            }
-        )
+        widened = _with_remembered(document, candidates)
         verdict = await self.evaluate(command, cwd=cwd, document=widened)
         if verdict.approval is not RuleAction.allow or verdict.matched_rule is None:
             return None
-        return next((rule for rule in candidates if rule.match == verdict.matched_rule.match), None)
+        return _remembered_by(candidates, verdict.matched_rule.match)
 
     def stop_reading(self) -> None:
         """The stop was requested: the command readers' work ends now (their reads become
@@ -482,18 +472,10 @@ def _judged_with_remembered(
     remembered = active_rules(document.remembered, owner=owner, now=datetime.now(UTC))
     if not remembered:
         return verdict
-    widened = document.model_copy(
-        update={
-            "rules": [
-                *(PolicyRule(match=rule.match, approval=RuleAction.allow) for rule in remembered),
-                *document.rules,
-            ]
-        }
-    )
-    again = evaluate(widened, command, **options)
+    again = evaluate(_with_remembered(document, remembered), command, **options)
     if again.approval is not RuleAction.allow or again.matched_rule is None:
         return verdict
-    rule = next((item for item in remembered if item.match == again.matched_rule.match), None)
+    rule = _remembered_by(remembered, again.matched_rule.match)
     if rule is None:
         return verdict
     return dataclasses.replace(
@@ -501,6 +483,17 @@ def _judged_with_remembered(
         reason=remembered_reason(rule),
         remembered_rule=rule.id,
     )
+
+
+def _with_remembered(document: PolicyDocument, rules: Sequence[RememberedRule]) -> PolicyDocument:
+    """`document` with `rules` placed before its own as `allow` rules."""
+    allows = [PolicyRule(match=rule.match, approval=RuleAction.allow) for rule in rules]
+    return document.model_copy(update={"rules": [*allows, *document.rules]})
+
+
+def _remembered_by(rules: Sequence[RememberedRule], matched: str) -> RememberedRule | None:
+    """The remembered rule whose pattern decided (`matched`), if one did."""
+    return next((rule for rule in rules if rule.match == matched), None)
 
 
 def remembered_reason(rule: RememberedRule) -> str:
