@@ -35,11 +35,13 @@ def database() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_a_killed_replicas_jobs_end_and_free_the_cap_for_real(
-    tmp_path: Path, database: str
+    tmp_path: Path, database: str, sandbox: str
 ) -> None:
+    """`on`: bwrap's PID namespace dies with the replica; `off`: its fence watcher kills them."""
     jobs = FencedJobs()
-    settings = {"node_timeout": NODE_TIMEOUT, "max_jobs": CAP, "sandbox": "on"}
+    settings = {"node_timeout": NODE_TIMEOUT, "max_jobs": CAP, "sandbox": sandbox}
     with replica(tmp_path, "node-b", database, **settings) as b:
         with replica(tmp_path, "node-a", database, **settings) as a, a.client() as agent_a:
             # One process per job, each out of its job's group (`setsid`): the cap full.
