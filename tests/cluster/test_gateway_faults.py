@@ -249,6 +249,8 @@ def test_postgresql_cut_under_one_replica_is_503_or_1013_never_500(
         proxy.cut()
 
 
+# Three stops and starts of a replica: a minute on a loaded 2-core machine, more at times.
+@pytest.mark.timeout(300)
 def test_a_rolling_restart_through_the_gateway_costs_no_client_an_error(
     tmp_path: Path, database: str
 ) -> None:
