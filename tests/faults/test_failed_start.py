@@ -1,15 +1,17 @@
 """A start that fails halfway (`Services.run`, app/services.py) stops what the steps before the
 failing one started, and its error reaches the caller: an embedded app's lifespan raises it.
 
-The failure is real: a record in a state this version does not know (as a newer version, rolled
-back, may leave) stops the start where the webhook deliveries resume, after the standby shells
-of spawning ahead were started and the database was used by every step before."""
+The failure is real: a delivery record whose next attempt's time cannot be read (a value no
+timestamp can be) stops the start where the webhook deliveries resume, after the standby shells
+of spawning ahead were started and the database was used by every step before. A record in a
+state this version does not know, by contrast, is skipped there and the server starts."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+import traceback
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,14 @@ from tests.databases import ServerDatabase
 from tests.waiting import eventually
 
 UNKNOWN_STATE = "archived"
+# What each database keeps in a timestamp column and the server cannot read back as one:
+# SQLite stores any text; PostgreSQL's `infinity` is beyond every datetime.
+UNREADABLE_TIME = {"sqlite": "not a time", "postgres": "infinity"}
+# What the start's error then says (PostgreSQL's DataError as the server words it).
+UNREADABLE_ERROR = {
+    "sqlite": "Invalid isoformat string",
+    "postgres": "the database cannot hold a value of this request",
+}
 SPAWN_AHEAD_THREAD = "spawn-ahead"  # app/confinement/standby.py
 
 
@@ -89,8 +99,8 @@ def test_a_start_failing_halfway_stops_what_it_started_and_raises_its_error(
     engine = database.engine(settings.data_dir)
     with engine.begin() as connection:
         connection.execute(
-            text("UPDATE executions SET state = :state, notify_state = :waiting"),
-            {"state": UNKNOWN_STATE, "waiting": NotifyState.waiting.value},
+            text("UPDATE executions SET notify_state = :waiting, notify_next_at = :when"),
+            {"waiting": NotifyState.waiting.value, "when": UNREADABLE_TIME[database.kind]},
         )
     engine.dispose()
     children_before = set(_helper_children())
@@ -98,9 +108,15 @@ def test_a_start_failing_halfway_stops_what_it_started_and_raises_its_error(
 
     async def start() -> set[asyncio.Task[object]]:
         app = create_app(settings)
-        with pytest.raises(ValueError, match=f"'{UNKNOWN_STATE}' is not a valid ExecutionState"):
+        with pytest.raises(Exception, match=UNREADABLE_ERROR[database.kind]) as failed:
             async with app.router.lifespan_context(app):
                 pass
+        # Where the deliveries resume, the last step of the start.
+        frames = traceback.extract_tb(failed.value.__traceback__)
+        assert any(
+            frame.name == "start" and frame.filename.endswith("notifications/delivery.py")
+            for frame in frames
+        )
         return asyncio.all_tasks() - {asyncio.current_task()}
 
     assert asyncio.run(start()) == set()
@@ -116,3 +132,32 @@ def test_a_start_failing_halfway_stops_what_it_started_and_raises_its_error(
         lambda: not _database_connections(settings, database),
         what="the end of the failed start's database connections",
     )
+
+
+def test_a_delivery_in_a_state_this_version_does_not_know_is_skipped_and_the_server_starts(
+    tmp_path: Path, database: ServerDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(tmp_path, database)
+    with serve(settings) as live, live.client() as client:
+        execution_id = run_foreground(client, "echo written")["id"]
+    engine = database.engine(settings.data_dir)
+    with engine.begin() as connection:
+        # As a newer version, rolled back, may leave it.
+        connection.execute(
+            text("UPDATE executions SET state = :state, notify_state = :waiting"),
+            {"state": UNKNOWN_STATE, "waiting": NotifyState.waiting.value},
+        )
+    engine.dispose()
+    with (
+        caplog.at_level("WARNING", logger="shellgate.notifications"),
+        serve(settings) as live,
+        live.client() as client,
+    ):
+        assert client.get("/healthz").status_code == 200
+    skipped = [
+        record.getMessage() for record in caplog.records if execution_id in record.getMessage()
+    ]
+    assert skipped == [
+        f"not resuming the delivery of {execution_id}: its state '{UNKNOWN_STATE}' is unknown "
+        "to this version"
+    ]
