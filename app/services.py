@@ -106,6 +106,18 @@ class Services:
     def build(
         cls, settings: Settings, metrics: Metrics, tracing: Tracing = TRACING_OFF
     ) -> Services:
+        """Every part, built bottom-up. A part that fails to build undoes what the parts before
+        it made (the confinement's cgroup folders, the database's pool, the intent journal)
+        before its error goes on: `run`'s exit stack only takes over once all are built."""
+        with contextlib.ExitStack() as undo:
+            services = cls._build(settings, metrics, tracing, undo)
+            undo.pop_all()
+        return services
+
+    @classmethod
+    def _build(
+        cls, settings: Settings, metrics: Metrics, tracing: Tracing, undo: contextlib.ExitStack
+    ) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         make_private(settings)
         settings = with_node_id(settings)
@@ -118,7 +130,9 @@ class Services:
             file_size_mb=settings.limit_file_size_mb,
             open_files=settings.limit_open_files,
         )
+        undo.callback(confinement.close)
         db = Database(make_engine(settings.resolved_database_url))
+        undo.callback(db.dispose)
         cluster = Cluster(settings, db)
         registry = Registry(
             settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds, ledger=cluster
@@ -163,6 +177,7 @@ class Services:
             },
             approvals_announced=approval_notifier.heard,
         )
+        undo.callback(executions.intents.close)
         # A replica cut off from the database ends its commands before the others record them
         # lost (docs/operations.md, "When a replica dies").
         cluster.when_fenced(lambda silent: executions.fence(FENCED_NOTICE.format(seconds=silent)))

@@ -9,6 +9,7 @@ state this version does not know, by contrast, is skipped there and the server s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import traceback
@@ -17,9 +18,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from app.confinement.cgroups import CgroupBackend
+from app.confinement.choice import choose_backend
+from app.core.auth import GENERATED_TOKEN_FILE
 from app.core.config import Settings
+from app.executions.pending_record import PENDING_RECORDS_DIR
 from app.main import create_app
+from app.observability.metrics import Metrics
 from app.process.standby import STANDBY_SCRIPT
+from app.services import Services
 from app.store.models import NotifyState
 from tests.api.test_spawn_ahead import cgroup_backend
 from tests.conftest import make_settings, run_foreground, serve
@@ -161,3 +168,34 @@ def test_a_delivery_in_a_state_this_version_does_not_know_is_skipped_and_the_ser
         f"not resuming the delivery of {execution_id}: its state '{UNKNOWN_STATE}' is unknown "
         "to this version"
     ]
+
+
+def test_a_build_failing_halfway_leaves_no_cgroup_folder_and_no_database_open(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    backend = cgroup_backend(tmp_path / "probe")
+    # No token configured: the server keeps a generated admin token in its data directory.
+    settings = make_settings(tmp_path, database, confinement=backend, tokens="")
+    # Where this data directory's cgroup folders go (the probe makes them, then removes them).
+    probe = choose_backend(settings.data_dir, backend).backend
+    assert isinstance(probe, CgroupBackend)
+    bases = list(probe.bases.values())
+    probe.close()
+    assert bases and not [base for base in bases if base.exists()]
+    # A directory where that token file goes: the token book, built after the confinement, the
+    # database and the executions, cannot read it.
+    (settings.data_dir / GENERATED_TOKEN_FILE).mkdir(parents=True)
+
+    with pytest.raises(IsADirectoryError):
+        Services.build(settings, Metrics())
+
+    assert [base for base in bases if base.exists()] == []
+    journal = settings.data_dir / PENDING_RECORDS_DIR
+    held = []
+    for entry in os.scandir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(entry.path)
+            if target.startswith((str(journal), str(settings.data_dir / "shellgate.db"))):
+                held.append(target)
+    assert held == []
+    assert _database_connections(settings, database) == []
