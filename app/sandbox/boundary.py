@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.config import Settings
 from app.process.short_run import run_briefly
-from app.sandbox.bwrap import inner_reset, sandbox_argv, sandbox_prefix, shell_launch
+from app.sandbox.bwrap import bwrap_prefix, inner_reset, sandbox_argv, shell_launch
 from app.sandbox.defaults import default_profile
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
@@ -94,10 +94,12 @@ class Sandbox:
 
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its
-        command then starts with nothing to build); None when the sandbox is off."""
+        command then starts with nothing to build); None when the sandbox is off. bwrap's
+        own argv: the standby shell ignores bwrap's signals itself before it execs it
+        (app/process/standby.sh), one exec fewer than `env --ignore-signal`."""
         if not self.enforced:
             return None
-        return [*sandbox_prefix(self.default, "/", bwrap=self._bwrap)]
+        return bwrap_prefix(self.default, "/", bwrap=self._bwrap)
 
     def fits_standby(self, profile: SandboxProfile | None, cwd: str, extra: bool) -> bool:
         """Whether a standby built by `standby_prefix` may run this spawn: the same profile,

@@ -31,15 +31,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from app.process.signal_defaults import WRAPPER_IGNORED
 from app.sandbox.profile import SandboxProfile
 
 BWRAP = "/usr/bin/bwrap"
 ENV_PROGRAM = "/usr/bin/env"
 # What bwrap (and its init) must survive so that the command alone decides what a signal sent
 # to the group does; SIGCHLD is not among them (bwrap waits for its child).
-_IGNORED_BY_BWRAP = "HUP,INT,QUIT,TERM,USR1,USR2,ALRM,PIPE,VTALRM,PROF,XCPU,XFSZ"
+_IGNORED_BY_BWRAP = ",".join(WRAPPER_IGNORED)
 # The shell's way to the same: dispositions set to ignore survive the exec into bwrap.
-IGNORE_THEN_EXEC = f"trap '' {_IGNORED_BY_BWRAP.replace(',', ' ')}; exec \"$@\""
+IGNORE_THEN_EXEC = f"trap '' {' '.join(WRAPPER_IGNORED)}; exec \"$@\""
 # Always private: a tmpfs of the sandbox's own.
 PRIVATE_TMP = "/tmp"
 # Mounted afresh inside: nothing of the host's shows through.
