@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T05:29:57.570876Z",
+                "created_at": "2026-12-06T05:44:44.833934Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T05:29:57.610686Z",
+                "decided_at": "2026-12-06T05:44:44.841742Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_T7cDxmlqm8oTol1mpGqj",
-                "expires_at": "2026-12-06T05:39:57.570876Z",
+                "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
+                "expires_at": "2026-12-06T05:54:44.833934Z",
                 "file_operation_id": None,
-                "id": "ap_uSIV_I_X8lrJv8cdMGYZ",
+                "id": "ap_ngJf2GTeyGv1oiunUPpZ",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -40,11 +40,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_TxXp9L4n5B7FSaPIt9CG",
-                "created_at": "2026-12-06T05:29:57.957423Z",
+                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
+                "created_at": "2026-12-06T05:44:44.930787Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_7EFXuzs1eXaoISmbWUHd",
+                "id": "fo_2othIcO1oIAwNFySKMGC",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -77,10 +77,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:29:58.117119Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_P23UzaoCbu6Bn_KunxbY",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -192,18 +192,18 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:29:58.117119Z",
+                "updated_at": "2026-12-06T05:44:45.005316Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T05:39:58.134493Z",
-                    "id": "ap_q4e7dV8PqBvmqcBa65b5",
+                    "expires_at": "2026-12-06T05:54:45.016436Z",
+                    "id": "ap_0lmST2fa9Z3_JELTSgYr",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex__rLQ-vzgKoQ-hWw5hE1L",
+                "execution_id": "ex_oO_V7W752W1ZozINT4u5",
                 "state": "awaiting_approval",
             }
         },
@@ -212,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T05:31:28.511319Z",
-                "ticket": "wst_SO-1U2fdTDM96Gk8igC7lQhedX5z3w8r",
+                "expires_at": "2026-12-06T05:46:15.077906Z",
+                "ticket": "wst_IQpv8YrLkt82f9tLFcgm-TXvbd7zamw8",
             }
         }
     },
@@ -221,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T05:29:57.411308Z",
+                "created_at": "2026-12-06T05:44:44.804046Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T05:29:57.523099Z",
+                "decided_at": "2026-12-06T05:44:44.824685Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_fCoAGQhiRryKxZldrUjC",
-                "expires_at": "2026-12-06T05:39:57.411308Z",
+                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                "expires_at": "2026-12-06T05:54:44.804046Z",
                 "file_operation_id": None,
-                "id": "ap_33d7FpZohWZhx_FtbBEg",
+                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -248,11 +248,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_FvrGtSYI-NsV8FRf0fvr",
-                "created_at": "2026-12-06T05:29:57.982688Z",
+                "approval_id": "ap_WxLr0Gg8TPrn_Fy38mmC",
+                "created_at": "2026-12-06T05:44:44.953109Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_ILMxHw9LtVcJHZw22Ewx",
+                "id": "fo_3dRdCIeQf7s6svGYR8nE",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -318,12 +318,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_8m2oJvTT8muNIMYLQnwE","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_8m2oJvTT8muNIMYLQnwE","wall_time_ms":22.62456599964935,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
-            "time: 0.02 "
+            '{"id":"ex_lZw93WtRBQhOUh7MJ_yR","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_lZw93WtRBQhOUh7MJ_yR","wall_time_ms":5.584344999988389,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T05:29:57.032490Z","started_at":"2026-12-06T05:29:57.032490Z","finished_at":"2026-12-06T05:29:57.043955Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T05:44:44.712510Z","started_at":"2026-12-06T05:44:44.712510Z","finished_at":"2026-12-06T05:44:44.716962Z"}\n'
             "\n"
         }
     },
@@ -331,16 +331,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T05:29:57.411308Z",
+                "created_at": "2026-12-06T05:44:44.804046Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_fCoAGQhiRryKxZldrUjC",
-                "expires_at": "2026-12-06T05:39:57.411308Z",
+                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                "expires_at": "2026-12-06T05:54:44.804046Z",
                 "file_operation_id": None,
-                "id": "ap_33d7FpZohWZhx_FtbBEg",
+                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -819,11 +819,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.26635008e+08\n"
+            "process_virtual_memory_bytes 5.26630912e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.20823808e+08\n"
+            "process_resident_memory_bytes 1.21044992e+08\n"
         }
     },
     "getPolicy": {
@@ -883,6 +883,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -903,10 +905,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:29:58.117119Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_P23UzaoCbu6Bn_KunxbY",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1010,7 +1012,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:29:58.117119Z",
+                "updated_at": "2026-12-06T05:44:45.005316Z",
             }
         }
     },
@@ -1113,16 +1115,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T05:29:57.411308Z",
+                        "created_at": "2026-12-06T05:44:44.804046Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_fCoAGQhiRryKxZldrUjC",
-                        "expires_at": "2026-12-06T05:39:57.411308Z",
+                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                        "expires_at": "2026-12-06T05:54:44.804046Z",
                         "file_operation_id": None,
-                        "id": "ap_33d7FpZohWZhx_FtbBEg",
+                        "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1143,15 +1145,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_8m2oJvTT8muNIMYLQnwE",
+                        "artifact": "artifact://ex_lZw93WtRBQhOUh7MJ_yR",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T05:29:57.032490Z",
+                        "created_at": "2026-12-06T05:44:44.712510Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T05:29:57.043955Z",
-                        "id": "ex_8m2oJvTT8muNIMYLQnwE",
+                        "finished_at": "2026-12-06T05:44:44.716962Z",
+                        "id": "ex_lZw93WtRBQhOUh7MJ_yR",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1177,16 +1179,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T05:29:57.032490Z",
+                        "started_at": "2026-12-06T05:44:44.712510Z",
                         "state": "completed",
-                        "text": "hello\n\nWall time: 0.02 seconds",
+                        "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
                         "timeout_disabled": None,
                         "timeout_seconds": 300.0,
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 22.62456599964935,
+                        "wall_time_ms": 5.584344999988389,
                     }
                 ],
                 "next_cursor": None,
@@ -1198,11 +1200,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_GtWJpOjFK_o1cLDZ5Zty",
-                        "created_at": "2026-12-06T05:29:57.996070Z",
+                        "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
+                        "created_at": "2026-12-06T05:44:44.964653Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_irhepYGgi3fezoer435F",
+                        "id": "fo_ZsGa-IMZQysiIE1FxJm_",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1225,7 +1227,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T05:29:56.934126Z",
+                        "created_at": "2026-12-06T05:44:44.694025Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1281,6 +1283,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                                     "BROWSER",
                                     "TAR_OPTIONS",
                                     "ZIPOPT",
+                                    "MANOPT",
+                                    "PARALLEL",
                                 ],
                                 "prompt": [],
                             },
@@ -1312,10 +1316,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T05:29:58.117119Z",
+                        "created_at": "2026-12-06T05:44:45.005316Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_P23UzaoCbu6Bn_KunxbY",
+                        "id": "se_fWR7215SqceSym_ctPtT",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1470,7 +1474,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T05:29:58.117119Z",
+                        "updated_at": "2026-12-06T05:44:45.005316Z",
                     }
                 ]
             }
@@ -1484,8 +1488,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T05:30:26.001877Z",
-                        "started_at": "2026-12-06T05:29:55.813419Z",
+                        "last_heartbeat": "2026-12-06T05:45:14.512829Z",
+                        "started_at": "2026-12-06T05:44:44.468495Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1497,10 +1501,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:29:58.117119Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_P23UzaoCbu6Bn_KunxbY",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1609,7 +1613,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:30:28.220712Z",
+                "updated_at": "2026-12-06T05:45:15.031851Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1672,6 +1676,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1743,6 +1749,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1764,29 +1772,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_uSIV_I_X8lrJv8cdMGYZ",
+                        "approval_id": "ap_ngJf2GTeyGv1oiunUPpZ",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T05:29:57.570876Z",
+                        "created_at": "2026-12-06T05:44:44.833934Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_T7cDxmlqm8oTol1mpGqj",
+                        "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_33d7FpZohWZhx_FtbBEg",
+                        "approval_id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T05:29:57.411308Z",
+                        "created_at": "2026-12-06T05:44:44.804046Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_fCoAGQhiRryKxZldrUjC",
+                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1850,6 +1858,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1887,7 +1897,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T05:29:57.949755Z",
+                "mtime": "2026-12-06T05:44:44.885333Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1898,11 +1908,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_GtWJpOjFK_o1cLDZ5Zty",
-                "created_at": "2026-12-06T05:29:57.996070Z",
+                "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
+                "created_at": "2026-12-06T05:44:44.964653Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_irhepYGgi3fezoer435F",
+                "id": "fo_ZsGa-IMZQysiIE1FxJm_",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1921,10 +1931,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T05:29:57.941756Z",
+                "created_at": "2026-12-06T05:44:44.880201Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T05:29:57.951903Z",
-                "id": "fo_l3YQ7Zryxwngk8ADpnPi",
+                "finished_at": "2026-12-06T05:44:44.924406Z",
+                "id": "fo_uex3n3nRRsiZjtL85gLv",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1940,11 +1950,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_TxXp9L4n5B7FSaPIt9CG",
-                "created_at": "2026-12-06T05:29:57.957423Z",
+                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
+                "created_at": "2026-12-06T05:44:44.930787Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_7EFXuzs1eXaoISmbWUHd",
+                "id": "fo_2othIcO1oIAwNFySKMGC",
                 "message": None,
                 "mode": None,
                 "op": "write",
