@@ -444,7 +444,7 @@ def _claim(standby: StandbyShell, spec: SpawnSpec) -> subprocess.Popen[bytes]:
         standby.dismiss()
         raise StandbyGone()  # limits bash cannot set: the usual spawn sets them
     try:
-        standby.claim(spec.argv, spec.cwd, spec.env, steps)
+        standby.claim(spec.argv, spec.cwd, spec.env, steps, spec.keep_memory_files)
     except BaseException:
         standby.dismiss()  # it has exited, or exits now: reaped, its pipes closed
         raise
