@@ -14,15 +14,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T03:16:07.321876Z",
+                "created_at": "2026-12-06T05:09:57.200434Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T03:16:07.351236Z",
+                "decided_at": "2026-12-06T05:09:57.226345Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
-                "expires_at": "2026-12-06T03:26:07.321876Z",
-                "id": "ap_PMLWFIByT-BAhbSc2nQT",
+                "execution_id": "ex_-0nSH0ITh1Sv6c76QXYt",
+                "expires_at": "2026-12-06T05:19:57.200434Z",
+                "id": "ap_K10NUKIjQjGv668UqqV0",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -54,10 +54,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:09:57.696497Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_XX6CvIp5-0qzwGtTTDxx",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -169,18 +169,18 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:07.646044Z",
+                "updated_at": "2026-12-06T05:09:57.696497Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T03:26:07.665572Z",
-                    "id": "ap_4KM4UX4ykPgQbZVSVR8R",
+                    "expires_at": "2026-12-06T05:19:57.709373Z",
+                    "id": "ap_EvGZOLZ7vvWiXVhjqsKm",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex_wL36Nq4jRyJv5_zvAbF6",
+                "execution_id": "ex_YI_RJQIq7OljVj1CHkyb",
                 "state": "awaiting_approval",
             }
         },
@@ -189,8 +189,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T03:17:37.860468Z",
-                "ticket": "wst_eySz47Uf0ESu9bUcyl_NpLXx9Yzqthww",
+                "expires_at": "2026-12-06T05:11:28.063777Z",
+                "ticket": "wst_cXOcTo5aSE-I0NhwOJ41M8HGr_vfsnff",
             }
         }
     },
@@ -198,15 +198,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T03:16:07.241609Z",
+                "created_at": "2026-12-06T05:09:57.104446Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T03:16:07.278040Z",
+                "decided_at": "2026-12-06T05:09:57.167996Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                "expires_at": "2026-12-06T03:26:07.241609Z",
-                "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                "execution_id": "ex_HeA6g1Qlwi2Z18ZhHmYt",
+                "expires_at": "2026-12-06T05:19:57.104446Z",
+                "id": "ap_hW7EPa6a4iVZa9_M7g_e",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -224,11 +224,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_xQSNVfXwKrwGDAzD5tch",
-                "created_at": "2026-12-06T03:16:07.514251Z",
-                "execution_id": "ex_4OFTKTVLiRvqHNefKswQ",
+                "approval_id": "ap_XZCVzPKm7Gkx14fIezaY",
+                "created_at": "2026-12-06T05:09:57.643612Z",
+                "execution_id": "ex_PlUifrF9Nl0_R1iuZ_7S",
                 "finished_at": None,
-                "id": "fo_JzjwNu56jZVD1xWw1wRu",
+                "id": "fo_O6xmpKSI1NO5RyLiCChS",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -294,12 +294,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_2u4yxHJ04WNRvM2nRHTn","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_2u4yxHJ04WNRvM2nRHTn","wall_time_ms":10.207782000179577,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
-            "time: 0.01 "
+            '{"id":"ex_p5kO-Y-jmxZw6ZyZaptq","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_p5kO-Y-jmxZw6ZyZaptq","wall_time_ms":41.210704999912195,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            "time: 0.04 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T03:16:07.070551Z","started_at":"2026-12-06T03:16:07.070551Z","finished_at":"2026-12-06T03:16:07.074292Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T05:09:56.867402Z","started_at":"2026-12-06T05:09:56.867402Z","finished_at":"2026-12-06T05:09:56.897091Z"}\n'
             "\n"
         }
     },
@@ -307,15 +307,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T03:16:07.241609Z",
+                "created_at": "2026-12-06T05:09:57.104446Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                "expires_at": "2026-12-06T03:26:07.241609Z",
-                "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                "execution_id": "ex_HeA6g1Qlwi2Z18ZhHmYt",
+                "expires_at": "2026-12-06T05:19:57.104446Z",
+                "id": "ap_hW7EPa6a4iVZa9_M7g_e",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -794,11 +794,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.25611008e+08\n"
+            "process_virtual_memory_bytes 5.25606912e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.20098816e+08\n"
+            "process_resident_memory_bytes 1.19693312e+08\n"
         }
     },
     "getPolicy": {
@@ -858,6 +858,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -878,10 +880,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:09:57.696497Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_XX6CvIp5-0qzwGtTTDxx",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -985,7 +987,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:07.646044Z",
+                "updated_at": "2026-12-06T05:09:57.696497Z",
             }
         }
     },
@@ -1088,15 +1090,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T03:16:07.241609Z",
+                        "created_at": "2026-12-06T05:09:57.104446Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                        "expires_at": "2026-12-06T03:26:07.241609Z",
-                        "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                        "execution_id": "ex_HeA6g1Qlwi2Z18ZhHmYt",
+                        "expires_at": "2026-12-06T05:19:57.104446Z",
+                        "id": "ap_hW7EPa6a4iVZa9_M7g_e",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1117,15 +1119,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_2u4yxHJ04WNRvM2nRHTn",
+                        "artifact": "artifact://ex_p5kO-Y-jmxZw6ZyZaptq",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T03:16:07.070551Z",
+                        "created_at": "2026-12-06T05:09:56.867402Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T03:16:07.074292Z",
-                        "id": "ex_2u4yxHJ04WNRvM2nRHTn",
+                        "finished_at": "2026-12-06T05:09:56.897091Z",
+                        "id": "ex_p5kO-Y-jmxZw6ZyZaptq",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1151,16 +1153,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T03:16:07.070551Z",
+                        "started_at": "2026-12-06T05:09:56.867402Z",
                         "state": "completed",
-                        "text": "hello\n\nWall time: 0.01 seconds",
+                        "text": "hello\n\nWall time: 0.04 seconds",
                         "timed_out": False,
                         "timeout_disabled": None,
                         "timeout_seconds": 300.0,
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 10.207782000179577,
+                        "wall_time_ms": 41.210704999912195,
                     }
                 ],
                 "next_cursor": None,
@@ -1172,11 +1174,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
-                        "created_at": "2026-12-06T03:16:07.564690Z",
-                        "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
+                        "approval_id": "ap_SG5y7MIxA0m5ZE4kI15S",
+                        "created_at": "2026-12-06T05:09:57.657886Z",
+                        "execution_id": "ex_75D6wwWal9Os37v5u7Xp",
                         "finished_at": None,
-                        "id": "fo_oJpNTjEWMDlHrPk1XY65",
+                        "id": "fo_cNQnYQtM3S7JdmAu3rHE",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1199,7 +1201,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T03:16:07.035893Z",
+                        "created_at": "2026-12-06T05:09:56.805041Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1255,6 +1257,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                                     "BROWSER",
                                     "TAR_OPTIONS",
                                     "ZIPOPT",
+                                    "MANOPT",
+                                    "PARALLEL",
                                 ],
                                 "prompt": [],
                             },
@@ -1286,10 +1290,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T03:16:07.646044Z",
+                        "created_at": "2026-12-06T05:09:57.696497Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                        "id": "se_XX6CvIp5-0qzwGtTTDxx",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1444,7 +1448,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T03:16:07.646044Z",
+                        "updated_at": "2026-12-06T05:09:57.696497Z",
                     }
                 ]
             }
@@ -1458,8 +1462,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T03:16:36.764570Z",
-                        "started_at": "2026-12-06T03:16:06.693270Z",
+                        "last_heartbeat": "2026-12-06T05:10:26.074821Z",
+                        "started_at": "2026-12-06T05:09:55.960895Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1471,10 +1475,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:09:57.696497Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_XX6CvIp5-0qzwGtTTDxx",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1583,7 +1587,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:37.718073Z",
+                "updated_at": "2026-12-06T05:10:27.815090Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1646,6 +1650,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1717,6 +1723,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1738,29 +1746,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_PMLWFIByT-BAhbSc2nQT",
+                        "approval_id": "ap_K10NUKIjQjGv668UqqV0",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T03:16:07.321876Z",
+                        "created_at": "2026-12-06T05:09:57.200434Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
+                        "execution_id": "ex_-0nSH0ITh1Sv6c76QXYt",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_3IPfI_T8WPDogXa-pzmq",
+                        "approval_id": "ap_hW7EPa6a4iVZa9_M7g_e",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T03:16:07.241609Z",
+                        "created_at": "2026-12-06T05:09:57.104446Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
+                        "execution_id": "ex_HeA6g1Qlwi2Z18ZhHmYt",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1824,6 +1832,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1861,7 +1871,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T03:16:07.437178Z",
+                "mtime": "2026-12-06T05:09:57.369635Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1872,11 +1882,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
-                "created_at": "2026-12-06T03:16:07.564690Z",
-                "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
+                "approval_id": "ap_SG5y7MIxA0m5ZE4kI15S",
+                "created_at": "2026-12-06T05:09:57.657886Z",
+                "execution_id": "ex_75D6wwWal9Os37v5u7Xp",
                 "finished_at": None,
-                "id": "fo_oJpNTjEWMDlHrPk1XY65",
+                "id": "fo_cNQnYQtM3S7JdmAu3rHE",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1895,10 +1905,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T03:16:07.410986Z",
+                "created_at": "2026-12-06T05:09:57.353807Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T03:16:07.455141Z",
-                "id": "fo_i_UOXJINA5V-dezdCsWD",
+                "finished_at": "2026-12-06T05:09:57.458423Z",
+                "id": "fo_fO722wDuHyFjqVu5cZpF",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1914,11 +1924,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_XI48-hsFfuG2fSCP1Jhz",
-                "created_at": "2026-12-06T03:16:07.475843Z",
-                "execution_id": "ex_jF3_5taJ5jVPBz85WsdR",
+                "approval_id": "ap_ci3A7wB6AVJSKsxSboUt",
+                "created_at": "2026-12-06T05:09:57.489054Z",
+                "execution_id": "ex_uz8P_i_RU3DyPaMR_oMk",
                 "finished_at": None,
-                "id": "fo_NYikQgYmqNNQ20KybJPj",
+                "id": "fo_4ePoIyTK4n3kcEBraWHy",
                 "message": None,
                 "mode": None,
                 "op": "write",
