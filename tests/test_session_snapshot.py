@@ -7,7 +7,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from app.sessions.service import install_state
+from app.sessions.snapshot import SNAPSHOT_END, install_state
 
 SIZE = 20 * 1024 * 1024
 
@@ -23,7 +23,7 @@ def _install(saved: Path, state: Path) -> int:
 
 
 def test_an_unchanged_snapshot_is_left_as_it_is_without_reading_it_whole(tmp_path: Path) -> None:
-    content = b"export BIG=" + b"a" * SIZE + b"\n"
+    content = b"export BIG=" + b"a" * SIZE + b"\n" + SNAPSHOT_END
     saved, state = tmp_path / "saved", tmp_path / "state.sh"
     saved.write_bytes(content)
     state.write_bytes(content)
@@ -37,9 +37,9 @@ def test_an_unchanged_snapshot_is_left_as_it_is_without_reading_it_whole(tmp_pat
 def test_a_changed_snapshot_replaces_the_state(tmp_path: Path) -> None:
     base = b"f() { :; }\n" * (SIZE // 11)
     cases = {
-        "last byte": (base, base[:-1] + b"x"),
-        "size": (base, base + b"g() { :; }\n"),
-        "no state yet": (None, base),
+        "last byte": (base + SNAPSHOT_END, base[:-1] + b"x" + SNAPSHOT_END),
+        "size": (base + SNAPSHOT_END, base + b"g() { :; }\n" + SNAPSHOT_END),
+        "no state yet": (None, base + SNAPSHOT_END),
     }
     for name, (old, new) in cases.items():
         saved, state = tmp_path / f"saved-{name}", tmp_path / f"state-{name}"

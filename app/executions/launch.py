@@ -328,11 +328,10 @@ class Launcher:
             )
             writable = ()
         sandbox, profile = self._sandbox, plan.sandbox
-        # A standby waits in the default sandbox: it runs only what that sandbox fits.
+        # A standby waits in the default sandbox: it runs only what that sandbox fits. A
+        # session's directory is no obstacle: the standby hands the state over in memory files.
         readable = plan.expanded.artifact_paths
-        standby_fits = not draft.pty and sandbox.fits_standby(
-            profile, plan.cwd, bool(writable or readable)
-        )
+        standby_fits = not draft.pty and sandbox.fits_standby(profile, plan.cwd, bool(readable))
         confinement = self.ctx.confinement
         opened: list[Unit] = []
         spawned: list[RunningProcess] = []
@@ -351,7 +350,15 @@ class Launcher:
                 else:
                     unit, shell = confinement.open_unit(live.id, plan.limits), None
                 opened[:] = [unit]
-                spawned_argv = argv
+                spawned_argv, spawned_env = argv, env
+                if shell is not None and session_call is not None:
+                    try:
+                        spawned_env = session_call.env_with_files(shell.memory_files)
+                    except OSError:  # the snapshot could not be read: the usual spawn reads it
+                        shell.dismiss()
+                        confinement.close_unit(unit, kill=True)
+                        standby = None
+                        continue
                 if profile is not None and shell is None:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
@@ -361,17 +368,20 @@ class Launcher:
                 spec = SpawnSpec(
                     argv=spawned_argv,
                     cwd=plan.cwd,
-                    env=env,
+                    env=spawned_env,
                     pty=draft.pty,
                     rows=draft.rows,
                     cols=draft.cols,
                     confinement=unit.child,
                     nice=self.ctx.settings.command_nice,
+                    keep_memory_files=spawned_env is not env,
                 )
                 try:
                     process = RunningProcess(
                         spec, live.accept_output, live.accept_exit, live.loop, shell
                     )
+                    if shell is not None and session_call is not None:
+                        session_call.adopt_files(shell.take_memory_files())
                 except StandbyGone:
                     confinement.close_unit(unit, kill=True)
                     standby = None
@@ -398,8 +408,12 @@ class Launcher:
             if not existing:
                 db.confirm_reachable()
             start_log(live.log, storage)
+            # A standby's sandbox is the one a spawn would build now only while the filesystem
+            # its mounts came from is unchanged (a hidden path made since is not covered in it).
             process = spawn(
-                confinement.take_standby(live.id, plan.limits) if standby_fits else None
+                confinement.take_standby(live.id, plan.limits, sandbox.standby_key())
+                if standby_fits
+                else None
             )
             spawned.append(process)
             try:

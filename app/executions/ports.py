@@ -63,8 +63,19 @@ class SessionCall(Protocol):
     argv: list[str]
     env: dict[str, str]
     # Paths of the server's own the call must write though they are hidden from commands
-    # (the session's state directory, inside the data dir).
+    # (the session's state directory, inside the data dir), when it is spawned rather than
+    # exec'd by a standby (see `env_with_files`).
     writable: tuple[str, ...]
+
+    def env_with_files(self, files: tuple[int, ...]) -> dict[str, str]:
+        """Blocking: `env` for a process exec'd by a standby, whose sandbox was built before
+        this call and so cannot show the session's directory: the state goes through the
+        standby's memory files (`files`) instead, the snapshot copied into them first."""
+        ...
+
+    def adopt_files(self, files: tuple[int, ...]) -> None:
+        """The process runs with those memory files: they are the call's now (read once it
+        ended, then closed)."""
 
     def started(self, live: LiveExecution) -> None: ...
 

@@ -53,3 +53,5 @@ class SpawnSpec:
     cols: int = 120
     confinement: ChildConfinement | None = None
     nice: int = 0  # levels below the server (app/process/priority.py)
+    # Exec'd by a standby: its memory files stay open in the command (app/process/standby.py).
+    keep_memory_files: bool = False

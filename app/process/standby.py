@@ -26,9 +26,9 @@ from pathlib import Path
 
 from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
-from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
+from app.process.signal_defaults import ENV_PROGRAM, WRAPPER_IGNORED, env_resets_signals
 
-__all__ = ["ENV_PROGRAM", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
+__all__ = ["ENV_PROGRAM", "MEMORY_FILES", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
 
 # standby.sh execs the command with ENV_PROGRAM (`env -i`: the exact environment, nothing of
 # bash's).
@@ -36,6 +36,11 @@ STANDBY_SCRIPT = Path(__file__).parent / "standby.sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 # How often a claim waiting for the shell's exec looks whether the shell was stopped.
 _STOPPED_CHECK_MS = 100
+# Memory files each standby holds for its command, should the caller hand it any: a command
+# that must read and write files of the server's (a session's state) gets them this way, since
+# a standby's sandbox was built before anyone knew which files those would be. Empty, they
+# cost no memory; a command not handed them never sees them (closed before its exec).
+MEMORY_FILES = 4
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:
@@ -60,13 +65,17 @@ class StandbyShell:
         nice: int = 0,
         sandbox: list[str] | None = None,
     ) -> None:
-        """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/); it then
-        resets every signal for its command whatever `env_resets_signals` says (the sandbox
-        ran behind `env --ignore-signal`)."""
+        """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/, bwrap's
+        own, ending with its `--`). The shell execs it with WRAPPER_IGNORED ignored (its own
+        `trap ''`: no `env --ignore-signal` exec per standby), and its command then starts
+        with every signal at its default whatever `env_resets_signals` says."""
         # The spec travels in a memory file the shell inherits, not a file in the data
         # directory: a file made and removed per command cost this VM's ext4 (no journal) a
         # scan of every recently freed inode at each later create (bench/PROFILE.md).
         self._spec = os.memfd_create("shellgate-standby-spec", os.MFD_CLOEXEC)
+        self.memory_files: tuple[int, ...] = tuple(
+            os.memfd_create("shellgate-standby-file", os.MFD_CLOEXEC) for _ in range(MEMORY_FILES)
+        )
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
         try:
             self.popen: subprocess.Popen[bytes] = subprocess.Popen(
@@ -78,20 +87,26 @@ class StandbyShell:
                     str(status_write),
                     "reset" if sandbox or env_resets_signals() else "keep",
                     str(self._spec),
+                    " ".join(map(str, self.memory_files)),
                     *(sandbox or ()),
                 ],
                 cwd="/",
-                env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},
+                env={
+                    "__SHELLGATE_CGROUPS": "\n".join(cgroup_procs),
+                    "__SHELLGATE_IGNORE": " ".join(WRAPPER_IGNORED),
+                    "PATH": os.defpath,
+                },
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_write, self._spec),
+                pass_fds=(status_write, self._spec, *self.memory_files),
                 start_new_session=True,
                 close_fds=True,
             )
         except BaseException:
             os.close(status_read)
             os.close(self._spec)
+            self.close_memory_files()
             raise
         finally:
             os.close(status_write)
@@ -107,12 +122,29 @@ class StandbyShell:
         hold its claim for as long as it stays stopped."""
         return self.popen.poll() is None and not process_stopped(self.pid)
 
-    def claim(self, argv: list[str], cwd: str, env: dict[str, str], ulimit_steps: str) -> None:
+    def claim(
+        self,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        ulimit_steps: str,
+        keep_memory_files: bool = False,
+    ) -> None:
         """Blocking (a worker thread): returns once the command is exec'd; `OSError` when its
         directory or limits were refused (the standby then exits), `StandbyGone` when the
-        standby could not take it (ended, or could not read its spec)."""
+        standby could not take it (ended, or could not read its spec).
+
+        `keep_memory_files`: the command keeps `memory_files` open (the caller then takes them
+        with `take_memory_files`); otherwise they are closed in the command and here."""
         assert self.popen.stdin is not None
-        fields = [cwd, ulimit_steps, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+        fields = [
+            cwd,
+            ulimit_steps,
+            "1" if keep_memory_files else "0",
+            str(len(env)),
+            *(f"{k}={v}" for k, v in env.items()),
+            *argv,
+        ]
         try:
             try:
                 # At offset 0 and without moving the shared offset the shell reads from.
@@ -131,6 +163,8 @@ class StandbyShell:
             raise StandbyGone()
         step = status[1:].strip()
         if step == b"exec":
+            if not keep_memory_files:
+                self.close_memory_files()
             return
         if step in (b"", b"spec"):
             # It died before its exec (killed meanwhile), or could not read what it was
@@ -140,6 +174,15 @@ class StandbyShell:
         self.popen.wait()
         code = _FAILED_STEPS.get(step, errno.EINVAL)
         raise OSError(code, os.strerror(code))
+
+    def take_memory_files(self) -> tuple[int, ...]:
+        """The memory files, now the caller's to close."""
+        files, self.memory_files = self.memory_files, ()
+        return files
+
+    def close_memory_files(self) -> None:
+        for fd in self.take_memory_files():
+            os.close(fd)
 
     def _read_status(self) -> bytes:
         """Everything on the status pipe up to its close (the exec, or the shell's end).
@@ -181,6 +224,7 @@ class StandbyShell:
             os.close(self._status)
             self._status = -1
         self._close_spec()
+        self.close_memory_files()
         for pipe in (self.popen.stdout, self.popen.stderr):
             if pipe is not None:
                 pipe.close()

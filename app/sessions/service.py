@@ -78,6 +78,7 @@ from app.schemas import (
 )
 from app.sessions.runner import runner_tool
 from app.sessions.sandbox_approval import SessionSandboxApprovals
+from app.sessions.snapshot import copy_state_into, install_saved_memory, install_state
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Approval, ApprovalState, ShellSession
@@ -103,37 +104,6 @@ WRAPPER = resources.files("app.sessions").joinpath("session_wrapper.sh").read_te
 
 def new_session_id() -> str:
     return "se_" + random_token(15)
-
-
-# --- the snapshot on disk ---------------------------------------------------------------------
-
-
-def install_state(saved: Path, state: Path) -> None:
-    """Make `saved` (what the owning call's EXIT trap wrote) the session's state. Most calls
-    change nothing: then the snapshot is left as it is (no rename, no journal write) and the
-    caller empties `saved`."""
-    with contextlib.suppress(FileNotFoundError):
-        if _same_bytes(saved, state):
-            return
-    os.replace(saved, state)
-
-
-# A snapshot is as large as what the session's commands export and define (50 MB of exported
-# variable is one `export`): compared a slice at a time, not read whole twice (RELIABILITY.md,
-# "One request against all the others").
-_COMPARE_SLICE = 1024 * 1024
-
-
-def _same_bytes(first: Path, second: Path) -> bool:
-    with first.open("rb") as one, second.open("rb") as other:
-        if os.fstat(one.fileno()).st_size != os.fstat(other.fileno()).st_size:
-            return False
-        while True:
-            piece = one.read(_COMPARE_SLICE)
-            if piece != other.read(_COMPARE_SLICE):
-                return False
-            if not piece:
-                return True
 
 
 # --- the in-memory side -----------------------------------------------------------------------
@@ -180,10 +150,25 @@ class _Call:
         self._cwd_to = cwd_to
         self._started_cwd = started_cwd
         self._generation = runtime.generation
+        # A standby's memory files when one ran the call (state, saved, scratch, cwd).
+        self._files: tuple[int, ...] = ()
 
     @property
     def _owns_state(self) -> bool:
         return self._save_to is not None and self._runtime.lease == self._execution_id
+
+    def env_with_files(self, files: tuple[int, ...]) -> dict[str, str]:
+        state, saved, scratch, cwd = (f"/dev/fd/{fd}" for fd in files)
+        copy_state_into(self._state, files[0])
+        env = {**self.env, "__SHELLGATE_STATE": state, "__SHELLGATE_SCRATCH": scratch}
+        if self._save_to is not None:
+            env["__SHELLGATE_SAVE_TO"] = saved
+        if self._cwd_to is not None:
+            env["__SHELLGATE_CWD_TO"] = cwd
+        return env
+
+    def adopt_files(self, files: tuple[int, ...]) -> None:
+        self._files = files
 
     def started(self, live: LiveExecution) -> None:
         self._runtime.calls[self._execution_id] = live
@@ -206,11 +191,22 @@ class _Call:
                 if ended_in is not None:
                     await self._service.follow_cwd(self._session_id, self._started_cwd, ended_in)
         finally:
+            self._close_files()
             self._release()
 
     def abandon(self) -> None:
         self._empty_working_files()  # a failure path, rare: file calls on the loop are fine
+        self._close_files()
         self._release()
+
+    @property
+    def _state(self) -> Path:
+        return self._scratch.with_name(STATE_FILE)
+
+    def _close_files(self) -> None:
+        files, self._files = self._files, ()
+        for fd in files:
+            os.close(fd)
 
     def _release(self) -> None:
         if self._runtime.lease == self._execution_id:
@@ -221,16 +217,19 @@ class _Call:
     def _settle_files(self, reset: bool, commit: bool) -> str | None:
         """Installs the new state; returns the directory the call ended in when the session
         keeps it (and it still is a directory), else None."""
-        state = self._scratch.with_name(STATE_FILE)
+        state = self._state
         ended_in = None
         if reset:
             state.unlink(missing_ok=True)
         elif commit and self._save_to is not None:
-            # Absent when the shell died before its EXIT trap (a signal): the state stays.
-            with contextlib.suppress(FileNotFoundError):
-                install_state(self._save_to, state)
+            if self._files:
+                install_saved_memory(self._files[1], state, self._save_to)
+            else:
+                # Absent when no call saved yet and this one died before its EXIT trap.
+                with contextlib.suppress(FileNotFoundError):
+                    install_state(self._save_to, state)
             if self._cwd_to is not None:
-                ended_in = _last_directory(self._cwd_to)
+                ended_in = _last_directory(self._cwd_to, self._files[3] if self._files else None)
         self._empty_working_files()
         return ended_in
 
@@ -238,7 +237,7 @@ class _Call:
         """Nothing of the call's listings stays on disk (they hold every exported value, the
         call's own env too); the files stay for the next owning call. Only the owning call
         has any: another must not empty what the owner is using."""
-        if self._save_to is None:
+        if self._save_to is None or self._files:  # memory files hold nothing on disk
             return
         for working in (self._save_to, self._scratch, self._cwd_to):
             if working is not None:
@@ -246,11 +245,15 @@ class _Call:
                     os.truncate(working, 0)
 
 
-def _last_directory(written: Path) -> str | None:
-    """What the EXIT trap wrote, when it names a directory that still exists: a call that
-    ended in a directory it then removed leaves the session's cwd where it was."""
+def _last_directory(written: Path, memory_file: int | None) -> str | None:
+    """What the EXIT trap wrote (into `written`, or the `memory_file` a standby held), when it
+    names a directory that still exists: a call that ended in a directory it then removed
+    leaves the session's cwd where it was."""
     try:
-        ended_in = written.read_bytes().decode("utf-8")
+        if memory_file is not None:
+            ended_in = os.pread(memory_file, os.fstat(memory_file).st_size, 0).decode("utf-8")
+        else:
+            ended_in = written.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     if not ended_in.startswith("/") or "\0" in ended_in or not os.path.isdir(ended_in):
@@ -269,6 +272,7 @@ class SessionService:
         policy: PolicyService,
         confinement: Confinement,
         sandbox: Sandbox | None = None,
+        sandbox_approvals: SessionSandboxApprovals | None = None,
     ) -> None:
         self.settings = settings
         # A session's calls run in the profile it was given at its creation.
@@ -284,8 +288,10 @@ class SessionService:
         self._directory_checked: set[str] = set()
         # Awaited with the id of each deleted session once its calls have ended.
         self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
-        # Set once the approvals exist (app/services.py): a new session's sandbox request.
-        self._sandbox_approvals: SessionSandboxApprovals | None = None
+        # A new session's sandbox request: the handler of its decisions, and (set once the
+        # approvals exist, app/services.py) the approvals it asks through.
+        self._sandbox_approvals = sandbox_approvals
+        self._approvals: ApprovalService | None = None
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
@@ -422,8 +428,9 @@ class SessionService:
         logger.info("session %s deleted by %s", session_id, principal.name)
 
     def use_approvals(self, approvals: ApprovalService) -> None:
-        """Sandbox requests of new sessions ask through the approvals of commands."""
-        self._sandbox_approvals = SessionSandboxApprovals(self.settings, self.db, approvals)
+        """Sandbox requests of new sessions ask through the approvals of commands (built with
+        the executions, after the sessions)."""
+        self._approvals = approvals
 
     async def _sandbox_for(
         self, principal: Principal, body: SessionCreate, cwd: str
@@ -433,12 +440,12 @@ class SessionService:
         request = decision.approval_request()
         if request is None:
             return decision.profile.to_record()
-        if self._sandbox_approvals is None:
+        if self._sandbox_approvals is None or self._approvals is None:
             raise ConflictError("this server takes no session sandbox requests")
         approval_id = body.approval_id
         if approval_id is None:
             asked = await self._sandbox_approvals.ask(
-                principal, decision, cwd=cwd, wait=body.approval_wait
+                self._approvals, principal, decision, cwd=cwd, wait=body.approval_wait
             )
             approval_id = asked.id
         taken = await self._sandbox_approvals.take(principal, approval_id, request)

@@ -121,6 +121,8 @@ __shellgate_save() {
     fi
     builtin declare -f
     builtin alias -p
+    # Last: the server installs only a snapshot that ends with this line (app/sessions/snapshot.py).
+    builtin printf "# end of the session's snapshot\n"
   } >"$__shellgate_save_to"
 }
 __shellgate_exit() {

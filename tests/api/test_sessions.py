@@ -378,10 +378,11 @@ def test_the_snapshot_is_private_to_the_server_user(
     state = directory / "state.sh"
     assert stat.S_IMODE(state.stat().st_mode) == 0o600
     assert "SECRET=s3cret" in state.read_text()
-    # The owning call's working files stay for the next one, emptied: no copy of the values.
+    # No copy of the values beside it: the owning call's working files, when it was spawned
+    # (not handed memory files by a standby), stay for the next one, emptied.
     others = {path.name: path.stat().st_size for path in directory.iterdir()}
     assert others.pop("state.sh") > 0
-    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) == {0}
+    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) <= {0}
 
 
 def test_a_busy_session_runs_a_second_call_as_a_one_shot_shell(
@@ -464,7 +465,7 @@ def test_a_background_job_restores_the_state_but_never_saves(
     directory = server.data_dir / "sessions" / session_id
     others = {path.name: path.stat().st_size for path in directory.iterdir()}
     assert others.pop("state.sh") > 0
-    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) == {0}
+    assert set(others) <= {"scratch.names", "state.next"} and set(others.values()) <= {0}
     assert run(agent, session_id, 'echo "[$FROM_JOB]"').stdout == "[]\n"
 
 
