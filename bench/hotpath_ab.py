@@ -5,8 +5,9 @@
 `DIR`: `git archive main | tar -x -C DIR`. Both servers run side by side (SQLite, this
 virtualenv); each round sends `--calls` requests of one kind to each in turn, alternating who
 goes first, and reads each server's own utime + stime from `/proc/<pid>/stat` around them
-(`servers.cpu_seconds`). The figures are the median over rounds of CPU ms per request, and of
-the per-round ratio this/baseline. Kinds: a foreground `echo hi` submit, `GET
+(`servers.cpu_seconds`), and its whole process tree's (server, standby shells, bwrap, the
+commands: `bench/tree_cpu.py`). The figures are the median over rounds of CPU ms per request,
+and of the per-round ratio this/baseline. Kinds: a foreground `echo hi` submit, `GET
 /v1/executions/{id}?wait=1` of a finished run, its `/output`, and `/healthz`.
 """
 
@@ -50,15 +51,17 @@ def kinds(client: httpx.Client, finished_id: str) -> dict[str, Callable[[], None
 
 def measure(
     server: servers.Server, call: Callable[[], None], calls: int
-) -> tuple[float, list[float]]:
-    """The server's CPU ms per request, and each request's wall ms."""
+) -> tuple[float, float, list[float]]:
+    """The server's CPU ms per request, its whole tree's, and each request's wall ms."""
     walls = []
     before = servers.cpu_seconds(server.pid)
+    tree_before = server.tree_cpu_seconds()
     for _ in range(calls):
         started = time.perf_counter()
         call()
         walls.append((time.perf_counter() - started) * 1000)
-    return (servers.cpu_seconds(server.pid) - before) * 1000 / calls, walls
+    tree = (server.tree_cpu_seconds() - tree_before) * 1000 / calls
+    return (servers.cpu_seconds(server.pid) - before) * 1000 / calls, tree, walls
 
 
 def main() -> None:
@@ -81,6 +84,7 @@ def main() -> None:
             subjects[label] = (server, kinds(client, finished))
         names = list(subjects["this"][1])
         cpu: dict[tuple[str, str], list[float]] = {}
+        tree: dict[tuple[str, str], list[float]] = {}
         wall: dict[tuple[str, str], list[float]] = {}
         for round_index in range(args.rounds):
             order = ["this", "baseline"] if round_index % 2 == 0 else ["baseline", "this"]
@@ -89,8 +93,9 @@ def main() -> None:
                     server, calls = subjects[label]
                     for _ in range(20):  # warm up
                         calls[name]()
-                    cpu_ms, walls = measure(server, calls[name], args.calls)
+                    cpu_ms, tree_ms, walls = measure(server, calls[name], args.calls)
                     cpu.setdefault((name, label), []).append(cpu_ms)
+                    tree.setdefault((name, label), []).append(tree_ms)
                     wall.setdefault((name, label), []).extend(walls)
         for client in clients.values():
             client.close()
@@ -98,16 +103,25 @@ def main() -> None:
         f"{args.rounds} rounds × {args.calls} calls; CPU ms per request, median over rounds;"
         " wall ms, median over all calls"
     )
-    print("| request | CPU baseline | CPU this | this/baseline | wall baseline | wall this |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| request | CPU baseline | CPU this | this/baseline | tree CPU baseline | tree CPU this"
+        " | this/baseline | wall baseline | wall this | this/baseline |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         this, base = cpu[(name, "this")], cpu[(name, "baseline")]
         ratio = statistics.median(a / b for a, b in zip(this, base, strict=True) if b)
+        tree_this, tree_base = tree[(name, "this")], tree[(name, "baseline")]
+        tree_ratio = statistics.median(
+            a / b for a, b in zip(tree_this, tree_base, strict=True) if b
+        )
         wall_base = statistics.median(wall[(name, "baseline")])
         wall_this = statistics.median(wall[(name, "this")])
         print(
             f"| {name} | {statistics.median(base):.3f} | {statistics.median(this):.3f} "
-            f"| ×{ratio:.2f} | {wall_base:.2f} | {wall_this:.2f} |"
+            f"| ×{ratio:.2f} | {statistics.median(tree_base):.3f} "
+            f"| {statistics.median(tree_this):.3f} | ×{tree_ratio:.2f} "
+            f"| {wall_base:.2f} | {wall_this:.2f} | ×{wall_this / wall_base:.2f} |"
         )
 
 

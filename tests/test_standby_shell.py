@@ -21,9 +21,12 @@ import pytest
 from app.confinement import Limits, Unit
 from app.confinement.cgroups import CgroupBackend
 from app.confinement.standby import SpawnAhead
+from app.core.config import Settings
 from app.process import StandbyGone, StandbyShell, ulimit_steps
 from app.process.helper_children import process_stopped
+from app.process.signal_defaults import WRAPPER_IGNORED
 from app.process.standby import STANDBY_SCRIPT
+from app.sandbox import Sandbox
 from tests.waiting import eventually
 
 
@@ -280,3 +283,41 @@ def test_a_standby_that_dies_before_its_exec_is_gone_not_a_command_killed(
         standby.claim(["/usr/bin/touch", str(marker)], "/", {}, "builtin kill -KILL $$")
     assert standby.popen.returncode == -signal.SIGKILL  # reaped
     assert not marker.exists()
+
+
+def signals_ignored(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
+    return {signal.Signals(n).name.removeprefix("SIG") for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+def test_a_sandboxed_standby_execs_bwrap_itself_with_bwraps_signals_ignored(
+    tmp_path: Path,
+) -> None:
+    """The standby shell ignores bwrap's terminating signals with its own `trap ''` and execs
+    bwrap: no `env --ignore-signal` program started per standby (bench/PROFILE.md), and bwrap
+    still outlives a TERM to the group, its command starting with none ignored."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path
+    )
+    prefix = Sandbox(settings).standby_prefix()
+    assert prefix is not None
+    assert prefix[0] == settings.sandbox_bwrap  # bwrap itself, nothing exec'd before it
+    shell = StandbyShell("/bin/bash", (), sandbox=prefix)
+    try:
+        # The standby's own process is bwrap once it said `J` (its sandbox is built).
+        exe = eventually(
+            lambda: (
+                name if (name := os.readlink(f"/proc/{shell.pid}/exe")).endswith("bwrap") else None
+            ),
+            what="the standby exec'd into bwrap",
+            within=15,
+        )
+        assert exe == os.path.realpath(settings.sandbox_bwrap)
+        assert set(WRAPPER_IGNORED) <= signals_ignored(shell.pid)
+        os.killpg(shell.pid, signal.SIGTERM)  # ignored by bwrap and the waiting shell
+        shell.claim(["/bin/grep", "SigIgn", "/proc/self/status"], str(tmp_path), {}, ":")
+        code, out, err = finish(shell)
+    finally:
+        shell.dismiss()
+    assert (code, out.split(), err) == (0, [b"SigIgn:", b"0000000000000000"], b"")

@@ -24,13 +24,14 @@ touches a cgroup it did not create.
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from pathlib import Path
 
 from app.confinement.cgroups import CgroupBackend, instance_name, own_cgroups
 from app.confinement.choice import Choice, choose_backend
 from app.confinement.limits import Limits, host_memory_mb, resolve_limits
 from app.confinement.monitor import Monitor
-from app.confinement.standby import SpawnAhead
+from app.confinement.standby import SandboxBuilder, SpawnAhead
 from app.confinement.units import Backend, Unit
 from app.process import StandbyShell
 
@@ -85,12 +86,12 @@ class Confinement:
         shell: str,
         data_dir: Path,
         nice: int = 0,
-        sandbox: list[str] | None = None,
+        sandbox: SandboxBuilder | None = None,
         count: int = 2,
     ) -> None:
         """Keep `count` standby shells ready, each in a unit with the server's limits, `nice`
-        levels below the server (app/confinement/standby.py), waiting inside the sandbox whose
-        argv prefix is `sandbox` (app/sandbox/). Of use with a cgroup backend (no cgroup move
+        levels below the server (app/confinement/standby.py), waiting inside the sandbox
+        `sandbox` builds for each (app/sandbox/). Of use with a cgroup backend (no cgroup move
         on the request's path) or a sandbox (no sandbox to build on it)."""
         useful = isinstance(self.backend, CgroupBackend) or sandbox is not None
         if useful and self._spawn_ahead is None:
@@ -99,11 +100,14 @@ class Confinement:
             )
             self._spawn_ahead.start()
 
-    def take_standby(self, execution_id: str, limits: Limits) -> tuple[Unit, StandbyShell] | None:
-        """A unit for `execution_id` with a shell already in it, or None (open a unit)."""
+    def take_standby(
+        self, execution_id: str, limits: Limits, sandbox_key: Hashable = None
+    ) -> tuple[Unit, StandbyShell] | None:
+        """A unit for `execution_id` with a shell already in it, waiting in a sandbox built
+        from `sandbox_key` (`Sandbox.standby_key`, None: none), or None (open a unit)."""
         if self._spawn_ahead is None:
             return None
-        standby = self._spawn_ahead.take(execution_id, limits)
+        standby = self._spawn_ahead.take(execution_id, limits, sandbox_key)
         if standby is None:
             return None
         self.monitor.watch(standby.unit)

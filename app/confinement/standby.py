@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +41,18 @@ STANDBY_PREFIX = "ex_standby_"
 LEGACY_SPEC_DIRECTORY = "standby"
 
 
+# Builds, for one standby, the key of the sandbox it waits in and that sandbox's argv prefix
+# (`Sandbox.standby_sandbox`): built per standby, as a spawn builds its own, so that a hidden
+# path made since the server started is covered.
+SandboxBuilder = Callable[[], tuple[Hashable, list[str] | None]]
+
+
 @dataclass
 class Standby:
     unit: Unit
     shell: StandbyShell
+    # What its sandbox's mounts were built from (`Sandbox.standby_key`); None: no sandbox.
+    sandbox_key: Hashable = None
 
 
 class SpawnAhead:
@@ -54,7 +63,7 @@ class SpawnAhead:
         shell: str,
         data_dir: Path,
         nice: int = 0,
-        sandbox: list[str] | None = None,
+        sandbox: SandboxBuilder | None = None,
         count: int = 2,
     ) -> None:
         self._backend = backend
@@ -89,16 +98,23 @@ class SpawnAhead:
         self._thread.daemon = True
         self._thread.start()
 
-    def take(self, execution_id: str, limits: Limits) -> Standby | None:
+    def take(
+        self, execution_id: str, limits: Limits, sandbox_key: Hashable = None
+    ) -> Standby | None:
         """A ready standby, its unit now `execution_id`'s; None when there is none for
-        these limits (spawn the usual way)."""
+        these limits, or its sandbox was built from another `sandbox_key` than a spawn's now
+        (`Sandbox.standby_key`: a hidden path made since, a symlink turned elsewhere), which
+        is then discarded (spawn the usual way)."""
         with self._wanted:
             if not self._ready or limits != self._limits:
                 return None
             # The oldest: the one most surely done joining its cgroups.
             standby = self._ready.pop(0)
-        if not standby.shell.alive():
+        if standby.sandbox_key != sandbox_key or not standby.shell.alive():
             self._discard(standby)
+            with self._wanted:  # its replacement, built from the filesystem as it is now
+                self._want = True
+                self._wanted.notify()
             return None
         standby.unit = self._backend.adopt(standby.unit, execution_id)
         return standby
@@ -152,13 +168,14 @@ class SpawnAhead:
                 self._discard(standby)
 
     def _make(self) -> Standby:
+        key, prefix = self._sandbox() if self._sandbox is not None else (None, None)
         unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
         try:
-            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice, self._sandbox)
+            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice, prefix)
         except BaseException:
             unit.release(kill=True)
             raise
-        return Standby(unit, shell)
+        return Standby(unit, shell, key)
 
     def _discard(self, standby: Standby) -> None:
         standby.shell.dismiss()

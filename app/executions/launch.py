@@ -417,8 +417,12 @@ class Launcher:
             if not existing:
                 db.confirm_reachable()
             start_log(live.log, storage)
+            # A standby's sandbox is the one a spawn would build now only while the filesystem
+            # its mounts came from is unchanged (a hidden path made since is not covered in it).
             process = spawn(
-                confinement.take_standby(live.id, plan.limits) if standby_fits else None
+                confinement.take_standby(live.id, plan.limits, sandbox.standby_key())
+                if standby_fits
+                else None
             )
             spawned.append(process)
             try:

@@ -17,6 +17,24 @@ import subprocess
 ENV_PROGRAM = "/usr/bin/env"
 # What a launcher commonly leaves ignored: `&` without job control (INT, QUIT), nohup (HUP).
 INHERITED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+# What a wrapper that passes signals on to its command (bubblewrap, app/sandbox/bwrap.py) must
+# survive, so that the command alone decides what a signal sent to the group does: set to
+# ignored before its exec (the disposition survives it), reset for the command behind it
+# (`env --default-signal`). SIGCHLD is not among them (the wrapper waits for its child).
+WRAPPER_IGNORED = (
+    "HUP",
+    "INT",
+    "QUIT",
+    "TERM",
+    "USR1",
+    "USR2",
+    "ALRM",
+    "PIPE",
+    "VTALRM",
+    "PROF",
+    "XCPU",
+    "XFSZ",
+)
 
 
 @functools.cache

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
-from app.process.signal_defaults import ENV_PROGRAM, env_resets_signals
+from app.process.signal_defaults import ENV_PROGRAM, WRAPPER_IGNORED, env_resets_signals
 
 __all__ = ["ENV_PROGRAM", "MEMORY_FILES", "STANDBY_SCRIPT", "StandbyGone", "StandbyShell"]
 
@@ -65,9 +65,10 @@ class StandbyShell:
         nice: int = 0,
         sandbox: list[str] | None = None,
     ) -> None:
-        """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/); it then
-        resets every signal for its command whatever `env_resets_signals` says (the sandbox
-        ran behind `env --ignore-signal`)."""
+        """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/, bwrap's
+        own, ending with its `--`). The shell execs it with WRAPPER_IGNORED ignored (its own
+        `trap ''`: no `env --ignore-signal` exec per standby), and its command then starts
+        with every signal at its default whatever `env_resets_signals` says."""
         # The spec travels in a memory file the shell inherits, not a file in the data
         # directory: a file made and removed per command cost this VM's ext4 (no journal) a
         # scan of every recently freed inode at each later create (bench/PROFILE.md).
@@ -90,7 +91,11 @@ class StandbyShell:
                     *(sandbox or ()),
                 ],
                 cwd="/",
-                env={"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath},
+                env={
+                    "__SHELLGATE_CGROUPS": "\n".join(cgroup_procs),
+                    "__SHELLGATE_IGNORE": " ".join(WRAPPER_IGNORED),
+                    "PATH": os.defpath,
+                },
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

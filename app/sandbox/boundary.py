@@ -4,12 +4,19 @@ gets (docs/sandbox.md)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from app.core.config import Settings
 from app.process.short_run import run_briefly
-from app.sandbox.bwrap import inner_reset, sandbox_argv, sandbox_prefix, shell_launch
+from app.sandbox.bwrap import (
+    bwrap_prefix,
+    cover_key,
+    inner_reset,
+    resolved_now,
+    sandbox_argv,
+    shell_launch,
+)
 from app.sandbox.defaults import default_profile
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
@@ -25,6 +32,12 @@ MECHANISMS = (
     "capabilities-dropped",
 )
 OFF_HINT = "set SHELLGATE_SANDBOX=off to run commands unsandboxed (docs/sandbox.md)"
+
+
+# The probes that built their sandbox in this process: `shellgate serve` checks before it builds
+# the app, the lifespan checks again (an embedded app has only that one), and the second would
+# start bwrap again for the same answer (≈ 40 ms of the start's wall time).
+_BUILT: set[tuple[str, ...]] = set()
 
 
 class SandboxUnavailable(Exception):
@@ -47,13 +60,17 @@ class Sandbox:
                 f"the sandbox needs bubblewrap ({self._bwrap}), which is not installed "
                 f"(apt-get install bubblewrap); or {OFF_HINT}"
             )
-        probe = run_briefly(sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap))
+        argv = sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap)
+        if tuple(argv) in _BUILT:
+            return
+        probe = run_briefly(argv)
         if probe.exit_code != 0:
             said = probe.output.splitlines()[-1] if probe.output else f"exit {probe.exit_code}"
             raise SandboxUnavailable(
                 f"bubblewrap cannot build the sandbox on this host ({said}); "
                 f"allow unprivileged user namespaces, or {OFF_HINT}"
             )
+        _BUILT.add(tuple(argv))
 
     def profile_for(
         self, draft_record: dict[str, Any] | None, session_record: dict[str, Any] | None
@@ -94,10 +111,25 @@ class Sandbox:
 
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its
-        command then starts with nothing to build); None when the sandbox is off."""
+        command then starts with nothing to build); None when the sandbox is off. bwrap's
+        own argv: the standby shell ignores bwrap's signals itself before it execs it
+        (app/process/standby.sh), one exec fewer than `env --ignore-signal`."""
+        return self.standby_sandbox()[1]
+
+    def standby_sandbox(self) -> tuple[Hashable, list[str] | None]:
+        """`standby_key()` and `standby_prefix()`, built now, for one standby: the key first,
+        so that a change between the two makes the standby look older than its sandbox (and
+        not be used), never newer."""
+        key = self.standby_key()
         if not self.enforced:
-            return None
-        return [*sandbox_prefix(self.default, "/", bwrap=self._bwrap)]
+            return key, None
+        return key, bwrap_prefix(self.default, "/", bwrap=self._bwrap)
+
+    def standby_key(self) -> Hashable:
+        """What the default sandbox's mounts depend on now (`cover_key`): a standby built
+        under another key waits in a sandbox a spawn now would not build (a hidden path made
+        since its start is not covered in it), so it must not run a command."""
+        return cover_key(self.default) if self.enforced else None
 
     def fits_standby(self, profile: SandboxProfile | None, cwd: str, extra: bool) -> bool:
         """Whether a standby built by `standby_prefix` may run this spawn: the same profile,
@@ -106,14 +138,18 @@ class Sandbox:
             return True
         if extra or profile != self.default:
             return False
-        real = os.path.realpath(cwd)
-        return any(
-            real == path or real.startswith(path.rstrip("/") + "/")
-            for path in map(os.path.realpath, profile.write)
-        ) and not any(
-            real == path or real.startswith(path.rstrip("/") + "/")
-            for path in map(os.path.realpath, profile.hidden)
-        )
+        # Where each path leads now, as the kernel resolves it (a path that leads nowhere
+        # contains no existing cwd); cheaper than `os.path.realpath`'s walk per path.
+        if (here := resolved_now(cwd)) is None:
+            return False  # the spawn says why
+        real = here[0]
+
+        def within(path: str) -> bool:
+            return (there := resolved_now(path)) is not None and (
+                real == there[0] or real.startswith(there[0].rstrip("/") + "/")
+            )
+
+        return any(map(within, profile.write)) and not any(map(within, profile.hidden))
 
     def status(self) -> dict[str, Any]:
         """`GET /v1/info`'s `sandbox`."""

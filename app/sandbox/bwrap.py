@@ -18,9 +18,9 @@ stays in that group (no `--new-session`: the server already gives each execution
 its own, so no terminal of the server's is reachable for TIOCSTI). bwrap itself would die of a
 TERM at once and take the sandbox with it (`--die-with-parent`), cutting the command's grace
 short: so bwrap runs with the catchable terminating signals ignored (`env --ignore-signal`, or,
-for a command spawned through the server's shell, that shell's `trap ''` before it execs bwrap:
-one exec fewer per command), and the command starts with every signal at its default again
-(`env --default-signal`).
+for a command spawned through the server's shell or waiting in a standby shell, that shell's
+`trap ''` before it execs bwrap: one exec fewer per command), and the command starts with every
+signal at its default again (`env --default-signal`).
 
 The environment is not in the argv (`/proc/1/cmdline` is readable inside): the command's
 environment is bwrap's own, which passes it on unchanged.
@@ -29,17 +29,19 @@ environment is bwrap's own, which passes it on unchanged.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Hashable, Iterable
 
+from app.process.signal_defaults import WRAPPER_IGNORED
 from app.sandbox.profile import SandboxProfile
 
 BWRAP = "/usr/bin/bwrap"
 ENV_PROGRAM = "/usr/bin/env"
 # What bwrap (and its init) must survive so that the command alone decides what a signal sent
 # to the group does; SIGCHLD is not among them (bwrap waits for its child).
-_IGNORED_BY_BWRAP = "HUP,INT,QUIT,TERM,USR1,USR2,ALRM,PIPE,VTALRM,PROF,XCPU,XFSZ"
+_IGNORED_BY_BWRAP = ",".join(WRAPPER_IGNORED)
 # The shell's way to the same: dispositions set to ignore survive the exec into bwrap.
-IGNORE_THEN_EXEC = f"trap '' {_IGNORED_BY_BWRAP.replace(',', ' ')}; exec \"$@\""
+IGNORE_THEN_EXEC = f"trap '' {' '.join(WRAPPER_IGNORED)}; exec \"$@\""
 # Always private: a tmpfs of the sandbox's own.
 PRIVATE_TMP = "/tmp"
 # Mounted afresh inside: nothing of the host's shows through.
@@ -155,6 +157,33 @@ def bwrap_prefix(
             argv += ["--remount-ro", path]
     argv += ["--chdir", cwd, "--"]
     return argv
+
+
+def resolved_now(path: str) -> tuple[str, bool] | None:
+    """Where `path` leads now, as the kernel resolves it (every symlink followed), and whether
+    that is a directory; None when it leads nowhere (absent, dangling, not searchable)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}"), stat.S_ISDIR(os.fstat(fd).st_mode)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def cover_key(profile: SandboxProfile) -> Hashable:
+    """What `bwrap_prefix` of `profile` depends on in the filesystem: where each writable and
+    hidden path leads now and whether it is a directory. Two equal keys mean the same mounts;
+    a hidden path made (or a symlink turned elsewhere) since changes it. One `open(O_PATH)`,
+    `readlink` and `fstat` a path: cheaper than `os.path.realpath`'s walk."""
+    return (
+        profile.network,
+        tuple(resolved_now(path) for path in profile.write),
+        tuple(resolved_now(path) for path in profile.hidden),
+    )
 
 
 def inner_reset() -> list[str]:

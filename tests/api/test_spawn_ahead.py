@@ -261,3 +261,35 @@ def test_without_cgroups_a_sandboxed_command_takes_a_standby(tmp_path: Path) -> 
         eventually(lambda: len(marked_processes(marker)) >= 2, what="the job's tree", within=15)
         assert client.post(f"/v1/executions/{job['id']}/cancel").status_code == 200
         eventually(lambda: not marked_processes(marker), what="the tree gone", within=15)
+
+
+def test_a_hidden_path_made_after_the_start_is_hidden_from_a_standbys_command(
+    tmp_path: Path,
+) -> None:
+    """A standby's sandbox covers the hidden paths that existed when it was built: one made
+    since (a credentials directory, a `.env`) must not be seen by the command that takes it.
+    Such a standby is not used (the spawn builds its sandbox now) and its replacement covers
+    the new path, so later calls take standbys again."""
+    workspace = tmp_path / "workspace"
+    secret = workspace / "made-later"  # in the writable workspace: hidden wins over writable
+    settings = make_settings(
+        tmp_path,
+        SQLITE,
+        confinement="rlimit",
+        sandbox="on",
+        auto_background_ms=0,
+        sandbox_hidden=[str(secret)],
+    )
+    with serve(settings) as live, live.client() as client:
+        eventually(lambda: len(sandboxed_standbys()) == 2, what="2 standbys", within=15)
+        secret.mkdir()
+        (secret / "key").write_text("the secret\n")
+        for _ in range(2):  # each call meets one of the two standbys built before the secret
+            result = run(client, f"cat {secret}/key")
+            assert "the secret" not in str(result["output"]), result
+            assert result["exit_code"] != 0, result
+        eventually(lambda: len(sandboxed_standbys()) == 2, what="2 new standbys", within=15)
+        taken = spawns(live, "standby")
+        result = run(client, f"cat {secret}/key")
+        assert "the secret" not in str(result["output"]), result
+        assert spawns(live, "standby") == taken + 1
