@@ -7,8 +7,8 @@ back its file descriptors and memory.
 Loopback only; at most 300 s of load (plus the wind-down). The server runs in its own process
 (`bench.servers.shellgate`), the `/healthz` probe in another, so neither shares an interpreter
 with the 64 clients. A second probe times the minimal app (`bench/yardstick.py`) in the same
-minutes, for what the loaded machine itself leaves a server with nothing else to do (reported,
-not judged). Client `i` does work kind `i % 6`, in a loop until the time is up:
+minutes, for what the loaded machine itself leaves a server with nothing else to do: the
+target is a ratio of the two. Client `i` does work kind `i % 6`, in a loop until the time is up:
 
 - `foreground` / `foreground_text`: a foreground call writing random bytes (or their base64);
 - `job`: an async job of random bytes, waited for with `?wait=` (a 429 at the cap is retried
@@ -19,8 +19,9 @@ not judged). Client `i` does work kind `i % 6`, in a loop until the time is up:
 
 Every command prints, after its output, the sha256 of what it wrote; every log (and every live
 viewer's bytes) is checked against it. Exits non-zero when a check fails: a 5xx or a transport
-error, a log that is not byte-exact, `/healthz` p99 at or over 50 ms, or file descriptors or
-RSS not back to the baseline taken after a warm-up.
+error, a log that is not byte-exact, `/healthz` p99 over ×1.5 the minimal app's in the same
+minutes (50 ms when no minimal app is probed), or file descriptors or RSS not back to the
+baseline taken after a warm-up.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ from websockets.asyncio.client import connect
 from bench.servers import TOKEN, rss_kib, shellgate, yardstick
 
 MAX_SECONDS = 300
+# The target (issue 25): `/healthz` p99 during the soak at most this many times the minimal
+# app's, probed in the same minutes. An absolute 50 ms cannot be met with the load generator
+# on the same two cores: the idle minimal app itself misses it then.
+HEALTH_P99_OVER_MINIMAL_APP_LIMIT = 1.5
+# Judged only when no minimal app was probed (a `soak()` called without one).
 HEALTH_P99_LIMIT_MS = 50.0
 # RSS after the load may stay a little above the baseline taken after the warm-up (the
 # allocator keeps some freed memory); more than this is a leak.
@@ -338,14 +344,22 @@ async def soak(
     health_report = json.loads(probe_out)
     latencies = health_report["latencies_ms"]
     status_5xx = sum(count for status, count in tally.statuses.items() if status >= 500)
+    yardstick = latency_summary(json.loads(yard_out)) if yard_out else None
+    p99 = percentile(latencies, 0.99)
+    ratio = p99 / max(yardstick["p99"], 0.01) if yardstick else None
     checks = {
         "no_5xx_or_transport_error": status_5xx == 0 and not tally.failures,
-        "healthz_p99_under_50ms": percentile(latencies, 0.99) < HEALTH_P99_LIMIT_MS
-        and health_report["errors"] == 0,
         "fds_back_to_baseline": after["fds"] <= baseline["fds"],
         "rss_back_to_baseline": after["rss_kib"] <= baseline["rss_kib"] * RSS_SLACK,
     }
-    yardstick = latency_summary(json.loads(yard_out)) if yard_out else None
+    if ratio is not None:
+        checks["healthz_p99_within_1.5x_minimal_app"] = (
+            ratio <= HEALTH_P99_OVER_MINIMAL_APP_LIMIT and health_report["errors"] == 0
+        )
+    else:
+        checks["healthz_p99_under_50ms"] = (
+            p99 < HEALTH_P99_LIMIT_MS and health_report["errors"] == 0
+        )
     return {
         "seconds": round(load_seconds, 1),
         "clients": clients,
@@ -355,13 +369,9 @@ async def soak(
         "statuses": {str(status): count for status, count in sorted(tally.statuses.items())},
         "healthz_ms": latency_summary(health_report),
         "minimal_app_healthz_ms": yardstick,
-        # Reported, not judged: on a machine where the idle yardstick itself misses the 50 ms
-        # (RELIABILITY.md, "Soak"), how far the server is from what the machine allows.
-        "healthz_p99_over_minimal_app": round(
-            percentile(latencies, 0.99) / max(yardstick["p99"], 0.01), 2
-        )
-        if yardstick
-        else None,
+        # The judged figure (HEALTH_P99_OVER_MINIMAL_APP_LIMIT): how far the server is from
+        # what the loaded machine allows a server with nothing else to do.
+        "healthz_p99_over_minimal_app": round(ratio, 2) if ratio is not None else None,
         "baseline": baseline,
         "after": after,
         "failures": tally.failures,
