@@ -35,6 +35,10 @@ def main() -> None:
     options = plain_serve(sys.argv[1:])
     port = options.get("port") if options is not None else None
     if options is not None and (port is None or port.isdigit()):
+        from app.server.start_gc import defer_full_collections
+
+        # Until the server listens (app/server/start_gc.py says why).
+        defer_full_collections()
         from app.server.serve_command import serve
 
         serve(host=options.get("host"), port=int(port) if port is not None else None)

@@ -42,6 +42,7 @@ from app.executions.recovery import (
 )
 from app.executions.registry import Registry
 from app.executions.result_text import FENCED_NOTICE
+from app.files.approval import FileApprovals
 from app.files.service import FileService
 from app.governance.service import PolicyService
 from app.notifications import Notifier
@@ -54,6 +55,7 @@ from app.sandbox import Sandbox
 from app.sandbox.defaults import default_profile
 from app.server.memory_trim import trim_memory_when_idle
 from app.sessions.runs import SessionRuns
+from app.sessions.sandbox_approval import SessionSandboxApprovals
 from app.sessions.service import SessionService
 from app.store.db import Database, make_engine
 from app.store.migrate import upgrade_if_behind
@@ -104,6 +106,18 @@ class Services:
     def build(
         cls, settings: Settings, metrics: Metrics, tracing: Tracing = TRACING_OFF
     ) -> Services:
+        """Every part, built bottom-up. A part that fails to build undoes what the parts before
+        it made (the confinement's cgroup folders, the database's pool, the intent journal)
+        before its error goes on: `run`'s exit stack only takes over once all are built."""
+        with contextlib.ExitStack() as undo:
+            services = cls._build(settings, metrics, tracing, undo)
+            undo.pop_all()
+        return services
+
+    @classmethod
+    def _build(
+        cls, settings: Settings, metrics: Metrics, tracing: Tracing, undo: contextlib.ExitStack
+    ) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         make_private(settings)
         settings = with_node_id(settings)
@@ -116,7 +130,9 @@ class Services:
             file_size_mb=settings.limit_file_size_mb,
             open_files=settings.limit_open_files,
         )
+        undo.callback(confinement.close)
         db = Database(make_engine(settings.resolved_database_url))
+        undo.callback(db.dispose)
         cluster = Cluster(settings, db)
         registry = Registry(
             settings.max_jobs, kill_grace_seconds=settings.kill_grace_seconds, ledger=cluster
@@ -130,10 +146,18 @@ class Services:
             workspace=settings.workspace,
         )
         sandbox = Sandbox(settings)
-        sessions = SessionService(settings, db, registry, policy, confinement, sandbox)
+        # The subjects of approvals other than executions, each with the handler of its
+        # decisions, given to the approvals as they are built (with the executions, below).
+        file_approvals = FileApprovals(db)
+        session_sandbox = SessionSandboxApprovals(settings, db)
+        sessions = SessionService(
+            settings, db, registry, policy, confinement, sandbox, sandbox_approvals=session_sandbox
+        )
         cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
         notifier = Notifier(settings, db)
+        # Approvers hear of prompts through the completion deliverer's machinery.
+        approval_notifier = ApprovalNotifier(settings, notifier)
         executions = ExecutionService(
             settings,
             db,
@@ -147,14 +171,17 @@ class Services:
             cluster,
             completion=notifier,
             sandbox=sandbox,
+            approval_subjects={
+                "file_operation": file_approvals.settled,
+                "session": session_sandbox.settled,
+            },
+            approvals_announced=approval_notifier.heard,
         )
+        undo.callback(executions.intents.close)
         # A replica cut off from the database ends its commands before the others record them
         # lost (docs/operations.md, "When a replica dies").
         cluster.when_fenced(lambda silent: executions.fence(FENCED_NOTICE.format(seconds=silent)))
         metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
-        # Approvers hear of prompts through the completion deliverer's machinery.
-        approval_notifier = ApprovalNotifier(settings, notifier)
-        executions.approvals.on_announced = approval_notifier.heard
         sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
@@ -170,7 +197,12 @@ class Services:
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(
-                settings, db, policy, executions.approvals, executions.until_stopping
+                settings,
+                db,
+                policy,
+                executions.approvals,
+                file_approvals,
+                executions.until_stopping,
             ),
             sessions=sessions,
             session_runs=SessionRuns(sessions, executions, registry),

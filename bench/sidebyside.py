@@ -32,22 +32,25 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from ptyprocess import PtyProcess
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench import over_cap, registry_rows, servers
-from bench.programs import ECHO_PROGRAM, pipe_program, stream_program
+from bench.programs import ECHO_PROGRAM, pipe_program, random_bytes_program, stream_program
 from bench.table import Row, Target, percentile, render
 
+T = TypeVar("T")
 RESULTS = servers.BENCH_DIR / "results"
 README = servers.BENCH_DIR / "README.md"
 KEYS = string.ascii_letters + string.digits
 # The pump's pipe and read sizes, so the pipe floor is not flattered by a better pipe.
 PIPE_SIZE = 1 << 20
 READ_SIZE = 256 << 10
+# A binary output message (`?format=binary`, docs/streaming.md): stream, offset, then the bytes.
+BINARY_HEADER_BYTES = 9
 
 
 @dataclass(frozen=True)
@@ -394,8 +397,11 @@ def pty_floor(size: int) -> float:
     return total / (time.perf_counter() - started) / 1e6
 
 
-async def shellgate_stream(server: servers.Server, size: int, pty: bool) -> float:
-    """MB/s from the `async` submit to the exit frame, a viewer connected at offset 0."""
+async def shellgate_stream(
+    server: servers.Server, size: int, pty: bool, binary: bool = False
+) -> float:
+    """MB/s from the `async` submit to the exit frame, a viewer connected at offset 0; with
+    `binary`, in `?format=binary` (output as binary messages: a 9-byte header, then the bytes)."""
     program = stream_program(size) if pty else pipe_program(size)
     async with httpx.AsyncClient(
         base_url=server.base_url, headers=server.headers, timeout=120
@@ -404,11 +410,15 @@ async def shellgate_stream(server: servers.Server, size: int, pty: bool) -> floa
         body = {"command": program, "async": True, "pty": pty}
         execution_id = (await client.post("/v1/executions", json=body)).json()["id"]
         url = f"{server.base_url.replace('http://', 'ws://')}/v1/executions/{execution_id}/stream"
+        url += "?offset=0" + ("&format=binary" if binary else "")
         total = 0
         async with connect(
-            url + "?offset=0", additional_headers=server.headers, max_size=None, compression=None
+            url, additional_headers=server.headers, max_size=None, compression=None
         ) as ws:
             async for message in ws:
+                if isinstance(message, bytes):
+                    total += len(message) - BINARY_HEADER_BYTES
+                    continue
                 frame = json.loads(message)
                 if frame["type"] == "output":
                     data = frame["data"]
@@ -433,6 +443,87 @@ async def terminado_stream(server: servers.Server, size: int) -> float:
             elif kind == "disconnect":
                 return total / (time.perf_counter() - started) / 1e6
     raise RuntimeError("terminado closed without a disconnect message")
+
+
+# ---- /healthz under many viewers --------------------------------------------------------
+
+# 50 viewers: 10 on each of 5 commands writing 64 KiB of random bytes every 50 ms.
+VIEWED_COMMANDS = 5
+VIEWERS_PER_COMMAND = 10
+VIEWERS_PROBE_SECONDS = 5.0
+
+
+async def _viewer(
+    url: str, headers: dict[str, str], stop: asyncio.Event, connected: asyncio.Queue[None]
+) -> int:
+    """Bytes of frames received until the exit frame or `stop`; the frames are not decoded
+    (the client's own work stays small: it shares the cores with the server)."""
+    received = 0
+    async with connect(url, additional_headers=headers, max_size=None, compression=None) as ws:
+        received += len(await asyncio.wait_for(ws.recv(), 30))  # the state frame
+        connected.put_nowait(None)
+        while not stop.is_set():
+            try:
+                message = await asyncio.wait_for(ws.recv(), 1)
+            except TimeoutError:
+                continue
+            received += len(message)
+            if isinstance(message, str) and message.startswith('{"type":"exit"'):
+                break
+    return received
+
+
+async def viewers_healthz(
+    server: servers.Server, minimal: servers.Server, binary: bool = True
+) -> tuple[list[float], list[float]]:
+    """`/healthz` latencies (ms) of `server` while 50 WebSocket viewers follow commands that
+    write random bytes (binary messages, or base64 frames without `binary`), and of the
+    minimal app probed in the same seconds, each from a process of its own (`bench.probe`)."""
+    writes = int(VIEWERS_PROBE_SECONDS / 0.05) + 60
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers=server.headers, timeout=60
+    ) as client:
+        ids = []
+        for _ in range(VIEWED_COMMANDS):
+            body = {"command": random_bytes_program(writes), "async": True}
+            response = await client.post("/v1/executions", json=body)
+            ids.append(response.json()["id"])
+        ws_base = server.base_url.replace("http://", "ws://")
+        stop = asyncio.Event()
+        connected: asyncio.Queue[None] = asyncio.Queue()
+        viewers = [
+            asyncio.create_task(
+                _viewer(
+                    f"{ws_base}/v1/executions/{execution_id}/stream"
+                    + ("?format=binary" if binary else ""),
+                    server.headers,
+                    stop,
+                    connected,
+                )
+            )
+            for execution_id in ids
+            for _ in range(VIEWERS_PER_COMMAND)
+        ]
+        for _ in viewers:  # every viewer connected (its first frame came) before probing
+            await asyncio.wait_for(connected.get(), 60)
+        probes = [
+            await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "bench.probe", f"{url}/healthz"),
+                str(VIEWERS_PROBE_SECONDS),
+                stdout=asyncio.subprocess.PIPE,
+            )
+            for url in (server.base_url, minimal.base_url)
+        ]
+        outputs = [await asyncio.wait_for(probe.communicate(), 60) for probe in probes]
+        stop.set()
+        for execution_id in ids:
+            await client.post(f"/v1/executions/{execution_id}/cancel")
+        received = await asyncio.gather(*viewers, return_exceptions=True)
+    failed = [error for error in received if isinstance(error, BaseException)]
+    if failed or any(probe.returncode != 0 for probe in probes):
+        raise RuntimeError(f"viewers or probes failed: {failed[:3]}")
+    ours, theirs = (json.loads(output) for output, _ in outputs)
+    return ours, theirs
 
 
 # ---- PTY keystroke echo -----------------------------------------------------------------
@@ -542,7 +633,7 @@ class Collected:
         self.add_round(measure, subject, statistics.median(values) if values else math.nan)
 
 
-def bounded(stream: Coroutine[Any, Any, float], seconds: float = 120) -> float:
+def bounded(stream: Coroutine[Any, Any, T], seconds: float = 120) -> T:
     """A stream measure with a deadline, so a stream that never ends cannot hang the run."""
     return asyncio.run(asyncio.wait_for(stream, seconds))
 
@@ -595,10 +686,22 @@ def measure_pipe(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -
             "shellgate",
             lambda: bounded(shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False)),
         ),
+        (
+            "shellgate binary",
+            lambda: bounded(
+                shellgate_stream(subjects.shellgate, sizes.pipe_bytes, pty=False, binary=True)
+            ),
+        ),
     ]
     shift = index % len(takes)
     for name, take in takes[shift:] + takes[:shift]:
         out.add_round("pipe_mb_s", name, take())
+
+
+def measure_viewers(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
+    ours, minimal = bounded(viewers_healthz(subjects.shellgate, subjects.minimal), 180)
+    out.add_samples("viewers_healthz_ms", "shellgate", ours)
+    out.add_samples("viewers_healthz_ms", "minimal app", minimal)
 
 
 def measure_pty(subjects: Subjects, sizes: Sizes, index: int, out: Collected) -> None:
@@ -658,6 +761,7 @@ MEASURES: dict[str, Measure] = {
     "load": Measure(frozenset({"shellgate", "minimal app"}), measure_load),
     "session": Measure(frozenset({"shellgate", "SWE-ReX"}), measure_session),
     "pipe": Measure(frozenset({"shellgate"}), measure_pipe),
+    "viewers": Measure(frozenset({"shellgate", "minimal app"}), measure_viewers),
     "pty": Measure(frozenset({"shellgate", "terminado"}), measure_pty),
     "echo": Measure(frozenset({"shellgate", "terminado"}), measure_echo),
     "registry": Measure(frozenset(), measure_registry),
@@ -797,6 +901,31 @@ def rows(out: Collected) -> list[Row]:
                 peers("pipe_mb_s", "asyncio read floor", "raw read floor"),
                 "asyncio read floor",
                 Target("ratio_ge", 0.4),
+            )
+        )
+        found.append(
+            Row(
+                "live WebSocket stream, pipe, `?format=binary` (same producer)",
+                "MB/s",
+                r["pipe_mb_s"]["shellgate binary"],
+                peers("pipe_mb_s", "asyncio read floor", "raw read floor"),
+                "asyncio read floor",
+                Target("ratio_ge", 0.4),
+            )
+        )
+    if "viewers_healthz_ms" in r:
+        found.append(
+            Row(
+                "`/healthz` p50 under 50 binary WebSocket viewers of random bytes",
+                "ms",
+                r["viewers_healthz_ms"]["shellgate"],
+                peers("viewers_healthz_ms", "minimal app"),
+                "minimal app",
+                Target("ratio_le", 3.0),
+                {
+                    name: p99_note(out, "viewers_healthz_ms", name)
+                    for name in r["viewers_healthz_ms"]
+                },
             )
         )
     if "pty_mb_s" in r:

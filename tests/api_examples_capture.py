@@ -157,7 +157,9 @@ def capture() -> dict[str, dict[str, dict[str, Any]]]:
             note = {"path": "notes/todo.txt", "parents": "true"}
             answer("upload", agent.put("/v1/files", params=note, content=content.encode()))
             outside = {"path": "/etc/hostname", "approval_wait": "0"}
-            answer("upload", agent.put("/v1/files", params=outside, content=b"new-name\n"))
+            prompted = answer(
+                "upload", agent.put("/v1/files", params=outside, content=b"new-name\n")
+            )
             answer("download", agent.get("/v1/files", params={"path": "notes/todo.txt"}))
             answer(
                 "download",
@@ -173,6 +175,7 @@ def capture() -> dict[str, dict[str, dict[str, Any]]]:
                 agent.get("/v1/files/check", params={"path": "notes/todo.txt", "op": "write"}),
             )
             answer("listOperations", agent.get("/v1/files/operations", params={"limit": 1}))
+            answer("cancelOperation", agent.post(f"/v1/files/operations/{prompted['id']}/cancel"))
             created = {"env": {"PROJECT": "demo"}, "keep_cwd": True}
             session = answer(
                 "createSession", agent.post("/v1/sessions", json=request("createSession", created))

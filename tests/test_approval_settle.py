@@ -28,7 +28,7 @@ ROUNDS = 8
 
 async def _hear(services: Services, approval: Approval, database: Path) -> str:
     """Hear `approval`'s decision; its execution's state when the hearing returns."""
-    await services.approvals.on_settled(approval)
+    await services.approvals.settle_subject(approval)
     # Read without yielding to the loop, so the other hearer cannot finish between this one's
     # return and the reading.
     with contextlib.closing(sqlite3.connect(database)) as connection:

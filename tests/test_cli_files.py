@@ -100,3 +100,33 @@ def test_a_prompted_put_says_how_to_come_back(server: LiveServer, tmp_path: Path
     )
     assert done.exit_code == 0, done.output
     assert target.read_text() == "outside"
+
+
+def test_a_prompted_put_can_be_cancelled_and_its_approval_id_then_fails(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    local = tmp_path / "src.txt"
+    local.write_text("never")
+    target = tmp_path / "cancelled-target.txt"  # outside the workspace: prompt by default
+    asked = shellgate(
+        server.base_url, AGENT, "files", "put", str(local), str(target), "--approval-wait", "0"
+    )
+    assert asked.exit_code == EXIT_NOT_FINISHED
+    approval_id = asked.output.split("--approval-id ")[1].split()[0]
+    operation_id = asked.output.split("shellgate files cancel ")[1].split(")")[0]
+    assert operation_id.startswith("fo_")
+    cancelled = shellgate(server.base_url, AGENT, "files", "cancel", operation_id)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.output.startswith(f"{operation_id} rejected: Approval expired by alice")
+    retry = shellgate(
+        server.base_url,
+        AGENT,
+        "files",
+        "put",
+        str(local),
+        str(target),
+        "--approval-id",
+        approval_id,
+    )
+    assert retry.exit_code != 0 and "cancelled by its requester" in retry.output
+    assert not target.exists()

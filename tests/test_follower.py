@@ -227,3 +227,62 @@ async def test_the_live_edge_is_encoded_on_the_loop_only_when_the_client_says_it
     assert on_loop == [cheap]  # from memory on the loop, or from the file on a worker thread
     await reads.aclose()
     assert live.recent.since(7, 1) is None  # a follower that left keeps nothing in memory
+
+
+@pytest.mark.parametrize("cheap", [True, False])
+async def test_followers_at_the_same_cursor_share_one_read_and_its_encoding(
+    tmp_path: Path, cheap: bool
+) -> None:
+    """Ten viewers of one command: the batch they all wait for is read and encoded once, from
+    memory on the loop or from the file on a worker thread, and each gets all of it."""
+    encoded: list[list[Piece]] = []
+
+    def counting(pieces: list[Piece], more_may_follow: bool) -> tuple[list[Piece], int | None]:
+        encoded.append(pieces)
+        return whole(pieces, more_may_follow)
+
+    log = ArtifactLog.create(tmp_path, "run")
+    live = live_execution(log)
+    followers = [
+        follow_log(log, 0, live, counting, read_bytes=READ_BYTES, encodes_on_loop=lambda _: cheap)
+        for _ in range(10)
+    ]
+    waiting = [asyncio.ensure_future(next_of(reads)) for reads in followers]
+    assert await blocked(waiting[-1])
+    live.accept_output(b"the same bytes for everyone\n", OUT)
+
+    assert await asyncio.gather(*waiting) == [[(0, OUT, b"the same bytes for everyone\n")]] * 10
+    assert len(encoded) == 1
+    for reads in followers:
+        await reads.aclose()
+
+
+async def test_a_follower_leaving_during_a_shared_read_leaves_the_others_reading(
+    tmp_path: Path,
+) -> None:
+    """The follower whose worker thread is reading goes away: the one that waited for its read
+    reads for itself and still gets the bytes."""
+    release = threading.Event()
+    calls: list[int] = []
+
+    def slow(pieces: list[Piece], more_may_follow: bool) -> tuple[list[Piece], int | None]:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            release.wait(WAIT)
+        return whole(pieces, more_may_follow)
+
+    log = ArtifactLog.create(tmp_path, "run")
+    live = live_execution(log)
+    live.accept_output(b"already there\n", OUT)
+    first = follow_log(log, 0, live, slow, read_bytes=READ_BYTES)
+    second = follow_log(log, 0, live, slow, read_bytes=READ_BYTES)
+    leaving = asyncio.ensure_future(next_of(first))
+    staying = asyncio.ensure_future(next_of(second))
+    assert await blocked(staying)
+    leaving.cancel()
+    release.set()
+
+    assert await staying == [(0, OUT, b"already there\n")]
+    assert leaving.cancelled()
+    assert len(calls) == 2  # the read was done again for the follower that stayed
+    await second.aclose()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -59,3 +60,26 @@ def test_migrations_run_only_when_the_database_is_behind(tmp_path: Path) -> None
         assert stored_revisions(engine) == head_revisions()
     finally:
         engine.dispose()
+
+
+def test_sqlite_migrates_in_wal_with_normal_syncs(tmp_path: Path) -> None:
+    """Every statement of the migrations runs on a connection in WAL mode with
+    synchronous=NORMAL (1), as the server's own, not the default FULL (2) that waited for an
+    fsync per commit."""
+    from sqlalchemy import Engine, event
+
+    seen: set[tuple[str, int]] = set()
+
+    def record(connection: Any, *_: Any) -> None:
+        raw = connection.connection.dbapi_connection
+        mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        seen.add((mode, raw.execute("PRAGMA synchronous").fetchone()[0]))
+
+    database = f"sqlite:///{tmp_path / 'fresh.db'}"  # never opened by a server: no WAL yet
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        upgrade_to_head(database)
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    assert seen == {("wal", 1)}
+    assert_schema_matches(database)

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from app.policy.engine import PolicyDocument, RuleAction, evaluate
+from app.policy.env_rules import DEFAULT_ENV_DENY
+from app.policy.shell.embedded import OPTION_VARIABLES
 from app.policy.shell.syntax import env_scripts, read_command
+from app.policy.shell.wrappers import ASSIGNMENT_WORD
 from tests.policy_corpus import BENIGN_COMMANDS
 from tests.reader_corpus import BYPASS_FAMILIES, BYPASS_FORMS, EVERYDAY_EXTRA, READER_POLICY
 
@@ -20,8 +25,8 @@ EVERYDAY = list(
 
 
 def test_corpora_have_the_promised_sizes() -> None:
-    assert len(BYPASS_FORMS) == len(set(BYPASS_FORMS)) >= 90
-    assert len(BYPASS_FAMILIES) == 8
+    assert len(BYPASS_FORMS) == len(set(BYPASS_FORMS)) >= 430
+    assert len(BYPASS_FAMILIES) == 9
     assert len(EVERYDAY) >= 200
 
 
@@ -109,3 +114,92 @@ def test_env_assigns_for_its_command_but_an_option_value_assigns_nothing() -> No
 )
 def test_critical_spellings_of_home_and_root_are_escalated(command: str) -> None:
     assert evaluate(POLICY, command).critical_hits, command
+
+
+# Names on the default env deny list whose value is not shell text the reader could read: a
+# file, a library, a list, a setting of the shell or an interpreter's (why each is denied:
+# docs/policy.md#environment-variables; in a command's text the command rules judge them as text).
+NAMES_JUDGED_BY_NAME_ONLY = {
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "IFS",
+    "PATH",
+    "LD_*",
+    "GCONV_PATH",
+    "PYTHONSTARTUP",
+    "PERL5OPT",
+    "NODE_OPTIONS",
+    "RUBYOPT",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_KEY_*",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
+}
+# A value that runs `forbidden x`, for the names whose value a program reads as options.
+_OPTION_VALUES = {
+    "TAR_OPTIONS": "--to-command='forbidden x'",
+    "ZIPOPT": "-T -TT 'forbidden x'",
+    "MANOPT": "-P 'forbidden x'",
+    "PARALLEL": "--ssh 'forbidden x'",
+}
+
+
+def _running_value(name: str) -> str:
+    if name in _OPTION_VALUES:
+        return _OPTION_VALUES[name]
+    if name.startswith("BASH_FUNC_"):
+        return "() { forbidden x; }"
+    return "forbidden x"
+
+
+def _concrete(glob: str) -> str:
+    return glob.replace("BASH_FUNC_*", "BASH_FUNC_f%%").replace("*", "0")
+
+
+@pytest.mark.parametrize(
+    "glob", [glob for glob in DEFAULT_ENV_DENY if glob not in NAMES_JUDGED_BY_NAME_ONLY]
+)
+def test_each_default_denied_env_name_that_runs_its_value_is_read_in_text_and_env(
+    glob: str,
+) -> None:
+    # The class: a name the env rules deny because a program runs its value is read as what
+    # it runs, assigned in the command's text (by `env`, `export`, before the command) and in a
+    # request's `env` field alike; a name added to the list must be read, or listed above.
+    name, value = _concrete(glob), _running_value(_concrete(glob))
+    quoted = shlex.quote(f"{name}={value}")
+    texts = [f"env {quoted} true"]
+    if ASSIGNMENT_WORD.fullmatch(name + "="):
+        texts += [f"export {quoted}; true", f"{quoted} true", f"declare -x {quoted}; true"]
+    for text in texts:
+        assert evaluate(POLICY, text).approval is RuleAction.deny, text
+    through_env = evaluate(POLICY, "true", scripts=env_scripts({name: value}))
+    if name.startswith("BASH_FUNC_"):  # an env field name cannot hold `%` (422 before this)
+        return
+    assert through_env.approval is RuleAction.deny, name
+
+
+def test_the_option_variables_are_on_the_default_deny_list() -> None:
+    assert set(OPTION_VARIABLES) - set(DEFAULT_ENV_DENY) == set()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "TAR_OPTIONS=--no-same-owner tar xf a.tar",
+        "ZIPOPT=-q zip -r a.zip src",
+        "export TAR_OPTIONS=--warning=no-unknown-keyword",
+        'echo "TAR_OPTIONS=$TAR_OPTIONS"',
+    ],
+)
+def test_an_options_variable_that_runs_nothing_stays_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow, verdict
+    assert verdict.unreadable_reasons == []
+
+
+def test_an_options_variable_built_by_expansion_is_unreadable() -> None:
+    assert read_command('TAR_OPTIONS="$opts" tar xf a.tar').unreadable != ()

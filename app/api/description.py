@@ -20,16 +20,18 @@ Every response carries `X-Request-ID`: the id a gateway sent in that header (1-1
 of `A-Za-z0-9._:/+=@-`), else one the server made. The server's log lines about the request
 carry the same id.
 
-## WebSocket `GET /v1/executions/{execution_id}/stream?offset=N`
+## WebSocket `GET /v1/executions/{execution_id}/stream?offset=N[&format=binary]`
 Replays the execution's merged log from byte `N` (default 0), follows it live and ends with
-one `exit` frame. Every frame is a JSON text message.
+one `exit` frame. Every frame is a JSON text message, except output with `?format=binary`.
 
 Server to client:
 - `{"type": "state", "state": s}` on connect, when an approved run starts, and at the end.
 - `{"type": "output", "stream": "stdout" | "stderr" | "pty", "offset": n, "data": text}`:
   `offset` is the log position of the frame's first byte; `offset` + its byte length is where
   a reconnect resumes. At most 64 KiB a frame; bytes that are not UTF-8 travel with
-  `"encoding": "base64"`.
+  `"encoding": "base64"`. With `?format=binary` output frames are binary messages instead: one
+  byte for the stream (0 stdout, 1 stderr, 2 pty), the offset in 8 bytes big-endian, then up
+  to 256 KiB of log bytes as they are; every other frame stays JSON text.
 - `{"type": "gap", "from": a, "to": b}`: bytes `[a, b)` were evicted from a log over the
   artifact cap.
 - `{"type": "exit", "state", "exit_code", "signal"}`, then close 1000. Only this frame means
@@ -45,7 +47,7 @@ group; TERM and KILL cancel), `{"type": "ping"}` (answered with `pong`).
 
 Close codes: 1000 after `exit`; 4000 + the HTTP status the same error would get on REST (4401
 no or bad credentials, 4404 unknown or another agent's execution, 4410 the execution's log is
-gone from disk, 4422 a bad offset); 1011 a server-side failure; 1013 a temporary one (the
+gone from disk, 4422 a bad offset or format); 1011 a server-side failure; 1013 a temporary one (the
 database, or the replica holding the log, does not answer): reconnect later.
 
 ## WebSocket `GET /v1/approvals/stream`

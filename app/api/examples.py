@@ -14,15 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T03:16:07.321876Z",
+                "created_at": "2026-12-06T05:44:44.833934Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T03:16:07.351236Z",
+                "decided_at": "2026-12-06T05:44:44.841742Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
-                "expires_at": "2026-12-06T03:26:07.321876Z",
-                "id": "ap_PMLWFIByT-BAhbSc2nQT",
+                "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
+                "expires_at": "2026-12-06T05:54:44.833934Z",
+                "file_operation_id": None,
+                "id": "ap_ngJf2GTeyGv1oiunUPpZ",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -35,6 +36,28 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             }
         },
         "request": {"application/json": {"reason": "DNS only, reviewed"}},
+    },
+    "cancelOperation": {
+        "200": {
+            "application/json": {
+                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
+                "created_at": "2026-12-06T05:44:44.930787Z",
+                "execution_id": None,
+                "finished_at": None,
+                "id": "fo_2othIcO1oIAwNFySKMGC",
+                "message": "Approval expired by alice: file operation cancelled by its requester",
+                "mode": None,
+                "op": "write",
+                "owner": "alice",
+                "path": "/etc/hostname",
+                "reason": "write of /etc/hostname: outside the workspace",
+                "resolved_path": "/etc/hostname",
+                "sha256": None,
+                "size": 9,
+                "state": "rejected",
+                "verdict": "prompt",
+            }
+        }
     },
     "check": {
         "200": {
@@ -54,10 +77,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -169,18 +192,18 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:07.646044Z",
+                "updated_at": "2026-12-06T05:44:45.005316Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T03:26:07.665572Z",
-                    "id": "ap_4KM4UX4ykPgQbZVSVR8R",
+                    "expires_at": "2026-12-06T05:54:45.016436Z",
+                    "id": "ap_0lmST2fa9Z3_JELTSgYr",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex_wL36Nq4jRyJv5_zvAbF6",
+                "execution_id": "ex_oO_V7W752W1ZozINT4u5",
                 "state": "awaiting_approval",
             }
         },
@@ -189,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T03:17:37.860468Z",
-                "ticket": "wst_eySz47Uf0ESu9bUcyl_NpLXx9Yzqthww",
+                "expires_at": "2026-12-06T05:46:15.077906Z",
+                "ticket": "wst_IQpv8YrLkt82f9tLFcgm-TXvbd7zamw8",
             }
         }
     },
@@ -198,15 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T03:16:07.241609Z",
+                "created_at": "2026-12-06T05:44:44.804046Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T03:16:07.278040Z",
+                "decided_at": "2026-12-06T05:44:44.824685Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                "expires_at": "2026-12-06T03:26:07.241609Z",
-                "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                "expires_at": "2026-12-06T05:54:44.804046Z",
+                "file_operation_id": None,
+                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -224,11 +248,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_xQSNVfXwKrwGDAzD5tch",
-                "created_at": "2026-12-06T03:16:07.514251Z",
-                "execution_id": "ex_4OFTKTVLiRvqHNefKswQ",
+                "approval_id": "ap_WxLr0Gg8TPrn_Fy38mmC",
+                "created_at": "2026-12-06T05:44:44.953109Z",
+                "execution_id": None,
                 "finished_at": None,
-                "id": "fo_JzjwNu56jZVD1xWw1wRu",
+                "id": "fo_3dRdCIeQf7s6svGYR8nE",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -294,12 +318,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_2u4yxHJ04WNRvM2nRHTn","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_2u4yxHJ04WNRvM2nRHTn","wall_time_ms":10.207782000179577,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_lZw93WtRBQhOUh7MJ_yR","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_lZw93WtRBQhOUh7MJ_yR","wall_time_ms":5.584344999988389,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T03:16:07.070551Z","started_at":"2026-12-06T03:16:07.070551Z","finished_at":"2026-12-06T03:16:07.074292Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T05:44:44.712510Z","started_at":"2026-12-06T05:44:44.712510Z","finished_at":"2026-12-06T05:44:44.716962Z"}\n'
             "\n"
         }
     },
@@ -307,15 +331,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T03:16:07.241609Z",
+                "created_at": "2026-12-06T05:44:44.804046Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                "expires_at": "2026-12-06T03:26:07.241609Z",
-                "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                "expires_at": "2026-12-06T05:54:44.804046Z",
+                "file_operation_id": None,
+                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -794,11 +819,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.25611008e+08\n"
+            "process_virtual_memory_bytes 5.26630912e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.20098816e+08\n"
+            "process_resident_memory_bytes 1.21044992e+08\n"
         }
     },
     "getPolicy": {
@@ -858,6 +883,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -878,10 +905,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -985,7 +1012,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:07.646044Z",
+                "updated_at": "2026-12-06T05:44:45.005316Z",
             }
         }
     },
@@ -1088,15 +1115,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T03:16:07.241609Z",
+                        "created_at": "2026-12-06T05:44:44.804046Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
-                        "expires_at": "2026-12-06T03:26:07.241609Z",
-                        "id": "ap_3IPfI_T8WPDogXa-pzmq",
+                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                        "expires_at": "2026-12-06T05:54:44.804046Z",
+                        "file_operation_id": None,
+                        "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1117,15 +1145,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_2u4yxHJ04WNRvM2nRHTn",
+                        "artifact": "artifact://ex_lZw93WtRBQhOUh7MJ_yR",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T03:16:07.070551Z",
+                        "created_at": "2026-12-06T05:44:44.712510Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T03:16:07.074292Z",
-                        "id": "ex_2u4yxHJ04WNRvM2nRHTn",
+                        "finished_at": "2026-12-06T05:44:44.716962Z",
+                        "id": "ex_lZw93WtRBQhOUh7MJ_yR",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1151,7 +1179,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T03:16:07.070551Z",
+                        "started_at": "2026-12-06T05:44:44.712510Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1160,7 +1188,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 10.207782000179577,
+                        "wall_time_ms": 5.584344999988389,
                     }
                 ],
                 "next_cursor": None,
@@ -1172,11 +1200,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
-                        "created_at": "2026-12-06T03:16:07.564690Z",
-                        "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
+                        "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
+                        "created_at": "2026-12-06T05:44:44.964653Z",
+                        "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_oJpNTjEWMDlHrPk1XY65",
+                        "id": "fo_ZsGa-IMZQysiIE1FxJm_",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1199,7 +1227,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T03:16:07.035893Z",
+                        "created_at": "2026-12-06T05:44:44.694025Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1255,6 +1283,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                                     "BROWSER",
                                     "TAR_OPTIONS",
                                     "ZIPOPT",
+                                    "MANOPT",
+                                    "PARALLEL",
                                 ],
                                 "prompt": [],
                             },
@@ -1286,10 +1316,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T03:16:07.646044Z",
+                        "created_at": "2026-12-06T05:44:45.005316Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                        "id": "se_fWR7215SqceSym_ctPtT",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1444,7 +1474,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T03:16:07.646044Z",
+                        "updated_at": "2026-12-06T05:44:45.005316Z",
                     }
                 ]
             }
@@ -1458,8 +1488,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T03:16:36.764570Z",
-                        "started_at": "2026-12-06T03:16:06.693270Z",
+                        "last_heartbeat": "2026-12-06T05:45:14.512829Z",
+                        "started_at": "2026-12-06T05:44:44.468495Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1471,10 +1501,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T03:16:07.646044Z",
+                "created_at": "2026-12-06T05:44:45.005316Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_Y3l-6p9UpPAUX38fNj0I",
+                "id": "se_fWR7215SqceSym_ctPtT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1583,7 +1613,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T03:16:37.718073Z",
+                "updated_at": "2026-12-06T05:45:15.031851Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1646,6 +1676,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1717,6 +1749,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1738,29 +1772,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_PMLWFIByT-BAhbSc2nQT",
+                        "approval_id": "ap_ngJf2GTeyGv1oiunUPpZ",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T03:16:07.321876Z",
+                        "created_at": "2026-12-06T05:44:44.833934Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_JQjOmWaaNigtiPMvZjMf",
+                        "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_3IPfI_T8WPDogXa-pzmq",
+                        "approval_id": "ap_xvWtr3kcyB5Cq1oVoNG-",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T03:16:07.241609Z",
+                        "created_at": "2026-12-06T05:44:44.804046Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_1RRrosePPLYttfX2Yop8",
+                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1824,6 +1858,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "BROWSER",
                         "TAR_OPTIONS",
                         "ZIPOPT",
+                        "MANOPT",
+                        "PARALLEL",
                     ],
                     "prompt": [],
                 },
@@ -1861,7 +1897,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T03:16:07.437178Z",
+                "mtime": "2026-12-06T05:44:44.885333Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1872,11 +1908,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_NhS9V4U-YjQo7MeuhtrJ",
-                "created_at": "2026-12-06T03:16:07.564690Z",
-                "execution_id": "ex_oLsVZu3qJNEElpTNRA5h",
+                "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
+                "created_at": "2026-12-06T05:44:44.964653Z",
+                "execution_id": None,
                 "finished_at": None,
-                "id": "fo_oJpNTjEWMDlHrPk1XY65",
+                "id": "fo_ZsGa-IMZQysiIE1FxJm_",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1895,10 +1931,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T03:16:07.410986Z",
+                "created_at": "2026-12-06T05:44:44.880201Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T03:16:07.455141Z",
-                "id": "fo_i_UOXJINA5V-dezdCsWD",
+                "finished_at": "2026-12-06T05:44:44.924406Z",
+                "id": "fo_uex3n3nRRsiZjtL85gLv",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1914,11 +1950,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_XI48-hsFfuG2fSCP1Jhz",
-                "created_at": "2026-12-06T03:16:07.475843Z",
-                "execution_id": "ex_jF3_5taJ5jVPBz85WsdR",
+                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
+                "created_at": "2026-12-06T05:44:44.930787Z",
+                "execution_id": None,
                 "finished_at": None,
-                "id": "fo_NYikQgYmqNNQ20KybJPj",
+                "id": "fo_2othIcO1oIAwNFySKMGC",
                 "message": None,
                 "mode": None,
                 "op": "write",

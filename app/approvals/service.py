@@ -1,8 +1,10 @@
 """Human approvals (docs/policy.md#approvals): request, decide, expire, and tell whoever is
 listening.
 
-The execution side, which asks for approvals, passes `on_settled`: it starts or rejects the
-execution once an approval leaves `pending`. This module knows nothing about processes.
+An approval names its subject (`ApprovalSubject`): an execution, a file operation, or a new
+session's sandbox. Whoever owns a kind of subject gives its handler at construction
+(`subjects`); a decided approval goes to its subject's handler, which starts or rejects the
+execution, or ends the file operation. This module knows nothing about processes or files.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,11 +31,19 @@ from app.observability.metrics import Metrics
 from app.schemas import ApprovalPublic, SandboxRequestPublic
 from app.store import crud
 from app.store.db import Database
-from app.store.models import Approval, ApprovalKind, ApprovalState, Execution, ExecutionState
+from app.store.models import (
+    Approval,
+    ApprovalKind,
+    ApprovalState,
+    ApprovalSubject,
+    Execution,
+    FileOperation,
+)
 from app.store.timestamps import aware_utc
 
 logger = logging.getLogger("shellgate.approvals")
 
+# Told of each decision on an approval of its subject kind: it settles the subject.
 SettledHandler = Callable[[Approval], Awaitable[None]]
 # Told of every approval this replica requests or decides, for the other replicas (app/cluster).
 EventHandler = Callable[[Approval], None]
@@ -66,6 +76,7 @@ def approval_public(approval: Approval) -> ApprovalPublic:
     return ApprovalPublic(
         id=approval.id,
         execution_id=approval.execution_id,
+        file_operation_id=approval.file_operation_id,
         command=approval.command,
         cwd=approval.cwd,
         env=json.loads(approval.env),
@@ -98,7 +109,8 @@ class ApprovalService:
         db: Database,
         *,
         timeout_seconds: float,
-        on_settled: SettledHandler | None = None,
+        subjects: Mapping[ApprovalSubject, SettledHandler],
+        announced: AnnouncementHandler | None = None,
         metrics: Metrics | None = None,
         max_pending_per_owner: int = 50,
     ) -> None:
@@ -111,9 +123,9 @@ class ApprovalService:
         # always fits behind the events a slow listener left unread.
         self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self._tasks: set[asyncio.Task[Approval | None]] = set()
-        self.on_settled = on_settled
+        self._subjects: dict[str, SettledHandler] = {str(k): h for k, h in subjects.items()}
         self.on_event: EventHandler | None = None
-        self.on_announced: AnnouncementHandler | None = None
+        self._announced = announced
         self._published: OrderedDict[str, str] = OrderedDict()
 
     # --- requests ---------------------------------------------------------------------------
@@ -127,24 +139,27 @@ class ApprovalService:
         suggested_pattern: str | None = None,
         kind: ApprovalKind = "command",
         sandbox_request: dict[str, Any] | None = None,
+        subject: ApprovalSubject = "execution",
     ) -> Approval:
         """Record a pending approval (id `execution.approval_id`) for `execution`, which is
         written in the same transaction: no execution ever waits on an approval that does not
         exist. The approval shows everything that will run: the command, the cwd, `env` (all
         the variables the request sets), the session and whether it runs in a PTY; `kind`
-        says what is asked (a command, a file operation, a sandbox beyond the profile) and
-        `sandbox_request` what a `sandbox` one asks beyond it.
+        says what is asked (a command, a sandbox beyond the profile) and `sandbox_request`
+        what a `sandbox` one asks beyond it. `subject` `session`: the execution record only
+        holds a new session's sandbox request, and its handler settles it.
 
         One owner holds at most `max_pending_per_owner` pending approvals: the count and the
-        insert are one database transaction (see `crud.insert_execution_awaiting`), so requests
-        racing each other cannot pass the cap together. Beyond it: PendingApprovalLimitError,
-        and nothing is written.
+        insert are one database transaction (see `crud.insert_awaiting`), so requests racing
+        each other cannot pass the cap together. Beyond it: PendingApprovalLimitError, and
+        nothing is written.
         """
         if execution.approval_id is None:
             raise ValueError(f"execution {execution.id} names no approval")
         now = datetime.now(UTC)
         approval = Approval(
             id=execution.approval_id,
+            subject=subject,
             execution_id=execution.id,
             command=execution.original_command,
             cwd=execution.cwd,
@@ -159,25 +174,49 @@ class ApprovalService:
             created_at=now,
             expires_at=now + timedelta(seconds=self._timeout),
         )
+        return await self._insert(execution, approval)
+
+    async def request_file(
+        self, operation: FileOperation, *, description: str, cwd: str, reason: str
+    ) -> Approval:
+        """Record `operation` (awaiting approval, `approval_id` set) and its pending approval
+        in one transaction; what is asked is `description` (`[file write] /path (N bytes)`)
+        in `cwd`, the file's directory. The cap is the one of `request`."""
+        if operation.approval_id is None:
+            raise ValueError(f"file operation {operation.id} names no approval")
+        now = datetime.now(UTC)
+        approval = Approval(
+            id=operation.approval_id,
+            subject="file_operation",
+            file_operation_id=operation.id,
+            command=description,
+            cwd=cwd,
+            reason=reason,
+            requested_by=operation.owner,
+            kind="file",
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._timeout),
+        )
+        return await self._insert(operation, approval)
+
+    async def _insert(self, subject: Execution | FileOperation, approval: Approval) -> Approval:
         inserted = await self._db.call(
-            crud.insert_execution_awaiting,
-            execution=execution,
-            approval=approval,
-            max_pending=self._max_pending,
+            crud.insert_awaiting, record=subject, approval=approval, max_pending=self._max_pending
         )
         if inserted is None:
             raise PendingApprovalLimitError(
-                self._max_pending, retry_after_seconds=await self._retry_after(execution.owner)
+                self._max_pending, retry_after_seconds=await self._retry_after(subject.owner)
             )
         approval = inserted
         self._arm_expiry(approval)
         self._announce("approval.requested", approval)
         logger.info(
-            "approval %s requested by %s for %s (%s): %s",
+            "approval %s requested by %s for %s %s (%s): %s",
             approval.id,
             approval.requested_by,
-            approval.execution_id,
-            reason,
+            approval.subject,
+            subject.id,
+            approval.reason,
             approval.command,
         )
         return approval
@@ -193,26 +232,20 @@ class ApprovalService:
 
     async def restore(self) -> int:
         """After a restart: pending approvals stay pending, with their expiry timers re-armed;
-        an execution whose approval was decided just before the server stopped, but which never
-        started or was never rejected, is settled now."""
+        a subject whose approval was decided just before the server stopped, but which was
+        never settled (an execution never started or rejected, a file operation still
+        awaiting), is settled now."""
         pending = await self._db.call(crud.pending_approvals)
         for approval in pending:
             self._arm_expiry(approval)
-        awaiting = await self._db.call(
-            crud.executions_in_state, state=ExecutionState.awaiting_approval
-        )
-        for record in awaiting:
-            if record.approval_id is None or self.on_settled is None:
-                continue
-            decided = await self._db.call(crud.get_approval, approval_id=record.approval_id)
-            if decided is not None and decided.state != ApprovalState.pending:
-                logger.warning(
-                    "approval %s was %s before the restart; settling %s now",
-                    decided.id,
-                    decided.state,
-                    record.id,
-                )
-                await self.on_settled(decided)
+        for decided in await self._db.call(crud.decided_but_unsettled):
+            logger.warning(
+                "approval %s was %s before the restart; settling its %s now",
+                decided.id,
+                decided.state,
+                decided.subject,
+            )
+            await self.settle_subject(decided)
         return len(pending)
 
     # --- decisions --------------------------------------------------------------------------
@@ -248,10 +281,11 @@ class ApprovalService:
             return None
 
     async def withdraw(self, approval_id: str, *, by: str, reason: str = WITHDRAWN_REASON) -> bool:
-        """The execution is being cancelled while it waits: close its approval as `expired`.
+        """The subject is being cancelled while it waits: close its approval as `expired`,
+        without its handler (the canceller settles the subject itself).
 
         False when the approval was already decided (an approver won the race), in which case
-        the execution is starting or rejected and the caller must treat it as such.
+        the subject is being settled by the decision and the caller must treat it as such.
         """
         try:
             await self._settle(
@@ -259,7 +293,7 @@ class ApprovalService:
                 ApprovalState.expired,
                 decided_by=by,
                 reason=reason,
-                notify_execution=False,
+                notify_subject=False,
             )
         except ConflictError:
             return False
@@ -274,7 +308,7 @@ class ApprovalService:
         *,
         decided_by: str,
         reason: str | None,
-        notify_execution: bool = True,
+        notify_subject: bool = True,
         remembered_rule: str | None = None,
     ) -> Approval:
         # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
@@ -314,9 +348,17 @@ class ApprovalService:
             waited_ms=round(waited * 1000),
         )
         self._announce("approval.decided", approval)
-        if notify_execution and self.on_settled is not None:
-            await self.on_settled(approval)
+        if notify_subject:
+            await self.settle_subject(approval)
         return approval
+
+    async def settle_subject(self, approval: Approval) -> None:
+        """Hand a decided approval to the handler of its subject kind."""
+        handler = self._subjects.get(approval.subject)
+        if handler is None:
+            logger.error("no handler settles approval %s of %s", approval.id, approval.subject)
+            return
+        await handler(approval)
 
     # --- other replicas' approvals (app/cluster/notify.py) -----------------------------------
 
@@ -325,8 +367,8 @@ class ApprovalService:
         self._publish(approval_event(kind, approval))
         if self.on_event is not None:
             self.on_event(approval)
-        if self.on_announced is not None:
-            self.on_announced(kind, approval)
+        if self._announced is not None:
+            self._announced(kind, approval)
 
     def _remember(self, approval: Approval) -> None:
         self._published[approval.id] = approval.state
@@ -350,8 +392,7 @@ class ApprovalService:
         if handle is not None:
             handle.cancel()
         self._publish(approval_event("approval.decided", approval))
-        if self.on_settled is not None:
-            await self.on_settled(approval)
+        await self.settle_subject(approval)
 
     # --- reads ------------------------------------------------------------------------------
 

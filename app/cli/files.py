@@ -41,7 +41,8 @@ def _awaiting(pending: ApprovalPendingError) -> NoReturn:
     fail(
         f"the {operation.op} of {operation.path} awaits approval {pending.approval_id} "
         f"({operation.reason}); once approved, run the same command with "
-        f"--approval-id {pending.approval_id}",
+        f"--approval-id {pending.approval_id} (to withdraw it: shellgate files cancel "
+        f"{operation.id})",
         EXIT_NOT_FINISHED,
     )
 
@@ -124,3 +125,15 @@ def files_put(
     typer.echo(
         f"{visible(str(local))} -> {visible(stored.path)} ({stored.size} bytes, mode {stored.mode})"
     )
+
+
+@files_cli.command("cancel")
+def files_cancel(
+    ctx: typer.Context,
+    operation_id: str = typer.Argument(..., metavar="OPERATION_ID"),
+) -> None:
+    """Withdraw the approval a prompted transfer (OPERATION_ID, `fo_…`) awaits: the operation
+    ends rejected and its --approval-id no longer works."""
+    with server(ctx) as client:
+        record = client.cancel_file_operation(operation_id)
+    typer.echo(f"{record.id} {record.state}: {visible(record.message or '')}")

@@ -475,7 +475,7 @@ def approvals(
         return
     # Decided ones are listed with who decided and why (a pending list has neither yet).
     decisions = state != "pending"
-    table = Table("id", "state", "execution", "requested by", "expires")
+    table = Table("id", "state", "waits", "requested by", "expires")
     if decisions:
         table.add_column("decided by")
         table.add_column("decision reason", overflow="fold")
@@ -489,7 +489,7 @@ def approvals(
         table.add_row(
             approval.id,
             approval.state,
-            approval.execution_id,
+            approval.execution_id or approval.file_operation_id or "",
             _shown(approval.requested_by),
             _when(approval.expires_at),
             *decided,
@@ -509,7 +509,12 @@ def _decide(
     with _server(ctx) as client:
         approval = client.decide(approval_id, approve=approve, reason=reason, remember=remember)
         rule = _remembered_rule(client, approval.remembered_rule)
-    typer.echo(f"{approval.id} {approval.state} (execution {approval.execution_id})")
+    subject = (
+        f"execution {approval.execution_id}"
+        if approval.execution_id is not None
+        else f"file operation {approval.file_operation_id}"
+    )
+    typer.echo(f"{approval.id} {approval.state} ({subject})")
     if approval.remembered_rule is not None:
         typer.echo(f"remembered {approval.remembered_rule}" + (f": {rule}" if rule else ""))
 

@@ -129,8 +129,7 @@ class ApprovalRelay:
             store.decided_but_waiting, me=self._cluster.node_id, cutoff=self._cluster.cutoff()
         )
         for approval in unsettled:
-            if self._approvals.on_settled is not None:
-                self._spawn(self._approvals.on_settled(approval))
+            self._spawn(self._approvals.settle_subject(approval))
 
     # --- bookkeeping --------------------------------------------------------------------------
 

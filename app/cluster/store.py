@@ -17,6 +17,7 @@ from app.store.models import (
     ApprovalState,
     Execution,
     ExecutionState,
+    FileOperation,
     JobSlot,
     Node,
     ShellSession,
@@ -250,8 +251,9 @@ def claim_awaiting(
 
 
 def decided_but_waiting(session: Session, *, me: str, cutoff: datetime) -> list[Approval]:
-    """Decided approvals whose execution still awaits them, on this node or a dead one: the
-    decisions a missed notification would leave unsettled."""
+    """Decided approvals whose subject still awaits them: an execution on this node or a dead
+    one, or a file operation (any replica may settle it: the first claim wins). The decisions
+    a missed notification would leave unsettled."""
     query = (
         select(Approval)
         .join(Execution, col(Execution.id) == col(Approval.execution_id))
@@ -265,7 +267,15 @@ def decided_but_waiting(session: Session, *, me: str, cutoff: datetime) -> list[
             ),
         )
     )
-    return list(session.exec(query).all())
+    files = (
+        select(Approval)
+        .join(FileOperation, col(FileOperation.id) == col(Approval.file_operation_id))
+        .where(
+            col(Approval.state) != ApprovalState.pending.value,
+            col(FileOperation.state) == "awaiting_approval",
+        )
+    )
+    return [*session.exec(query).all(), *session.exec(files).all()]
 
 
 def approvals_changed_since(session: Session, *, since: datetime) -> list[Approval]:

@@ -7,11 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.approvals.service import RETRY_WITHDRAWN_REASON, ApprovalService, new_approval_id
+from app.approvals.service import (
+    RETRY_WITHDRAWN_REASON,
+    AnnouncementHandler,
+    ApprovalService,
+    SettledHandler,
+    new_approval_id,
+)
 from app.core.auth import Principal
 from app.core.errors import (
     AppError,
@@ -39,7 +45,14 @@ from app.executions.result_text import CANCELLED_NOTICE
 from app.executions.views import ExecutionReader
 from app.output.artifact_log import artifact_log_path
 from app.store import crud
-from app.store.models import Approval, ApprovalState, Execution, ExecutionMode, ExecutionState
+from app.store.models import (
+    Approval,
+    ApprovalState,
+    ApprovalSubject,
+    Execution,
+    ExecutionMode,
+    ExecutionState,
+)
 
 logger = logging.getLogger("shellgate.executions")
 
@@ -64,6 +77,9 @@ class ApprovalFlow:
         lifecycle: Lifecycle,
         answers: Answers,
         reader: ExecutionReader,
+        *,
+        other_subjects: Mapping[ApprovalSubject, SettledHandler],
+        announced: AnnouncementHandler | None,
     ) -> None:
         self._settings = context.settings
         self._db = context.db
@@ -73,12 +89,13 @@ class ApprovalFlow:
         self._lifecycle = lifecycle
         self._answers = answers
         self._reader = reader
-        # The approvals exist for the executions that ask for them: every decision comes back
-        # here through `settled`.
+        # The approvals of executions come back here through `settled`; those of the other
+        # subjects go to the handlers their owners gave (app/services.py).
         self.approvals = ApprovalService(
             context.db,
             timeout_seconds=context.settings.approval_timeout,
-            on_settled=self.settled,
+            subjects={**other_subjects, "execution": self.settled},
+            announced=announced,
             metrics=context.metrics,
             max_pending_per_owner=context.settings.max_pending_approvals,
         )
@@ -320,6 +337,8 @@ class ApprovalFlow:
 
     async def settled(self, approval: Approval) -> None:
         """An approval left `pending`: start or reject its execution, and answer its caller."""
+        if approval.execution_id is None:
+            return
         in_flight = self._settling.get(approval.execution_id)
         if in_flight is not None:
             await in_flight.wait()
@@ -357,6 +376,8 @@ class ApprovalFlow:
         rather than exceed the cap.
         """
         execution_id = approval.execution_id
+        if execution_id is None:
+            return None
         record = await self._db.call(crud.get_execution, execution_id=execution_id)
         if record is None or ExecutionState(record.state) is not ExecutionState.awaiting_approval:
             return None

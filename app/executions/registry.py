@@ -18,6 +18,7 @@ from typing import Protocol
 from app.confinement import Unit
 from app.executions.result_text import OUTPUT_CUT_NOTICES
 from app.output.artifact_log import ArtifactLog
+from app.output.follower import SharedReads
 from app.output.live_edge import RecentOutput
 from app.output.sink_worker import SINK_WORKER, WINDOW_PROCESS
 from app.output.window import OutputSink, OutputSummary
@@ -29,7 +30,9 @@ from app.store.storage import OUTPUT_STORAGE_FULL_NOTICE, is_storage_full
 logger = logging.getLogger("shellgate.output")
 
 # A chunk at most this large is cleaned on the loop whatever its bytes (≈ 0.1 ms at worst);
-# larger ones only when ASCII (no UTF-8 decoding with replacement: ≈ 1 GB/s).
+# larger ones only when ASCII (no UTF-8 decoding with replacement: ≈ 1 GB/s). Sending ASCII
+# floods to the window process instead cost ×1.5 the CPU per MB of a pipe stream (the window
+# pickled both ways per turn; bench/PROFILE.md, "The stream path").
 INLINE_FEED_BYTES = 4 * 1024
 # The backlog one execution may leave to the sink worker before its reader pauses, and the
 # level at which reading resumes.
@@ -40,10 +43,11 @@ SINK_SLICE_BYTES = 32 * 1024
 # From this size on, a turn's bytes are cleaned in the window process
 # (app/output/window_process.py): the copies there and back cost less than a tenth of the cleaning.
 WINDOW_PROCESS_MIN_BYTES = 32 * 1024
-# The latest output kept in memory for viewers at the live edge (app/output/live_edge.py): two
-# reads' worth (`app.executions.viewer.READ_BYTES`), so a viewer that waited for a burst to gather a
-# full read still finds it there.
-RECENT_OUTPUT_BYTES = 512 * 1024
+# The latest output kept in memory for viewers at the live edge (app/output/live_edge.py): eight
+# reads' worth (`app.executions.viewer.READ_BYTES`), so a viewer that waited for a burst to
+# gather a full read, or fell a few reads behind a fast writer while its frames were sent, still
+# finds it there (no file read, no thread hop: the hop cost more than the framing).
+RECENT_OUTPUT_BYTES = 2 * 1024 * 1024
 
 
 class LiveExecution:
@@ -63,6 +67,9 @@ class LiveExecution:
         self.sink = sink
         # Never further back than the log keeps: a viewer meets the same gaps either way.
         self.recent = RecentOutput(min(RECENT_OUTPUT_BYTES, log.kept_tail_bytes))
+        # Reads of the log shared by its followers: one read and encoding per batch, not one
+        # per viewer (app/output/follower.py).
+        self.shared_reads = SharedReads()
         self.mode = ExecutionMode.foreground
         self.process: RunningProcess | None = None
         # Its confinement: the limits, the evidence of a hit, the whole-tree kill.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import signal
+import struct
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict
@@ -41,6 +42,7 @@ from app.output.artifact_log import ArtifactLog
 from app.output.follower import Gap, Piece, follow_log
 from app.output.frame_json import FRAME_ENCODER, OUTPUT_FRAME_KEYS, encode_output_frame
 from app.output.framing import FRAME_BYTES, OutputFrame, output_frames
+from app.process import OutputStream
 from app.schemas import (
     ExecutionPublic,
     WsClientFrame,
@@ -55,14 +57,22 @@ from app.store.models import Execution, ExecutionState
 # worker thread, so a read of several frames pays that hop once. Bounds a viewer's memory.
 READ_BYTES: Final = 256 * 1024
 # A viewer at the live edge frames the bytes it takes from memory on the loop (no thread hop)
-# when they are few: ASCII up to LOOP_FRAMING_ASCII_BYTES (≈ 0.35 ms), anything else up to
-# LOOP_FRAMING_BYTES (≈ 1.3 ms for random bytes, 0.3 ms for UTF-8 text). A larger batch takes
-# the worker thread, which reads the log when it runs: under CPU contention a pipe stream ran
-# 10-30% slower with large batches framed on the loop (serialised with the reads and sends) or
-# framed on the thread from a snapshot taken before the hop (smaller batches, more of them);
-# and binary framing costs ≈ 75 ms per 256 KiB (bench/PROFILE.md).
-LOOP_FRAMING_ASCII_BYTES: Final = 64 * 1024
+# when they are cheap to frame: ASCII up to LOOP_FRAMING_ASCII_BYTES (a whole read, ≈ 0.25 ms),
+# anything else up to LOOP_FRAMING_BYTES (≈ 0.25 ms for random bytes). A larger batch of other
+# bytes takes the worker thread, which reads the log when it runs. With 64 KiB of ASCII as the
+# bound, a pipe stream hopped to the thread for every read, and waking the worker
+# (`Condition.notify`) took a quarter of the interpreter's samples on the loaded 2-core VM:
+# more than framing the read on the loop (bench/PROFILE.md, "The stream path").
+LOOP_FRAMING_ASCII_BYTES: Final = 256 * 1024
 LOOP_FRAMING_BYTES: Final = 16 * 1024
+# Binary output messages (`?format=binary`, docs/streaming.md#binary-output-frames): one byte
+# for the stream, the offset as 8 bytes big-endian, then at most BINARY_FRAME_BYTES log bytes
+# as they are. Nothing to decode, cut at characters or escape: framing is a copy, so it is
+# done on the loop whatever the bytes.
+BINARY_HEADER: Final = struct.Struct(">BQ")
+BINARY_STREAM_CODES: Final = {OutputStream.stdout: 0, OutputStream.stderr: 1, OutputStream.pty: 2}
+BINARY_FRAME_BYTES: Final = 256 * 1024
+STREAM_FORMATS: Final = ("json", "binary")
 # Waiting for an approval: the decision wakes the viewer; the wait is re-armed after this long.
 APPROVAL_WAIT_SLICE_SECONDS: Final = 30.0
 # The process exited: how long the terminal record may take to reach the database.
@@ -146,6 +156,32 @@ class _FrameEncoder:
         return [encode_frame(frame) for frame in frames], framed_end
 
 
+@dataclass(frozen=True)
+class _BinaryEncoder:
+    """The stream's encoding in binary format: a message per at most `frame_bytes` log bytes,
+    each the header and the bytes. Never holds anything back."""
+
+    frame_bytes: int
+
+    def __call__(
+        self, pieces: list[Piece], more_may_follow: bool
+    ) -> tuple[list[bytes], int | None]:
+        messages: list[bytes] = []
+        end: int | None = None
+        for offset, stream, data in pieces:
+            code = BINARY_STREAM_CODES[stream]
+            view = memoryview(data)
+            for start in range(0, len(data), self.frame_bytes):
+                header = BINARY_HEADER.pack(code, offset + start)
+                messages.append(header + view[start : start + self.frame_bytes])
+            end = offset + len(data)
+        return messages, end
+
+
+def _always(pieces: list[Piece]) -> bool:
+    return True
+
+
 def _cheap_to_frame_on_loop(pieces: list[Piece]) -> bool:
     size = sum(len(data) for _, _, data in pieces)
     return size <= LOOP_FRAMING_BYTES or (
@@ -160,19 +196,32 @@ async def follow_output(
     *,
     frame_bytes: int = FRAME_BYTES,
     read_bytes: int = READ_BYTES,
-) -> AsyncGenerator[str | GapFrame, None]:
-    """Output frames (already JSON: see `encode_frame`) and gap frames from `offset` to the end
-    of the log; with `live`, waits for the bytes still to come until the process has exited
-    and every byte was sent (app/output/follower.py)."""
-    reads = follow_log(
-        log,
-        offset,
-        live,
-        _FrameEncoder(frame_bytes),
-        read_bytes=read_bytes,
-        encodes_on_loop=_cheap_to_frame_on_loop,
-        burst_bytes=frame_bytes,
-    )
+    binary: bool = False,
+) -> AsyncGenerator[str | bytes | GapFrame, None]:
+    """Output frames (already JSON: see `encode_frame`; with `binary`, binary messages) and gap
+    frames from `offset` to the end of the log; with `live`, waits for the bytes still to come
+    until the process has exited and every byte was sent (app/output/follower.py)."""
+    reads: AsyncGenerator[list[str] | list[bytes] | Gap, None]
+    if binary:
+        reads = follow_log(
+            log,
+            offset,
+            live,
+            _BinaryEncoder(BINARY_FRAME_BYTES),
+            read_bytes=read_bytes,
+            encodes_on_loop=_always,
+            burst_bytes=BINARY_FRAME_BYTES,
+        )
+    else:
+        reads = follow_log(
+            log,
+            offset,
+            live,
+            _FrameEncoder(frame_bytes),
+            read_bytes=read_bytes,
+            encodes_on_loop=_cheap_to_frame_on_loop,
+            burst_bytes=frame_bytes,
+        )
     async with contextlib.aclosing(reads):
         async for read in reads:
             if isinstance(read, Gap):
@@ -193,17 +242,21 @@ class ExecutionViewer:
         offset: int,
         *,
         frame_bytes: int = FRAME_BYTES,
+        binary: bool = False,
     ) -> None:
-        """`record`: the execution as `authorize_read` returned it to this principal."""
+        """`record`: the execution as `authorize_read` returned it to this principal; `binary`:
+        output goes out as binary messages (`?format=binary`)."""
         self._executions = executions
         self._principal = principal
         self._record = record
         self._id = record.id
         self._offset = offset
         self._frame_bytes = frame_bytes
+        self._binary = binary
 
-    async def frames(self) -> AsyncGenerator[Frame | str, None]:
-        """state, output/gap…, state (terminal), exit; output frames come JSON-encoded."""
+    async def frames(self) -> AsyncGenerator[Frame | str | bytes, None]:
+        """state, output/gap…, state (terminal), exit; output frames come JSON-encoded, or as
+        binary messages."""
         state = ExecutionState(self._record.state)
         yield state_frame(state)
         final: Execution | ExecutionPublic | None = self._record if state.is_terminal else None
@@ -228,7 +281,13 @@ class ExecutionViewer:
             # Closed at once when the viewer goes, not when collected: it unregisters from
             # the live execution's memory of recent output.
             async with contextlib.aclosing(
-                follow_output(log, self._offset, live, frame_bytes=self._frame_bytes)
+                follow_output(
+                    log,
+                    self._offset,
+                    live,
+                    frame_bytes=self._frame_bytes,
+                    binary=self._binary,
+                )
             ) as output:
                 async for frame in output:
                     yield frame
@@ -266,6 +325,15 @@ def parse_offset(raw: str | None) -> int:
     if not raw.isascii() or not raw.isdigit() or len(raw) > 4000:
         raise InvalidRequestError(f"offset must be a non-negative integer, got {raw[:40]!r}")
     return int(raw)
+
+
+def parse_format(raw: str | None) -> bool:
+    """The `?format=` of a stream: `json` (the default) or `binary`; True for binary."""
+    if raw is None or raw == "" or raw == "json":
+        return False
+    if raw == "binary":
+        return True
+    raise InvalidRequestError(f"format must be json or binary, got {raw[:40]!r}")
 
 
 async def handle_client_frame(

@@ -21,6 +21,7 @@ from app.core.config import Settings
 from app.core.errors import (
     ApprovalRejectedError,
     ConflictError,
+    ForbiddenError,
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
@@ -28,7 +29,7 @@ from app.core.errors import (
     StaleApprovalError,
 )
 from app.core.random_ids import random_token
-from app.files.approval import FileApprovals
+from app.files.approval import WITHDRAWN_REASON, FileApprovals
 from app.files.paths import (
     Located,
     locate,
@@ -125,7 +126,7 @@ def operation_public(record: FileOperation) -> FileOperationPublic:
         state=record.state,
         message=record.message,
         approval_id=record.approval_id,
-        execution_id=record.execution_id,
+        execution_id=None,
         created_at=aware_utc(record.created_at),
         finished_at=None if record.finished_at is None else aware_utc(record.finished_at),
     )
@@ -138,6 +139,7 @@ class FileService:
         db: Database,
         policy: PolicyService,
         approvals: ApprovalService,
+        file_approvals: FileApprovals,
         until_stopping: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._settings = settings
@@ -146,7 +148,10 @@ class FileService:
         self._until_stopping = until_stopping
         self._db = db
         self._policy = policy
-        self._approvals = FileApprovals(settings, db, approvals)
+        # Asked through `approvals`, which hand every decision on a file operation to
+        # `file_approvals` (the handler they were built with).
+        self._asking = approvals
+        self._approvals = file_approvals
         self.max_bytes = settings.files_max_bytes
         self._hidden_of: tuple[PolicyDocument, HiddenPaths] | None = None
 
@@ -272,7 +277,10 @@ class FileService:
         future = self._approvals.waiter(record.approval_id)
         try:
             await self._approvals.request(
-                record, _describe(op, located, size, mode, making, links), verdict.reason
+                self._asking,
+                record,
+                _describe(op, located, size, mode, making, links),
+                verdict.reason,
             )
             if approval_wait > 0:
                 await self._hold(future, approval_wait)
@@ -335,7 +343,7 @@ class FileService:
             approval = await self._db.call(crud.get_approval, approval_id=approval_id)
             if approval is None or approval.state == "pending":
                 return Pending(operation_public(record))
-            # Decided without telling us: withdrawn when its anchor execution was cancelled.
+            # Decided without this replica hearing of it yet (another replica's decision).
             await self._approvals.settle(record, approval)
             return await self._take(operation_id, approval_id)
         if record.state == "rejected":
@@ -542,6 +550,30 @@ class FileService:
         owner = None if principal.reads_everything else principal.name
         records = await self._db.call(crud.list_file_operations, owner=owner, limit=limit)
         return [operation_public(record) for record in records]
+
+    async def cancel(self, principal: Principal, operation_id: str) -> FileOperationPublic:
+        """Withdraw the approval a prompted operation awaits: its approval ends `expired`, the
+        operation `rejected`, and a call holding for it (or a retry naming the approval)
+        answers 403 `approval_rejected`. Only its owner or an admin; one that no longer awaits
+        a decision is 409."""
+        record = await self._db.call(crud.file_operation_by_id, operation_id=operation_id)
+        record = principal.readable(record, f"file operation {operation_id}")
+        if record.owner != principal.name and not principal.is_admin:
+            raise ForbiddenError("only the owner or an admin can cancel this file operation")
+        if record.state != "awaiting_approval" or record.approval_id is None:
+            raise ConflictError(f"file operation {operation_id} is already {record.state}")
+        withdrawn = await self._asking.withdraw(
+            record.approval_id, by=principal.name, reason=WITHDRAWN_REASON
+        )
+        approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)
+        if approval is not None and approval.state != "pending":
+            # Withdrawn here, or decided just before: either way the record follows it now.
+            await self._approvals.settled(approval)
+        record = await self._db.call(crud.file_operation_by_id, operation_id=operation_id)
+        assert record is not None
+        if not withdrawn:
+            raise ConflictError(f"file operation {operation_id} is already {record.state}")
+        return operation_public(record)
 
 
 def _describe(

@@ -37,9 +37,12 @@ FLUSH_SECONDS = 2.0
 
 
 def console_link(public_url: str, approval: Approval) -> str | None:
-    """Where an approver decides it: the console's page of the execution that waits."""
+    """Where an approver decides it: the console's page of the execution that waits, or its
+    approvals inbox for an approval with no execution (a file operation's)."""
     if not public_url:
         return None
+    if approval.execution_id is None:
+        return f"{public_url}/console/#/"
     return f"{public_url}/console/#/executions/{approval.execution_id}"
 
 

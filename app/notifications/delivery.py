@@ -121,7 +121,18 @@ class Notifier:
         now = datetime.now(UTC)
         resumed = 0
         for record in records:
-            if not ExecutionState(record.state).is_terminal:
+            try:
+                state = ExecutionState(record.state)
+            except ValueError:
+                # Written by another version (a newer one, rolled back): its delivery is left
+                # as it is for a version that knows the state, and the server starts.
+                logger.warning(
+                    "not resuming the delivery of %s: its state %r is unknown to this version",
+                    record.id,
+                    record.state,
+                )
+                continue
+            if not state.is_terminal:
                 continue  # it ends in this run and is handed over then
             due = aware_utc(record.notify_next_at)
             self._schedule(record.id, 0.0 if due is None else (due - now).total_seconds())

@@ -10,9 +10,12 @@ when to wait, where a gap is and when it is over.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+import asyncio
+import functools
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 import anyio.to_thread
 
@@ -25,6 +28,9 @@ LIVE_WAIT_SLICE_SECONDS: Final = 30.0
 # Following a burst of output live: how long a follower at its edge waits for a full read to
 # gather before reading what there is (small writes are handed over at once).
 BURST_COALESCE_SECONDS: Final = 0.005
+# The latest reads of a live log kept for its other followers (`SharedReads`): followers that
+# keep up wake together at the same cursor, so they need only the newest few.
+SHARED_READS_KEPT: Final = 4
 
 T = TypeVar("T")
 
@@ -40,6 +46,7 @@ class FollowedExecution(Protocol):
     """What following needs of a running execution (`app.executions.registry.LiveExecution`)."""
 
     recent: RecentOutput
+    shared_reads: SharedReads
 
     @property
     def has_exited(self) -> bool: ...
@@ -62,6 +69,81 @@ class _Read(Generic[T]):
     encoded_end: int | None  # the offset after the last byte `encoded` carries
     end: int  # start + the bytes read
     complete: bool  # nothing can be added after `end` (checked before reading)
+
+
+class _Abandoned(Exception):
+    """The follower doing a shared read went away (or failed) before it was done: whoever
+    waited for it reads for itself."""
+
+
+class SharedReads:
+    """The reads of one live log, shared by its followers (docs/streaming.md, "Several viewers
+    and slow viewers"): the first follower to ask for a read from a cursor does it and its
+    encoding; every other follower asking for the same read meanwhile, or soon after, takes
+    that result instead of reading and encoding the same bytes again. N viewers of one
+    command cost one read and one encoding per batch, not N. Loop only.
+
+    A read is keyed by what decides its result: the cursor, the read's limit, whether the log
+    was final, the encoder (and, for bytes taken from memory, where they ended). The log only
+    grows, so an earlier read from the same cursor is still exact, however short: the
+    follower reads the rest next time. Nothing is kept while nobody follows."""
+
+    def __init__(self, kept: int = SHARED_READS_KEPT) -> None:
+        self._kept = kept
+        self._reads: OrderedDict[Hashable, asyncio.Future[Any]] = OrderedDict()
+        self._followers = 0
+
+    def follow(self) -> None:
+        self._followers += 1
+
+    def unfollow(self) -> None:
+        self._followers = max(0, self._followers - 1)
+        if not self._followers:
+            self._reads.clear()
+
+    def done(self, key: Hashable) -> Any | None:
+        """The result of a finished read of `key`, if one is kept."""
+        future = self._reads.get(key)
+        if future is None or not future.done() or future.exception() is not None:
+            return None
+        return future.result()
+
+    def keep(self, key: Hashable, result: Any) -> None:
+        """A read done on the loop, for the followers that ask for it next."""
+        if self._followers > 1:  # a lone follower never asks twice
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(result)
+            self._store(key, future)
+
+    async def read(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
+        """`make()`'s result, or the result of the same read another follower made."""
+        while True:
+            future = self._reads.get(key)
+            if future is None:
+                break
+            try:
+                # Shielded: a waiter that leaves must not cancel the read for the others.
+                return await asyncio.shield(future)
+            except _Abandoned:
+                continue  # its reader left: read (or wait for whoever does) again
+        future = asyncio.get_running_loop().create_future()
+        self._store(key, future)
+        try:
+            result = await make()
+        except BaseException:
+            if self._reads.get(key) is future:
+                del self._reads[key]
+            future.set_exception(_Abandoned())
+            future.exception()  # retrieved: nobody may be waiting
+            raise
+        future.set_result(result)
+        return result
+
+    def _store(self, key: Hashable, future: asyncio.Future[Any]) -> None:
+        self._reads[key] = future
+        self._reads.move_to_end(key)
+        while len(self._reads) > self._kept:
+            self._reads.popitem(last=False)
 
 
 def _read_log(
@@ -91,11 +173,20 @@ def _read_recent(
     worker thread. Never claims the end of the log (`complete`): that is settled through
     `_read_log` once the process has exited."""
     pieces = live.recent.since(cursor, limit)
-    if pieces is None or not encodes_on_loop(pieces):
+    if pieces is None:
+        return None
+    size = sum(len(data) for _, _, data in pieces)
+    # The bytes from `cursor` to `cursor + size`, encoded: the same for every follower.
+    key = ("memory", cursor, size, encode)
+    shared: _Read[T] | None = live.shared_reads.done(key)
+    if shared is not None:
+        return shared
+    if not encodes_on_loop(pieces):
         return None
     encoded, encoded_end = encode(pieces, True)
-    size = sum(len(data) for _, _, data in pieces)
-    return _Read(cursor, encoded, encoded_end, cursor + size, False)
+    read = _Read(cursor, encoded, encoded_end, cursor + size, False)
+    live.shared_reads.keep(key, read)
+    return read
 
 
 async def follow_log(
@@ -121,6 +212,8 @@ async def follow_log(
         assert live is not None
         # While someone follows, the latest output stays in memory for the live edge.
         live.recent.follow(log.total_bytes)
+    if live is not None:
+        live.shared_reads.follow()
     try:
         cursor = offset  # the next byte to hand over
         read_end = offset  # the end of the last read: past it, only new bytes
@@ -139,9 +232,24 @@ async def follow_log(
                 # finish was attempted, so nothing can be appended past it — even when the
                 # finish failed (a full disk) and the log never says it is complete.
                 final = live is None or live.has_exited
-                read = await anyio.to_thread.run_sync(
-                    _read_log, log, cursor, read_bytes, final, encode
-                )
+                if live is None:
+                    read = await anyio.to_thread.run_sync(
+                        _read_log, log, cursor, read_bytes, final, encode
+                    )
+                else:
+                    # Followers at the same cursor share one read and its encoding.
+                    read = await live.shared_reads.read(
+                        ("log", cursor, read_bytes, final, encode),
+                        functools.partial(
+                            anyio.to_thread.run_sync,
+                            _read_log,
+                            log,
+                            cursor,
+                            read_bytes,
+                            final,
+                            encode,
+                        ),
+                    )
             if read.start > cursor:
                 yield Gap(cursor, read.start)
                 cursor = read.start
@@ -167,3 +275,5 @@ async def follow_log(
         if from_memory:
             assert live is not None
             live.recent.unfollow()
+        if live is not None:
+            live.shared_reads.unfollow()

@@ -57,7 +57,7 @@ _RUNNER_PREFIX = (
 # A function that pipes into itself in the background, under any name: `f(){ f|f& };f`.
 _FORK_BOMB = (
     r"(?:^|[\s;&|({])(?:function\s+)?([^\s(){}|;&<>]{1,64})\s*(?:\(\s*\))?\s*\{[^}]{0,200}?"
-    r"(?<![^\s;&|({])\1\s*\|&?\s*\1(?![^\s;&|)}])"
+    r"(?<![^\s;&|({])\1\s*(?:\|&?|&)\s*\1(?![^\s;&|)}])"
 )
 # Command position: start of text or right after an operator, optionally behind `sudo`, so
 # `echo reboot` and `npm run reboot-tests` are not host control.
@@ -169,7 +169,7 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
         ("init-runlevel", _AT_COMMAND + r"(?:init|telinit)\s+[06]\b", _I, ("init",)),
         (
             "netcat-exec",
-            r"\b(?:nc|ncat|netcat)\b[^|;\n]*\s-[a-zA-Z]*[ec][a-zA-Z]*\s",
+            r"\b(?:nc|ncat|netcat)\b[^|;\n]*\s(?:-[a-zA-Z]*[ec](?:[a-zA-Z]*\s|[/'\"])|--(?:sh-|lua-)?exec\b)",
             _I,
             ("nc", "netcat"),
         ),

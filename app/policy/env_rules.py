@@ -93,9 +93,12 @@ DEFAULT_ENV_DENY: tuple[str, ...] = (
     "SUDO_ASKPASS",
     "BROWSER",
     # Options read from the environment that start a program: tar's `--to-command=`,
-    # `--checkpoint-action=exec=`, `--use-compress-program=`; zip's `-TT`.
+    # `--checkpoint-action=exec=`, `--use-compress-program=`; zip's `-TT`; man's `-P`;
+    # GNU parallel's `--ssh`.
     "TAR_OPTIONS",
     "ZIPOPT",
+    "MANOPT",
+    "PARALLEL",
 )
 
 # A glob is a variable name in which `*` stands for any run of characters (the only wildcard,

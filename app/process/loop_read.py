@@ -26,8 +26,8 @@ import os
 import threading
 from collections.abc import Callable
 
-# The most one wake-up's reads may take in all (RunningProcess.READ_SIZE is 128 KiB).
-BUFFER_SIZE = 256 * 1024
+# The most one wake-up's reads may take in all (RunningProcess.READ_SIZE is 256 KiB).
+BUFFER_SIZE = 512 * 1024
 
 
 def _lock_keeping_read() -> Callable[[int, int, int], int] | None:

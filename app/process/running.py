@@ -54,9 +54,10 @@ from app.process.standby import StandbyGone, StandbyShell
 logger = logging.getLogger("shellgate.process")
 
 # The most bytes one wake-up of the loop reads from one descriptor: bounds the loop's work per
-# callback (the log write and the inline window's work grow with it: ≈ 0.5 ms for text) and
-# shares the loop fairly between fast writers, each ready descriptor getting a turn.
-READ_SIZE = 128 * 1024
+# callback (the log write and the inline window's work grow with it: ≈ 0.3 ms for text) and
+# shares the loop fairly between fast writers, each ready descriptor getting a turn. A viewer's
+# read (`app.executions.viewer.READ_BYTES`) takes one such chunk whole.
+READ_SIZE = 256 * 1024
 # A fast writer fills the default 64 KiB pipe between two reads; a larger pipe lets the
 # writer run on while the loop serves others, instead of blocking after every read.
 PIPE_SIZE = 1024 * 1024

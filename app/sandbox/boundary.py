@@ -34,6 +34,12 @@ MECHANISMS = (
 OFF_HINT = "set SHELLGATE_SANDBOX=off to run commands unsandboxed (docs/sandbox.md)"
 
 
+# The probes that built their sandbox in this process: `shellgate serve` checks before it builds
+# the app, the lifespan checks again (an embedded app has only that one), and the second would
+# start bwrap again for the same answer (≈ 40 ms of the start's wall time).
+_BUILT: set[tuple[str, ...]] = set()
+
+
 class SandboxUnavailable(Exception):
     """The kernel or the host cannot build the sandbox: the server must not start."""
 
@@ -54,13 +60,17 @@ class Sandbox:
                 f"the sandbox needs bubblewrap ({self._bwrap}), which is not installed "
                 f"(apt-get install bubblewrap); or {OFF_HINT}"
             )
-        probe = run_briefly(sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap))
+        argv = sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap)
+        if tuple(argv) in _BUILT:
+            return
+        probe = run_briefly(argv)
         if probe.exit_code != 0:
             said = probe.output.splitlines()[-1] if probe.output else f"exit {probe.exit_code}"
             raise SandboxUnavailable(
                 f"bubblewrap cannot build the sandbox on this host ({said}); "
                 f"allow unprivileged user namespaces, or {OFF_HINT}"
             )
+        _BUILT.add(tuple(argv))
 
     def profile_for(
         self, draft_record: dict[str, Any] | None, session_record: dict[str, Any] | None

@@ -14,7 +14,16 @@ from app.store.models import ApprovalState
 
 class ApprovalPublic(BaseModel):
     id: str
-    execution_id: str
+    execution_id: str | None = Field(
+        description="The execution that waits for it (a command; or the record of a new "
+        "session's sandbox request). Null for a `file` approval: its subject is the file "
+        "operation, `file_operation_id`."
+    )
+    file_operation_id: str | None = Field(
+        default=None,
+        description="For a `file` approval: the file operation that waits for it "
+        "(`GET /v1/files/operations`); null otherwise.",
+    )
     command: str
     cwd: str
     env: dict[str, str] = Field(

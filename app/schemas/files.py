@@ -35,7 +35,9 @@ class FileOperationPublic(BaseModel):
     message: str | None = Field(description="Why it failed or was refused.")
     approval_id: str | None
     execution_id: str | None = Field(
-        description="The execution record that anchors the approval of a prompted operation."
+        description="Always null: an operation's approval names the operation itself "
+        "(`file_operation_id`), no execution. Kept for clients of earlier versions, which "
+        "gave a prompted operation an execution record as the approval's anchor."
     )
     created_at: datetime
     finished_at: datetime | None

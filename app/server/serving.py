@@ -19,6 +19,8 @@ from types import FrameType
 
 import uvicorn
 
+from app.server.start_gc import resume_full_collections
+
 logger = logging.getLogger("shellgate.serving")
 
 EXIT_GRACE_EXCEEDED = 70  # EX_SOFTWARE: the graceful stop did not finish in time
@@ -37,8 +39,10 @@ class GracefulServer(uvicorn.Server):
         # several hundred thousand objects) lives as long as the server. Left in the
         # collector's oldest generation, each full collection walked them all, stalling the
         # event loop 60-120 ms under load (bench/soak.py); frozen, a collection walks only
-        # what the work itself made.
+        # what the work itself made. `shellgate serve` started with no full collection
+        # (app/server/start_gc.py): they resume now, over what the work makes.
         gc.freeze()
+        resume_full_collections()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         first = not self.should_exit

@@ -1,11 +1,11 @@
 """A new session asking for more than the policy's sandbox profile asks a human first, through
 the same approvals as commands (docs/policy.md#sessions-and-the-sandbox).
 
-An approval belongs to an execution record, so the request gets one as its anchor: an execution
-that never runs a process, whose command describes the request (`[new session] sandbox: write
-/srv/x`) and whose stored request holds the profile that would be granted. The approvals' settle
-hook is wrapped so that a decision on such an approval comes here, never to the command runner:
-the anchor ends `completed` (approved) or `rejected`. The session itself is made by the call
+The approval's subject is `session`: it is kept, for now, on an execution record that never runs
+a process, whose command describes the request (`[new session] sandbox: write /srv/x`) and whose
+stored request holds the profile that would be granted. `SessionSandboxApprovals.settled` is the
+handler the approvals are built with for that subject: the record ends `completed` (approved) or
+`rejected`. The session itself is made by the call
 that asked, or by a retry naming the approval (`approval_id`), once: taking the grant clears it.
 """
 
@@ -38,16 +38,19 @@ ANCHOR_PREFIX = "[new session] sandbox: "
 
 
 class SessionSandboxApprovals:
-    def __init__(self, settings: Settings, db: Database, approvals: ApprovalService) -> None:
+    def __init__(self, settings: Settings, db: Database) -> None:
         self._settings = settings
         self._db = db
-        self._approvals = approvals
         self._waiters: dict[str, asyncio.Future[Approval]] = {}
-        self._others = approvals.on_settled
-        approvals.on_settled = self._settled
 
     async def ask(
-        self, principal: Principal, decision: SandboxDecision, *, cwd: str, wait: float
+        self,
+        approvals: ApprovalService,
+        principal: Principal,
+        decision: SandboxDecision,
+        *,
+        cwd: str,
+        wait: float,
     ) -> Approval:
         """Record the anchor and its pending approval, then hold up to `wait` seconds for the
         decision. Returns the approval as it is then (pending, or decided)."""
@@ -74,8 +77,9 @@ class SessionSandboxApprovals:
         # Registered before the approval exists, so that even an instant decision is seen.
         future = self._waiter(approval_id)
         try:
-            await self._approvals.request(
+            await approvals.request(
                 anchor,
+                subject="session",
                 reason="Sandbox escalation requested for a new session: " + decision.ask.describe(),
                 kind="sandbox",
                 sandbox_request=request,
@@ -103,7 +107,11 @@ class SessionSandboxApprovals:
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
         if approval is None or approval.requested_by != principal.name:
             raise NotFoundError(f"no session request of yours waits on approval {approval_id}")
-        anchor = await self._db.call(crud.get_execution, execution_id=approval.execution_id)
+        anchor = (
+            None
+            if approval.subject != "session" or approval.execution_id is None
+            else await self._db.call(crud.get_execution, execution_id=approval.execution_id)
+        )
         if anchor is None or not anchor.command.startswith(ANCHOR_PREFIX):
             raise NotFoundError(f"approval {approval_id} is not for a new session's sandbox")
         stored = json.loads(anchor.pending_request or "{}").get(GRANT_KEY)
@@ -133,11 +141,12 @@ class SessionSandboxApprovals:
         self._waiters[approval_id] = future
         return future
 
-    async def _settled(self, approval: Approval) -> None:
+    async def settled(self, approval: Approval) -> None:
+        """The approvals' handler for subject `session`."""
+        if approval.execution_id is None:
+            return
         anchor = await self._db.call(crud.get_execution, execution_id=approval.execution_id)
-        if anchor is None or GRANT_KEY not in (anchor.pending_request or ""):
-            if self._others is not None:
-                await self._others(approval)
+        if anchor is None:
             return
         approved = approval.state == ApprovalState.approved
         by = approval.decided_by or "system"

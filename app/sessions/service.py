@@ -272,6 +272,7 @@ class SessionService:
         policy: PolicyService,
         confinement: Confinement,
         sandbox: Sandbox | None = None,
+        sandbox_approvals: SessionSandboxApprovals | None = None,
     ) -> None:
         self.settings = settings
         # A session's calls run in the profile it was given at its creation.
@@ -287,8 +288,10 @@ class SessionService:
         self._directory_checked: set[str] = set()
         # Awaited with the id of each deleted session once its calls have ended.
         self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
-        # Set once the approvals exist (app/services.py): a new session's sandbox request.
-        self._sandbox_approvals: SessionSandboxApprovals | None = None
+        # A new session's sandbox request: the handler of its decisions, and (set once the
+        # approvals exist, app/services.py) the approvals it asks through.
+        self._sandbox_approvals = sandbox_approvals
+        self._approvals: ApprovalService | None = None
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
@@ -425,8 +428,9 @@ class SessionService:
         logger.info("session %s deleted by %s", session_id, principal.name)
 
     def use_approvals(self, approvals: ApprovalService) -> None:
-        """Sandbox requests of new sessions ask through the approvals of commands."""
-        self._sandbox_approvals = SessionSandboxApprovals(self.settings, self.db, approvals)
+        """Sandbox requests of new sessions ask through the approvals of commands (built with
+        the executions, after the sessions)."""
+        self._approvals = approvals
 
     async def _sandbox_for(
         self, principal: Principal, body: SessionCreate, cwd: str
@@ -436,12 +440,12 @@ class SessionService:
         request = decision.approval_request()
         if request is None:
             return decision.profile.to_record()
-        if self._sandbox_approvals is None:
+        if self._sandbox_approvals is None or self._approvals is None:
             raise ConflictError("this server takes no session sandbox requests")
         approval_id = body.approval_id
         if approval_id is None:
             asked = await self._sandbox_approvals.ask(
-                principal, decision, cwd=cwd, wait=body.approval_wait
+                self._approvals, principal, decision, cwd=cwd, wait=body.approval_wait
             )
             approval_id = asked.id
         taken = await self._sandbox_approvals.take(principal, approval_id, request)

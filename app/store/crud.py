@@ -201,7 +201,9 @@ def count_executions(session: Session) -> int:
 
 def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execution]:
     """Delete terminal executions (and their approvals) finished before cutoff; return them.
-    The record of file operations finished before it goes too."""
+    The record of file operations finished before it goes too, with their approvals."""
+    operations = select(FileOperation.id).where(col(FileOperation.finished_at) < cutoff)
+    session.execute(delete(Approval).where(col(Approval.file_operation_id).in_(operations)))
     session.execute(delete(FileOperation).where(col(FileOperation.finished_at) < cutoff))
     doomed = list(
         session.exec(
@@ -223,12 +225,12 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
 # --- approvals -------------------------------------------------------------------------------
 
 
-def insert_execution_awaiting(
-    session: Session, *, execution: Execution, approval: Approval, max_pending: int
+def insert_awaiting(
+    session: Session, *, record: Execution | FileOperation, approval: Approval, max_pending: int
 ) -> Approval | None:
-    """An execution and its approval in one transaction (neither exists without the other),
-    unless the requester already has `max_pending` pending approvals: None then, and nothing is
-    written.
+    """An approval and the record of its subject (an execution, a file operation) in one
+    transaction (neither exists without the other), unless the requester already has
+    `max_pending` pending approvals: None then, and nothing is written.
 
     The count runs inside the writing transaction, after its first write: SQLite holds its
     single write lock from that write to the commit, so concurrent requests count one after
@@ -240,8 +242,8 @@ def insert_execution_awaiting(
             text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
             {"key": f"shellgate.pending-approvals:{approval.requested_by}"},
         )
-    session.add(execution)
-    session.flush()  # takes the write lock; the approval's foreign key needs the execution
+    session.add(record)
+    session.flush()  # takes the write lock; the approval's foreign key needs the record
     pending = session.exec(
         select(func.count())
         .select_from(Approval)
@@ -318,6 +320,28 @@ def list_approvals(
     return list(session.exec(query).all())
 
 
+def decided_but_unsettled(session: Session) -> list[Approval]:
+    """Decided approvals whose subject still awaits them: an execution (or a new session's
+    request) in `awaiting_approval`, a file operation still `awaiting_approval`."""
+    executions = (
+        select(Approval)
+        .join(Execution, col(Execution.id) == col(Approval.execution_id))
+        .where(
+            col(Approval.state) != ApprovalState.pending.value,
+            col(Execution.state) == ExecutionState.awaiting_approval.value,
+        )
+    )
+    files = (
+        select(Approval)
+        .join(FileOperation, col(FileOperation.id) == col(Approval.file_operation_id))
+        .where(
+            col(Approval.state) != ApprovalState.pending.value,
+            col(FileOperation.state) == "awaiting_approval",
+        )
+    )
+    return [*session.exec(executions).all(), *session.exec(files).all()]
+
+
 def pending_approvals(session: Session) -> list[Approval]:
     query = select(Approval).where(col(Approval.state) == ApprovalState.pending.value)
     return list(session.exec(query).all())
@@ -352,7 +376,7 @@ def insert_session_within(
 ) -> ShellSession | None:
     """The session, unless its owner already has `max_open` open ones: None then, nothing
     written. Counted inside the writing transaction, serialised per owner as the pending
-    approvals are (`insert_execution_awaiting`): concurrent creations never pass the cap."""
+    approvals are (`insert_awaiting`): concurrent creations never pass the cap."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
             text("SELECT pg_advisory_xact_lock(hashtext(:key))"),

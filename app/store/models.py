@@ -41,6 +41,10 @@ class ExecutionMode(StrEnum):
 # What an approval asks (docs/policy.md#approvals): to run a command, a file operation through
 # the files API, or a sandbox beyond the policy's profile for one execution.
 ApprovalKind = Literal["command", "file", "sandbox"]
+# What an approval's decision settles (its handler: app/approvals/service.py): an execution
+# (`execution_id`), a file operation (`file_operation_id`; no execution), or a new session's
+# sandbox request, still kept on an execution record that never runs a process (`execution_id`).
+ApprovalSubject = Literal["execution", "file_operation", "session"]
 
 
 class ApprovalState(StrEnum):
@@ -138,10 +142,16 @@ class Approval(SQLModel, table=True):
     __table_args__ = (
         Index("ix_approvals_state", "state"),
         Index("ix_approvals_requested_by_state", "requested_by", "state"),
+        Index("ix_approvals_file_operation", "file_operation_id"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
-    execution_id: str = Field(foreign_key="executions.id", max_length=64)
+    # ApprovalSubject, and the record it names: exactly one of the two ids is set.
+    subject: str = Field(default="execution", max_length=16)
+    execution_id: str | None = Field(default=None, foreign_key="executions.id", max_length=64)
+    file_operation_id: str | None = Field(
+        default=None, foreign_key="file_operations.id", max_length=64
+    )
     command: str = Field(sa_column=Column(Text, nullable=False))
     cwd: str = Field(sa_column=Column(Text, nullable=False))
     # What else decides what runs, shown to the approver beside the command: the environment
@@ -208,8 +218,8 @@ class ShellSession(SQLModel, table=True):
 
 class FileOperation(SQLModel, table=True):
     """One read, write or stat of a file through the files API (docs/api.md#files): who, what,
-    the policy's verdict and how it ended. A `prompt`ed one also names its approval and the
-    execution record that anchors that approval."""
+    the policy's verdict and how it ended. A `prompt`ed one also names its approval, whose
+    subject it is."""
 
     __tablename__ = "file_operations"
     __table_args__ = (
@@ -230,7 +240,6 @@ class FileOperation(SQLModel, table=True):
     state: str = Field(max_length=32)
     message: str | None = Field(default=None, sa_column=Column(Text))
     approval_id: str | None = Field(default=None, max_length=64)
-    execution_id: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(False))
     finished_at: datetime | None = Field(default=None, sa_column=_ts())
 

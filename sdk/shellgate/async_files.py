@@ -180,6 +180,10 @@ class AsyncFiles:
         """The recorded reads, writes and stats, newest first."""
         return await self._call(transfers.file_operations(limit))
 
+    async def cancel_file_operation(self, operation_id: str) -> FileOperation:
+        """Withdraw the approval a prompted operation awaits: it ends `rejected`."""
+        return await self._call(transfers.cancel_file_operation(operation_id))
+
 
 def _temporary_beside(target: Path) -> IO[bytes]:
     return tempfile.NamedTemporaryFile(prefix=f".{target.name}.", dir=target.parent, delete=False)

@@ -106,7 +106,9 @@ class OutputChunk(WireModel):
 
 class Approval(WireModel):
     id: str
-    execution_id: str
+    # What waits for it: an execution, or (a `file` approval) a file operation, never both.
+    execution_id: str | None
+    file_operation_id: str | None = None
     command: str
     cwd: str
     env: dict[str, str]
@@ -299,7 +301,7 @@ class FileOperation(WireModel):
     state: str
     message: str | None
     approval_id: str | None
-    execution_id: str | None
+    execution_id: str | None = None  # always null: the approval names the operation itself
     created_at: datetime
     finished_at: datetime | None
 

@@ -182,6 +182,10 @@ class SyncFiles:
         """The recorded reads, writes and stats, newest first."""
         return self._call(transfers.file_operations(limit))
 
+    def cancel_file_operation(self, operation_id: str) -> FileOperation:
+        """Withdraw the approval a prompted operation awaits: it ends `rejected`."""
+        return self._call(transfers.cancel_file_operation(operation_id))
+
 
 def _temporary_beside(target: Path) -> IO[bytes]:
     return tempfile.NamedTemporaryFile(prefix=f".{target.name}.", dir=target.parent, delete=False)

@@ -16,6 +16,7 @@ import httpx
 from shellgate.calls import ANSWER_MARGIN_SECONDS, Call, error_from, model
 from shellgate.errors import ApprovalPendingError, ServerUnreachableError, TransferError
 from shellgate.models import FileCheck, FileOperation, FileOperationList, FileStat
+from shellgate.paths import segment
 
 CHUNK_BYTES = 1024 * 1024
 FILES_PATH = "/v1/files"
@@ -88,6 +89,11 @@ def file_operations(limit: int) -> Call[FileOperationList]:
     return Call(
         "GET", f"{FILES_PATH}/operations", model(FileOperationList), params={"limit": limit}
     )
+
+
+def cancel_file_operation(operation_id: str) -> Call[FileOperation]:
+    path = f"{FILES_PATH}/operations/{segment(operation_id)}/cancel"
+    return Call("POST", path, model(FileOperation))
 
 
 @dataclass

@@ -191,7 +191,7 @@ def test_the_default_env_rules_are_the_documented_list(env_server: LiveServer) -
     with env_server.client(AGENT) as agent:
         env = agent.get("/v1/policy").json()["env"]
     assert env == {"deny": list(DEFAULT_ENV_DENY), "prompt": []}
-    assert len(DEFAULT_ENV_DENY) == 50
+    assert len(DEFAULT_ENV_DENY) == 52
 
 
 @pytest.mark.parametrize(("form", "make_env", "name"), FORMS, ids=[form[0] for form in FORMS])

@@ -476,6 +476,9 @@ def test_outside_the_workspace_prompts_by_default_and_runs_once_approved(
     approval = carol.get(f"/v1/approvals/{record['approval_id']}").json()
     assert approval["command"] == f"[file write] {target} (70000 bytes)"
     assert "outside the workspace" in approval["reason"]
+    # The approval names the operation itself: no execution record stands in for it.
+    assert approval["kind"] == "file" and approval["file_operation_id"] == record["id"]
+    assert approval["execution_id"] is None and record["execution_id"] is None
     # Retrying before the decision waits and answers 202 again.
     again = alice.put(
         "/v1/files",
@@ -498,8 +501,8 @@ def test_outside_the_workspace_prompts_by_default_and_runs_once_approved(
         content=b"again",
     )
     assert spent.status_code == 409
-    anchor = alice.get(f"/v1/executions/{record['execution_id']}").json()
-    assert anchor["state"] == "completed"
+    listed = alice.get("/v1/executions", params={"limit": 500}).json()["data"]
+    assert not [item for item in listed if item["command"].startswith("[file ")]
 
 
 def test_a_prompted_read_waits_for_the_decision(
@@ -575,15 +578,23 @@ def test_the_dry_run_judges_both_paths_and_records_nothing(
     assert alice.get("/v1/files/operations").json()["data"] == before
 
 
-def test_cancelling_the_anchor_execution_withdraws_a_file_approval(
-    alice: httpx.Client, outside: Path
+def test_cancelling_a_file_operation_withdraws_its_approval(
+    live: LiveServer, alice: httpx.Client, carol: httpx.Client, outside: Path
 ) -> None:
     target = outside / "withdrawn.txt"
     asked = alice.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
     assert asked.status_code == 202
     record = asked.json()
-    cancelled = alice.post(f"/v1/executions/{record['execution_id']}/cancel")
-    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    with live.client(AGENT2) as bob:
+        assert bob.post(f"/v1/files/operations/{record['id']}/cancel").status_code == 404
+    cancelled = alice.post(f"/v1/files/operations/{record['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] == "rejected"
+    assert "cancelled by its requester" in cancelled.json()["message"]
+    approval = carol.get(f"/v1/approvals/{record['approval_id']}").json()
+    assert approval["state"] == "expired" and approval["decided_by"] == "alice"
+    again = alice.post(f"/v1/files/operations/{record['id']}/cancel")
+    assert again.status_code == 409
     retry = alice.put(
         "/v1/files",
         params={"path": str(target), "approval_id": record["approval_id"]},

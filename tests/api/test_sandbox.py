@@ -372,6 +372,31 @@ def test_a_bwrap_that_fails_is_refused_with_its_reason(tmp_path: Path) -> None:
         Sandbox(settings).check()
 
 
+def test_a_sandbox_built_once_is_not_probed_again_in_the_same_process(tmp_path: Path) -> None:
+    """`shellgate serve` checks the sandbox before building the app and the lifespan checks
+    it again: the second check starts no bwrap. A probe that failed is not remembered."""
+    probes = tmp_path / "probes"
+    counting = tmp_path / "counting-bwrap"
+    counting.write_text(f'#!/bin/sh\necho probe >> {probes}\nexec /usr/bin/bwrap "$@"\n')
+    counting.chmod(0o755)
+    failing = tmp_path / "failing-bwrap"
+    failing.write_text(f"#!/bin/sh\necho probe >> {probes}\nexit 1\n")
+    failing.chmod(0o755)
+
+    def settings(bwrap: Path) -> Settings:
+        return Settings(  # type: ignore[call-arg]
+            _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path, sandbox_bwrap=str(bwrap)
+        )
+
+    Sandbox(settings(counting)).check()
+    Sandbox(settings(counting)).check()
+    assert probes.read_text().split() == ["probe"]
+    for _ in range(2):
+        with pytest.raises(SandboxUnavailable, match="cannot build the sandbox"):
+            Sandbox(settings(failing)).check()
+    assert probes.read_text().split() == ["probe"] * 3
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,74 @@ async def test_binary_output_is_exact_over_the_stream(server: LiveServer) -> Non
     frames = await watch(server, done["id"])
     assert output_of(frames) == await download(server, done["id"])
     assert len(output_of(frames)) == 300_000
+
+
+# --- the binary format (docs/streaming.md#binary-output-frames) ------------------------------
+
+STREAM_CODES = {0: "stdout", 1: "stderr", 2: "pty"}
+
+
+async def watch_binary(
+    server: LiveServer, execution_id: str, **params: object
+) -> tuple[list[tuple[str, int, bytes]], list[Frame]]:
+    """`?format=binary`: the output messages as (stream, offset, bytes), and the JSON frames."""
+    outputs: list[tuple[str, int, bytes]] = []
+    frames: list[Frame] = []
+    url = stream_url(server, execution_id, format="binary", **params)
+    async with connect(url, additional_headers=auth()) as ws:
+        async for message in ws:
+            if isinstance(message, bytes):
+                code, offset = struct.unpack(">BQ", message[:9])
+                outputs.append((STREAM_CODES[code], offset, message[9:]))
+            else:
+                frames.append(json.loads(message))
+    assert ws.close_code == 1000, (ws.close_code, ws.close_reason)
+    assert frames[-1]["type"] == "exit"
+    return outputs, frames
+
+
+def contiguous(outputs: list[tuple[str, int, bytes]], start: int = 0) -> bytes:
+    position = start
+    for _, offset, data in outputs:
+        assert offset == position, (offset, position)
+        assert 0 < len(data) <= 256 * 1024
+        position += len(data)
+    return b"".join(data for _, _, data in outputs)
+
+
+@pytest.mark.anyio
+async def test_the_binary_format_sends_the_log_bytes_as_they_are(server: LiveServer) -> None:
+    done = await run_foreground(
+        server,
+        "printf 'caf\\303\\251 \\377\\376'; printf 'err\\n' >&2; "
+        "head -c 600000 /dev/urandom > blob; cat blob",
+    )
+    outputs, frames = await watch_binary(server, done["id"])
+    # Output as binary messages, with the offsets of the JSON frames; the rest stays JSON text.
+    assert [frame["type"] for frame in frames] == ["state", "exit"]
+    assert contiguous(outputs) == await download(server, done["id"])
+    assert outputs[0] == ("stdout", 0, "café ".encode() + b"\xff\xfe")
+    assert outputs[1] == ("stderr", 8, b"err\n")
+    assert {stream for stream, _, _ in outputs[2:]} == {"stdout"}
+
+
+@pytest.mark.anyio
+async def test_the_binary_format_follows_a_live_run_from_an_offset(server: LiveServer) -> None:
+    command, expected = digits_job(chunks=20, chunk_bytes=50_000, pause=0.02)
+    job = await start_job(server, command)
+    with anyio.fail_after(60):
+        outputs, frames = await watch_binary(server, job, offset=123_457)
+    assert contiguous(outputs, start=123_457) == expected[123_457:]
+    assert frames[0] == {"type": "state", "state": "running"}
+    assert frames[-1] == {"type": "exit", "state": "completed", "exit_code": 0, "signal": None}
+
+
+@pytest.mark.anyio
+async def test_an_unknown_format_closes_4422(server: LiveServer) -> None:
+    done = await run_foreground(server, "true")
+    code, reason = await close_code_of(stream_url(server, done["id"], format="msgpack"), auth())
+    assert code == 4422
+    assert "format" in reason
 
 
 @pytest.mark.anyio

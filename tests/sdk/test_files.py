@@ -135,6 +135,21 @@ def test_a_prompted_upload_waits_for_its_approval(
     assert stored.state == "completed" and target.read_bytes() == b"from the sdk\n"
 
 
+def test_cancelling_a_prompted_upload_rejects_it_and_names_the_operation(
+    client: Client, approver: Client, tmp_path: Path
+) -> None:
+    target = tmp_path / "cancelled.txt"
+    with pytest.raises(ApprovalPendingError) as pending:
+        client.put_file(str(target), b"never\n", approval_wait=0)
+    approval = approver.get_approval(pending.value.approval_id)
+    assert approval.kind == "file" and approval.execution_id is None
+    assert approval.file_operation_id == pending.value.operation.id
+    cancelled = client.cancel_file_operation(pending.value.operation.id)
+    assert cancelled.state == "rejected" and cancelled.execution_id is None
+    assert approver.get_approval(pending.value.approval_id).state == "expired"
+    assert not target.exists()
+
+
 def test_a_download_resumes_after_the_connection_is_cut(
     client: Client, sdk_server: LiveServer, proxy: CuttableProxy
 ) -> None:

@@ -5,6 +5,7 @@ and agent-written text that stays text."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page, Request, WebSocketRoute, expect
@@ -493,3 +494,29 @@ def test_an_approver_is_offered_no_run_form_and_no_controls_of_a_job_it_may_only
         expect(view.locator(".view-error")).to_be_empty()  # nothing was sent to be refused
     finally:
         agent.post(f"/v1/executions/{execution_id}/cancel")
+
+
+def test_a_file_approval_offers_no_execution_and_approving_it_lets_the_retry_write(
+    page: Page, console_server: LiveServer, agent: httpx.Client, tmp_path: Path
+) -> None:
+    target = tmp_path / "approved-in-browser.txt"  # outside the console server's workspace
+    asked = agent.put("/v1/files", params={"path": str(target), "approval_wait": 0}, content=b"x")
+    assert asked.status_code == 202, asked.text
+    record = asked.json()
+    sign_in(page, console_server, APPROVER)
+    card = pending_card(page, record["approval_id"])
+    expect(card.locator("pre.command")).to_have_text(f"[file write] {target} (1 bytes)")
+    # Its subject is the file operation: there is no execution to view.
+    expect(card.get_by_role("button", name="View execution")).to_have_count(0)
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_count(0)
+    decided = page.locator(f"#history-list [data-approval-id='{record['approval_id']}']")
+    expect(decided).to_have_attribute("data-state", "approved")
+    expect(decided.get_by_role("button", name="View execution")).to_have_count(0)
+    retry = agent.put(
+        "/v1/files",
+        params={"path": str(target), "approval_id": record["approval_id"]},
+        content=b"x",
+    )
+    assert retry.status_code == 201, retry.text
+    assert target.read_bytes() == b"x"

@@ -269,6 +269,21 @@ async def list_operations(
     return FileOperationsPublic(data=await services.files.list(principal, limit=limit))
 
 
+@router.post(
+    "/operations/{operation_id}/cancel",
+    response_model=FileOperationPublic,
+    responses=error_responses(401, 403, 404, 409),
+    summary="Cancel a file operation awaiting approval",
+)
+async def cancel_operation(
+    operation_id: str, principal: PrincipalDep, services: ServicesDep
+) -> FileOperationPublic:
+    """Withdraws the approval a prompted operation waits on: the approval ends `expired`, the
+    operation `rejected`, and its retry answers 403 `approval_rejected`. Its owner or an admin;
+    an operation no longer awaiting a decision is 409."""
+    return await services.files.cancel(principal, operation_id)
+
+
 def _pending(pending: Pending) -> JSONResponse:
     return JSONResponse(pending.record.model_dump(mode="json"), status_code=202)
 

@@ -35,6 +35,7 @@ from app.executions.viewer import (
     encode_frame,
     error_frame,
     handle_client_frame,
+    parse_format,
     parse_offset,
 )
 from app.schemas import WsTicket
@@ -81,11 +82,12 @@ async def stream_execution(
     try:
         principal = await websocket_principal(websocket, services)
         offset = parse_offset(websocket.query_params.get("offset"))
+        binary = parse_format(websocket.query_params.get("format"))
         record = await services.executions.authorize_read(principal, execution_id)
     except AppError as error:
         await _close(websocket, close_code_for(error), error.message)
         return
-    viewer = ExecutionViewer(services.executions, principal, record, offset)
+    viewer = ExecutionViewer(services.executions, principal, record, offset, binary=binary)
     with services.metrics.stream_viewers.track_inprogress():
         await _Conversation(websocket, services, principal, execution_id).run(viewer.frames())
 
@@ -104,7 +106,7 @@ class _Conversation:
         self._send_lock = asyncio.Lock()
         self._last_sent = asyncio.get_running_loop().time()
 
-    async def run(self, frames: AsyncGenerator[Frame | str, None]) -> None:
+    async def run(self, frames: AsyncGenerator[Frame | str | bytes, None]) -> None:
         sender = asyncio.create_task(self._send_all(frames))
         reader = asyncio.create_task(self._read_all())
         keepalive = asyncio.create_task(self._keep_alive())
@@ -128,14 +130,18 @@ class _Conversation:
                 logger.error("stream of %s failed", self._execution_id, exc_info=error)
                 await _close(self._websocket, CLOSE_INTERNAL_ERROR, "stream failed")
 
-    async def _send(self, frame: Frame | str) -> None:
-        # Output frames arrive JSON-encoded (off the loop, by the reader of the log).
-        text = frame if isinstance(frame, str) else encode_frame(frame)
+    async def _send(self, frame: Frame | str | bytes) -> None:
+        # Output frames arrive encoded: JSON text, or binary messages (`?format=binary`).
         async with self._send_lock:
-            await self._websocket.send_text(text)
+            if isinstance(frame, bytes):
+                await self._websocket.send_bytes(frame)
+            else:
+                await self._websocket.send_text(
+                    frame if isinstance(frame, str) else encode_frame(frame)
+                )
             self._last_sent = asyncio.get_running_loop().time()
 
-    async def _send_all(self, frames: AsyncGenerator[Frame | str, None]) -> None:
+    async def _send_all(self, frames: AsyncGenerator[Frame | str | bytes, None]) -> None:
         try:
             async for frame in frames:
                 await self._send(frame)

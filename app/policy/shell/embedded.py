@@ -9,6 +9,7 @@ import re
 import shlex
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from app.policy.shell.findings import (
     ALIASES,
@@ -82,12 +83,38 @@ CODE_VARIABLE_NAMES = (
 )
 
 
+# Variables a program reads as options before its own command line (from each program's
+# manual): their value is read with that program's options that run shell text
+# (`TAR_OPTIONS='--to-command=…' tar x` is `tar --to-command=… x`).
+OPTION_VARIABLES: dict[str, str] = {
+    "TAR_OPTIONS": "tar",
+    "ZIPOPT": "zip",
+    "MANOPT": "man",
+    "PARALLEL": "parallel",
+}
+
+
 def _is_code_variable(name: str) -> bool:
-    """A variable whose value bash or a program it starts runs (`GIT_CONFIG_VALUE_0` too)."""
-    return name in CODE_VARIABLE_NAMES or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_"))
+    """A variable whose value bash or a program it starts runs (`GIT_CONFIG_VALUE_0` too), or
+    reads as options that may run a program (`TAR_OPTIONS`), or as a function (`BASH_FUNC_f%%`)."""
+    return (
+        name in CODE_VARIABLE_NAMES
+        or name in OPTION_VARIABLES
+        or name.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_", "BASH_FUNC_"))
+    )
 
 
-_CODE_VARIABLES = tuple(f"{name}{op}" for name in CODE_VARIABLE_NAMES for op in ("=", "+="))
+def _split_options(value: str) -> list[str]:
+    """An options variable's value as its program splits it: shell-like words."""
+    try:
+        return shlex.split(value)
+    except ValueError:  # an unbalanced quote: read it on blanks
+        return value.split()
+
+
+def _function_body(value: str) -> str:
+    """`() { …; }`, an exported function's value, as the script of its body."""
+    return value.lstrip().removeprefix("()")
 
 
 def env_scripts(env: Mapping[str, str]) -> list[str]:
@@ -106,6 +133,13 @@ def _code_values(name: str, value: str) -> list[str]:
     """The shell text a code variable's value holds. `GIT_CONFIG_PARAMETERS` is git's list of
     `-c` settings, each `'key=value'` quoted for the shell and separated by spaces: each
     setting's value, as `git -c` gives it (an alias's without its `!`)."""
+    program = OPTION_VARIABLES.get(name)
+    if program is not None:
+        return list(_option_scripts(program, _split_options(value)))
+    if name.startswith("GIT_CONFIG_VALUE_"):
+        return [value.removeprefix("!")]  # an alias's `!` marks shell text
+    if name.startswith("BASH_FUNC_"):
+        return [_function_body(value)]
     if name != "GIT_CONFIG_PARAMETERS":
         return [value]
     try:
@@ -220,12 +254,49 @@ def _script_option(name: str, args: list[str]) -> str | None:
     return None
 
 
-# Options whose value a program runs as shell text (from each program's manual):
-# program → (options taking the value as the next word or after `=`, `key=` prefixes of a
-# `-o key=value` / `--opt=key=value` value that run it).
-_CODE_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "git": (("-x", "--extcmd", "--upload-pack", "--receive-pack", "--exec", "-u"), ()),
-    "tar": (
+@dataclass(frozen=True, slots=True)
+class _CodeOptions:
+    """A program's options whose value it runs as shell text (from its manual).
+
+    `options`: the value, as the next word, after `=` (long) or attached (short), is the
+    command. `keyed`: the value is `KEY=command` (or `KEY command`, `KEY = command`, as ssh
+    reads a config line) for the `keys` given. `clusters`: the program reads short options with
+    getopt, so one may end a cluster (`rsync -avze CMD`, `ssh -voProxyCommand=CMD`).
+    """
+
+    options: tuple[str, ...]
+    keyed: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    clusters: bool = False
+
+
+_SSH_KEYS = ("proxycommand", "localcommand", "knownhostscommand")
+_CODE_OPTIONS: dict[str, _CodeOptions] = {
+    "git": _CodeOptions(
+        tuple(
+            [
+                "-x",
+                "--extcmd",
+                "--upload-pack",
+                "--receive-pack",
+                "--exec",
+                "-u",
+                "--sendmail-cmd",
+                "--to-cmd",
+                "--cc-cmd",
+                "--header-cmd",
+                "--tree-filter",
+                "--index-filter",
+                "--msg-filter",
+                "--env-filter",
+                "--commit-filter",
+                "--parent-filter",
+                "--tag-name-filter",
+                "--setup",
+            ]
+        )
+    ),
+    "tar": _CodeOptions(
         (
             "--to-command",
             "--use-compress-program",
@@ -236,14 +307,39 @@ _CODE_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "--rsh-command",
             "--rmt-command",
         ),
-        ("exec=",),
+        ("--checkpoint-action",),
+        ("exec",),
+        clusters=True,
     ),
-    "zip": (("-TT", "--unzip-command"), ()),
-    "rsync": (("-e", "--rsh", "--rsync-path"), ()),
-    "ssh": (("-o",), ("proxycommand=", "localcommand=", "knownhostscommand=")),
-    "scp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
-    "sftp": (("-o", "-S"), ("proxycommand=", "localcommand=", "knownhostscommand=")),
+    "zip": _CodeOptions(("-TT", "--unzip-command")),
+    "rsync": _CodeOptions(("-e", "--rsh", "--rsync-path"), clusters=True),
+    "ssh": _CodeOptions((), ("-o",), _SSH_KEYS, clusters=True),
+    "scp": _CodeOptions(("-S",), ("-o",), _SSH_KEYS, clusters=True),
+    "sftp": _CodeOptions(("-S",), ("-o",), _SSH_KEYS, clusters=True),
+    "man": _CodeOptions(("-P", "--pager", "-H", "--html"), clusters=True),
+    "parallel": _CodeOptions(("--ssh", "--compress-program", "--decompress-program", "--limit")),
 }
+_KEYED_VALUE = re.compile(r"\s*([A-Za-z][\w-]*)\s*(?:=\s*|\s+)(.*)", re.DOTALL)
+
+
+def _option_value(option: str, arg: str, following: str | None) -> str | None:
+    """The value `arg` gives `option` (the next word, `--opt=value`, `-Ovalue`), or None."""
+    if arg == option:
+        return following
+    if option.startswith("--"):
+        return arg[len(option) + 1 :] if arg.startswith(option + "=") else None
+    return arg[len(option) :] if arg.startswith(option) and len(arg) > len(option) else None
+
+
+def _cluster_value(spec: _CodeOptions, arg: str, following: str | None) -> tuple[str, str] | None:
+    """`-avze CMD` / `-voKEY=CMD`: a code option ending or inside a getopt cluster."""
+    if not spec.clusters or not arg.startswith("-") or arg.startswith("--"):
+        return None
+    for k, letter in enumerate(arg[1:], start=2):
+        option = "-" + letter
+        if option in spec.options or option in spec.keyed:
+            return option, arg[k:] or (following or "")
+    return None
 
 
 def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
@@ -252,29 +348,23 @@ def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
     spec = _CODE_OPTIONS.get(name)
     if spec is None:
         return
-    options, keys = spec
     for i, arg in enumerate(args):
-        value: str | None = None
-        for option in options:
-            if arg == option:
-                value = args[i + 1] if i + 1 < len(args) else None
-            elif option.startswith("--") and arg.startswith(option + "="):
-                value = arg[len(option) + 1 :]
-            elif not option.startswith("--") and arg.startswith(option) and len(arg) > len(option):
-                value = arg[len(option) :]
+        following = args[i + 1] if i + 1 < len(args) else None
+        found: tuple[str, str] | None = None
+        for option in (*spec.options, *spec.keyed):
+            value = _option_value(option, arg, following)
             if value is not None:
+                found = option, value
                 break
-        value_is_keyed = value is None
-        if value is None and arg.startswith("--") and "=" in arg:
-            value = arg.split("=", 1)[1]  # `--checkpoint-action=exec=CMD`
-            if not keys or not value.casefold().startswith(keys):
-                value = None
-        if value is None:
+        found = found or _cluster_value(spec, arg, following)
+        if found is None:
             continue
-        if keys and (arg == "-o" or arg.startswith("-o") or value_is_keyed):
-            if not value.casefold().startswith(keys):
+        option, value = found
+        if option in spec.keyed:
+            keyed = _KEYED_VALUE.fullmatch(value)
+            if keyed is None or keyed.group(1).casefold() not in spec.keys:
                 continue
-            value = value.split("=", 1)[1]
+            value = keyed.group(2)
         if is_dynamic(value):
             note_unreadable(f"{name} runs shell text built by expansion: {value}")
         yield value
@@ -353,6 +443,47 @@ def _git_scripts(args: list[str]) -> Iterator[str]:
             if is_dynamic(value):
                 note_unreadable("git -c sets a command built by expansion")
             yield value.split("=", 1)[1].removeprefix("!")
+        if option == "--config-env" and _GIT_CODE_KEY.match(value):
+            note_unreadable("git --config-env takes a command from the environment")
+    for arg in args:
+        if arg.startswith("--config-env=") and _GIT_CODE_KEY.match(arg.split("=", 1)[1]):
+            note_unreadable("git --config-env takes a command from the environment")
+    yield from _git_subcommand_scripts(args)
+
+
+# Git subcommands that run a command given as their operands (`git bisect run CMD ARGS`,
+# `git submodule foreach 'CMD'`) and `git config KEY VALUE` for a key git runs.
+_GIT_CONFIG_ARG_OPTIONS = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment"})
+
+
+def _git_subcommand_scripts(args: list[str]) -> Iterator[str]:
+    for i, arg in enumerate(args):
+        rest = args[i + 1 :]
+        if arg == "bisect" and rest[:1] == ["run"] and len(rest) > 1:
+            yield " ".join(rest[1:])
+        elif arg == "submodule" and "foreach" in rest:
+            command = [word for word in rest[rest.index("foreach") + 1 :] if word[:2] != "--"]
+            if command:
+                if any(is_dynamic(word) for word in command):
+                    note_unreadable("git submodule foreach runs a command built by expansion")
+                yield " ".join(command)
+        elif arg == "config":
+            operands: list[str] = []
+            j = 0
+            while j < len(rest):
+                word = rest[j]
+                if word in _GIT_CONFIG_ARG_OPTIONS:
+                    j += 2
+                    continue
+                if not word.startswith("-"):
+                    operands.append(word)
+                j += 1
+            if operands[:1] in (["set"], ["add"]):
+                operands = operands[1:]
+            if len(operands) >= 2 and _GIT_CODE_KEY.match(operands[0] + "="):
+                if is_dynamic(operands[1]):
+                    note_unreadable("git config sets a command built by expansion")
+                yield operands[1].removeprefix("!")
 
 
 def _parallel_scripts(args: list[str]) -> Iterator[str]:
@@ -360,10 +491,10 @@ def _parallel_scripts(args: list[str]) -> Iterator[str]:
     if ":::" not in args:
         return
     cut = args.index(":::")
-    command = skip_options(["parallel", *args[:cut]], WRAPPERS["parallel"])
-    for value in args[cut + 1 :]:
-        if value not in (":::", "::::", ":::+"):
-            yield " ".join([*command, value])
+    for command in skip_options_all(["parallel", *args[:cut]], WRAPPERS["parallel"]):
+        for value in args[cut + 1 :]:
+            if value not in (":::", "::::", ":::+"):
+                yield " ".join([*command, value])
 
 
 def _assigned_scripts(words: list[str]) -> Iterator[str]:
@@ -371,13 +502,14 @@ def _assigned_scripts(words: list[str]) -> Iterator[str]:
     and assignments that make a command name run something else (`BASH_CMDS`, `BASH_ENV`)."""
     for word in _assignment_words(words):
         _note_command_table_assignment(word)
-        if word.startswith(_CODE_VARIABLES) or (
-            word.startswith(("GIT_CONFIG_VALUE_", "GIT_CONFIG_KEY_")) and "=" in word
-        ):
-            variable, value = word.split("=", 1)
+        if "=" not in word:
+            continue
+        variable, value = word.split("=", 1)
+        variable = variable.rstrip("+")
+        if _is_code_variable(variable):
             if is_dynamic(word):
-                note_unreadable(f"{variable.rstrip('+')} set to a value built by expansion")
-            yield from _code_values(variable.rstrip("+"), value)
+                note_unreadable(f"{variable} set to a value built by expansion")
+            yield from _code_values(variable, value)
 
 
 def _note_command_table_assignment(word: str) -> None:
@@ -561,7 +693,12 @@ def _sources_stdin(name: str, args: list[str]) -> bool:
 
 
 def _stdin_runner(name: str, args: list[str]) -> bool:
-    """`at now`, `batch`, `crontab -`: stdin is a script run later."""
+    """`at now`, `batch`, `crontab -`: stdin is a script run later; GNU `parallel` given no
+    command and no `:::` runs each line of its stdin as a command."""
+    if name == "parallel":
+        spec = WRAPPERS["parallel"]
+        no_sources = not any(arg.startswith(("::::", ":::", "-a", "--arg-file")) for arg in args)
+        return no_sources and any(not words for words in skip_options_all([name, *args], spec))
     if name not in _STDIN_RUNNERS or any(arg in ("-f", "-l", "-r", "-e") for arg in args):
         return False
     return name != "crontab" or not args or "-" in args

@@ -28,6 +28,7 @@ _COMMAND_NODES = frozenset({"command", "declaration_command", "unset_command"})
 _ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "c_style_for_statement"})
 _PLAIN_VALUE = re.compile(r"[+-]?[0-9]+|[+-]?0[xX][0-9A-Fa-f]+|[A-Za-z_][A-Za-z0-9_]*|")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 # Commands that store run-time data (never a plain number) in the variables they name.
 _READERS = frozenset({"read", "mapfile", "readarray"})
 
@@ -248,6 +249,8 @@ class _TreeReader:
 
     def note_readers(self, words: list[str]) -> None:
         """`read x`, `mapfile a`, `printf -v x …`, `let …`: variables and arithmetic."""
+        while words and _ASSIGNMENT.match(words[0]):
+            words = words[1:]  # `IFS= read -r PS4`: the assignments are the command's
         if not words:
             return
         name = words[0]
@@ -319,19 +322,50 @@ def _outside_command(node: tree_sitter.Node) -> bool:
 # `declare -i i=x`.
 _EVALUATING_CONTEXTS = (
     re.compile(r"\$\{!([A-Za-z_]\w*)"),
-    re.compile(r"\$\{[A-Za-z_]\w*\[([^\]]*)\]"),
-    re.compile(r"\$\{[A-Za-z_]\w*:(?![-=?+])([^}]*)\}"),
-    re.compile(r"\[\[([^\]]*-(?:eq|ne|lt|le|gt|ge|v)\b[^\]]*)\]\]"),
+    # Any subscript: `${a[x]}`, `${#a[x]}`, `a[x]=1`, `read 'a[x]'`, `unset 'a[x]'`,
+    # `[[ -v a[x] ]]`, `printf -v 'a[x]'` (an indexed array's subscript is arithmetic).
+    re.compile(r"(?<![\w$])[A-Za-z_]\w*\[([^\]\[]*)\]"),
+    re.compile(r"\$\{[A-Za-z_]\w*(?:\[[^\]]*\])?:(?![-=?+])([^}]*)\}"),
+    re.compile(r"\[\[([^\]]*-(?:eq|ne|lt|le|gt|ge|v)\b.*?)\]\]"),
+    re.compile(r"(?:^|[\s;&|(!])(?:test|\[)\s+(?:!\s+)?(-v\s+\S+)"),
     re.compile(r"\b(?:declare|typeset|local)\s+-[A-Za-z]*i[A-Za-z]*\s+([^;&|\n]*)"),
 )
+# `declare -i i` (assigning `i=x` later evaluates x) and `declare -n r[=target]` (a reference).
+_DECLARED = re.compile(r"\b(?:declare|typeset|local)\s+((?:-[A-Za-z]+\s+)+)([^;&|\n]*)")
 
 
-def _evaluated_names(text: str) -> set[str]:
-    names: set[str] = set()
+def _evaluated_names(text: str, dynamic: set[str], arithmetic: set[str]) -> tuple[set[str], bool]:
+    """The names bash evaluates as arithmetic or as a name (besides `arithmetic`, found in the
+    tree), and whether a reference (`declare -n r`) is set to a name known only at run time
+    (`r=$x`)."""
+    names: set[str] = set(arithmetic)
     for context in _EVALUATING_CONTEXTS:
         for match in context.finditer(text):
             names.update(_NAME.findall(match.group(1)))
-    return names
+    integers: set[str] = set()
+    references: dict[str, str] = {}
+    for match in _DECLARED.finditer(text):
+        flags = match.group(1)
+        for item in match.group(2).split():
+            name, _, target = item.partition("=")
+            if not _NAME.fullmatch(name):
+                continue
+            if "i" in flags:
+                integers.add(name)
+            if "n" in flags:
+                references[name] = target
+    for name in integers:  # `i=x` with `i` an integer evaluates x
+        for value in re.findall(rf"(?<![\w$]){name}(?:\[[^\]]*\])?\+?=(\S*)", text):
+            names.update(_NAME.findall(value))
+    # A reference stands for its target wherever it is evaluated; one without a literal
+    # target that gets a run-time value names whatever that value says.
+    loose = False
+    for name, target in references.items():
+        if name in names and _NAME.fullmatch(target):
+            names.add(target)
+        if not target and name in dynamic:
+            loose = True
+    return names, loose
 
 
 def tree_commands(text: str, depth: int) -> list[SimpleCommand] | None:
@@ -344,7 +378,12 @@ def tree_commands(text: str, depth: int) -> list[SimpleCommand] | None:
     commands = reader.read(tree.root_node)
     if reader.dropped_text:
         return None
-    reader.arithmetic_names.update(_evaluated_names(text))
+    evaluated, loose_reference = _evaluated_names(
+        text, reader.dynamic_names, reader.arithmetic_names
+    )
+    reader.arithmetic_names.update(evaluated)
+    if loose_reference:
+        note_unreadable("a reference (declare -n) set to a name known only at run time")
     for name in sorted(reader.arithmetic_names & reader.dynamic_names):
         note_unreadable(
             f"arithmetic evaluation of ${name}, whose value is not a plain number or name"

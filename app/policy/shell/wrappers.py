@@ -164,7 +164,22 @@ WRAPPERS: dict[str, Wrapper] = {
         "--user --system --scope --remain-after-exit --send-sighup --pty --pipe --quiet --wait"
         " --collect --shell --same-dir --no-block --no-ask-password",
     ),
-    "parallel": _w("jSI"),
+    # GNU parallel: options that take an argument (its manual); `:::` arguments are shell text.
+    "parallel": _w(
+        "aCdEIjlLnNPSs",
+        "--arg-file --arg-file-sep --arg-sep --basefile --bf --block --block-size --colsep"
+        " --compress-program --decompress-program --delay --delimiter --env --halt"
+        " --header --joblog --jobs --load --max-args --max-chars --max-lines"
+        " --max-procs --memfree --nice --results --res --retries --return"
+        " --sshlogin --sshloginfile --slf --ssh --tagstring --tmpdir --timeout --workdir --wd"
+        " --eof --sqlmaster --sqlworker --termseq --limit --recend --recstart --rpl"
+        " --hostgroups --profile",
+        "0kqruvxXgtpmi",
+        "--null --keep-order --quote --no-run-if-empty --ungroup --verbose --xargs --group"
+        " --dry-run --will-cite --pipe --pipepart --line-buffer --tag --bar --eta --progress"
+        " --tty --silent --no-notice --shuf --nonall --onall --fifo --cat --tee --plus"
+        " --shebang-wrap --replace",
+    ),
     "noglob": _w(),
     "screen": _w("SclpThtsXe"),
     "nocorrect": _w(),
@@ -214,6 +229,9 @@ _SUBCOMMAND_RUNNERS = {
 
 XARGS_INPUT = "{}"  # stands for the arguments xargs appends from its stdin
 ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+# What `env` takes as an assignment: any word with a `=` after its first character, whatever
+# the name (`env 'BASH_FUNC_f%%=() { …; }' bash -c f` hands bash a function).
+ENV_ASSIGNMENT_WORD = re.compile(r"[^=-][^=]*=", re.DOTALL)
 
 
 def basename(word: str) -> str:
@@ -291,6 +309,13 @@ def _readings(words: list[str], spec: Wrapper) -> list[tuple[int, int]]:
     n = len(words)
     starts: list[tuple[int, int]] = []
     pending = [1 + (spec.positional if spec.positional_first else 0)]
+    if spec.positional_first:
+        # Its options may also come before the operands (`setarch -R x86_64 CMD`).
+        first = 1
+        while first < n and words[first].startswith("-") and words[first] != "--":
+            first += min(_option_widths(words[first], spec))
+        if first > 1:
+            pending.append(first + spec.positional)
     seen: set[int] = set()
     while pending and len(starts) < _MAX_OPTION_READINGS:
         i = pending.pop()
@@ -313,7 +338,7 @@ def _readings(words: list[str], spec: Wrapper) -> list[tuple[int, int]]:
                 break
         assignments = i
         if spec.assignments:
-            while i < n and ASSIGNMENT_WORD.match(words[i]):
+            while i < n and ENV_ASSIGNMENT_WORD.match(words[i]):
                 i += 1
         if not spec.positional_first:
             i += spec.positional

@@ -302,15 +302,19 @@ export class ApprovalsPanel {
       event.preventDefault();
       this.#decide(approval, approve, reasonInput.value.trim(), card, remembering?.value() ?? null);
     };
-    const openButton = el(
-      "button",
-      {
-        type: "button",
-        class: "link",
-        onclick: () => this.onOpenExecution(approval.execution_id),
-      },
-      "View execution",
-    );
+    // A `file` approval waits on a file operation, not an execution: nothing to open.
+    const openButton =
+      approval.execution_id == null
+        ? []
+        : el(
+            "button",
+            {
+              type: "button",
+              class: "link",
+              onclick: () => this.onOpenExecution(approval.execution_id),
+            },
+            "View execution",
+          );
     const decision = this.canDecide
       ? el(
           "form",
@@ -442,11 +446,13 @@ export class ApprovalsPanel {
         field("at", timeEl(approval.decided_at)),
         this.#rememberedField(approval),
       ),
-      el(
-        "button",
-        { type: "button", class: "link", onclick: () => this.onOpenExecution(approval.execution_id) },
-        "View execution",
-      ),
+      approval.execution_id == null
+        ? []
+        : el(
+            "button",
+            { type: "button", class: "link", onclick: () => this.onOpenExecution(approval.execution_id) },
+            "View execution",
+          ),
     );
   }
 }
