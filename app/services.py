@@ -239,6 +239,9 @@ class Services:
             # The backend's own folders (build made them; the commands' stop closes it too,
             # with the standby shells).
             stack.push_async_callback(anyio.to_thread.run_sync, services.confinement.close)
+            # The fence watcher (started by the first unsandboxed command): after the
+            # commands' stop, so it finds nothing left to kill.
+            stack.push_async_callback(anyio.to_thread.run_sync, services.registry.fence_watch.close)
             # The window process: a helper child, started by the first costly output.
             stack.push_async_callback(anyio.to_thread.run_sync, WINDOW_PROCESS.close)
             # The command readers (helper children) of long commands' judgements.

@@ -1,6 +1,6 @@
 """docker-compose.yml, read as data (no Docker engine runs here): the single node passes the
 settings `.env` holds to its container and waits for PostgreSQL; the `cluster` profile has
-PostgreSQL, two replicas and a gateway whose nginx configuration routes HTTP and WebSockets
+PostgreSQL, three replicas and a gateway whose nginx configuration routes HTTP and WebSockets
 under the path prefix, with the timeouts and headers the README names."""
 
 from __future__ import annotations
@@ -46,11 +46,14 @@ def test_postgres_has_a_healthcheck_the_others_wait_for() -> None:
     assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
 
 
-def test_the_cluster_profile_is_postgres_two_replicas_and_a_gateway() -> None:
-    assert in_profile("cluster") == {"postgres", "replica-a", "replica-b", "gateway"}
+REPLICAS = ("replica-a", "replica-b", "replica-c")
+
+
+def test_the_cluster_profile_is_postgres_three_replicas_and_a_gateway() -> None:
+    assert in_profile("cluster") == {"postgres", *REPLICAS, "gateway"}
     assert {"shellgate-data", "shellgate-pg", "shellgate-cluster-data"} == set(COMPOSE["volumes"])
     urls = set()
-    for name in ("replica-a", "replica-b"):
+    for name in REPLICAS:
         replica = service(name)
         env = replica["environment"]
         assert env["SHELLGATE_NODE_ID"] == name
@@ -65,18 +68,18 @@ def test_the_cluster_profile_is_postgres_two_replicas_and_a_gateway() -> None:
         assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert "/readyz" in " ".join(replica["healthcheck"]["test"])
         assert replica["cgroup"] == "private" and replica["cap_drop"] == ["ALL"]
-    assert len(urls) == 2
+    assert len(urls) == len(REPLICAS)
     gateway = service("gateway")
     assert gateway["image"].startswith("nginx")
     assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in gateway["volumes"]
-    assert {name for name, when in gateway["depends_on"].items()} == {"replica-a", "replica-b"}
+    assert set(gateway["depends_on"]) == set(REPLICAS)
     assert all(when["condition"] == "service_healthy" for when in gateway["depends_on"].values())
     assert "healthcheck" in gateway
 
 
 def test_the_gateway_routes_http_and_websockets_under_the_prefix() -> None:
-    upstreams = re.findall(r"^\s*server (replica-[ab]):8000", NGINX, re.MULTILINE)
-    assert upstreams == ["replica-a", "replica-b"]
+    upstreams = re.findall(r"^\s*server (replica-[a-z]):8000", NGINX, re.MULTILINE)
+    assert upstreams == list(REPLICAS)
     location = NGINX[NGINX.index("location /shellgate/ {") :]
     assert "proxy_pass http://shellgate/;" in location  # the prefix stripped
     assert "proxy_set_header Upgrade $http_upgrade;" in location
@@ -90,10 +93,12 @@ def test_the_gateway_routes_http_and_websockets_under_the_prefix() -> None:
         seconds = int(re.search(rf"{directive} (\d+)s;", location).group(1))  # type: ignore[union-attr]
         assert seconds > 20
     assert "proxy_buffering off;" in location
+    # A stopping replica's 503 `shutting_down` goes on to the next one (idempotent requests).
+    assert "proxy_next_upstream error timeout http_503;" in location
 
 
 def test_the_readme_describes_the_cluster_profile() -> None:
     section = README[README.index("## Several replicas") :]
-    for name in ("replica-a", "replica-b", "gateway", "postgres", "deploy/nginx.conf"):
+    for name in (*REPLICAS, "gateway", "postgres", "deploy/nginx.conf"):
         assert name in section
     assert "--profile cluster" in section

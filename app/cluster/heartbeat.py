@@ -19,7 +19,7 @@ from app.cluster.node import Cluster
 from app.core.config import Settings
 from app.core.errors import DatabaseUnavailableError
 from app.executions.recovery import summarise_log
-from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE, final_text
+from app.executions.result_text import final_text, lost_on_silent_node
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Execution, ExecutionState
@@ -59,7 +59,7 @@ async def take_over_silent_nodes(cluster: Cluster, db: Database, settings: Setti
         return []
     cutoff = cluster.cutoff()
     orphans = await db.call(store.running_on_dead_nodes, me=cluster.node_id, cutoff=cutoff)
-    lost = [record.id for record in orphans if await _mark_lost(db, settings, record)]
+    lost = [record.id for record in orphans if await _mark_lost(db, settings, cluster, record)]
     released = await db.call(store.release_slots_of_dead_nodes, me=cluster.node_id, cutoff=cutoff)
     sessions = await db.call(
         store.lose_sessions_of_dead_nodes, me=cluster.node_id, cutoff=cutoff, now=datetime.now(UTC)
@@ -74,10 +74,18 @@ async def take_over_silent_nodes(cluster: Cluster, db: Database, settings: Setti
     return lost
 
 
-async def _mark_lost(db: Database, settings: Settings, record: Execution) -> bool:
+async def _mark_lost(db: Database, settings: Settings, cluster: Cluster, record: Execution) -> bool:
     # With a shared data dir the log is here to summarise; otherwise the record keeps no output.
     summary = await anyio.to_thread.run_sync(summarise_log, settings.artifacts_dir, record.id)
-    notices = [*json.loads(record.notices), LOST_NOTICE, LOST_ON_SILENT_NODE]
+    # What happened, said by the replica that saw it: not LOST_NOTICE ("its process group was
+    # killed"), since this one killed nothing.
+    notice = lost_on_silent_node(
+        node=record.node or "?",
+        recorder=cluster.node_id,
+        timeout=cluster.timeout,
+        sandboxed=record.sandbox is not None,
+    )
+    notices = [*json.loads(record.notices), notice]
     text = final_text(
         body=summary.get("output", ""),
         wall_time_ms=None,

@@ -339,6 +339,7 @@ class Launcher:
         write_record = self._record_writer(live, owner, draft, plan, existing, deferred)
 
         storage, db, metrics = self.ctx.storage, self.ctx.db, self.ctx.metrics
+        fence_watch = self.ctx.registry.fence_watch
 
         def spawn(standby: tuple[Unit, StandbyShell] | None) -> RunningProcess:
             """In the standby's unit, by that shell, or (None, or the standby ended before it
@@ -376,6 +377,10 @@ class Launcher:
                     nice=self.ctx.settings.command_nice,
                     keep_memory_files=spawned_env is not env,
                 )
+                # Unsandboxed, nothing in the kernel ends it with this server: the watcher does.
+                watched = profile is None
+                if watched:
+                    fence_watch.spawning(live.id)
                 try:
                     process = RunningProcess(
                         spec, live.accept_output, live.accept_exit, live.loop, shell
@@ -388,7 +393,11 @@ class Launcher:
                     continue
                 except OSError:
                     confinement.close_unit(unit, kill=True)
+                    if watched:
+                        fence_watch.ended(live.id)
                     raise
+                if watched:
+                    fence_watch.spawned(live.id, process.pgid)
                 metrics.labelled(metrics.spawns, "spawn" if shell is None else "standby").inc()
                 return process
 

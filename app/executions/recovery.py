@@ -16,7 +16,12 @@ from typing import Any
 import anyio.to_thread
 
 from app.core.config import Settings
-from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE, final_text
+from app.executions.result_text import (
+    LOST_NOTICE,
+    LOST_ON_SILENT_NODE,
+    LOST_ON_SILENT_NODE_BEFORE,
+    final_text,
+)
 from app.output.artifact_log import ArtifactLog, existing_log_path
 from app.output.window import OutputSink
 from app.process import (
@@ -158,7 +163,7 @@ async def recover_lost_while_silent(
         crud.lost_by_others_since,
         node_id=settings.node_id,
         since=since,
-        notice=LOST_ON_SILENT_NODE,
+        notices=(LOST_ON_SILENT_NODE, LOST_ON_SILENT_NODE_BEFORE),
     )
     this_boot = boot_id()
     for record in records:

@@ -23,6 +23,7 @@ from app.output.live_edge import RecentOutput
 from app.output.sink_worker import SINK_WORKER, WINDOW_PROCESS
 from app.output.window import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
+from app.process.fence_watch import FenceWatch
 from app.sandbox import SandboxProfile
 from app.store.models import Execution, ExecutionMode
 from app.store.storage import OUTPUT_STORAGE_FULL_NOTICE, is_storage_full
@@ -355,6 +356,8 @@ class Registry:
         self.live: dict[str, LiveExecution] = {}
         self._running_jobs = 0
         self._ledger = ledger
+        # Ends the unsandboxed commands if this server dies (app/process/fence_watch.py).
+        self.fence_watch = FenceWatch()
 
     @property
     def running_jobs(self) -> int:
@@ -409,6 +412,7 @@ class Registry:
 
     def remove(self, execution_id: str) -> None:
         self.live.pop(execution_id, None)
+        self.fence_watch.ended(execution_id)
 
     # --- ending a process ---------------------------------------------------------------------
 

@@ -22,8 +22,32 @@ FENCED_NOTICE = (
     "This replica could not reach the cluster's database for {seconds:.0f} s, so the others "
     "take its work for lost: its process group was killed before they do."
 )
-# Added by the replica that records `lost` the running executions of one gone silent.
-LOST_ON_SILENT_NODE = "The replica running it stopped heartbeating; its output may be incomplete."
+# What the replica that records `lost` the running executions of one gone silent writes (a
+# fixed part, which the returning replica finds its records by, and lost_on_silent_node's
+# text); it killed nothing: their processes ended by the silent replica's own means.
+LOST_ON_SILENT_NODE = "stopped heartbeating and its lease ran out"
+# The notice replicas wrote before: a returning replica still finds the records they marked.
+LOST_ON_SILENT_NODE_BEFORE = (
+    "The replica running it stopped heartbeating; its output may be incomplete."
+)
+
+
+def lost_on_silent_node(*, node: str, recorder: str, timeout: float, sandboxed: bool) -> str:
+    """The notice of an execution replica `recorder` recorded `lost` because `node`, which ran
+    it, was silent past the node timeout (docs/operations.md, "When a replica dies")."""
+    ended_by = (
+        "the sandbox's PID namespace, which dies with that replica"
+        if sandboxed
+        else "that replica's fence watcher, which kills them when it dies"
+    )
+    return (
+        f"Replica {node} {LOST_ON_SILENT_NODE} ({timeout:g} s without a beat); replica "
+        f"{recorder} recorded this command lost and killed nothing itself. Its processes were "
+        f"ended by {ended_by}, or, if it was only cut off from the database, by its own fence "
+        "before the lease ran out. Its output may be incomplete."
+    )
+
+
 # Reading stopped before EOF when the command exited (app.process.OutputCut): keyed by its value.
 OUTPUT_CUT_NOTICES = {
     "background": "Output capture stopped when the command exited: background processes it left "

@@ -182,15 +182,20 @@ def executions_in_state(session: Session, *, state: ExecutionState) -> list[Exec
 
 
 def lost_by_others_since(
-    session: Session, *, node_id: str, since: datetime, notice: str
+    session: Session, *, node_id: str, since: datetime, notices: tuple[str, ...]
 ) -> list[Execution]:
-    """This node's executions another replica recorded `lost` (with `notice`) after `since`,
-    this node's last heartbeat before it went silent."""
+    """This node's executions another replica recorded `lost` (with a notice containing one of
+    `notices`) after `since`, this node's last heartbeat before it went silent."""
     query = select(Execution).where(
         col(Execution.state) == ExecutionState.lost.value,
         col(Execution.node) == node_id,
         col(Execution.finished_at) >= since,
-        col(Execution.notices).contains(json.dumps(notice)[1:-1], autoescape=True),
+        or_(
+            *(
+                col(Execution.notices).contains(json.dumps(notice)[1:-1], autoescape=True)
+                for notice in notices
+            )
+        ),
     )
     return list(session.exec(query).all())
 

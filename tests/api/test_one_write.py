@@ -181,7 +181,7 @@ def test_a_server_killed_before_the_write_leaves_a_lost_record_and_no_orphan(
         engine.dispose()
         assert group_alive(row["pgid"])
     finally:
-        first.stop(signal.SIGKILL)
+        first.kill_leaving_commands()
     caller.join(30)
     assert outcome and isinstance(outcome[0], httpx.TransportError), outcome
     client.close()

@@ -18,6 +18,7 @@ from sqlalchemy import insert, select, text
 from app.store.models import Execution
 from tests.conftest import AGENT, TOKENS, free_port
 from tests.databases import ServerDatabase
+from tests.faults.fenced_jobs import fence_watcher_of
 from tests.waiting import eventually
 
 
@@ -79,6 +80,14 @@ class ServerProcess:
             self.process.send_signal(sig)
             self.process.wait(30)
 
+    def kill_leaving_commands(self) -> None:
+        """SIGKILL of the server and of its fence watcher first (as when both die at once): the
+        unsandboxed commands outlive it, and what ends them is the next start's sweep."""
+        watcher = fence_watcher_of(self.process.pid)
+        if watcher is not None:
+            os.kill(watcher, signal.SIGKILL)  # this test's server's own helper, by its pid
+        self.stop(signal.SIGKILL)
+
 
 @pytest.fixture
 def dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
@@ -114,7 +123,7 @@ def test_jobs_of_a_killed_server_are_lost_and_their_groups_killed(
         assert len(pgids) == 3
         assert all(group_alive(pgid) for pgid in pgids)
     finally:
-        first.stop(signal.SIGKILL)
+        first.kill_leaving_commands()
 
     # The jobs outlive the SIGKILLed server (their own sessions) until the restart finds them.
     assert all(group_alive(pgid) for pgid in pgids)
@@ -225,7 +234,7 @@ def test_a_job_that_renamed_itself_in_non_utf8_does_not_stop_the_restart(
         with open(f"/proc/{pgid}/stat", "rb") as stat:
             assert b"\xff\xfe" in stat.read()  # the leader carries the name recovery reads
     finally:
-        first.stop(signal.SIGKILL)
+        first.kill_leaving_commands()
 
     second = ServerProcess(data_dir, workspace, database)
     try:

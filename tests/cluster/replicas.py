@@ -59,12 +59,14 @@ def replica(
     *,
     shared_data: bool = False,
     own_workspace: bool = False,
+    port: int | None = None,
     **settings: Any,
 ) -> Iterator[Replica]:
-    """`own_workspace`: the replica's workspace is its own directory, not the one it shares."""
+    """`own_workspace`: the replica's workspace is its own directory, not the one it shares.
+    `port`: the one it had before, to start it again as the same node."""
     directory = tmp / name
     directory.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     env = server_env(
         directory,
         ServerDatabase("postgres", database_url),

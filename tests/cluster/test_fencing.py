@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
+from app.executions.result_text import LOST_NOTICE, LOST_ON_SILENT_NODE
 from tests.cluster.replicas import fresh_database, replica
 from tests.faults.cuttable_proxy import CuttableProxy
 from tests.faults.fenced_jobs import FencedJobs, states
@@ -35,11 +36,13 @@ def database() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_a_killed_replicas_jobs_end_and_free_the_cap_for_real(
-    tmp_path: Path, database: str
+    tmp_path: Path, database: str, sandbox: str
 ) -> None:
+    """`on`: bwrap's PID namespace dies with the replica; `off`: its fence watcher kills them."""
     jobs = FencedJobs()
-    settings = {"node_timeout": NODE_TIMEOUT, "max_jobs": CAP, "sandbox": "on"}
+    settings = {"node_timeout": NODE_TIMEOUT, "max_jobs": CAP, "sandbox": sandbox}
     with replica(tmp_path, "node-b", database, **settings) as b:
         with replica(tmp_path, "node-a", database, **settings) as a, a.client() as agent_a:
             # One process per job, each out of its job's group (`setsid`): the cap full.
@@ -56,6 +59,18 @@ def test_a_killed_replicas_jobs_end_and_free_the_cap_for_real(
                 what="B recording A's jobs lost",
                 within=NODE_TIMEOUT + 10,
             )
+            # The record says what happened: B killed nothing, A's lease ran out, and what
+            # ended the processes (the bound above held it true).
+            notices = agent_b.get(f"/v1/executions/{held[0]}").json()["notices"]
+            assert LOST_NOTICE not in notices, notices
+            ended_by = {"on": "the sandbox's PID namespace", "off": "fence watcher"}[sandbox]
+            assert [
+                notice
+                for notice in notices
+                if notice.startswith(f"Replica node-a {LOST_ON_SILENT_NODE} ({NODE_TIMEOUT} s")
+                and "replica node-b recorded this command lost and killed nothing" in notice
+                and ended_by in notice
+            ], notices
             burst = [jobs.sleep() for _ in range(2 * CAP)]
 
             def submit(command: str) -> int:

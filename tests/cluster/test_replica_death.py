@@ -225,8 +225,8 @@ def test_a_returning_replica_ends_and_reads_what_the_others_recorded_lost(
     tmp_path: Path, database: str
 ) -> None:
     """Data directories not shared, sandbox off: B records A's job `lost` without output (the
-    log is on A's disk) while its process outlives A. When A starts again it kills that
-    process, as after any crash, and the record gets the log's output and byte counts."""
+    log is on A's disk); its process died with A (the fence watcher). When A starts again
+    the record gets the log's output and byte counts."""
     with replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b:
         with (
             replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
@@ -253,12 +253,13 @@ def test_a_returning_replica_ends_and_reads_what_the_others_recorded_lost(
         assert (lost["output"], lost["total_bytes"]) == ("", 0)  # B cannot read A's disk
         leader = _group_of(database, execution_id)
         try:
-            assert _alive(leader), "the job's process did not outlive its replica"
-            with replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT):
-                # Both done before the replica listens (a short log).
-                assert not _alive(leader)
-                with b.client() as agent_b:
-                    record = agent_b.get(f"/v1/executions/{execution_id}").json()
+            assert not _alive(leader), "the job's process outlived its replica"
+            # Done before the replica listens (a short log).
+            with (
+                replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT),
+                b.client() as agent_b,
+            ):
+                record = agent_b.get(f"/v1/executions/{execution_id}").json()
         finally:
             if _alive(leader):
                 os.killpg(leader, signal.SIGKILL)  # this test's own job, left by its replica

@@ -114,3 +114,20 @@ def states(client: httpx.Client, ids: list[str]) -> list[str]:
             answer.json()["state"] if answer.status_code == 200 else str(answer.status_code)
         )
     return found
+
+
+def fence_watcher_of(server_pid: int) -> int | None:
+    """The pid of the fence watcher (app/process/fence_watch.py) a test's own server started,
+    if it started one: its child running that module."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat.rpartition(b") ")[2].split()[1])
+        if parent == server_pid and b"app.process.fence_watch" in argv:
+            return int(entry.name)
+    return None

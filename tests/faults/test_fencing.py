@@ -1,8 +1,8 @@
 """A command cannot outlive its server (docs/operations.md, "When a replica dies"): `kill -9`
 of this test's own server, by its pid, while jobs run that left their process group every way
 a shell can. With the sandbox on, every process of those jobs is gone within seconds, before
-any restart (bwrap's PID namespace dies with the server); with it off, only the restart's
-sweep ends them. Either way the restart records the jobs `lost`."""
+any restart (bwrap's PID namespace dies with the server); with it off too (the fence watcher
+kills them). Either way the restart records the jobs `lost`."""
 
 from __future__ import annotations
 
@@ -58,19 +58,32 @@ def test_every_process_of_a_sandboxed_job_dies_with_its_server(
         assert states(client, ids) == ["lost"] * len(ids)
 
 
-def test_without_the_sandbox_the_restart_ends_what_survived(
+def test_without_the_sandbox_every_process_of_a_job_dies_with_its_server_too(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
-    """What the kernel does not end without the sandbox, the next start does."""
+    """No PID namespace to take them: the fence watcher (app/process/fence_watch.py) sees the
+    server's pipe close and kills every process of its unsandboxed commands, before any
+    restart."""
     env = server_env(tmp_path, database, sandbox="off")
     jobs = FencedJobs()
     with server_process(env, tmp_path / "first.log") as first, first.client() as client:
         ids = jobs.start(client)
+        escape = "setsid {} & {}"
+        ids += jobs.start(client, [escape.format(jobs.sleep(), jobs.sleep())], pty=True)
         eventually(jobs.all_running, what="every sleep of the jobs running", within=30)
         first.process.send_signal(signal.SIGKILL)  # this test's own server, by its pid
+        killed_at = time.monotonic()
         first.process.wait(30)
-        print(f"\nfencing, sandbox off: {len(jobs.survivors())} of {len(jobs.found)} survive")
+        eventually(
+            lambda: not jobs.survivors(),
+            what="every process of the jobs gone",
+            within=GONE_WITHIN,
+            interval=0.005,
+        )
+        print(
+            f"\nfencing, sandbox off: last of {len(jobs.found)} processes gone "
+            f"{time.monotonic() - killed_at:.3f} s after kill -9"
+        )
 
     with server_process(env, tmp_path / "second.log") as second, second.client() as client:
         assert states(client, ids) == ["lost"] * len(ids)
-        eventually(lambda: not jobs.survivors(), what="the restart's sweep", within=GONE_WITHIN)
