@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -321,3 +321,47 @@ def test_a_sandboxed_standby_execs_bwrap_itself_with_bwraps_signals_ignored(
     finally:
         shell.dismiss()
     assert (code, out.split(), err) == (0, [b"SigIgn:", b"0000000000000000"], b"")
+
+
+def test_a_standby_is_taken_only_while_its_sandboxs_key_holds(tmp_path: Path) -> None:
+    """A standby keeps the key of the sandbox it was built in (`Sandbox.standby_key`); a spawn
+    takes it only when the key is the same now, works the key out only when a standby is
+    ready, and a standby with another key is discarded and replaced by one built now."""
+    built = ["before"]
+    ahead = SpawnAhead(
+        CgroupBackend(root=True, bases={}, version=1),
+        Limits(),
+        "/bin/bash",
+        tmp_path,
+        sandbox=lambda: (built[0], None),
+        count=1,
+    )
+    asked: list[str] = []
+
+    def key(now: str) -> Callable[[], str]:
+        return lambda: asked.append(now) or now
+
+    def ready() -> bool:
+        return bool(ahead._ready) and _waiting_for_a_release(ahead)
+
+    ahead.start()
+    try:
+        eventually(ready, what="a standby")
+        taken = ahead.take("ex_same", Limits(), key("before"))
+        assert taken is not None
+        taken.shell.dismiss()
+        taken.unit.release(kill=True)
+        # None ready now: the key is not worked out at all.
+        assert ahead.take("ex_none", Limits(), key("unused")) is None
+        assert asked == ["before"]
+        ahead.unit_closed()
+        eventually(ready, what="the next standby, built under `before`")
+        built[0] = "after"  # a hidden path made since: a spawn now would build another sandbox
+        assert ahead.take("ex_stale", Limits(), key("after")) is None
+        eventually(ready, what="its replacement, built now")
+        taken = ahead.take("ex_fresh", Limits(), key("after"))
+        assert taken is not None
+        taken.shell.dismiss()
+        taken.unit.release(kill=True)
+    finally:
+        ahead.stop()

@@ -24,7 +24,7 @@ touches a cgroup it did not create.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from app.confinement.cgroups import CgroupBackend, instance_name, own_cgroups
@@ -101,10 +101,14 @@ class Confinement:
             self._spawn_ahead.start()
 
     def take_standby(
-        self, execution_id: str, limits: Limits, sandbox_key: Hashable = None
+        self,
+        execution_id: str,
+        limits: Limits,
+        sandbox_key: Callable[[], Hashable] | None = None,
     ) -> tuple[Unit, StandbyShell] | None:
         """A unit for `execution_id` with a shell already in it, waiting in a sandbox built
-        from `sandbox_key` (`Sandbox.standby_key`, None: none), or None (open a unit)."""
+        from what `sandbox_key` gives now (`Sandbox.standby_key`; None: no sandbox), or None
+        (open a unit)."""
         if self._spawn_ahead is None:
             return None
         standby = self._spawn_ahead.take(execution_id, limits, sandbox_key)

@@ -99,18 +99,23 @@ class SpawnAhead:
         self._thread.start()
 
     def take(
-        self, execution_id: str, limits: Limits, sandbox_key: Hashable = None
+        self,
+        execution_id: str,
+        limits: Limits,
+        sandbox_key: Callable[[], Hashable] | None = None,
     ) -> Standby | None:
         """A ready standby, its unit now `execution_id`'s; None when there is none for
-        these limits, or its sandbox was built from another `sandbox_key` than a spawn's now
-        (`Sandbox.standby_key`: a hidden path made since, a symlink turned elsewhere), which
-        is then discarded (spawn the usual way)."""
+        these limits, or its sandbox was built from another key than `sandbox_key()` gives
+        now (`Sandbox.standby_key`: a hidden path made since, a symlink turned elsewhere),
+        which is then discarded (spawn the usual way). The key is worked out only when there
+        is a standby to compare it with."""
         with self._wanted:
             if not self._ready or limits != self._limits:
                 return None
             # The oldest: the one most surely done joining its cgroups.
             standby = self._ready.pop(0)
-        if standby.sandbox_key != sandbox_key or not standby.shell.alive():
+        key = sandbox_key() if sandbox_key is not None else None
+        if standby.sandbox_key != key or not standby.shell.alive():
             self._discard(standby)
             with self._wanted:  # its replacement, built from the filesystem as it is now
                 self._want = True

@@ -420,7 +420,7 @@ class Launcher:
             # A standby's sandbox is the one a spawn would build now only while the filesystem
             # its mounts came from is unchanged (a hidden path made since is not covered in it).
             process = spawn(
-                confinement.take_standby(live.id, plan.limits, sandbox.standby_key())
+                confinement.take_standby(live.id, plan.limits, sandbox.standby_key)
                 if standby_fits
                 else None
             )
