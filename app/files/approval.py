@@ -80,16 +80,14 @@ class FileApprovals:
         """Bring the record in line with a decided approval; the new state."""
         approved = approval.state == ApprovalState.approved.value
         state = "approved" if approved else "rejected"
-        if await self._db.call(
+        by = approval.decided_by or "system"
+        why = approval.decision_reason or "no reason given"
+        await self._db.call(
             crud.claim_file_operation,
             operation_id=record.id,
             from_state="awaiting_approval",
             to_state=state,
-        ):
-            by = approval.decided_by or "system"
-            why = approval.decision_reason or "no reason given"
-            message = None if approved else f"Approval {approval.state} by {by}: {why}"
-            await self._db.call(
-                crud.update_file_operation, operation_id=record.id, values={"message": message}
-            )
+            message=None if approved else f"Approval {approval.state} by {by}: {why}",
+            finished=not approved,
+        )
         return state

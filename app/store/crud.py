@@ -32,6 +32,7 @@ from app.store.models import (
     PolicyVersion,
     ShellSession,
     WsTicket,
+    utcnow,
 )
 
 ACTIVE_STATES = (ExecutionState.awaiting_approval.value, ExecutionState.running.value)
@@ -454,14 +455,25 @@ def update_file_operation(session: Session, *, operation_id: str, values: dict[s
 
 
 def claim_file_operation(
-    session: Session, *, operation_id: str, from_state: str, to_state: str
+    session: Session,
+    *,
+    operation_id: str,
+    from_state: str,
+    to_state: str,
+    message: str | None = None,
+    finished: bool = False,
 ) -> bool:
     """Move a file operation from one state to the next unless something else already did:
-    an approved transfer runs once, whoever (the waiting call or a retry) claims it first."""
+    an approved transfer runs once, whoever (the waiting call or a retry) claims it first.
+    The message and end time are written by the same statement, so whoever reads the new
+    state (the other claimant included) reads them too."""
+    values: dict[str, object] = {"state": to_state, "message": message}
+    if finished:
+        values["finished_at"] = utcnow()
     result = session.execute(
         update(FileOperation)
         .where(col(FileOperation.id) == operation_id, col(FileOperation.state) == from_state)
-        .values(state=to_state)
+        .values(**values)
     )
     session.commit()
     return bool(getattr(result, "rowcount", 0))

@@ -540,6 +540,11 @@ def test_a_rejected_prompt_is_403_and_the_file_is_untouched(
     assert error_of(response)["code"] == "approval_rejected"
     assert "not there" in error_of(response)["message"]
     assert not target.exists()
+    with live.client(AGENT) as client:
+        operations = client.get("/v1/files/operations").json()["data"]
+    record = next(op for op in operations if op["approval_id"] == approval["id"])
+    assert record["state"] == "rejected" and "not there" in record["message"]
+    assert record["finished_at"] is not None
 
 
 def test_approvers_decide_but_do_not_move_files(carol: httpx.Client) -> None:
@@ -591,6 +596,7 @@ def test_cancelling_a_file_operation_withdraws_its_approval(
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["state"] == "rejected"
     assert "cancelled by its requester" in cancelled.json()["message"]
+    assert cancelled.json()["finished_at"] is not None
     approval = carol.get(f"/v1/approvals/{record['approval_id']}").json()
     assert approval["state"] == "expired" and approval["decided_by"] == "alice"
     again = alice.post(f"/v1/files/operations/{record['id']}/cancel")
