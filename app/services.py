@@ -2,8 +2,11 @@
 module globals).
 
 Built bottom-up, each part from the parts below it, with nothing wired in afterwards: the
-sessions know nothing of executions (they serve them through `executions/ports.py`), and the
-runner, which needs both, comes last.
+approvals come before everything that asks through them (sessions, executions, files), each of
+which names the handler of its subject to them as it is built, and they are given at
+construction whoever hears of their requests and decisions (the approvers' notifications, the
+other replicas through the relay); the sessions know nothing of executions (they serve them
+through `executions/ports.py`), and the runner, which needs both, comes last.
 
 Run as one ordered sequence (`Services.run`): each step registers its stop on one exit stack
 as it starts, so the stop is the start reversed by construction, and a step that fails stops
@@ -146,18 +149,26 @@ class Services:
             workspace=settings.workspace,
         )
         sandbox = Sandbox(settings)
-        # The subjects of approvals other than executions, each with the handler of its
-        # decisions, given to the approvals as they are built (with the executions, below).
-        file_approvals = FileApprovals(db)
-        session_sandbox = SessionSandboxApprovals(settings, db)
+        notifier = Notifier(settings, db)
+        # Approvers hear of prompts through the completion deliverer's machinery.
+        approval_notifier = ApprovalNotifier(settings, notifier)
+        relay = ApprovalRelay(cluster, db, settings.resolved_database_url)
+        # One approvals for every subject: each owner below names its handler as it is built.
+        approvals = ApprovalService(
+            db,
+            timeout_seconds=settings.approval_timeout,
+            listeners=(approval_notifier.heard, relay.announce),
+            metrics=metrics,
+            max_pending_per_owner=settings.max_pending_approvals,
+        )
+        metrics.watch_pending_approvals(lambda: approvals.pending_count)
+        file_approvals = FileApprovals(db, approvals)
+        session_sandbox = SessionSandboxApprovals(db, approvals)
         sessions = SessionService(
             settings, db, registry, policy, confinement, sandbox, sandbox_approvals=session_sandbox
         )
         cluster.after_silence(sessions.forget_cached)
         storage = StorageGuard(settings.data_dir)
-        notifier = Notifier(settings, db)
-        # Approvers hear of prompts through the completion deliverer's machinery.
-        approval_notifier = ApprovalNotifier(settings, notifier)
         executions = ExecutionService(
             settings,
             db,
@@ -171,18 +182,12 @@ class Services:
             cluster,
             completion=notifier,
             sandbox=sandbox,
-            approval_subjects={
-                "file_operation": file_approvals.settled,
-                "session": session_sandbox.settled,
-            },
-            approvals_announced=approval_notifier.heard,
+            approvals=approvals,
         )
         undo.callback(executions.intents.close)
         # A replica cut off from the database ends its commands before the others record them
         # lost (docs/operations.md, "When a replica dies").
         cluster.when_fenced(lambda silent: executions.fence(FENCED_NOTICE.format(seconds=silent)))
-        metrics.watch_pending_approvals(lambda: executions.approvals.pending_count)
-        sessions.use_approvals(executions.approvals)
         tokens = TokenBook.from_settings(settings)
         return cls(
             settings=settings,
@@ -192,15 +197,15 @@ class Services:
             metrics=metrics,
             registry=registry,
             policy=policy,
-            approvals=executions.approvals,
-            remembering=Remembering(settings, executions.approvals, policy),
+            approvals=approvals,
+            remembering=Remembering(settings, approvals, policy),
             executions=executions,
             # Prompted file operations ask through the same approvals as commands.
             files=FileService(
                 settings,
                 db,
                 policy,
-                executions.approvals,
+                approvals,
                 file_approvals,
                 executions.until_stopping,
             ),
@@ -209,7 +214,7 @@ class Services:
             confinement=confinement,
             storage=storage,
             cluster=cluster,
-            relay=ApprovalRelay(cluster, db, executions.approvals, settings.resolved_database_url),
+            relay=relay,
             forwarder=Forwarder(settings, cluster, db),
             notifier=notifier,
             approval_notifier=approval_notifier,
@@ -315,7 +320,7 @@ class Services:
                     heartbeat_forever(services.cluster, services.db, services.settings)
                 ),
                 asyncio.create_task(fence_when_silent(services.cluster)),
-                asyncio.create_task(services.relay.run()),
+                asyncio.create_task(services.relay.run(services.approvals)),
                 asyncio.create_task(trim_memory_when_idle(services.registry.live)),
                 # Start-up does not wait on old logs: re-read while the server already answers.
                 asyncio.create_task(services.recovery.run(services.db, services.settings)),

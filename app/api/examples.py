@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T05:44:44.833934Z",
+                "created_at": "2026-12-06T17:13:20.620872Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T05:44:44.841742Z",
+                "decided_at": "2026-12-06T17:13:20.628391Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
-                "expires_at": "2026-12-06T05:54:44.833934Z",
+                "execution_id": "ex_CYCKI64UgFpcCKOGFlP-",
+                "expires_at": "2026-12-06T17:23:20.620872Z",
                 "file_operation_id": None,
-                "id": "ap_ngJf2GTeyGv1oiunUPpZ",
+                "id": "ap_LSTdvYoq9bNbAI1lto6B",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -40,11 +40,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
-                "created_at": "2026-12-06T05:44:44.930787Z",
+                "approval_id": "ap_q4Liru12LXhtXb7r1ytt",
+                "created_at": "2026-12-06T17:13:20.680139Z",
                 "execution_id": None,
-                "finished_at": None,
-                "id": "fo_2othIcO1oIAwNFySKMGC",
+                "finished_at": "2026-12-06T17:13:20.758254Z",
+                "id": "fo_Lp8ZdeMo5RZ1ySwFT2Ak",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -77,10 +77,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:44:45.005316Z",
+                "created_at": "2026-12-06T17:13:20.777074Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_fWR7215SqceSym_ctPtT",
+                "id": "se_-bChBNYcI0rbifVZ-_uo",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -192,18 +192,17 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:44:45.005316Z",
+                "updated_at": "2026-12-06T17:13:20.777074Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T05:54:45.016436Z",
-                    "id": "ap_0lmST2fa9Z3_JELTSgYr",
+                    "expires_at": "2026-12-06T17:23:20.787024Z",
+                    "id": "ap_DvpmT2JPg_1EO8aYKrvu",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
-                "execution_id": "ex_oO_V7W752W1ZozINT4u5",
                 "state": "awaiting_approval",
             }
         },
@@ -212,8 +211,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T05:46:15.077906Z",
-                "ticket": "wst_IQpv8YrLkt82f9tLFcgm-TXvbd7zamw8",
+                "expires_at": "2026-12-06T17:14:50.849283Z",
+                "ticket": "wst_LOOwtVx9R3zOiUMciGdGwTNgCL9Z1A25",
             }
         }
     },
@@ -221,16 +220,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T05:44:44.804046Z",
+                "created_at": "2026-12-06T17:13:20.583372Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T05:44:44.824685Z",
+                "decided_at": "2026-12-06T17:13:20.611059Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
-                "expires_at": "2026-12-06T05:54:44.804046Z",
+                "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
+                "expires_at": "2026-12-06T17:23:20.583372Z",
                 "file_operation_id": None,
-                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
+                "id": "ap_epVSY6Q2YnUm1wNe606M",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -248,11 +247,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_WxLr0Gg8TPrn_Fy38mmC",
-                "created_at": "2026-12-06T05:44:44.953109Z",
+                "approval_id": "ap_5790D7Uh2vShQB9Yg-wY",
+                "created_at": "2026-12-06T17:13:20.715393Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_3dRdCIeQf7s6svGYR8nE",
+                "id": "fo_S9bxHbh0e8TL0Uo_58j9",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -318,12 +317,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_lZw93WtRBQhOUh7MJ_yR","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_lZw93WtRBQhOUh7MJ_yR","wall_time_ms":5.584344999988389,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_480QM2Lf6VCICLDF0FgV","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_480QM2Lf6VCICLDF0FgV","wall_time_ms":9.471483000197622,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T05:44:44.712510Z","started_at":"2026-12-06T05:44:44.712510Z","finished_at":"2026-12-06T05:44:44.716962Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T17:13:20.468857Z","started_at":"2026-12-06T17:13:20.468857Z","finished_at":"2026-12-06T17:13:20.475851Z"}\n'
             "\n"
         }
     },
@@ -331,16 +330,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T05:44:44.804046Z",
+                "created_at": "2026-12-06T17:13:20.583372Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
-                "expires_at": "2026-12-06T05:54:44.804046Z",
+                "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
+                "expires_at": "2026-12-06T17:23:20.583372Z",
                 "file_operation_id": None,
-                "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
+                "id": "ap_epVSY6Q2YnUm1wNe606M",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -819,11 +818,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.26630912e+08\n"
+            "process_virtual_memory_bytes 5.26958592e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.21044992e+08\n"
+            "process_resident_memory_bytes 1.21593856e+08\n"
         }
     },
     "getPolicy": {
@@ -905,10 +904,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:44:45.005316Z",
+                "created_at": "2026-12-06T17:13:20.777074Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_fWR7215SqceSym_ctPtT",
+                "id": "se_-bChBNYcI0rbifVZ-_uo",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1012,7 +1011,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:44:45.005316Z",
+                "updated_at": "2026-12-06T17:13:20.777074Z",
             }
         }
     },
@@ -1115,16 +1114,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T05:44:44.804046Z",
+                        "created_at": "2026-12-06T17:13:20.583372Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
-                        "expires_at": "2026-12-06T05:54:44.804046Z",
+                        "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
+                        "expires_at": "2026-12-06T17:23:20.583372Z",
                         "file_operation_id": None,
-                        "id": "ap_xvWtr3kcyB5Cq1oVoNG-",
+                        "id": "ap_epVSY6Q2YnUm1wNe606M",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1145,15 +1144,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_lZw93WtRBQhOUh7MJ_yR",
+                        "artifact": "artifact://ex_480QM2Lf6VCICLDF0FgV",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T05:44:44.712510Z",
+                        "created_at": "2026-12-06T17:13:20.468857Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T05:44:44.716962Z",
-                        "id": "ex_lZw93WtRBQhOUh7MJ_yR",
+                        "finished_at": "2026-12-06T17:13:20.475851Z",
+                        "id": "ex_480QM2Lf6VCICLDF0FgV",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1179,7 +1178,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T05:44:44.712510Z",
+                        "started_at": "2026-12-06T17:13:20.468857Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1188,7 +1187,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 5.584344999988389,
+                        "wall_time_ms": 9.471483000197622,
                     }
                 ],
                 "next_cursor": None,
@@ -1200,11 +1199,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
-                        "created_at": "2026-12-06T05:44:44.964653Z",
+                        "approval_id": "ap_6ohVuaLh9jQiG2cUjElS",
+                        "created_at": "2026-12-06T17:13:20.734463Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_ZsGa-IMZQysiIE1FxJm_",
+                        "id": "fo_Hj8JLpUI2lLXgL2i7CuC",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1227,7 +1226,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T05:44:44.694025Z",
+                        "created_at": "2026-12-06T17:13:20.449333Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1316,10 +1315,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T05:44:45.005316Z",
+                        "created_at": "2026-12-06T17:13:20.777074Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_fWR7215SqceSym_ctPtT",
+                        "id": "se_-bChBNYcI0rbifVZ-_uo",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1474,7 +1473,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T05:44:45.005316Z",
+                        "updated_at": "2026-12-06T17:13:20.777074Z",
                     }
                 ]
             }
@@ -1488,8 +1487,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T05:45:14.512829Z",
-                        "started_at": "2026-12-06T05:44:44.468495Z",
+                        "last_heartbeat": "2026-12-06T17:13:50.262354Z",
+                        "started_at": "2026-12-06T17:13:20.212190Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1501,10 +1500,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T05:44:45.005316Z",
+                "created_at": "2026-12-06T17:13:20.777074Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_fWR7215SqceSym_ctPtT",
+                "id": "se_-bChBNYcI0rbifVZ-_uo",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1613,7 +1612,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T05:45:15.031851Z",
+                "updated_at": "2026-12-06T17:13:50.807635Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1772,29 +1771,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_ngJf2GTeyGv1oiunUPpZ",
+                        "approval_id": "ap_LSTdvYoq9bNbAI1lto6B",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T05:44:44.833934Z",
+                        "created_at": "2026-12-06T17:13:20.620872Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_MMZqCzgdIxyLDFxI5rBg",
+                        "execution_id": "ex_CYCKI64UgFpcCKOGFlP-",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_xvWtr3kcyB5Cq1oVoNG-",
+                        "approval_id": "ap_epVSY6Q2YnUm1wNe606M",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T05:44:44.804046Z",
+                        "created_at": "2026-12-06T17:13:20.583372Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_-tsf5LyJSPvOuURNiPAJ",
+                        "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1897,7 +1896,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T05:44:44.885333Z",
+                "mtime": "2026-12-06T17:13:20.671718Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1908,11 +1907,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_VcyKDfzerQPytWPw0JOK",
-                "created_at": "2026-12-06T05:44:44.964653Z",
+                "approval_id": "ap_6ohVuaLh9jQiG2cUjElS",
+                "created_at": "2026-12-06T17:13:20.734463Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_ZsGa-IMZQysiIE1FxJm_",
+                "id": "fo_Hj8JLpUI2lLXgL2i7CuC",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1931,10 +1930,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T05:44:44.880201Z",
+                "created_at": "2026-12-06T17:13:20.665420Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T05:44:44.924406Z",
-                "id": "fo_uex3n3nRRsiZjtL85gLv",
+                "finished_at": "2026-12-06T17:13:20.673205Z",
+                "id": "fo_J0GdTnGpnNcJa7cwoBcX",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1950,11 +1949,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_rLDZOd-TX1JHRwuiqyXX",
-                "created_at": "2026-12-06T05:44:44.930787Z",
+                "approval_id": "ap_q4Liru12LXhtXb7r1ytt",
+                "created_at": "2026-12-06T17:13:20.680139Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_2othIcO1oIAwNFySKMGC",
+                "id": "fo_Lp8ZdeMo5RZ1ySwFT2Ak",
                 "message": None,
                 "mode": None,
                 "op": "write",

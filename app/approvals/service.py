@@ -2,9 +2,13 @@
 listening.
 
 An approval names its subject (`ApprovalSubject`): an execution, a file operation, or a new
-session's sandbox. Whoever owns a kind of subject gives its handler at construction
-(`subjects`); a decided approval goes to its subject's handler, which starts or rejects the
-execution, or ends the file operation. This module knows nothing about processes or files.
+session's sandbox. The approvals are built first (app/services.py) and given to each owner of
+a kind of subject, which names its handler as it is built (`settles`); a decided approval goes
+to its subject's handler, which starts or rejects the execution, ends the file operation, or
+wakes the call that asked for a session. The start (`restore`) refuses to run with a subject
+nobody settles. Whoever hears of every request and decision (the approvers' notifications,
+the other replicas) is given at construction (`listeners`). This module knows nothing about
+processes or files.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ import json
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from app.core.auth import Principal
 from app.core.errors import (
@@ -45,10 +49,9 @@ logger = logging.getLogger("shellgate.approvals")
 
 # Told of each decision on an approval of its subject kind: it settles the subject.
 SettledHandler = Callable[[Approval], Awaitable[None]]
-# Told of every approval this replica requests or decides, for the other replicas (app/cluster).
-EventHandler = Callable[[Approval], None]
 # Told of this server's own requests and decisions, with the event's type (`approval.requested`
-# or `approval.decided`): app/notifications/approvals.py.
+# or `approval.decided`): the approvers' notifications (app/notifications/approvals.py) and the
+# other replicas (app/cluster/notify.py).
 AnnouncementHandler = Callable[[str, Approval], None]
 # Approvals whose last published state is remembered, so that one heard of twice (a
 # notification and the polling fallback) reaches the listeners once.
@@ -109,8 +112,7 @@ class ApprovalService:
         db: Database,
         *,
         timeout_seconds: float,
-        subjects: Mapping[ApprovalSubject, SettledHandler],
-        announced: AnnouncementHandler | None = None,
+        listeners: Sequence[AnnouncementHandler] = (),
         metrics: Metrics | None = None,
         max_pending_per_owner: int = 50,
     ) -> None:
@@ -123,10 +125,17 @@ class ApprovalService:
         # always fits behind the events a slow listener left unread.
         self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self._tasks: set[asyncio.Task[Approval | None]] = set()
-        self._subjects: dict[str, SettledHandler] = {str(k): h for k, h in subjects.items()}
-        self.on_event: EventHandler | None = None
-        self._announced = announced
+        # Filled by the subjects' owners as they are built (`settles`), before the start.
+        self._subjects: dict[str, SettledHandler] = {}
+        self._announced = tuple(listeners)
         self._published: OrderedDict[str, str] = OrderedDict()
+
+    def settles(self, subject: ApprovalSubject, handler: SettledHandler) -> None:
+        """`handler` settles the decided approvals of `subject`: called once per subject, by
+        its owner's constructor (app/services.py builds them all before the start)."""
+        if subject in self._subjects:
+            raise ValueError(f"the approvals of {subject} already have their handler")
+        self._subjects[subject] = handler
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -139,15 +148,13 @@ class ApprovalService:
         suggested_pattern: str | None = None,
         kind: ApprovalKind = "command",
         sandbox_request: dict[str, Any] | None = None,
-        subject: ApprovalSubject = "execution",
     ) -> Approval:
         """Record a pending approval (id `execution.approval_id`) for `execution`, which is
         written in the same transaction: no execution ever waits on an approval that does not
         exist. The approval shows everything that will run: the command, the cwd, `env` (all
         the variables the request sets), the session and whether it runs in a PTY; `kind`
         says what is asked (a command, a sandbox beyond the profile) and `sandbox_request`
-        what a `sandbox` one asks beyond it. `subject` `session`: the execution record only
-        holds a new session's sandbox request, and its handler settles it.
+        what a `sandbox` one asks beyond it.
 
         One owner holds at most `max_pending_per_owner` pending approvals: the count and the
         insert are one database transaction (see `crud.insert_awaiting`), so requests racing
@@ -159,7 +166,7 @@ class ApprovalService:
         now = datetime.now(UTC)
         approval = Approval(
             id=execution.approval_id,
-            subject=subject,
+            subject="execution",
             execution_id=execution.id,
             command=execution.original_command,
             cwd=execution.cwd,
@@ -199,13 +206,47 @@ class ApprovalService:
         )
         return await self._insert(operation, approval)
 
-    async def _insert(self, subject: Execution | FileOperation, approval: Approval) -> Approval:
+    async def request_session(
+        self,
+        *,
+        approval_id: str,
+        owner: str,
+        description: str,
+        cwd: str,
+        reason: str,
+        sandbox_request: dict[str, Any],
+        grant: dict[str, Any],
+    ) -> Approval:
+        """Record the pending approval of a new session's sandbox: no record but the approval
+        itself, which keeps `grant` (the profile it would give, and what was asked) until the
+        session it makes takes it. What is asked is `description` (`[new session] sandbox:
+        write /srv/x`) in `cwd`. The cap is the one of `request`."""
+        now = datetime.now(UTC)
+        approval = Approval(
+            id=approval_id,
+            subject="session",
+            command=description,
+            cwd=cwd,
+            reason=reason,
+            requested_by=owner,
+            kind="sandbox",
+            sandbox_request=json.dumps(sandbox_request),
+            session_grant=json.dumps(grant),
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._timeout),
+        )
+        return await self._insert(None, approval)
+
+    async def _insert(
+        self, subject: Execution | FileOperation | None, approval: Approval
+    ) -> Approval:
         inserted = await self._db.call(
             crud.insert_awaiting, record=subject, approval=approval, max_pending=self._max_pending
         )
         if inserted is None:
             raise PendingApprovalLimitError(
-                self._max_pending, retry_after_seconds=await self._retry_after(subject.owner)
+                self._max_pending,
+                retry_after_seconds=await self._retry_after(approval.requested_by),
             )
         approval = inserted
         self._arm_expiry(approval)
@@ -215,7 +256,7 @@ class ApprovalService:
             approval.id,
             approval.requested_by,
             approval.subject,
-            subject.id,
+            "(new)" if subject is None else subject.id,
             approval.reason,
             approval.command,
         )
@@ -235,6 +276,10 @@ class ApprovalService:
         a subject whose approval was decided just before the server stopped, but which was
         never settled (an execution never started or rejected, a file operation still
         awaiting), is settled now."""
+        unsettled = set(get_args(ApprovalSubject)) - set(self._subjects)
+        if unsettled:
+            # A wiring fault: its decisions would be logged and dropped, so it never starts.
+            raise RuntimeError(f"no handler settles the approvals of {sorted(unsettled)}")
         pending = await self._db.call(crud.pending_approvals)
         for approval in pending:
             self._arm_expiry(approval)
@@ -365,10 +410,8 @@ class ApprovalService:
     def _announce(self, kind: str, approval: Approval) -> None:
         self._remember(approval)
         self._publish(approval_event(kind, approval))
-        if self.on_event is not None:
-            self.on_event(approval)
-        if self._announced is not None:
-            self._announced(kind, approval)
+        for listener in self._announced:
+            listener(kind, approval)
 
     def _remember(self, approval: Approval) -> None:
         self._published[approval.id] = approval.state

@@ -2,7 +2,10 @@
 through PostgreSQL `LISTEN/NOTIFY`, and a polling loop (every half second) catches whatever a
 notification missed (a listener reconnecting, a replica that was busy). A decision reaches
 the replica whose caller waits for it, which starts the command there; every replica's
-approvals WebSocket sees every request and decision."""
+approvals WebSocket sees every request and decision.
+
+The relay is built before the approvals, which are given its `announce` as a listener
+(app/services.py); it relays what the others did into the approvals it is run with."""
 
 from __future__ import annotations
 
@@ -38,21 +41,19 @@ def libpq_url(database_url: str) -> str:
 
 
 class ApprovalRelay:
-    def __init__(
-        self, cluster: Cluster, db: Database, approvals: ApprovalService, database_url: str
-    ) -> None:
+    def __init__(self, cluster: Cluster, db: Database, database_url: str) -> None:
         self._cluster = cluster
         self._db = db
-        self._approvals = approvals
         self._database_url = database_url
         self._tasks: set[asyncio.Task[Any]] = set()
         self.listening = asyncio.Event()
-        if cluster.shared:
-            approvals.on_event = self.announce
 
     # --- telling the others -------------------------------------------------------------------
 
-    def announce(self, approval: Approval) -> None:
+    def announce(self, kind: str, approval: Approval) -> None:
+        """The approvals' listener: this replica requested or decided `approval` (`kind`)."""
+        if not self._cluster.shared:
+            return  # nobody else to tell
         payload = json.dumps({"node": self._cluster.node_id, "approval": approval.id})
         self._spawn(self._notify(payload))
 
@@ -64,13 +65,14 @@ class ApprovalRelay:
 
     # --- hearing from them --------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Until cancelled (nothing to do on a single node's database)."""
+    async def run(self, approvals: ApprovalService) -> None:
+        """Relay what the other replicas request and decide into `approvals`, until cancelled
+        (nothing to do on a single node's database)."""
         if not self._cluster.shared:
             return
-        await asyncio.gather(self._listen_forever(), self._poll_forever())
+        await asyncio.gather(self._listen_forever(approvals), self._poll_forever(approvals))
 
-    async def _listen_forever(self) -> None:
+    async def _listen_forever(self, approvals: ApprovalService) -> None:
         import psycopg  # the [postgres] extra: only a PostgreSQL database gets here
 
         said = False  # one line per interruption, not one per reconnection attempt
@@ -84,7 +86,7 @@ class ApprovalRelay:
                     self.listening.set()
                     said = False
                     async for notification in connection.notifies():
-                        self._heard(notification.payload)
+                        self._heard(approvals, notification.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -95,41 +97,41 @@ class ApprovalRelay:
                 self.listening.clear()
             await asyncio.sleep(RECONNECT_SECONDS)
 
-    def _heard(self, payload: str) -> None:
+    def _heard(self, approvals: ApprovalService, payload: str) -> None:
         try:
             message = json.loads(payload)
             origin, approval_id = message["node"], message["approval"]
         except (ValueError, KeyError, TypeError):
             return
         if origin != self._cluster.node_id and isinstance(approval_id, str):
-            self._spawn(self._relay(approval_id))
+            self._spawn(self._relay(approvals, approval_id))
 
-    async def _relay(self, approval_id: str) -> None:
+    async def _relay(self, approvals: ApprovalService, approval_id: str) -> None:
         approval = await self._db.call(crud.get_approval, approval_id=approval_id)
         if approval is not None:
-            await self._approvals.relay(approval)
+            await approvals.relay(approval)
 
-    async def _poll_forever(self) -> None:
+    async def _poll_forever(self, approvals: ApprovalService) -> None:
         since = datetime.now(UTC) - POLL_OVERLAP
         while True:
             await asyncio.sleep(POLL_SECONDS)
             started = datetime.now(UTC)
             try:
-                await self.poll_once(since)
+                await self.poll_once(approvals, since)
                 since = started - POLL_OVERLAP
             except DatabaseUnavailableError:
                 pass  # the database's outage log says so, once per outage
             except Exception:
                 logger.exception("polling approvals failed")
 
-    async def poll_once(self, since: datetime) -> None:
+    async def poll_once(self, approvals: ApprovalService, since: datetime) -> None:
         for approval in await self._db.call(store.approvals_changed_since, since=since):
-            self._spawn(self._approvals.relay(approval))
+            self._spawn(approvals.relay(approval))
         unsettled = await self._db.call(
             store.decided_but_waiting, me=self._cluster.node_id, cutoff=self._cluster.cutoff()
         )
         for approval in unsettled:
-            self._spawn(self._approvals.settle_subject(approval))
+            self._spawn(approvals.settle_subject(approval))
 
     # --- bookkeeping --------------------------------------------------------------------------
 

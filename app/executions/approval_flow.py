@@ -7,15 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.approvals.service import (
     RETRY_WITHDRAWN_REASON,
-    AnnouncementHandler,
     ApprovalService,
-    SettledHandler,
     new_approval_id,
 )
 from app.core.auth import Principal
@@ -48,7 +46,6 @@ from app.store import crud
 from app.store.models import (
     Approval,
     ApprovalState,
-    ApprovalSubject,
     Execution,
     ExecutionMode,
     ExecutionState,
@@ -77,9 +74,7 @@ class ApprovalFlow:
         lifecycle: Lifecycle,
         answers: Answers,
         reader: ExecutionReader,
-        *,
-        other_subjects: Mapping[ApprovalSubject, SettledHandler],
-        announced: AnnouncementHandler | None,
+        approvals: ApprovalService,
     ) -> None:
         self._settings = context.settings
         self._db = context.db
@@ -89,16 +84,9 @@ class ApprovalFlow:
         self._lifecycle = lifecycle
         self._answers = answers
         self._reader = reader
-        # The approvals of executions come back here through `settled`; those of the other
-        # subjects go to the handlers their owners gave (app/services.py).
-        self.approvals = ApprovalService(
-            context.db,
-            timeout_seconds=context.settings.approval_timeout,
-            subjects={**other_subjects, "execution": self.settled},
-            announced=announced,
-            metrics=context.metrics,
-            max_pending_per_owner=context.settings.max_pending_approvals,
-        )
+        # The approvals of executions come back here through `settled`.
+        self.approvals = approvals
+        approvals.settles("execution", self.settled)
         self._tracing = context.tracing
         # Callers holding their request open for a decision; the result None means "it ended
         # without running (cancelled): answer with the record".

@@ -14,10 +14,9 @@ Each one reads as its phases; the phases live in the modules named after them:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
 
-from app.approvals.service import AnnouncementHandler, ApprovalService, SettledHandler
+from app.approvals.service import ApprovalService
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
@@ -59,7 +58,7 @@ from app.sandbox import Sandbox
 from app.sandbox.profile import SandboxProfile
 from app.schemas import ExecutionCreate, ExecutionPublic, SandboxRequest
 from app.store.db import Database
-from app.store.models import ApprovalSubject, Execution, ExecutionState
+from app.store.models import Execution, ExecutionState
 from app.store.storage import StorageGuard
 
 logger = logging.getLogger("shellgate.executions")
@@ -80,16 +79,13 @@ class ExecutionService:
         node: NodeRole = LOCAL_NODE,
         completion: CompletionHooks = NO_DELIVERY,
         sandbox: Sandbox | None = None,
-        approval_subjects: Mapping[ApprovalSubject, SettledHandler] | None = None,
-        approvals_announced: AnnouncementHandler | None = None,
+        *,
+        approvals: ApprovalService,
     ) -> None:
         """`sandbox`: the boundary the server checked at start; by default one built from
         `settings` (so a service built without one still sandboxes its commands).
 
-        The approvals are built here, with the executions' own handler for their decisions,
-        the handlers of the other subjects (`approval_subjects`: file operations, new
-        sessions' sandboxes) and whoever hears of requests and decisions
-        (`approvals_announced`)."""
+        `approvals`: the server's (app/services.py); this service settles their executions."""
         self._settings = settings
         self._policy = policy
         self._metrics = metrics
@@ -125,8 +121,7 @@ class ExecutionService:
             self._lifecycle,
             self._answers,
             self._reader,
-            other_subjects=approval_subjects or {},
-            announced=approvals_announced,
+            approvals,
         )
         self._controls = Controls(context, self._reader)
 

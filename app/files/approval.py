@@ -2,7 +2,7 @@
 
 The operation is the approval's subject (`file_operation`): its record and its pending approval
 are written together, and no execution record is involved. `FileApprovals.settled` is the
-handler the approvals are built with for that subject: a decision (or an expiry) moves the
+handler it gives the approvals for that subject as it is built: a decision (or an expiry) moves the
 record to `approved` or `rejected` and wakes the call holding for it.
 """
 
@@ -24,13 +24,13 @@ WITHDRAWN_REASON = "file operation cancelled by its requester"
 
 
 class FileApprovals:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, approvals: ApprovalService) -> None:
         self._db = db
+        self._approvals = approvals
+        approvals.settles("file_operation", self.settled)
         self._waiters: dict[str, asyncio.Future[Approval]] = {}
 
-    async def request(
-        self, approvals: ApprovalService, record: FileOperation, description: str, reason: str
-    ) -> None:
+    async def request(self, record: FileOperation, description: str, reason: str) -> None:
         """Record `record` (state awaiting_approval) with its pending approval
         (`record.approval_id`, assigned by the caller so that it can wait on it first). Refused
         (the owner's cap of pending approvals): the record is kept `failed`, and the error
@@ -38,7 +38,9 @@ class FileApprovals:
         assert record.approval_id is not None
         cwd = record.path.rsplit("/", 1)[0] or "/"
         try:
-            await approvals.request_file(record, description=description, cwd=cwd, reason=reason)
+            await self._approvals.request_file(
+                record, description=description, cwd=cwd, reason=reason
+            )
         except AppError as error:
             record.state, record.message = "failed", error.message
             record.finished_at = datetime.now(UTC)

@@ -149,7 +149,7 @@ class FileService:
         self._db = db
         self._policy = policy
         # Asked through `approvals`, which hand every decision on a file operation to
-        # `file_approvals` (the handler they were built with).
+        # `file_approvals` (which named its handler to them as it was built).
         self._asking = approvals
         self._approvals = file_approvals
         self.max_bytes = settings.files_max_bytes
@@ -277,7 +277,6 @@ class FileService:
         future = self._approvals.waiter(record.approval_id)
         try:
             await self._approvals.request(
-                self._asking,
                 record,
                 _describe(op, located, size, mode, making, links),
                 verdict.reason,

@@ -15,9 +15,9 @@ from app.store.models import ApprovalState
 class ApprovalPublic(BaseModel):
     id: str
     execution_id: str | None = Field(
-        description="The execution that waits for it (a command; or the record of a new "
-        "session's sandbox request). Null for a `file` approval: its subject is the file "
-        "operation, `file_operation_id`."
+        description="The execution that waits for it (a command). Null for a `file` "
+        "approval (its subject is the file operation, `file_operation_id`) and for a new "
+        "session's `sandbox` request (its subject is the session it would make)."
     )
     file_operation_id: str | None = Field(
         default=None,

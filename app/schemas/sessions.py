@@ -87,9 +87,9 @@ class SessionPending(BaseModel):
     """`POST /v1/sessions` answered 202: its sandbox awaits a human's decision."""
 
     state: Literal["awaiting_approval"] = "awaiting_approval"
-    approval: ApprovalSummary
-    execution_id: str = Field(
-        description="The approval's anchor record (`GET /v1/executions/{id}` follows it)."
+    approval: ApprovalSummary = Field(
+        description="The approval it waits on (`GET /v1/approvals/{id}` follows it); send the "
+        "same request again with `approval_id` once it is approved."
     )
 
 

@@ -48,7 +48,6 @@ from typing import Any
 
 import anyio.to_thread
 
-from app.approvals.service import ApprovalService
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
@@ -288,10 +287,8 @@ class SessionService:
         self._directory_checked: set[str] = set()
         # Awaited with the id of each deleted session once its calls have ended.
         self._deleted_hooks: list[Callable[[str], Awaitable[None]]] = []
-        # A new session's sandbox request: the handler of its decisions, and (set once the
-        # approvals exist, app/services.py) the approvals it asks through.
+        # A new session's sandbox request asks through these (none: such requests are refused).
         self._sandbox_approvals = sandbox_approvals
-        self._approvals: ApprovalService | None = None
 
     # ---------------------------------------------------------------------------------------
     # the API's use-cases
@@ -427,11 +424,6 @@ class SessionService:
         self._directory_checked.discard(session_id)
         logger.info("session %s deleted by %s", session_id, principal.name)
 
-    def use_approvals(self, approvals: ApprovalService) -> None:
-        """Sandbox requests of new sessions ask through the approvals of commands (built with
-        the executions, after the sessions)."""
-        self._approvals = approvals
-
     async def _sandbox_for(
         self, principal: Principal, body: SessionCreate, cwd: str
     ) -> dict[str, Any] | SessionPending:
@@ -440,12 +432,12 @@ class SessionService:
         request = decision.approval_request()
         if request is None:
             return decision.profile.to_record()
-        if self._sandbox_approvals is None or self._approvals is None:
+        if self._sandbox_approvals is None:
             raise ConflictError("this server takes no session sandbox requests")
         approval_id = body.approval_id
         if approval_id is None:
             asked = await self._sandbox_approvals.ask(
-                self._approvals, principal, decision, cwd=cwd, wait=body.approval_wait
+                principal, decision, cwd=cwd, wait=body.approval_wait
             )
             approval_id = asked.id
         taken = await self._sandbox_approvals.take(principal, approval_id, request)
@@ -457,7 +449,6 @@ class SessionService:
                     reason=taken.reason,
                     expires_at=aware_utc(taken.expires_at),
                 ),
-                execution_id=taken.execution_id,
             )
         return taken
 

@@ -232,11 +232,16 @@ def delete_finished_before(session: Session, *, cutoff: datetime) -> list[Execut
 
 
 def insert_awaiting(
-    session: Session, *, record: Execution | FileOperation, approval: Approval, max_pending: int
+    session: Session,
+    *,
+    record: Execution | FileOperation | None,
+    approval: Approval,
+    max_pending: int,
 ) -> Approval | None:
-    """An approval and the record of its subject (an execution, a file operation) in one
-    transaction (neither exists without the other), unless the requester already has
-    `max_pending` pending approvals: None then, and nothing is written.
+    """An approval and the record of its subject (an execution, a file operation; none for a
+    new session's sandbox, which the approval itself holds) in one transaction (neither exists
+    without the other), unless the requester already has `max_pending` pending approvals: None
+    then, and nothing is written.
 
     The count runs inside the writing transaction, after its first write: SQLite holds its
     single write lock from that write to the commit, so concurrent requests count one after
@@ -248,7 +253,8 @@ def insert_awaiting(
             text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
             {"key": f"shellgate.pending-approvals:{approval.requested_by}"},
         )
-    session.add(record)
+    # The approval's first, when there is no record: its flush takes the write lock instead.
+    session.add(approval if record is None else record)
     session.flush()  # takes the write lock; the approval's foreign key needs the record
     pending = session.exec(
         select(func.count())
@@ -266,6 +272,18 @@ def insert_awaiting(
     session.commit()
     session.refresh(approval)
     return approval
+
+
+def take_session_grant(session: Session, *, approval_id: str, grant: str) -> bool:
+    """Clear a session approval's grant if it is still `grant`: whoever takes it first (the
+    waiting call or a retry) makes its one session."""
+    result = session.execute(
+        update(Approval)
+        .where(col(Approval.id) == approval_id, col(Approval.session_grant) == grant)
+        .values(session_grant=None)
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))
 
 
 def earliest_pending_expiry(session: Session, *, requested_by: str) -> datetime | None:
@@ -327,8 +345,9 @@ def list_approvals(
 
 
 def decided_but_unsettled(session: Session) -> list[Approval]:
-    """Decided approvals whose subject still awaits them: an execution (or a new session's
-    request) in `awaiting_approval`, a file operation still `awaiting_approval`."""
+    """Decided approvals whose subject still awaits them: an execution or a file operation
+    still `awaiting_approval`. (A new session's request has no record to settle: its grant,
+    on the approval, is taken by the call that made it or by a retry.)"""
     executions = (
         select(Approval)
         .join(Execution, col(Execution.id) == col(Approval.execution_id))

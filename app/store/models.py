@@ -146,7 +146,9 @@ class Approval(SQLModel, table=True):
     )
 
     id: str = Field(primary_key=True, max_length=64)
-    # ApprovalSubject, and the record it names: exactly one of the two ids is set.
+    # ApprovalSubject, and the record it names: one of the two ids for an execution or a file
+    # operation; neither for a new session's sandbox (`session_grant`), whose session does
+    # not exist until the approval is used.
     subject: str = Field(default="execution", max_length=16)
     execution_id: str | None = Field(default=None, foreign_key="executions.id", max_length=64)
     file_operation_id: str | None = Field(
@@ -174,6 +176,9 @@ class Approval(SQLModel, table=True):
     # cannot be remembered, e.g. a files-API one) and the remembered rule its approval made.
     suggested_pattern: str | None = Field(default=None, sa_column=Column(Text))
     remembered_rule: str | None = Field(default=None, max_length=64)
+    # Subject `session`: the profile an approval grants and what was asked (JSON object
+    # {"granted", "asked"}), until the session it makes takes it (then null: used once).
+    session_grant: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class PolicyVersion(SQLModel, table=True):

@@ -569,7 +569,7 @@ def test_stream_accepts_a_single_use_ticket(gated: LiveServer, approver: httpx.C
 def test_a_listener_that_falls_behind_is_dropped_with_overflow(tmp_path: Path) -> None:
     async def scenario() -> list[dict[str, Any]]:
         service = ApprovalService(
-            Database(make_engine(f"sqlite:///{tmp_path / 'x.db'}")), timeout_seconds=60, subjects={}
+            Database(make_engine(f"sqlite:///{tmp_path / 'x.db'}")), timeout_seconds=60
         )
         queue = service.subscribe()
         for index in range(LISTENER_QUEUE_SIZE + 5):

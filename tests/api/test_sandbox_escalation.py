@@ -356,9 +356,12 @@ def test_a_session_asking_more_waits_for_an_approval_and_is_made_once(
     assert asked.status_code == 202, asked.text
     pending_body = asked.json()
     assert pending_body["state"] == "awaiting_approval"
+    assert "execution_id" not in pending_body
     approval_id = pending_body["approval"]["id"]
     approval = carol.get(f"/v1/approvals/{approval_id}").json()
     assert approval["kind"] == "sandbox"
+    # Its subject is the session to be: no execution record stands in for it.
+    assert approval["execution_id"] is None and approval["file_operation_id"] is None
     assert approval["command"] == f"[new session] sandbox: write {outside}"
     assert approval["sandbox_request"]["justification"] == "a build session"
     # Still pending: asking again with the approval answers 202 again, nothing is made.
@@ -370,8 +373,6 @@ def test_a_session_asking_more_waits_for_an_approval_and_is_made_once(
     assert other.status_code == 409, other.text
     assert "not for this request's sandbox" in other.json()["error"]["message"]
     assert carol.post(f"/v1/approvals/{approval_id}/approve").is_success
-    anchor = alice.get(f"/v1/executions/{pending_body['execution_id']}").json()
-    assert anchor["state"] == "completed"
     created = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
     assert created.status_code == 201, created.text
     session = created.json()["id"]
@@ -413,8 +414,29 @@ def test_a_session_whose_sandbox_is_denied_is_never_made(
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"]["code"] == "approval_rejected"
     assert refused.json()["error"]["message"] == "Approval denied by carol: too wide"
-    anchor = alice.get(f"/v1/executions/{asked['execution_id']}").json()
-    assert anchor["state"] == "rejected"
+
+
+def test_a_session_request_writes_no_execution_record(
+    admin: httpx.Client, alice: httpx.Client, carol: httpx.Client, outside: Path
+) -> None:
+    install(admin, {})
+    before = {
+        item["id"] for item in carol.get("/v1/executions", params={"limit": 500}).json()["data"]
+    }
+    sandbox = {"write": [str(outside / "norecord")]}
+    asked = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_wait": 0})
+    assert asked.status_code == 202, asked.text
+    approval_id = asked.json()["approval"]["id"]
+    assert carol.post(f"/v1/approvals/{approval_id}/approve").is_success
+    created = alice.post("/v1/sessions", json={"sandbox": sandbox, "approval_id": approval_id})
+    assert created.status_code == 201, created.text
+    after = {
+        item["id"] for item in carol.get("/v1/executions", params={"limit": 500}).json()["data"]
+    }
+    assert after == before
+    decided = carol.get(f"/v1/approvals/{approval_id}").json()
+    assert decided["state"] == "approved" and decided["execution_id"] is None
+    alice.delete(f"/v1/sessions/{created.json()['id']}")
 
 
 def test_a_session_asking_more_under_escalation_deny_is_a_403(
