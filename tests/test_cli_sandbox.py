@@ -58,3 +58,23 @@ def test_run_asks_for_more_and_the_approver_sees_it(server: LiveServer, tmp_path
         assert approval["sandbox_request"]["justification"] == "the CLI asked"
         approver.post(f"/v1/approvals/{approval['id']}/deny", json={"reason": "test"})
     assert not (outside / "x").exists()
+
+
+def test_deciding_a_new_sessions_sandbox_names_its_subject(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    outside = tmp_path / "cli-session"
+    outside.mkdir()
+    with server.client(AGENT) as agent:
+        asked = agent.post(
+            "/v1/sessions", json={"sandbox": {"write": [str(outside)]}, "approval_wait": 0}
+        )
+    assert asked.status_code == 202, asked.text
+    approval_id = asked.json()["approval"]["id"]
+    result = runner.invoke(
+        cli,
+        ["--url", server.base_url, "--token", APPROVER, "deny", approval_id, "--reason", "no"],
+        env={"SHELLGATE_TOKEN": None},
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"{approval_id} denied (a new session's sandbox)"

@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T17:13:20.620872Z",
+                "created_at": "2026-12-06T17:19:26.216195Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T17:13:20.628391Z",
+                "decided_at": "2026-12-06T17:19:26.222225Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_CYCKI64UgFpcCKOGFlP-",
-                "expires_at": "2026-12-06T17:23:20.620872Z",
+                "execution_id": "ex_h66f3eRj60KyjhWQVRB3",
+                "expires_at": "2026-12-06T17:29:26.216195Z",
                 "file_operation_id": None,
-                "id": "ap_LSTdvYoq9bNbAI1lto6B",
+                "id": "ap_yfd3lh6nVN0kPL4XlGnr",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -32,6 +32,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "sandbox_request": None,
                 "session": None,
                 "state": "approved",
+                "subject": "execution",
                 "suggested_pattern": "terraform apply *",
             }
         },
@@ -40,11 +41,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_q4Liru12LXhtXb7r1ytt",
-                "created_at": "2026-12-06T17:13:20.680139Z",
+                "approval_id": "ap_26kXXh2y6D75c6pwRvmN",
+                "created_at": "2026-12-06T17:19:26.272569Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T17:13:20.758254Z",
-                "id": "fo_Lp8ZdeMo5RZ1ySwFT2Ak",
+                "finished_at": "2026-12-06T17:19:26.342357Z",
+                "id": "fo_frjRgd6dCC2q7MiENmdu",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -77,10 +78,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:13:20.777074Z",
+                "created_at": "2026-12-06T17:19:26.362813Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_-bChBNYcI0rbifVZ-_uo",
+                "id": "se_tFvypToGMyBWTHDW7fB2",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -192,14 +193,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:13:20.777074Z",
+                "updated_at": "2026-12-06T17:19:26.362813Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T17:23:20.787024Z",
-                    "id": "ap_DvpmT2JPg_1EO8aYKrvu",
+                    "expires_at": "2026-12-06T17:29:26.371872Z",
+                    "id": "ap_S9xxxfW9jOXMpGnsAz6S",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
@@ -211,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T17:14:50.849283Z",
-                "ticket": "wst_LOOwtVx9R3zOiUMciGdGwTNgCL9Z1A25",
+                "expires_at": "2026-12-06T17:20:56.427716Z",
+                "ticket": "wst_sWFi38Y12yNYI18AhkqjcKsIqKaHfiIl",
             }
         }
     },
@@ -220,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T17:13:20.583372Z",
+                "created_at": "2026-12-06T17:19:26.187321Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T17:13:20.611059Z",
+                "decided_at": "2026-12-06T17:19:26.208733Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
-                "expires_at": "2026-12-06T17:23:20.583372Z",
+                "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
+                "expires_at": "2026-12-06T17:29:26.187321Z",
                 "file_operation_id": None,
-                "id": "ap_epVSY6Q2YnUm1wNe606M",
+                "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -238,6 +239,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "sandbox_request": None,
                 "session": None,
                 "state": "denied",
+                "subject": "execution",
                 "suggested_pattern": "terraform apply *",
             }
         },
@@ -247,11 +249,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_5790D7Uh2vShQB9Yg-wY",
-                "created_at": "2026-12-06T17:13:20.715393Z",
+                "approval_id": "ap_0ARL6ileTvKyLfG-w3xp",
+                "created_at": "2026-12-06T17:19:26.302077Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_S9bxHbh0e8TL0Uo_58j9",
+                "id": "fo_cs-O7KNl9WZ6UJXBpFjb",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -317,12 +319,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_480QM2Lf6VCICLDF0FgV","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_480QM2Lf6VCICLDF0FgV","wall_time_ms":9.471483000197622,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_u5b-jpS-khSaX6kmJ4Zc","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_u5b-jpS-khSaX6kmJ4Zc","wall_time_ms":8.600949000538094,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T17:13:20.468857Z","started_at":"2026-12-06T17:13:20.468857Z","finished_at":"2026-12-06T17:13:20.475851Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T17:19:26.096547Z","started_at":"2026-12-06T17:19:26.096547Z","finished_at":"2026-12-06T17:19:26.103185Z"}\n'
             "\n"
         }
     },
@@ -330,16 +332,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T17:13:20.583372Z",
+                "created_at": "2026-12-06T17:19:26.187321Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
-                "expires_at": "2026-12-06T17:23:20.583372Z",
+                "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
+                "expires_at": "2026-12-06T17:29:26.187321Z",
                 "file_operation_id": None,
-                "id": "ap_epVSY6Q2YnUm1wNe606M",
+                "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -348,6 +350,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "sandbox_request": None,
                 "session": None,
                 "state": "pending",
+                "subject": "execution",
                 "suggested_pattern": "terraform apply *",
             }
         }
@@ -818,11 +821,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.26958592e+08\n"
+            "process_virtual_memory_bytes 5.26979072e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.21593856e+08\n"
+            "process_resident_memory_bytes 1.2156928e+08\n"
         }
     },
     "getPolicy": {
@@ -904,10 +907,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:13:20.777074Z",
+                "created_at": "2026-12-06T17:19:26.362813Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_-bChBNYcI0rbifVZ-_uo",
+                "id": "se_tFvypToGMyBWTHDW7fB2",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1011,7 +1014,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:13:20.777074Z",
+                "updated_at": "2026-12-06T17:19:26.362813Z",
             }
         }
     },
@@ -1114,16 +1117,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T17:13:20.583372Z",
+                        "created_at": "2026-12-06T17:19:26.187321Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
-                        "expires_at": "2026-12-06T17:23:20.583372Z",
+                        "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
+                        "expires_at": "2026-12-06T17:29:26.187321Z",
                         "file_operation_id": None,
-                        "id": "ap_epVSY6Q2YnUm1wNe606M",
+                        "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1132,6 +1135,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox_request": None,
                         "session": None,
                         "state": "pending",
+                        "subject": "execution",
                         "suggested_pattern": "terraform apply *",
                     }
                 ]
@@ -1144,15 +1148,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_480QM2Lf6VCICLDF0FgV",
+                        "artifact": "artifact://ex_u5b-jpS-khSaX6kmJ4Zc",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T17:13:20.468857Z",
+                        "created_at": "2026-12-06T17:19:26.096547Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T17:13:20.475851Z",
-                        "id": "ex_480QM2Lf6VCICLDF0FgV",
+                        "finished_at": "2026-12-06T17:19:26.103185Z",
+                        "id": "ex_u5b-jpS-khSaX6kmJ4Zc",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1178,7 +1182,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T17:13:20.468857Z",
+                        "started_at": "2026-12-06T17:19:26.096547Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1187,7 +1191,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 9.471483000197622,
+                        "wall_time_ms": 8.600949000538094,
                     }
                 ],
                 "next_cursor": None,
@@ -1199,11 +1203,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_6ohVuaLh9jQiG2cUjElS",
-                        "created_at": "2026-12-06T17:13:20.734463Z",
+                        "approval_id": "ap_g-1IBAfQbDgKgO9FAxPH",
+                        "created_at": "2026-12-06T17:19:26.317063Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_Hj8JLpUI2lLXgL2i7CuC",
+                        "id": "fo_TgeEgjpRtZ-P-B0tmJuh",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1226,7 +1230,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T17:13:20.449333Z",
+                        "created_at": "2026-12-06T17:19:26.078581Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1315,10 +1319,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T17:13:20.777074Z",
+                        "created_at": "2026-12-06T17:19:26.362813Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_-bChBNYcI0rbifVZ-_uo",
+                        "id": "se_tFvypToGMyBWTHDW7fB2",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1473,7 +1477,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T17:13:20.777074Z",
+                        "updated_at": "2026-12-06T17:19:26.362813Z",
                     }
                 ]
             }
@@ -1487,8 +1491,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T17:13:50.262354Z",
-                        "started_at": "2026-12-06T17:13:20.212190Z",
+                        "last_heartbeat": "2026-12-06T17:19:55.938908Z",
+                        "started_at": "2026-12-06T17:19:25.908119Z",
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1500,10 +1504,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:13:20.777074Z",
+                "created_at": "2026-12-06T17:19:26.362813Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_-bChBNYcI0rbifVZ-_uo",
+                "id": "se_tFvypToGMyBWTHDW7fB2",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1612,7 +1616,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:13:50.807635Z",
+                "updated_at": "2026-12-06T17:19:56.391337Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1771,29 +1775,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_LSTdvYoq9bNbAI1lto6B",
+                        "approval_id": "ap_yfd3lh6nVN0kPL4XlGnr",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T17:13:20.620872Z",
+                        "created_at": "2026-12-06T17:19:26.216195Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_CYCKI64UgFpcCKOGFlP-",
+                        "execution_id": "ex_h66f3eRj60KyjhWQVRB3",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_epVSY6Q2YnUm1wNe606M",
+                        "approval_id": "ap_wSU0N6-Ue9bmeM8gb1qy",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T17:13:20.583372Z",
+                        "created_at": "2026-12-06T17:19:26.187321Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_WCZJ6VXAgaHBiUSr69I4",
+                        "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1896,7 +1900,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T17:13:20.671718Z",
+                "mtime": "2026-12-06T17:19:26.261457Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1907,11 +1911,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_6ohVuaLh9jQiG2cUjElS",
-                "created_at": "2026-12-06T17:13:20.734463Z",
+                "approval_id": "ap_g-1IBAfQbDgKgO9FAxPH",
+                "created_at": "2026-12-06T17:19:26.317063Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_Hj8JLpUI2lLXgL2i7CuC",
+                "id": "fo_TgeEgjpRtZ-P-B0tmJuh",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1930,10 +1934,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T17:13:20.665420Z",
+                "created_at": "2026-12-06T17:19:26.256349Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T17:13:20.673205Z",
-                "id": "fo_J0GdTnGpnNcJa7cwoBcX",
+                "finished_at": "2026-12-06T17:19:26.264738Z",
+                "id": "fo_TIPre8iLtI-bbHdfpzbf",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1949,11 +1953,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_q4Liru12LXhtXb7r1ytt",
-                "created_at": "2026-12-06T17:13:20.680139Z",
+                "approval_id": "ap_26kXXh2y6D75c6pwRvmN",
+                "created_at": "2026-12-06T17:19:26.272569Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_Lp8ZdeMo5RZ1ySwFT2Ak",
+                "id": "fo_frjRgd6dCC2q7MiENmdu",
                 "message": None,
                 "mode": None,
                 "op": "write",

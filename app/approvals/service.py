@@ -78,6 +78,7 @@ def approval_public(approval: Approval) -> ApprovalPublic:
     """The wire form (the fields of docs/policy.md#approvals), with timezone-aware timestamps."""
     return ApprovalPublic(
         id=approval.id,
+        subject=approval.subject,
         execution_id=approval.execution_id,
         file_operation_id=approval.file_operation_id,
         command=approval.command,

@@ -509,11 +509,10 @@ def _decide(
     with _server(ctx) as client:
         approval = client.decide(approval_id, approve=approve, reason=reason, remember=remember)
         rule = _remembered_rule(client, approval.remembered_rule)
-    subject = (
-        f"execution {approval.execution_id}"
-        if approval.execution_id is not None
-        else f"file operation {approval.file_operation_id}"
-    )
+    subject = {
+        "execution": f"execution {approval.execution_id}",
+        "file_operation": f"file operation {approval.file_operation_id}",
+    }.get(approval.subject, "a new session's sandbox")
     typer.echo(f"{approval.id} {approval.state} ({subject})")
     if approval.remembered_rule is not None:
         typer.echo(f"remembered {approval.remembered_rule}" + (f": {rule}" if rule else ""))

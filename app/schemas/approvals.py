@@ -9,11 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import StrictModel
 from app.schemas.sandbox import SandboxRequestPublic
-from app.store.models import ApprovalState
+from app.store.models import ApprovalState, ApprovalSubject
 
 
 class ApprovalPublic(BaseModel):
     id: str
+    subject: ApprovalSubject = Field(
+        default="execution",
+        description="What waits for the decision: an `execution` (`execution_id`), a "
+        "`file_operation` (`file_operation_id`), or a `session`: a new session's sandbox "
+        "request, made by the call that asked or a retry naming the approval (neither id).",
+    )
     execution_id: str | None = Field(
         description="The execution that waits for it (a command). Null for a `file` "
         "approval (its subject is the file operation, `file_operation_id`) and for a new "

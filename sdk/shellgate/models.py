@@ -106,7 +106,9 @@ class OutputChunk(WireModel):
 
 class Approval(WireModel):
     id: str
-    # What waits for it: an execution, or (a `file` approval) a file operation, never both.
+    # What waits for it: `execution` (execution_id), `file_operation` (file_operation_id), or
+    # `session`, a new session's sandbox request (neither id: the session is not made yet).
+    subject: str = "execution"
     execution_id: str | None
     file_operation_id: str | None = None
     command: str

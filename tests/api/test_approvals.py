@@ -29,6 +29,7 @@ from tests.waiting import pending_approval_for
 
 APPROVAL_FIELDS = {
     "id",
+    "subject",
     "execution_id",
     "file_operation_id",
     "command",
@@ -120,6 +121,7 @@ def test_foreground_call_waits_for_the_approval_then_gets_the_output(
     approval = pending_approval_for(approver, command)
     assert set(approval) == APPROVAL_FIELDS
     assert approval["kind"] == "command" and approval["sandbox_request"] is None
+    assert approval["subject"] == "execution"
     assert approval["state"] == "pending"
     assert approval["requested_by"] == "alice"
     assert approval["reason"] == "Prompt required by bash pattern: *ask-*"

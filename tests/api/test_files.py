@@ -478,6 +478,7 @@ def test_outside_the_workspace_prompts_by_default_and_runs_once_approved(
     assert "outside the workspace" in approval["reason"]
     # The approval names the operation itself: no execution record stands in for it.
     assert approval["kind"] == "file" and approval["file_operation_id"] == record["id"]
+    assert approval["subject"] == "file_operation" and approval["execution_id"] is None
     assert approval["execution_id"] is None and record["execution_id"] is None
     # Retrying before the decision waits and answers 202 again.
     again = alice.put(

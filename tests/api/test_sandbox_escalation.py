@@ -361,6 +361,7 @@ def test_a_session_asking_more_waits_for_an_approval_and_is_made_once(
     approval = carol.get(f"/v1/approvals/{approval_id}").json()
     assert approval["kind"] == "sandbox"
     # Its subject is the session to be: no execution record stands in for it.
+    assert approval["subject"] == "session"
     assert approval["execution_id"] is None and approval["file_operation_id"] is None
     assert approval["command"] == f"[new session] sandbox: write {outside}"
     assert approval["sandbox_request"]["justification"] == "a build session"

@@ -302,7 +302,8 @@ export class ApprovalsPanel {
       event.preventDefault();
       this.#decide(approval, approve, reasonInput.value.trim(), card, remembering?.value() ?? null);
     };
-    // A `file` approval waits on a file operation, not an execution: nothing to open.
+    // A `file` approval waits on a file operation, a new session's `sandbox` request on the
+    // session to be made, not an execution: nothing to open.
     const openButton =
       approval.execution_id == null
         ? []
