@@ -21,7 +21,8 @@ def one_call(size: int, cap: int | None) -> tuple[float, float]:
         settings["artifact_max_bytes"] = str(cap)
     body = {"command": f"head -c {size} /dev/zero", "timeout": 600}
     with (
-        servers.shellgate(**settings) as server,
+        # `port` and `data_dir` named: otherwise mypy takes the dict's keys for them too.
+        servers.shellgate(port=None, data_dir=None, **settings) as server,
         httpx.Client(base_url=server.base_url, headers=server.headers, timeout=600) as client,
     ):
         client.post("/v1/executions", json={"command": "echo warm"}).raise_for_status()
