@@ -21,7 +21,7 @@ from app.api.mcp.mount import MCP_PATH, LazyMcpEndpoint
 from app.api.middleware import RequestObservationMiddleware
 from app.api.openapi_examples import install_examples
 from app.api.operation_ids import operation_id
-from app.api.router import API_ROUTES, allowed_methods, api_router
+from app.api.router import API_ROUTES, allowed_methods
 from app.api.routes.web import XTERM_DIR
 from app.api.stopping import RefuseNewWorkWhileStopping
 from app.cluster.forwarding import ForwardToOwner
@@ -105,7 +105,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     # Outermost but for the tracing middleware: the request id is set before anything logs.
     app.add_middleware(RequestObservationMiddleware, metrics=metrics, tracing=tracing)
     tracing.instrument(app)
-    app.include_router(api_router)
+    # The routes as built at import, not `include_router`, which builds them all again
+    # (app/api/router.py says why that matters).
+    app.router.routes.extend(API_ROUTES)
     # A route, not a mount: the endpoint is exactly `/mcp` (a mount answers only `/mcp/…`).
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     if XTERM_DIR.is_dir():  # `make console-deps`; without it the console shows a plain log

@@ -6,7 +6,11 @@ servers started alike, one with the sandbox on (the default) and one with
 
 Reports the median and p99 of each, the ratio of the medians, and the CPU per call of each
 server's whole tree over the measured calls, as `make bench` reads it (`bench/tree_cpu.py`: a
-cgroup of its own per server where one can be made). Before 2026-12-06 it read only the
+cgroup of its own per server where one can be made), from the first measured call to a
+settle after the last: a spawn-ahead server builds the next call's standby (bwrap's sandbox
+among it) after it answered, outside the call's own window, where a per-call window (as here
+until 2026-12-06 18:00Z) missed it whenever the other server's call ran meanwhile. Before
+2026-12-06 it also read only the
 server's utime + stime and its reaped children's from `/proc/<pid>/stat`, which leaves out
 bwrap's init in each sandbox: the server never reaps it (the system's init does), so its
 work, the namespaces' end among it, was not counted. Target: the sandbox adds at most ×1.15
@@ -26,6 +30,8 @@ from bench.servers import TOKEN, shellgate
 from bench.table import percentile
 
 WARM_UP = 20
+# Long enough for a standby started after an answer to be built and waiting.
+SETTLE_S = 1.0
 TARGET = 1.15
 
 
@@ -44,21 +50,27 @@ def measure(calls: int, confinement: str = "auto") -> dict[str, object]:
         samples: dict[str, list[float]] = {"on": [], "off": []}
         cpu: dict[str, float] = {"on": 0.0, "off": 0.0}
         for index in range(WARM_UP + calls):
+            if index == WARM_UP:
+                time.sleep(SETTLE_S)
+                for name, (_, server) in servers.items():
+                    cpu[name] = -server.tree_cpu_seconds()
             # Alternating, who goes first by turns: the machine's noise hits both alike.
             order = ("on", "off") if index % 2 == 0 else ("off", "on")
             for name in order:
                 client, server = servers[name]
-                before_cpu = server.tree_cpu_seconds()
                 started = time.perf_counter()
                 response = client.post("/v1/executions", json={"command": "echo hi"})
                 elapsed = (time.perf_counter() - started) * 1000
-                after_cpu = server.tree_cpu_seconds()
                 body = response.json()
                 assert response.status_code == 200 and body["output"] == "hi\n", body
                 assert (body["sandbox"] is not None) == (name == "on"), body
                 if index >= WARM_UP:
                     samples[name].append(elapsed)
-                    cpu[name] += after_cpu - before_cpu
+        # The last call's standby, built after its answer, is the next call's cost as the
+        # first measured call's was this run's: let it finish so each side counts one.
+        time.sleep(SETTLE_S)
+        for name, (_, server) in servers.items():
+            cpu[name] += server.tree_cpu_seconds()
     result: dict[str, object] = {
         "calls": calls,
         "confinement": confinement,

@@ -222,3 +222,22 @@ def test_serve_help_and_usage_errors_still_come_from_the_cli() -> None:
     assert shown.returncode == 0 and "Overrides SHELLGATE_PORT" in shown.stdout, shown.stderr
     refused = subprocess.run([*run, "--port", "x"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "'x' is not a valid int" in refused.stderr
+
+
+def test_the_app_serves_the_routes_built_at_import(tmp_path: Path) -> None:
+    """Each route is built once: the app holds the routers' own route objects, so FastAPI does
+    not build a second copy of each for an included router (app/api/router.py), and the
+    operation ids are still the app's."""
+    from fastapi.routing import APIRoute
+
+    from app.api.router import API_ROUTES
+    from app.core.config import Settings
+    from app.main import create_app
+
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", workspace=tmp_path)  # type: ignore[call-arg]
+    app = create_app(settings)
+    served = [route for route in app.routes if isinstance(route, APIRoute)]
+    assert served, "no API route served"
+    built = {id(route) for route in API_ROUTES}
+    assert [route for route in served if id(route) not in built] == []
+    assert {route.unique_id for route in served} >= {"createExecution", "checkHealth"}

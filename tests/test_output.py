@@ -78,6 +78,24 @@ def test_lines_are_counted_across_chunk_boundaries() -> None:
     assert sink.summary().total_lines == 4
 
 
+def test_chunks_without_a_line_feed_count_no_line() -> None:
+    # The window skips its newline count for such chunks (one long line: base64, minified
+    # JSON); the lines before and after them still count exactly.
+    sink = OutputSink(max_columns=100)
+    sink.feed(b"first\n")
+    for _ in range(3):
+        sink.feed(b"x" * 70_000)  # past the column cap: dropped, not counted
+        assert sink.summary().total_lines == 2
+    sink.feed(b"\r")  # a lone CR is held back, then becomes a line break at the end
+    sink.feed(b"tail")
+    sink.feed(b"\nlast")
+    sink.flush()
+    summary = sink.summary()
+    assert summary.total_lines == 4
+    assert summary.column_truncated_lines == 1
+    assert summary.output.endswith("tail\nlast")
+
+
 def test_tail_window_keeps_exactly_the_last_bytes() -> None:
     sink = OutputSink(head_bytes=0, tail_bytes=5)
     sink.feed(b"abc")

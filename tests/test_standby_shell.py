@@ -365,3 +365,34 @@ def test_a_standby_is_taken_only_while_its_sandboxs_key_holds(tmp_path: Path) ->
         taken.unit.release(kill=True)
     finally:
         ahead.stop()
+
+
+def test_a_standbys_sandbox_is_reused_only_under_the_same_key(tmp_path: Path) -> None:
+    """`Sandbox.standby_sandbox` reuses the argv it built last while the key holds (no
+    `bwrap_prefix` per standby), and builds afresh once the key moved: a hidden path made
+    since, or removed since, is covered (or not) as a spawn now would cover it."""
+    secret = tmp_path / "secret"
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        workspace=tmp_path,
+        sandbox_hidden=[str(secret)],
+    )
+    sandbox = Sandbox(settings)
+    first_key, first = sandbox.standby_sandbox()
+    assert first is not None and str(secret) not in first
+    again_key, again = sandbox.standby_sandbox()
+    assert (again_key, again) == (first_key, first)
+    assert again is not first  # a copy: a caller's list is its own
+    secret.mkdir()
+    made_key, made = sandbox.standby_sandbox()
+    assert made_key != first_key
+    assert made is not None and made[made.index(str(secret)) - 1] == "--tmpfs"
+    secret.rmdir()
+    secret.write_text("")
+    file_key, covered = sandbox.standby_sandbox()
+    assert file_key not in (first_key, made_key)
+    assert covered is not None
+    assert covered[covered.index(str(secret)) - 2 :][:2] == ["--ro-bind", "/dev/null"]
+    secret.unlink()
+    assert sandbox.standby_sandbox() == (first_key, first)

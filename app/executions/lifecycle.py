@@ -95,18 +95,27 @@ class Lifecycle:
         written: bool | None = None
         if session_call is None:
             # The unit's end and the terminal record in one worker-thread hop.
-            limit_notice, state, values, written = await run_blocking(
+            state, values, written = await run_blocking(
                 functools.partial(self._end_and_record, live, status, limit, close_unit, write)
             )
         else:
-            limit_notice = await self._end_unit(live, close_unit)
             # Before the record turns terminal: whoever sees the end and calls again in the
-            # session must find the state this call saved.
+            # session must find the state this call saved. The unit's end, the state and the
+            # record in one worker-thread hop, as a foreground call's end (three hops before:
+            # bench/PROFILE.md, "One hop at a session call's end").
+            ended_in: str | None = None
             try:
-                await session_call.settle(live)
-            except Exception:
-                logger.exception("session bookkeeping failed after %s", live.id)
-            state, values = self._final_values(live, status, limit, limit_notice)
+                settle = session_call.settle_plan(live)
+                state, values, written, ended_in = await run_blocking(
+                    functools.partial(
+                        self._end_settle_and_record, live, status, limit, close_unit, write, settle
+                    )
+                )
+            finally:
+                try:
+                    await session_call.settled(ended_in)
+                except Exception:
+                    logger.exception("session bookkeeping failed after %s", live.id)
         if close_unit is not None:
             self._kept_units.extend(close_unit.still_kept)
             if close_unit.took_kept:
@@ -140,7 +149,7 @@ class Lifecycle:
         limit: ResolvedTimeout,
         close_unit: _UnitCloser | None,
         write: FinalWrite,
-    ) -> tuple[str | None, ExecutionState, dict[str, Any], bool | None]:
+    ) -> tuple[ExecutionState, dict[str, Any], bool | None]:
         """In a worker thread: end the unit, then try the terminal record once (None: not
         written, `_write_final` retries on the loop)."""
         live.finish_log()
@@ -150,7 +159,35 @@ class Lifecycle:
             written: bool | None = write(values)
         except Exception:
             written = None
-        return limit_notice, state, values, written
+        return state, values, written
+
+    def _end_settle_and_record(
+        self,
+        live: LiveExecution,
+        status: ExitStatus,
+        limit: ResolvedTimeout,
+        close_unit: _UnitCloser | None,
+        write: FinalWrite,
+        settle: Callable[[], str | None],
+    ) -> tuple[ExecutionState, dict[str, Any], bool | None, str | None]:
+        """In a worker thread, a session call's end: the unit, then the session's state, then
+        one try of the record, unless the session's cwd must follow the call first (then the
+        loop writes it after `settled`)."""
+        live.finish_log()
+        limit_notice = close_unit.run() if close_unit is not None else None
+        ended_in: str | None = None
+        try:
+            ended_in = settle()
+        except Exception:
+            logger.exception("session bookkeeping failed after %s", live.id)
+        state, values = self._final_values(live, status, limit, limit_notice)
+        written: bool | None = None
+        if ended_in is None:
+            try:
+                written = write(values)
+            except Exception:
+                written = None
+        return state, values, written, ended_in
 
     def _finish_row(self, execution_id: str, values: dict[str, Any]) -> bool:
         """The usual end: the `running` row turns terminal (blocking)."""
@@ -266,16 +303,6 @@ class Lifecycle:
             await anyio.to_thread.run_sync(
                 functools.partial(self._confinement.close_unit, unit, kill=True)
             )
-
-    async def _end_unit(self, live: LiveExecution, close_unit: _UnitCloser | None) -> str | None:
-        """In one worker-thread hop: finish the log (see `LiveExecution.accept_exit`), then end
-        the unit."""
-
-        def end() -> str | None:
-            live.finish_log()
-            return close_unit.run() if close_unit is not None else None
-
-        return await anyio.to_thread.run_sync(end)
 
     async def _write_final(
         self, execution_id: str, values: dict[str, Any], write: FinalWrite

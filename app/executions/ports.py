@@ -79,8 +79,14 @@ class SessionCall(Protocol):
 
     def started(self, live: LiveExecution) -> None: ...
 
-    async def settle(self, live: LiveExecution) -> None:
-        """After the process exited, before the terminal record is written."""
+    def settle_plan(self, live: LiveExecution) -> Callable[[], str | None]:
+        """On the loop, after the process exited: what its end does to the session's state,
+        as blocking work run before the terminal record is written (it returns a directory
+        the session's cwd should follow, which then waits for `settled` before the record)."""
+        ...
+
+    async def settled(self, ended_in: str | None) -> None:
+        """After `settle_plan`'s work (None also when it failed or never ran)."""
 
     def abandon(self) -> None:
         """The process never ran (or was killed before anyone could see it)."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -175,20 +176,23 @@ class _Call:
             # The session was deleted while this call was being spawned.
             self._service.registry.cancel(live)
 
-    async def settle(self, live: LiveExecution) -> None:
+    def settle_plan(self, live: LiveExecution) -> Callable[[], str | None]:
+        """On the loop: decide what the call's end does to the state, and return that work
+        (blocking; the caller runs it on its worker thread with the unit's end and the record,
+        one hop for all three: bench/PROFILE.md, "One hop at a session call's end")."""
         decides = self._owns_state and not live.lost  # a server stop leaves the state alone
         # A shell cut off mid-command may hold half-made state: the next call starts clean.
         reset = decides and (live.timed_out or live.cancelled)
         commit = decides and not reset and self._generation == self._runtime.generation
         if reset:
             self._runtime.generation += 1
+        return functools.partial(self._settle_files_and_lease, reset, commit)
+
+    async def settled(self, ended_in: str | None) -> None:
+        """On the loop, after `settle_plan`'s work ran (or failed: `ended_in` None)."""
         try:
-            # Only the call that may save writes files (the wrapper's scratch listing and its
-            # snapshot): a one-shot call leaves nothing behind, so it skips the thread hop.
-            if self._save_to is not None:
-                ended_in = await anyio.to_thread.run_sync(self._settle_files, reset, commit)
-                if ended_in is not None:
-                    await self._service.follow_cwd(self._session_id, self._started_cwd, ended_in)
+            if ended_in is not None:
+                await self._service.follow_cwd(self._session_id, self._started_cwd, ended_in)
         finally:
             self._close_files()
             self._release()
@@ -212,6 +216,22 @@ class _Call:
             self._runtime.lease = None
         self._runtime.calls.pop(self._execution_id, None)
         self._service.forget_idle(self._session_id, self._runtime)
+
+    def _settle_files_and_lease(self, reset: bool, commit: bool) -> str | None:
+        """Blocking: installs the new state, then frees the lease, before the record turns
+        terminal (a client that sees the end and calls again at once must find both: the
+        state, and the session free, so that its call saves). Only the owning call writes
+        files; a one-shot call leaves nothing behind. The lease is the only loop state
+        touched here: it goes from this call's id to None, and the loop only ever takes a
+        lease that is None, so the two cannot undo each other."""
+        # A reset (PATCH of the env, delete) that came while this call's end waited for its
+        # thread wins over the state it saved.
+        commit = commit and self._generation == self._runtime.generation
+        try:
+            return self._settle_files(reset, commit) if self._save_to is not None else None
+        finally:
+            if self._runtime.lease == self._execution_id:
+                self._runtime.lease = None
 
     def _settle_files(self, reset: bool, commit: bool) -> str | None:
         """Installs the new state; returns the directory the call ended in when the session

@@ -198,6 +198,36 @@ def test_state_is_saved_when_the_command_exits_with_a_code(agent: httpx.Client) 
     assert run(agent, session_id, 'echo "$KEPT"').stdout == "yes\n"
 
 
+def test_a_call_seen_ended_leaves_the_session_free_and_its_state_saved(
+    agent: httpx.Client,
+) -> None:
+    """A client that sees a call's record turn terminal (here by polling, the call having
+    answered early as a job) and calls again at once must find the saved state and the
+    session free, so that its own call saves too: the lease is released before the record
+    is written (app/sessions/service.py, `_settle_files_and_lease`)."""
+    session_id = new_session(agent)
+    for round_ in range(5):
+        response = agent.post(
+            "/v1/executions",
+            json={
+                "command": f"sleep 0.3; export R{round_}=x",
+                "session": session_id,
+                "idle_timeout": 0.05,
+            },
+        )
+        assert response.status_code == 202, response.text
+        url = f"/v1/executions/{response.json()['id']}"
+        eventually(
+            lambda url=url: agent.get(url).json()["state"] == "completed",
+            what="the first call's end",
+            interval=0.001,
+        )
+        assert agent.get(f"/v1/sessions/{session_id}").json()["busy"] is False
+        execute(agent, session_id, f"export S{round_}=y")
+    names = " ".join(f"$R{i}$S{i}" for i in range(5))
+    assert run(agent, session_id, f'echo "{names}"').stdout == "xy xy xy xy xy\n"
+
+
 def test_after_a_timeout_the_variable_is_gone(agent: httpx.Client) -> None:
     session_id = new_session(agent, timeout_ms=500)
     run(agent, session_id, "export BEFORE=1")

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses
+from app.api.operation_ids import operation_id
 from app.api.routes.stream import close_code_for
 from app.api.strict_route import StrictJsonRoute
 from app.approvals.service import approval_public
@@ -20,7 +21,12 @@ from app.core.errors import AppError, InvalidRequestError, UnauthenticatedError
 from app.schemas import ApprovalDecision, ApprovalPublic, ApprovalsPublic
 from app.store.models import ApprovalState
 
-router = APIRouter(prefix="/v1/approvals", tags=["approvals"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id,
+    prefix="/v1/approvals",
+    tags=["approvals"],
+    route_class=StrictJsonRoute,
+)
 _NOT_FOUND = "No such approval, or one of another agent's executions (`not_found`)."
 DECIDE_ERRORS = error_responses(
     400,

@@ -23,13 +23,16 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.operation_ids import operation_id
 from app.core.auth import Principal
 from app.core.errors import InvalidRequestError, NotFoundError
 from app.output.frame_json import one_line
 from app.services import Services
 from app.store.models import ExecutionState
 
-router = APIRouter(prefix="/v1/executions", tags=["executions"])
+router = APIRouter(
+    generate_unique_id_function=operation_id, prefix="/v1/executions", tags=["executions"]
+)
 
 RECONNECT_MS = 3000
 _RANKS = {ExecutionState.awaiting_approval: 1, ExecutionState.running: 2}

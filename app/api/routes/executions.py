@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.disconnect import caller_gone
 from app.api.errors import error_responses
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
     EXECUTION_EXAMPLE,
@@ -23,7 +24,12 @@ from app.schemas import (
     OutputSearch,
 )
 
-router = APIRouter(prefix="/v1/executions", tags=["executions"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id,
+    prefix="/v1/executions",
+    tags=["executions"],
+    route_class=StrictJsonRoute,
+)
 
 MAX_OUTPUT_READ = 16 * 1024 * 1024
 DEFAULT_OUTPUT_READ = 1024 * 1024

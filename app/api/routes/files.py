@@ -13,6 +13,7 @@ from starlette.requests import ClientDisconnect
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import error_responses
 from app.api.file_response import SizedFileResponse
+from app.api.operation_ids import operation_id
 from app.core.errors import InvalidRequestError
 from app.files.service import Pending, Readable, parse_mode
 from app.schemas.files import (
@@ -22,7 +23,7 @@ from app.schemas.files import (
     FileStatPublic,
 )
 
-router = APIRouter(prefix="/v1/files", tags=["files"])
+router = APIRouter(generate_unique_id_function=operation_id, prefix="/v1/files", tags=["files"])
 
 PathQuery = Annotated[
     str,

@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app import __version__
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import app_error_response, error_responses
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.core.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
 from app.executions.tool_description import execution_tool
@@ -19,7 +20,9 @@ from app.schemas.sandbox import SandboxInfo
 from app.services import Services
 from app.store import crud
 
-router = APIRouter(tags=["operations"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id, tags=["operations"], route_class=StrictJsonRoute
+)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")

@@ -9,13 +9,19 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import AdminDep, PrincipalDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.governance.replay import replay, require_reviewer
 from app.governance.service import version_public
 from app.policy.engine import PolicyDocument
 from app.schemas import PolicyEvaluate, PolicyEvaluation, PolicyReplay, PolicyVersionsPublic
 
-router = APIRouter(prefix="/v1/policy", tags=["policy"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id,
+    prefix="/v1/policy",
+    tags=["policy"],
+    route_class=StrictJsonRoute,
+)
 
 
 @router.get(

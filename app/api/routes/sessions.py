@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.disconnect import caller_gone
 from app.api.errors import error_responses
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.schemas import (
     RunRequest,
@@ -19,7 +20,12 @@ from app.schemas import (
     ToolObject,
 )
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id,
+    prefix="/v1/sessions",
+    tags=["sessions"],
+    route_class=StrictJsonRoute,
+)
 NDJSON = "application/x-ndjson"
 _NOT_FOUND = "No such session, or another agent's (`not_found`)."
 _FORBIDDEN = "Approvers may read sessions but not use or change them (`forbidden`)."

@@ -25,6 +25,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.api.deps import PrincipalDep, ServicesDep, WebSocketServicesDep, websocket_principal
 from app.api.errors import error_responses, status_for
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.core.auth import Principal
 from app.core.errors import AppError, UnavailableError
@@ -43,7 +44,9 @@ from app.services import Services
 
 logger = logging.getLogger("shellgate.stream")
 
-router = APIRouter(tags=["stream"], route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id, tags=["stream"], route_class=StrictJsonRoute
+)
 
 CLOSE_NORMAL: Final = 1000
 CLOSE_INTERNAL_ERROR: Final = 1011

@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
+from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.core.errors import NotFoundError
 
@@ -36,7 +37,12 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
-router = APIRouter(tags=["console"], include_in_schema=False, route_class=StrictJsonRoute)
+router = APIRouter(
+    generate_unique_id_function=operation_id,
+    tags=["console"],
+    include_in_schema=False,
+    route_class=StrictJsonRoute,
+)
 
 
 def _asset(relative: str) -> FileResponse:
