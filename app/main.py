@@ -47,7 +47,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Services.run(settings, metrics, tracing) as services:
             app.state.services = services
-            stop_signal.bind(asyncio.get_running_loop(), services.begin_stop)
+            stop_signal.bind(
+                asyncio.get_running_loop(), services.begin_stop, announce=services.cluster.leave
+            )
             async with mcp.serve(services):
                 yield
 

@@ -9,6 +9,14 @@ own token included, so the owner authorises them again), to the owning node's
 A request carrying the marker without the right secret is refused: a client cannot make a
 replica believe a request was forwarded. Without a secret nothing is forwarded (one node).
 This is a pure ASGI middleware, so that a streamed body or a WebSocket passes through as it is.
+
+An owner whose graceful stop has begun says so in its node row before it stops listening
+(Cluster.leave), and ends or records every execution it runs as it stops. So a request about
+one of its executions is not lost with its listener: a long-poll is answered here, following
+the record in the database, and any other request that finds the owner stopping and no
+longer answering waits here (up to the shutdown grace) for the record to end, then is served
+as a finished execution's is. Only what needs the stopped replica itself (a session's shell, a
+log on its own disk) answers 503 `node_unreachable`.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +88,8 @@ _SESSION_PATH = re.compile(r"^/v1/sessions/([A-Za-z0-9_-]{1,64})(?:/.*)?$")
 _PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "search", "stream"}
 _LOG_ACTIONS = {"output", "search", "stream"}
 _ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
+# How often a request whose owner is stopping looks for the record's end.
+RECORDED_POLL_SECONDS = 0.25
 
 
 def _make_client() -> httpx.AsyncClient:
@@ -100,6 +110,10 @@ class NodeUnreachableError(Exception):
 class Target:
     node_id: str
     url: str
+    # Whether the node's graceful stop has begun (its row says so).
+    stopping: bool = False
+    # The execution the request is about (None: a session's request).
+    execution_id: str | None = None
 
 
 class Forwarder:
@@ -167,7 +181,12 @@ class Forwarder:
             action not in _LOG_ACTIONS or await self._log_is_here(execution_id)
         ):
             return None
-        return await self._live_node(node_id)
+        target = await self._live_node(node_id)
+        if target is None or (target.stopping and action is None):
+            # A long-poll whose owner is stopping: the stop ends or records the execution,
+            # and the wait here follows its record in the database (ExecutionReader.get).
+            return None
+        return replace(target, execution_id=execution_id)
 
     async def _session_target(self, session_id: str) -> Target | None:
         found = await self._db.call(store.session_node, session_id=session_id)
@@ -195,7 +214,22 @@ class Forwarder:
             return None  # gone: what is left of its work is in the database, served here
         if not node.url:
             raise NodeUnreachableError(f"replica {node_id} has no SHELLGATE_NODE_URL")
-        return Target(node_id, node.url)
+        return Target(node_id, node.url, stopping=self._cluster.is_stopping(node))
+
+    async def _is_stopping(self, node_id: str) -> bool:
+        node = await self._cluster.node(node_id)
+        return node is not None and self._cluster.is_stopping(node)
+
+    async def until_recorded(self, execution_id: str) -> None:
+        """Returns once the execution is no longer running or awaiting approval in the
+        database, or after the shutdown grace (the time a stopping owner takes at most to
+        record its executions)."""
+        deadline = asyncio.get_running_loop().time() + self._settings.shutdown_grace
+        while asyncio.get_running_loop().time() < deadline:
+            owner = await self._db.call(store.execution_owner, execution_id=execution_id)
+            if owner is None or owner[1] not in _ACTIVE:
+                return
+            await asyncio.sleep(RECORDED_POLL_SECONDS)
 
     async def _log_is_here(self, execution_id: str) -> bool:
         directory = Path(self._settings.artifacts_dir)
@@ -252,7 +286,14 @@ class Forwarder:
             ) from error
         return response.status_code, dict(response.headers), response.content
 
-    async def forward_http(self, scope: Scope, send: Send, target: Target, body: bytes) -> None:
+    async def forward_http(
+        self, scope: Scope, send: Send, target: Target, body: bytes, *, last_try: bool = False
+    ) -> bool:
+        """Carry the request to `target` and relay its answer (True). False, having sent
+        nothing, when the answer is to be made here without the owner (`answer_without_owner`):
+        the owner of an execution did not answer and is stopping (any silent owner, for a
+        long-poll), or answered a long-poll after its stop began (a wait the stop cut short).
+        With `last_try`, an owner that did not answer is NodeUnreachableError."""
         client = await self._http()
         import httpx
 
@@ -263,9 +304,25 @@ class Forwarder:
         try:
             response = await client.send(request, stream=True)
         except httpx.TransportError as error:
+            if (
+                not last_try
+                and target.execution_id is not None
+                and (is_long_poll(scope) or await self._is_stopping(target.node_id))
+            ):
+                return False
+            stopping = " (it is stopping)" if target.stopping else ""
             raise NodeUnreachableError(
-                f"replica {target.node_id} did not answer: {type(error).__name__}"
+                f"replica {target.node_id} did not answer{stopping}: {type(error).__name__}"
             ) from error
+        if (
+            not last_try
+            and is_long_poll(scope)
+            and target.execution_id is not None
+            and await self._is_stopping(target.node_id)
+        ):
+            # Its stop ends waits at once with the record as it stood; the end is to come.
+            await response.aclose()
+            return False
         try:
             headers = [
                 (name, value)
@@ -280,6 +337,7 @@ class Forwarder:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
+        return True
 
     async def forward_websocket(
         self, scope: Scope, receive: Receive, send: Send, target: Target
@@ -409,7 +467,8 @@ class ForwardToOwner:
             else:
                 if body is None:
                     body = await read_body(receive)
-                await forwarder.forward_http(scope, send, target, body)
+                if not await forwarder.forward_http(scope, send, target, body):
+                    await self.answer_without_owner(scope, receive, send, forwarder, target, body)
         except NodeUnreachableError as error:
             await _refuse(scope, receive, send, 503, "node_unreachable", error.message)
         except (UnavailableError, StorageFullError) as error:
@@ -425,6 +484,29 @@ class ForwardToOwner:
                 error.message,
                 retry_after=error.retry_after_seconds,
             )
+
+    async def answer_without_owner(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        forwarder: Forwarder,
+        target: Target,
+        body: bytes,
+    ) -> None:
+        """The owner of the execution stopped answering (Forwarder.forward_http). A long-poll
+        is served here at once: it follows the record in the database. Anything else waits for
+        the record's end (the stopping owner writes it), then goes where a finished
+        execution's request goes: here, or, for a log on the owner's disk only, to the owner
+        once more (503 `node_unreachable` if it does not answer)."""
+        assert target.execution_id is not None
+        if not is_long_poll(scope):
+            await forwarder.until_recorded(target.execution_id)
+            again = await forwarder.target(scope, body)
+            if again is not None:
+                await forwarder.forward_http(scope, send, again, body, last_try=True)
+                return
+        await self.app(scope, replay_body(body, receive), send)
 
 
 def route_path(scope: Scope) -> str:
@@ -442,6 +524,14 @@ def upstream_path(scope: Scope) -> str:
         path = path[len(root) :]
     query = scope.get("query_string") or b""
     return path + ("?" + query.decode("latin-1") if query else "")
+
+
+def is_long_poll(scope: Scope) -> bool:
+    """A read of an execution's record (forwarded only with `?wait=`)."""
+    if scope.get("method") != "GET":
+        return False
+    match = _EXECUTION_PATH.match(route_path(scope))
+    return match is not None and match.group(2) is None
 
 
 def _waits(scope: Scope) -> bool:

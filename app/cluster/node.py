@@ -41,6 +41,7 @@ class NodeStatus:
     started_at: datetime
     last_heartbeat: datetime
     alive: bool
+    stopping: bool
 
 
 class Cluster:
@@ -83,6 +84,11 @@ class Cluster:
     def is_alive(self, node: Node) -> bool:
         return node.id == self.node_id or aware_utc(node.last_heartbeat) >= self.cutoff()
 
+    @staticmethod
+    def is_stopping(node: Node) -> bool:
+        """Its graceful stop has begun (`leave`): it still answers for a moment, then not."""
+        return node.stopping_since is not None
+
     # --- membership ---------------------------------------------------------------------------
 
     async def join(self) -> None:
@@ -124,6 +130,15 @@ class Cluster:
             for hook in self._silence_hooks:
                 hook()
 
+    async def leave(self) -> None:
+        """The graceful stop begins: say so in this node's row before anything else of the stop
+        (the server awaits this before it stops listening), so that the others answer from the
+        database what they would have forwarded here, rather than reach a replica that no
+        longer answers (app/cluster/forwarding.py)."""
+        if not self.shared:
+            return
+        await self._db.call(store.mark_stopping, node_id=self.node_id, now=datetime.now(UTC))
+
     def when_fenced(self, hook: Callable[[float], object]) -> None:
         """Call `hook(seconds_silent)` once per outage when this node must end its work."""
         self._fence_hooks.append(hook)
@@ -162,6 +177,7 @@ class Cluster:
                 started_at=aware_utc(node.started_at),
                 last_heartbeat=aware_utc(node.last_heartbeat),
                 alive=self.is_alive(node),
+                stopping=self.is_stopping(node),
             )
             for node in await self._db.call(store.list_nodes)
         ]

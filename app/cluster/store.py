@@ -57,7 +57,17 @@ def heartbeat(
 
 
 def restarted(session: Session, *, node_id: str, now: datetime) -> None:
-    session.execute(update(Node).where(col(Node.id) == node_id).values(started_at=now))
+    """A new run of the node: started now, and no longer stopping (its last run's mark)."""
+    session.execute(
+        update(Node).where(col(Node.id) == node_id).values(started_at=now, stopping_since=None)
+    )
+    session.commit()
+
+
+def mark_stopping(session: Session, *, node_id: str, now: datetime) -> None:
+    """The node's graceful stop has begun: the others stop forwarding to it what the database
+    answers (app/cluster/forwarding.py). The heartbeat leaves the mark alone."""
+    session.execute(update(Node).where(col(Node.id) == node_id).values(stopping_since=now))
     session.commit()
 
 

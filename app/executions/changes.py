@@ -76,9 +76,12 @@ class StateChanges:
         read: Callable[[], Awaitable[Execution]],
         done: Callable[[Execution], bool],
         within: float,
+        *,
+        poll: float | None = None,
     ) -> Execution:
         """The record once `done(record)` holds, or as it is after `within` seconds or once the
-        server starts stopping."""
+        server starts stopping. `poll`: read it again at least this often, for a record that
+        another replica changes (only this one's changes are notified here)."""
         self.waiting += 1
         try:
             loop = asyncio.get_running_loop()
@@ -90,7 +93,9 @@ class StateChanges:
                 remaining = deadline - loop.time()
                 if done(record) or remaining <= 0 or self.stopping:
                     return record
-                await self.wait_unless_stopping(event.wait(), remaining)
+                await self.wait_unless_stopping(
+                    event.wait(), remaining if poll is None else min(remaining, poll)
+                )
                 if self.stopping and event in self._unchanged_at_stop:
                     return record
         finally:

@@ -39,6 +39,10 @@ ERROR_STATES = frozenset(
 )
 
 
+# How often a long-poll served here for another replica's execution reads its record again.
+ELSEWHERE_POLL_SECONDS = 0.25
+
+
 @dataclass(frozen=True)
 class OutputPage:
     data: bytes
@@ -162,9 +166,18 @@ class ExecutionReader:
             return None
         return live
 
-    async def wait_for_terminal(self, execution_id: str, within: float) -> Execution:
+    async def wait_for_terminal(
+        self, execution_id: str, within: float, *, elsewhere: bool = False
+    ) -> Execution:
+        """`elsewhere`: the record is another replica's (its owner stopping, or silent), so
+        its end is written there and never notified here: the database is read again every
+        ELSEWHERE_POLL_SECONDS."""
         return await self._changes.wait_until(
-            execution_id, lambda: self.record(execution_id), is_terminal, within
+            execution_id,
+            lambda: self.record(execution_id),
+            is_terminal,
+            within,
+            poll=ELSEWHERE_POLL_SECONDS if elsewhere else None,
         )
 
     async def wait_past_approval(self, execution_id: str, within: float) -> Execution:
@@ -181,7 +194,8 @@ class ExecutionReader:
     ) -> ExecutionPublic:
         record = await self.readable(principal, execution_id)
         if wait > 0 and not is_terminal(record):
-            record = await self.wait_for_terminal(execution_id, wait)
+            elsewhere = record.node not in (None, self._node_id)
+            record = await self.wait_for_terminal(execution_id, wait, elsewhere=elsewhere)
         approval = None
         if record.approval_id and record.state == ExecutionState.awaiting_approval:
             approval = await self._db.call(crud.get_approval, approval_id=record.approval_id)

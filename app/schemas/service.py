@@ -69,6 +69,10 @@ class NodePublic(BaseModel):
     started_at: datetime
     last_heartbeat: datetime
     alive: bool = Field(description="Heartbeat within `SHELLGATE_NODE_TIMEOUT` seconds.")
+    stopping: bool = Field(
+        description="Its graceful stop has begun (SIGTERM): the other replicas answer from the "
+        "database what they would forward to it. Cleared when it starts again."
+    )
     current: bool = Field(description="The replica answering this request.")
 
 

@@ -112,5 +112,10 @@ def serve(host: str | None = None, port: int | None = None) -> None:
         **server_options(settings),
         timeout_graceful_shutdown=graceful_shutdown_timeout(settings.shutdown_grace),
     )
-    GracefulServer(config, on_stop=app.state.stop_signal.fire, grace=settings.shutdown_grace).run()
+    GracefulServer(
+        config,
+        on_stop=app.state.stop_signal.fire,
+        before_closing=app.state.stop_signal.until_announced,
+        grace=settings.shutdown_grace,
+    ).run()
     os.close(instance_lock)

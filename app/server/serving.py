@@ -1,10 +1,12 @@
 """uvicorn with a bounded graceful stop (`SHELLGATE_SHUTDOWN_GRACE`).
 
-On the first SIGTERM/SIGINT the app is told at once (it answers waiting calls, refuses new
-work with 503 and stops running commands); uvicorn then closes its listeners, closes
-WebSockets with 1012 and waits for open requests up to half the grace before cancelling
-them; the app's own shutdown gets the rest. A watchdog ends the process when the grace is
-over whatever is still open (a hung database call, a thread that does not return).
+On the first SIGTERM/SIGINT the app is told at once: it announces the stop (a replica marks
+its row stopping), then answers waiting calls, refuses new work with 503 and stops running
+commands. Once the announcement is made (app/server/stop_signal.py) uvicorn closes its
+listeners, closes WebSockets with 1012 and waits for open requests up to half the grace
+before cancelling them; the app's own shutdown gets the rest. A watchdog ends the process
+when the grace is over whatever is still open (a hung database call, a thread that does not
+return).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import FrameType
 
 import uvicorn
@@ -27,9 +29,17 @@ EXIT_GRACE_EXCEEDED = 70  # EX_SOFTWARE: the graceful stop did not finish in tim
 
 
 class GracefulServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None], grace: float):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        on_stop: Callable[[], None],
+        grace: float,
+        before_closing: Callable[[], Awaitable[None]] | None = None,
+    ):
         super().__init__(config)
         self._on_stop = on_stop
+        self._before_closing = before_closing
         self._grace = grace
         self._watchdog: threading.Timer | None = None
 
@@ -43,6 +53,12 @@ class GracefulServer(uvicorn.Server):
         # (app/server/start_gc.py): they resume now, over what the work makes.
         gc.freeze()
         resume_full_collections()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._before_closing is not None:
+            # The others are told this replica stops before it stops answering them.
+            await self._before_closing()
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         first = not self.should_exit

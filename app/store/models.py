@@ -251,7 +251,8 @@ class FileOperation(SQLModel, table=True):
 
 class Node(SQLModel, table=True):
     """A replica sharing this database (docs/operations.md#several-replicas): where the others
-    reach it and when it last said it was alive."""
+    reach it, when it last said it was alive, and since when it is stopping (its graceful stop
+    begun; cleared by its next start)."""
 
     __tablename__ = "nodes"
 
@@ -260,6 +261,7 @@ class Node(SQLModel, table=True):
     version: str = Field(max_length=32)
     started_at: datetime = Field(sa_column=_ts(False))
     last_heartbeat: datetime = Field(sa_column=_ts(False))
+    stopping_since: datetime | None = Field(default=None, sa_column=_ts())
 
 
 class JobSlot(SQLModel, table=True):

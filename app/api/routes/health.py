@@ -144,6 +144,7 @@ async def nodes(_: AdminDep, services: ServicesDep) -> NodesPublic:
                 started_at=node.started_at,
                 last_heartbeat=node.last_heartbeat,
                 alive=node.alive,
+                stopping=node.stopping,
                 current=node.id == current,
             )
             for node in await services.cluster.nodes()
