@@ -239,7 +239,8 @@ def build_mcp_server(services: Services) -> MCPServer:
     ) -> Annotated[CallToolResult, ExecutionResult]:
         try:
             principal = _principal(ctx)
-            # A run on another replica changes state there: only its owner can hold the wait.
+            # A run on another replica changes state there: its owner holds the wait (one that
+            # is stopping does not: the wait here follows its record in the database).
             owner = await execution_owner(ctx, id, None) if seconds > 0 else None
             if owner is None:
                 execution = await executions.get(principal, id, wait=seconds)
