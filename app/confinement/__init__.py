@@ -117,11 +117,14 @@ class Confinement:
         self.monitor.watch(standby.unit)
         return standby.unit, standby.shell
 
-    def close_unit(self, unit: Unit, *, kill: bool, sweep: bool = True) -> bool:
+    def close_unit(
+        self, unit: Unit, *, kill: bool, sweep: bool = True, ending: bool = False
+    ) -> bool:
         """End the unit (killing what is left unless `kill` is false); False when kept
-        processes still run in it."""
+        processes still run in it. `ending`: the kernel already ends what is left
+        (`Unit.release`)."""
         self.monitor.forget(unit)
-        released = unit.release(kill=kill, sweep=sweep)
+        released = unit.release(kill=kill, sweep=sweep, ending=ending)
         if self._spawn_ahead is not None:
             self._spawn_ahead.unit_closed()
         return released

@@ -456,6 +456,9 @@ class _UnitCloser:
                 self._unit,
                 kill=not (self._keep_daemons and notice is None),
                 sweep=self._ended_by_us or notice is not None,
+                # Sandboxed, bwrap's monitor was the leader: its exit ended the PID
+                # namespace (its init dies with it, and every process inside with the init).
+                ending=live.sandbox is not None,
             )
         except Exception:
             logger.exception("could not end the processes of %s", self._live.id)
