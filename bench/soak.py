@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
 
 from bench.servers import TOKEN, rss_kib, shellgate, yardstick
 
@@ -214,7 +215,9 @@ async def client_loop(client: Client, kind: str, until: float) -> None:
     while time.monotonic() < until:
         try:
             await client.one(kind)
-        except (AssertionError, httpx.HTTPError, OSError) as error:
+        # A stream the server closed abnormally (a keepalive timeout, 1011) is a failure to
+        # report like the others, not an exception that ends the soak without its report.
+        except (AssertionError, httpx.HTTPError, OSError, WebSocketException) as error:
             client.tally.fail(f"{kind}: {type(error).__name__}: {error}")
 
 

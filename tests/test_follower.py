@@ -190,6 +190,63 @@ async def test_a_held_back_character_is_read_again_with_the_rest_of_it(tmp_path:
     assert await rest_of(reads) == []
 
 
+@pytest.mark.parametrize("from_memory", [False, True])
+async def test_a_follower_starting_at_a_cut_character_reads_it_once_the_rest_comes(
+    tmp_path: Path, from_memory: bool
+) -> None:
+    """A viewer reconnecting at the offset its last frame ended at, while the log ends inside
+    a character: its first read takes only the cut character and holds it back. When the rest
+    comes, it must read again. It used to take the kept first read (same cursor) instead, with
+    nothing new in it, again and again without ever yielding to the event loop: the server
+    answered nothing more, not even /healthz, until it was killed (bench/soak.py)."""
+    log = ArtifactLog.create(tmp_path, "run")
+    live = live_execution(log)
+    live.accept_output(b"caf" + "é".encode()[:1], OUT)
+    reads = follow_log(
+        log,
+        3,
+        live,
+        complete_characters,
+        read_bytes=READ_BYTES,
+        encodes_on_loop=(lambda _: True) if from_memory else None,
+    )
+    waiting = asyncio.ensure_future(next_of(reads))
+    assert await blocked(waiting)  # only a cut character so far: nothing to hand over
+
+    live.accept_output("é".encode()[1:], OUT)
+
+    assert await waiting == [(3, OUT, "é".encode())]
+    live.accept_exit(ExitStatus(exit_code=0, signal=None))
+    assert await rest_of(reads) == []
+
+
+async def test_a_follower_whose_wait_ran_out_reads_the_bytes_that_come_later(
+    tmp_path: Path,
+) -> None:
+    """A command silent for longer than a wait slice (30 s in the server; a session's runner
+    reads every batch from the log): the follower reads, finds nothing, waits again. When the
+    output comes it must read it, not take its kept empty read again, which used to spin the
+    event loop for good."""
+    encoded: list[list[Piece]] = []
+
+    def recording(pieces: list[Piece], more_may_follow: bool) -> tuple[list[Piece], int | None]:
+        encoded.append(pieces)
+        return whole(pieces, more_may_follow)
+
+    log = ArtifactLog.create(tmp_path, "run")
+    live = live_execution(log)
+    reads = follow_log(log, 0, live, recording, read_bytes=READ_BYTES, wait_slice=0.001)
+    waiting = asyncio.ensure_future(next_of(reads))
+    while [] not in encoded:  # the follower's wait ran out at least once and it read nothing
+        assert await blocked(waiting)
+
+    live.accept_output(b"at last\n", OUT)
+
+    assert await waiting == [(0, OUT, b"at last\n")]
+    live.accept_exit(ExitStatus(exit_code=0, signal=None))
+    assert await rest_of(reads) == []
+
+
 async def test_an_unfinished_last_character_of_a_finished_log_is_handed_over(
     tmp_path: Path,
 ) -> None:

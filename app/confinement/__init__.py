@@ -117,14 +117,29 @@ class Confinement:
         self.monitor.watch(standby.unit)
         return standby.unit, standby.shell
 
-    def close_unit(self, unit: Unit, *, kill: bool, sweep: bool = True) -> bool:
+    def close_unit(
+        self,
+        unit: Unit,
+        *,
+        kill: bool,
+        sweep: bool = True,
+        ending: bool = False,
+        replace_standby: bool = True,
+    ) -> bool:
         """End the unit (killing what is left unless `kill` is false); False when kept
-        processes still run in it."""
+        processes still run in it. `ending`: the kernel already ends what is left
+        (`Unit.release`). `replace_standby` false: the caller calls `standby_wanted` itself,
+        once its answer is out."""
         self.monitor.forget(unit)
-        released = unit.release(kill=kill, sweep=sweep)
+        released = unit.release(kill=kill, sweep=sweep, ending=ending)
+        if replace_standby:
+            self.standby_wanted()
+        return released
+
+    def standby_wanted(self) -> None:
+        """Time to make the next standbys, if fewer than wanted are ready."""
         if self._spawn_ahead is not None:
             self._spawn_ahead.unit_closed()
-        return released
 
     def close(self) -> None:
         """At server stop: the standby, the monitor end and this server's (empty) cgroup

@@ -21,11 +21,16 @@ from app.confinement.units import (
     signal_evidence,
 )
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, kill_processes
+from app.process.groups import wait_exited
 from app.process.kernel_files import read_kernel_file
 
 logger = logging.getLogger("shellgate.confinement")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The longest a unit's release waits for a tree the kernel is ending (`release(ending=True)`)
+# before it kills what is left the usual way: a sandbox's namespaces end in a few ms, more
+# only on a starved machine.
+ENDING_WAIT_SECONDS = 1.0
 
 
 def cgroup_child_rlimits(limits: Limits) -> list[tuple[int, int, int]]:
@@ -254,7 +259,14 @@ class CgroupUnit(Unit):
             _write(path, thawed)
         return killed
 
-    def release(self, *, kill: bool = True, sweep: bool = True) -> bool:
+    def release(self, *, kill: bool = True, sweep: bool = True, ending: bool = False) -> bool:
+        if ending:
+            # bwrap's init, still tearing its namespaces down after the command's end, is
+            # what is usually left (the output's EOF comes at its files' close, before that):
+            # its exit is waited for on a pidfd, where a kill went through the freezer and
+            # polled the cgroup with sleeps of 1 ms and up (bench/PROFILE.md, "The sandboxed
+            # call's end"). Whatever is left after the wait is killed as ever.
+            wait_exited(self.members(), ENDING_WAIT_SECONDS)
         if kill:
             self.kill_all(sweep=sweep)
         elif self.members():

@@ -1,8 +1,9 @@
 """Spawn ahead: a few standby shells (app/process/standby.py) kept ready, each in a cgroup unit of
 its own, with the server's limits, so that the next execution with those limits starts without
 moving into its cgroups (or building its sandbox) on the request's path. A thread of its own
-makes the next standbys once an execution's unit is released (see `unit_closed`); the request
-never waits for one (none ready: the usual spawn).
+makes the next standbys once an execution's unit is released and its answer is out (see
+`unit_closed`, `Confinement.standby_wanted`); the request never waits for one to be started
+(none ready: the usual spawn), only, rarely, for the end of one already being built.
 
 Why more than one: a standby takes longer to make than calls back to back leave between them
 (joining the cgroups waits for the kernel, bwrap builds its namespaces: 7-20 ms here), so with

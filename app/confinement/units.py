@@ -134,10 +134,13 @@ class Unit:
         sweep for the marker is the only way to find them, so `sweep` is always done here."""
         return kill_marked_processes(self.marker)
 
-    def release(self, *, kill: bool = True, sweep: bool = True) -> bool:
+    def release(self, *, kill: bool = True, sweep: bool = True, ending: bool = False) -> bool:
         """Kill what is left (unless `kill` is false) and drop the unit; False when processes
         remain (kept daemons), so the unit must be released again later. `sweep` false skips
-        the /proc sweep where a cgroup holds the tree (a run that ended by itself)."""
+        the /proc sweep where a cgroup holds the tree (a run that ended by itself). `ending`:
+        the kernel is already ending what is left (a sandbox's PID namespace, whose monitor
+        exited): a backend that can see its members waits for them before it kills; here the
+        sweep kills them as ever."""
         if kill:
             self.kill_all(sweep=sweep)
         elif marked_processes(self.marker):

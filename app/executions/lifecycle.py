@@ -139,6 +139,11 @@ class Lifecycle:
             live.finished.set()
             self._changes.notify(live.id)
             self._completion.ended(live.id, live.notify_url)
+            if close_unit is not None:
+                # After the waiting caller's wake-up, queued by `finished.set()` above: its
+                # answer is built and sent before the next standby's bash and bwrap start
+                # taking the other core (bench/PROFILE.md, "The sandboxed call's end").
+                asyncio.get_running_loop().call_soon(self._confinement.standby_wanted)
             output_bytes = values.get("total_bytes", 0)
             self._finished(live.id, live.owner, state, values, output_bytes, run_span)
 
@@ -456,6 +461,12 @@ class _UnitCloser:
                 self._unit,
                 kill=not (self._keep_daemons and notice is None),
                 sweep=self._ended_by_us or notice is not None,
+                # Sandboxed, bwrap's monitor was the leader: its exit ended the PID
+                # namespace (its init dies with it, and every process inside with the init).
+                ending=live.sandbox is not None,
+                # The next standby is made once the answer is out (`_supervise`): made
+                # here, its bwrap competed with the record's write and the answer.
+                replace_standby=False,
             )
         except Exception:
             logger.exception("could not end the processes of %s", self._live.id)

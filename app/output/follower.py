@@ -115,17 +115,30 @@ class SharedReads:
             future.set_result(result)
             self._store(key, future)
 
-    async def read(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
-        """`make()`'s result, or the result of the same read another follower made."""
+    async def read(
+        self,
+        key: Hashable,
+        make: Callable[[], Awaitable[T]],
+        still_useful: Callable[[T], bool] = lambda _: True,
+    ) -> T:
+        """`make()`'s result, or the result of the same read another follower (or this one)
+        made, unless `still_useful` rejects it: a kept read that ends where the caller already
+        read to would hand it nothing new, and awaiting a finished future does not yield to the
+        loop, so the caller would take it again and again without the loop ever running the
+        reader that appends what it waits for. Such a read is dropped and made afresh."""
         while True:
             future = self._reads.get(key)
             if future is None:
                 break
             try:
                 # Shielded: a waiter that leaves must not cancel the read for the others.
-                return await asyncio.shield(future)
+                result: T = await asyncio.shield(future)
             except _Abandoned:
                 continue  # its reader left: read (or wait for whoever does) again
+            if still_useful(result):
+                return result
+            if self._reads.get(key) is future:
+                del self._reads[key]
         future = asyncio.get_running_loop().create_future()
         self._store(key, future)
         try:
@@ -158,6 +171,12 @@ def _read_log(
     end = start + sum(len(data) for _, _, data in pieces)
     encoded, encoded_end = encode(pieces, not complete)
     return _Read(start, encoded, encoded_end, end, complete)
+
+
+def _has_more_than(seen_up_to: int, read: _Read[Any]) -> bool:
+    """Whether `read` ends past `seen_up_to` (the end of the follower's last read), or is the
+    last read of the log: else it holds nothing the follower waited for."""
+    return read.complete or read.end > seen_up_to
 
 
 def _read_recent(
@@ -198,6 +217,7 @@ async def follow_log(
     read_bytes: int,
     encodes_on_loop: Callable[[list[Piece]], bool] | None = None,
     burst_bytes: int | None = None,
+    wait_slice: float = LIVE_WAIT_SLICE_SECONDS,
 ) -> AsyncGenerator[T | Gap, None]:
     """What `encode` makes of each read of the log from `offset` to its end, and a `Gap` where
     the cursor pointed into an evicted middle; with `live`, waits for the bytes still to come
@@ -206,7 +226,8 @@ async def follow_log(
     `encodes_on_loop`: given, a follower at the live edge takes the bytes from memory and, when
     this says they are cheap to encode, encodes them on the loop (no thread hop); otherwise
     every read is a worker-thread hop. `burst_bytes`: given, a read of at least that many bytes
-    of a live log waits up to `BURST_COALESCE_SECONDS` for a full read to gather."""
+    of a live log waits up to `BURST_COALESCE_SECONDS` for a full read to gather. `wait_slice`:
+    how long a wait for new bytes lasts before the follower reads (and finds nothing new)."""
     from_memory = live is not None and encodes_on_loop is not None
     if from_memory:
         assert live is not None
@@ -220,7 +241,7 @@ async def follow_log(
         while True:
             if live is not None and not live.has_exited:
                 # At once when the log holds more than what was read (or the process exited).
-                await live.wait_for_bytes_after(read_end, within=LIVE_WAIT_SLICE_SECONDS)
+                await live.wait_for_bytes_after(read_end, within=wait_slice)
             read = None
             if from_memory and live is not None and not live.has_exited:
                 assert encodes_on_loop is not None
@@ -237,8 +258,11 @@ async def follow_log(
                         _read_log, log, cursor, read_bytes, final, encode
                     )
                 else:
-                    # Followers at the same cursor share one read and its encoding.
-                    read = await live.shared_reads.read(
+                    # Followers at the same cursor share one read and its encoding; one
+                    # that ends where this follower's last read did is older than the bytes
+                    # it just waited for (it held back a cut character there, and a read
+                    # from the same cursor was kept before the rest came): read again.
+                    shared: _Read[T] = await live.shared_reads.read(
                         ("log", cursor, read_bytes, final, encode),
                         functools.partial(
                             anyio.to_thread.run_sync,
@@ -249,7 +273,9 @@ async def follow_log(
                             final,
                             encode,
                         ),
+                        functools.partial(_has_more_than, read_end),
                     )
+                    read = shared
             if read.start > cursor:
                 yield Gap(cursor, read.start)
                 cursor = read.start

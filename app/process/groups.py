@@ -3,8 +3,11 @@ that tell a live process from a reused pid, and the sweep for marked processes."
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -84,6 +87,33 @@ def marked_processes(marker: bytes) -> list[int]:
         if pid != own and process_environ_has(pid, marker):
             found.append(pid)
     return found
+
+
+def wait_exited(pids: Iterable[int], within: float) -> bool:
+    """Wait until each of `pids` has exited, at most `within` seconds in all; True when all
+    did (a pid already gone counts). The kernel says each exit on a pidfd: no polling of `/proc`
+    or a cgroup's files, no sleep longer than the exit itself."""
+    fds = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                fds.append(os.pidfd_open(pid))
+        waiting = select.poll()
+        for fd in fds:
+            waiting.register(fd, select.POLLIN)
+        left = len(fds)
+        deadline = time.monotonic() + within
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for fd, _ in waiting.poll(remaining * 1000):
+                waiting.unregister(fd)
+                left -= 1
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def kill_processes(pids: Iterable[int], sig: int = signal.SIGKILL) -> int:

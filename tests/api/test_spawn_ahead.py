@@ -263,6 +263,44 @@ def test_without_cgroups_a_sandboxed_command_takes_a_standby(tmp_path: Path) -> 
         eventually(lambda: not marked_processes(marker), what="the tree gone", within=15)
 
 
+def test_a_sandboxed_commands_tree_and_cgroups_are_gone_when_its_call_answers(
+    tmp_path: Path, backend: str
+) -> None:
+    """bwrap's init is often still ending its namespaces when the output's EOF and the
+    command's status are in; the unit's release waits for it (app/confinement/cgroups.py)
+    before the record turns terminal: when the call answers, nothing of the run is left, a
+    background process included, and its cgroups are removed."""
+    settings = make_settings(
+        tmp_path, SQLITE, confinement=backend, sandbox="on", auto_background_ms=0
+    )
+    with serve(settings) as live, live.client() as client:
+        eventually(lambda: len(sandboxed_standbys()) == 2, what="2 standbys", within=15)
+        for _ in range(5):
+            result = run(client, "sleep 300 & cat /proc/self/cgroup")
+            assert result["state"] == "completed", result
+            assert result["sandbox"] is not None, result
+            marker = f"SHELLGATE_EXECUTION_ID={result['id']}".encode()
+            assert marked_processes(marker) == []
+            cgroups = own_cgroup_directories(str(result["output"]), backend)
+            instance = instance_name(live.data_dir)  # the unit's, in this server's folder
+            assert cgroups and all(f"/{instance}/" in path for path in cgroups), cgroups
+            assert [path for path in cgroups if os.path.exists(path)] == []
+
+
+def own_cgroup_directories(proc_self_cgroup: str, backend: str) -> list[str]:
+    """The directories of a process's `pids` and `memory` cgroups (v1) or its cgroup (v2),
+    from what it read in `/proc/self/cgroup`."""
+    found = []
+    for line in proc_self_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if backend == "cgroup2" and controllers == "":
+            found.append(f"/sys/fs/cgroup{path}")
+        for name in ("pids", "memory"):
+            if backend == "cgroup1" and name in controllers.split(","):
+                found.append(f"/sys/fs/cgroup/{name}{path}")
+    return found
+
+
 def test_a_hidden_path_made_after_the_start_is_hidden_from_a_standbys_command(
     tmp_path: Path,
 ) -> None:

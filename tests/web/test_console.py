@@ -310,6 +310,8 @@ def test_approval_card_without_env_or_session_says_so(
     expect(card.locator("dd[data-field='env']")).to_have_text("none")
     expect(card.locator("dd[data-field='session']")).to_have_text("none")
     expect(card.locator("dd[data-field='pty']")).to_have_text("no")
+    # An execution is the usual subject: the card names no other.
+    expect(card.locator(".subject")).to_have_count(0)
     approver.post(f"/v1/approvals/{execution['approval']['id']}/deny", json={"reason": "cleanup"})
 
 
@@ -506,12 +508,14 @@ def test_a_file_approval_offers_no_execution_and_approving_it_lets_the_retry_wri
     sign_in(page, console_server, APPROVER)
     card = pending_card(page, record["approval_id"])
     expect(card.locator("pre.command")).to_have_text(f"[file write] {target} (1 bytes)")
-    # Its subject is the file operation: there is no execution to view.
+    # Its subject is the file operation, named on the card: there is no execution to view.
+    expect(card.locator(".subject")).to_have_text("file operation")
     expect(card.get_by_role("button", name="View execution")).to_have_count(0)
     card.get_by_role("button", name="Approve").click()
     expect(card).to_have_count(0)
     decided = page.locator(f"#history-list [data-approval-id='{record['approval_id']}']")
     expect(decided).to_have_attribute("data-state", "approved")
+    expect(decided.locator(".subject")).to_have_text("file operation")
     expect(decided.get_by_role("button", name="View execution")).to_have_count(0)
     retry = agent.put(
         "/v1/files",

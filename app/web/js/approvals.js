@@ -49,6 +49,15 @@ function pathList(paths, empty) {
   );
 }
 
+// What an approval waits on, in words: an execution is the usual subject and goes unlabelled;
+// a file operation or a session to be made is named, since approving it runs no command.
+const SUBJECT_LABELS = { file_operation: "file operation", session: "new session" };
+
+function subjectLabel(approval) {
+  const label = SUBJECT_LABELS[approval.subject];
+  return label ? el("span", { class: "subject", dataset: { subject: approval.subject } }, label) : [];
+}
+
 // A `kind: sandbox` approval: what the request asks beyond the profile, in the caller's words
 // why, and the profile it goes beyond — all of it text the caller chose, so escaped as such.
 function sandboxBlock(request) {
@@ -336,6 +345,7 @@ export class ApprovalsPanel {
     card.dataset.kind = approval.kind ?? "command";
     card.append(
       approval.kind === "sandbox" ? el("span", { class: "kind", dataset: { kind: "sandbox" } }, "sandbox") : [],
+      subjectLabel(approval),
       el("pre", { class: "command" }, visibleText(approval.command)),
       approval.kind === "sandbox" && approval.sandbox_request ? sandboxBlock(approval.sandbox_request) : [],
       el(
@@ -438,6 +448,7 @@ export class ApprovalsPanel {
       "li",
       { class: "card decided", dataset: { approvalId: approval.id, state: approval.state } },
       el("span", { class: "state", dataset: { state: approval.state } }, approval.state),
+      subjectLabel(approval),
       el("pre", { class: "command" }, visibleText(approval.command)),
       el(
         "dl",
