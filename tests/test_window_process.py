@@ -74,6 +74,16 @@ def test_the_window_from_the_child_is_the_window_fed_here() -> None:
         windows.close()
 
 
+def test_the_child_is_a_session_of_its_own() -> None:
+    """So that its CPU is not charged to the server's scheduling group (sched_autogroup)."""
+    windows = WindowProcess()
+    try:
+        _, child = _fed_once(windows)
+        assert os.getsid(child.process.pid) == child.process.pid != os.getsid(0)
+    finally:
+        windows.close()
+
+
 def test_a_child_that_died_is_replaced_and_the_window_it_had_is_not_lost() -> None:
     windows = WindowProcess()
     try:

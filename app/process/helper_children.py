@@ -101,12 +101,15 @@ class _Spawner:
 _SPAWNER: Final = _Spawner()
 
 
-def spawn_helper(module: str, *, stderr: int | None = None) -> subprocess.Popen[bytes]:
+def spawn_helper(
+    module: str, *, stderr: int | None = None, own_session: bool = False
+) -> subprocess.Popen[bytes]:
     """`python -P -m <module>` in `/`, stdin and stdout piped; stderr the server's unless
-    given. `-P`: `python -m` would otherwise put its working directory first on the path,
-    and a server started in its workspace would then run whatever `app` package a command
-    wrote there as its window process or command reader — the policy's reading of every
-    long command with it."""
+    given; in a session of its own if `own_session` (where the kernel groups sessions for
+    scheduling, its CPU is then not the server's group's). `-P`: `python -m` would otherwise
+    put its working directory first on the path, and a server started in its workspace would
+    then run whatever `app` package a command wrote there as its window process or command
+    reader — the policy's reading of every long command with it."""
     return _SPAWNER.spawn(
         lambda: subprocess.Popen(
             [sys.executable, "-P", "-m", module],
@@ -116,6 +119,7 @@ def spawn_helper(module: str, *, stderr: int | None = None) -> subprocess.Popen[
             cwd="/",
             env=helper_environment(),
             close_fds=True,
+            start_new_session=own_session,
             preexec_fn=functools.partial(_die_with, os.getpid()),
         )
     )

@@ -25,9 +25,9 @@ _LENGTH_BYTES: Final = 8
 class MessageChild:
     """`python -m <module>`, which answers each message on its stdin with one on its stdout."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, *, own_session: bool = False) -> None:
         self.module = module
-        self.process = spawn_helper(module)
+        self.process = spawn_helper(module, own_session=own_session)
 
     def ask(self, message: bytes, within: float) -> bytes:
         """Its answer to `message`; OSError or EOFError when it died first, or when it did
