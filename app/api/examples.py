@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T17:19:26.216195Z",
+                "created_at": "2026-12-06T21:03:46.098750Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T17:19:26.222225Z",
+                "decided_at": "2026-12-06T21:03:46.133979Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_h66f3eRj60KyjhWQVRB3",
-                "expires_at": "2026-12-06T17:29:26.216195Z",
+                "execution_id": "ex_UDcrdHapGI1Iz8ZyLHIo",
+                "expires_at": "2026-12-06T21:13:46.098750Z",
                 "file_operation_id": None,
-                "id": "ap_yfd3lh6nVN0kPL4XlGnr",
+                "id": "ap_dX6uv_gMQQM7xH5shJ9x",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -41,11 +41,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_26kXXh2y6D75c6pwRvmN",
-                "created_at": "2026-12-06T17:19:26.272569Z",
+                "approval_id": "ap_lpUNuv0lkO1OaCbV1fTr",
+                "created_at": "2026-12-06T21:03:46.340000Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T17:19:26.342357Z",
-                "id": "fo_frjRgd6dCC2q7MiENmdu",
+                "finished_at": "2026-12-06T21:03:46.627808Z",
+                "id": "fo_kttK-7wLVPEVp_OMckkC",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -78,10 +78,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:19:26.362813Z",
+                "created_at": "2026-12-06T21:03:46.633042Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_tFvypToGMyBWTHDW7fB2",
+                "id": "se_1gltu8bPMQ8sW5mEd-aA",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -193,14 +193,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:19:26.362813Z",
+                "updated_at": "2026-12-06T21:03:46.633042Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T17:29:26.371872Z",
-                    "id": "ap_S9xxxfW9jOXMpGnsAz6S",
+                    "expires_at": "2026-12-06T21:13:46.647609Z",
+                    "id": "ap_lPp_28_VMtWyN8PvLPOa",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
@@ -212,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T17:20:56.427716Z",
-                "ticket": "wst_sWFi38Y12yNYI18AhkqjcKsIqKaHfiIl",
+                "expires_at": "2026-12-06T21:05:16.825456Z",
+                "ticket": "wst_ZqGotRqpN8RNQ6Cki-BhwLD88IKx4fB3",
             }
         }
     },
@@ -221,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T17:19:26.187321Z",
+                "created_at": "2026-12-06T21:03:46.005767Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T17:19:26.208733Z",
+                "decided_at": "2026-12-06T21:03:46.073131Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
-                "expires_at": "2026-12-06T17:29:26.187321Z",
+                "execution_id": "ex_9A4zde2POZMW5tEicz_8",
+                "expires_at": "2026-12-06T21:13:46.005767Z",
                 "file_operation_id": None,
-                "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
+                "id": "ap_xAkTkGiPwnW7zt5RllpH",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -249,11 +249,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_0ARL6ileTvKyLfG-w3xp",
-                "created_at": "2026-12-06T17:19:26.302077Z",
+                "approval_id": "ap_15Vc23vY2afTP02TQE2Q",
+                "created_at": "2026-12-06T21:03:46.524166Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_cs-O7KNl9WZ6UJXBpFjb",
+                "id": "fo_af3SCKktbsxBjY4dIqVP",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -319,12 +319,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_u5b-jpS-khSaX6kmJ4Zc","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_u5b-jpS-khSaX6kmJ4Zc","wall_time_ms":8.600949000538094,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
-            "time: 0.01 "
+            '{"id":"ex_aVw5r_hoSAxpX3lvzhz_","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_aVw5r_hoSAxpX3lvzhz_","wall_time_ms":15.457340000466502,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            "time: 0.02 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T17:19:26.096547Z","started_at":"2026-12-06T17:19:26.096547Z","finished_at":"2026-12-06T17:19:26.103185Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T21:03:45.791308Z","started_at":"2026-12-06T21:03:45.791308Z","finished_at":"2026-12-06T21:03:45.812681Z"}\n'
             "\n"
         }
     },
@@ -332,16 +332,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T17:19:26.187321Z",
+                "created_at": "2026-12-06T21:03:46.005767Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
-                "expires_at": "2026-12-06T17:29:26.187321Z",
+                "execution_id": "ex_9A4zde2POZMW5tEicz_8",
+                "expires_at": "2026-12-06T21:13:46.005767Z",
                 "file_operation_id": None,
-                "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
+                "id": "ap_xAkTkGiPwnW7zt5RllpH",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -821,11 +821,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.26979072e+08\n"
+            "process_virtual_memory_bytes 5.25725696e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.2156928e+08\n"
+            "process_resident_memory_bytes 1.19808e+08\n"
         }
     },
     "getPolicy": {
@@ -907,10 +907,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:19:26.362813Z",
+                "created_at": "2026-12-06T21:03:46.633042Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_tFvypToGMyBWTHDW7fB2",
+                "id": "se_1gltu8bPMQ8sW5mEd-aA",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1014,7 +1014,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:19:26.362813Z",
+                "updated_at": "2026-12-06T21:03:46.633042Z",
             }
         }
     },
@@ -1117,16 +1117,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T17:19:26.187321Z",
+                        "created_at": "2026-12-06T21:03:46.005767Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
-                        "expires_at": "2026-12-06T17:29:26.187321Z",
+                        "execution_id": "ex_9A4zde2POZMW5tEicz_8",
+                        "expires_at": "2026-12-06T21:13:46.005767Z",
                         "file_operation_id": None,
-                        "id": "ap_wSU0N6-Ue9bmeM8gb1qy",
+                        "id": "ap_xAkTkGiPwnW7zt5RllpH",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1148,15 +1148,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_u5b-jpS-khSaX6kmJ4Zc",
+                        "artifact": "artifact://ex_aVw5r_hoSAxpX3lvzhz_",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T17:19:26.096547Z",
+                        "created_at": "2026-12-06T21:03:45.791308Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T17:19:26.103185Z",
-                        "id": "ex_u5b-jpS-khSaX6kmJ4Zc",
+                        "finished_at": "2026-12-06T21:03:45.812681Z",
+                        "id": "ex_aVw5r_hoSAxpX3lvzhz_",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1182,16 +1182,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T17:19:26.096547Z",
+                        "started_at": "2026-12-06T21:03:45.791308Z",
                         "state": "completed",
-                        "text": "hello\n\nWall time: 0.01 seconds",
+                        "text": "hello\n\nWall time: 0.02 seconds",
                         "timed_out": False,
                         "timeout_disabled": None,
                         "timeout_seconds": 300.0,
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 8.600949000538094,
+                        "wall_time_ms": 15.457340000466502,
                     }
                 ],
                 "next_cursor": None,
@@ -1203,11 +1203,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_g-1IBAfQbDgKgO9FAxPH",
-                        "created_at": "2026-12-06T17:19:26.317063Z",
+                        "approval_id": "ap_zN3Rhxs8s_IHw1egmO5Z",
+                        "created_at": "2026-12-06T21:03:46.562257Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_TgeEgjpRtZ-P-B0tmJuh",
+                        "id": "fo_7giht2M99Q1IYMKHG5dV",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1230,7 +1230,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T17:19:26.078581Z",
+                        "created_at": "2026-12-06T21:03:45.725867Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1319,10 +1319,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T17:19:26.362813Z",
+                        "created_at": "2026-12-06T21:03:46.633042Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_tFvypToGMyBWTHDW7fB2",
+                        "id": "se_1gltu8bPMQ8sW5mEd-aA",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1477,7 +1477,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T17:19:26.362813Z",
+                        "updated_at": "2026-12-06T21:03:46.633042Z",
                     }
                 ]
             }
@@ -1491,8 +1491,9 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T17:19:55.938908Z",
-                        "started_at": "2026-12-06T17:19:25.908119Z",
+                        "last_heartbeat": "2026-12-06T21:04:15.200248Z",
+                        "started_at": "2026-12-06T21:03:45.109736Z",
+                        "stopping": False,
                         "url": None,
                         "version": "0.1.0",
                     }
@@ -1504,10 +1505,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T17:19:26.362813Z",
+                "created_at": "2026-12-06T21:03:46.633042Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_tFvypToGMyBWTHDW7fB2",
+                "id": "se_1gltu8bPMQ8sW5mEd-aA",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1616,7 +1617,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T17:19:56.391337Z",
+                "updated_at": "2026-12-06T21:04:16.696756Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1775,29 +1776,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_yfd3lh6nVN0kPL4XlGnr",
+                        "approval_id": "ap_dX6uv_gMQQM7xH5shJ9x",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T17:19:26.216195Z",
+                        "created_at": "2026-12-06T21:03:46.098750Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_h66f3eRj60KyjhWQVRB3",
+                        "execution_id": "ex_UDcrdHapGI1Iz8ZyLHIo",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_wSU0N6-Ue9bmeM8gb1qy",
+                        "approval_id": "ap_xAkTkGiPwnW7zt5RllpH",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T17:19:26.187321Z",
+                        "created_at": "2026-12-06T21:03:46.005767Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_yrfAfeb4WOy2wZ8OP8AJ",
+                        "execution_id": "ex_9A4zde2POZMW5tEicz_8",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1900,7 +1901,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T17:19:26.261457Z",
+                "mtime": "2026-12-06T21:03:46.237155Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1911,11 +1912,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_g-1IBAfQbDgKgO9FAxPH",
-                "created_at": "2026-12-06T17:19:26.317063Z",
+                "approval_id": "ap_zN3Rhxs8s_IHw1egmO5Z",
+                "created_at": "2026-12-06T21:03:46.562257Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_TgeEgjpRtZ-P-B0tmJuh",
+                "id": "fo_7giht2M99Q1IYMKHG5dV",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1934,10 +1935,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T17:19:26.256349Z",
+                "created_at": "2026-12-06T21:03:46.202294Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T17:19:26.264738Z",
-                "id": "fo_TIPre8iLtI-bbHdfpzbf",
+                "finished_at": "2026-12-06T21:03:46.246878Z",
+                "id": "fo_sONB1PORPZtcbBrO5cGF",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1953,11 +1954,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_26kXXh2y6D75c6pwRvmN",
-                "created_at": "2026-12-06T17:19:26.272569Z",
+                "approval_id": "ap_lpUNuv0lkO1OaCbV1fTr",
+                "created_at": "2026-12-06T21:03:46.340000Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_frjRgd6dCC2q7MiENmdu",
+                "id": "fo_kttK-7wLVPEVp_OMckkC",
                 "message": None,
                 "mode": None,
                 "op": "write",

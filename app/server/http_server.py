@@ -60,6 +60,8 @@ MAX_HEAD_BYTES = 64 * 1024
 # the response sent, left incomplete on purpose (`_cut_connection`).
 CUT_CONNECTION = "shellgate.cut_connection"
 REFUSED_LINGER_SECONDS = 2.0
+# At the stop, how long a connection accepted before it may take to bring its first request.
+LATE_REQUEST_SECONDS = 2.0
 
 
 class DropLoggingHttpProtocol(HttpToolsProtocol):
@@ -72,6 +74,7 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
     _head_timer: asyncio.TimerHandle | None = None
     _refused = False
     _cut = False
+    _stopping = False
 
     def _peer(self) -> str:
         return f"{self.client[0]}:{self.client[1]}" if self.client else "unknown peer"
@@ -102,6 +105,8 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
         extensions = self.scope.setdefault("extensions", {})
         extensions[CUT_CONNECTION] = {"cut": self._cut_connection}
         super().on_headers_complete()
+        if self._stopping and self.cycle is not None:
+            self.cycle.keep_alive = False  # the request that came after the stop: the last
 
     def _cut_connection(self) -> None:
         """End the connection after what the response sent, short of the `Content-Length` it
@@ -180,9 +185,27 @@ class DropLoggingHttpProtocol(HttpToolsProtocol):
         super().send_400_response(msg)
 
     def shutdown(self) -> None:
-        if self.cycle is None or self.cycle.response_complete:
+        self._stopping = True
+        if self.cycle is None and not self.transport.is_closing():
+            # Accepted before the stop, its first request not yet here: a gateway sends it
+            # right after connecting, and closing now would drop it unread, which the gateway
+            # cannot tell from a request that ran (a POST is not retried elsewhere). It is
+            # answered instead (new work: 503 `shutting_down`, which a gateway does retry
+            # elsewhere), then the connection closes; one that brings nothing is closed soon.
+            self.loop.call_later(LATE_REQUEST_SECONDS, self._no_late_request)
+            return
+        if self.cycle is not None and self.cycle.response_complete:
             logger.info("closing idle connection from %s: the server is stopping", self._peer())
         super().shutdown()
+
+    def _no_late_request(self) -> None:
+        if self.cycle is None and not self.transport.is_closing():
+            logger.info(
+                "closing connection from %s: no request within %g s of the stop",
+                self._peer(),
+                LATE_REQUEST_SECONDS,
+            )
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end_head()
