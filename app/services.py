@@ -333,8 +333,9 @@ class Services:
 
     def begin_stop(self) -> None:
         """The stop was requested (SIGTERM/SIGINT): while uvicorn still drains its requests,
-        waiting callers are answered and the commands are stopped."""
-        self.executions.begin_shutdown()
+        new work is refused, foreground calls whose command ends within the drain answer as
+        usual, then waiting callers are answered and the commands are stopped."""
+        self.executions.begin_stop(self.settings.stop_drain)
         # A long command's reading under way would hold its request past uvicorn's cut
         # (its thread runs to its end): ended now, it is a limit, answered as such.
         self.policy.stop_reading()

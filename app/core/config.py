@@ -160,6 +160,9 @@ class Settings(BaseSettings):
     # SIGTERM/SIGINT to exit, whatever is still open: running commands are killed and recorded,
     # waiting calls answered, sockets closed within this bound.
     shutdown_grace: float = Field(default=10.0, ge=1, le=600)
+    # The stop's first step: new work refused, foreground calls whose command ends within this
+    # many seconds answer as they would have. At most a tenth of the grace (`stop_drain`).
+    shutdown_drain: float = Field(default=1.0, ge=0, le=60)
     # The largest file `PUT /v1/files` accepts (docs/api.md#files); larger uploads get 413.
     files_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
     artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
@@ -399,6 +402,12 @@ class Settings(BaseSettings):
         # Read at every execution's start (a path join each time was 0.7 % of a submit's CPU).
         # Settings are frozen; the one `model_copy` (cluster/identity.py) keeps `data_dir`.
         return self.data_dir / "artifacts"
+
+    @property
+    def stop_drain(self) -> float:
+        """How long the stop's drain lasts at most: `shutdown_drain`, within a tenth of the
+        grace, so that the rest of the stop keeps its share."""
+        return min(self.shutdown_drain, self.shutdown_grace / 10)
 
     @property
     def resolved_database_url(self) -> str:

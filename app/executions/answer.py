@@ -53,7 +53,9 @@ class Answers:
             return Outcome(202, await self._backgrounded(live, launch.notices))
         waits = self._changes.wait_unless_stopping
         within = 0.0 if caller_left else launch.foreground_wait
-        ended = await waits(self._finished_or_idle(launch), within)
+        # A stop's drain waits for this (bounded): a command that ends meanwhile answers 200.
+        with self._changes.awaiting_command_end():
+            ended = await waits(self._finished_or_idle(launch), within)
         if not (ended and live.finished.is_set()):
             # No await between the check and the copy: see the module's docstring.
             stopped_first = self._changes.stopping

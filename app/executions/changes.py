@@ -4,12 +4,16 @@ one (a long-poll, a caller waiting on an approval, a stream) uses the one loop i
 Every wait here also ends when the server starts stopping (`stop`): the waiting caller is then
 answered at once with the state as it was when the stop began, rather than hold the shutdown
 up. A waiter whose record had not changed by then answers with the record it holds: read again,
-it would race the stop's own writes (every running command being recorded `lost`)."""
+it would race the stop's own writes (every running command being recorded `lost`).
+
+Before that, the stop drains (`drain`): new work is refused, and a foreground call whose command
+ends within the drain answers as it would have (docs/operations.md#graceful-shutdown)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from app.store.models import Execution
@@ -24,6 +28,12 @@ class StateChanges:
         # Calls inside `wait_until` now (long-polls, event feeds, streamed approvals): the
         # `shellgate_waiting_calls` gauge, which tells an operator (and a test) who is held.
         self.waiting = 0
+        # Foreground calls waiting for their command's end (`awaiting_command_end`), which the
+        # stop's drain lets end by themselves; and whether the drain began (new work refused).
+        self._command_waits = 0
+        self._no_command_waits = asyncio.Event()
+        self._no_command_waits.set()
+        self._draining = False
 
     def notify(self, execution_id: str) -> None:
         event = self._events.pop(execution_id, None)
@@ -34,7 +44,33 @@ class StateChanges:
 
     @property
     def stopping(self) -> bool:
+        """Every wait ends now: the drain, if any, is over."""
         return self._stopping.is_set()
+
+    @property
+    def refusing(self) -> bool:
+        """The stop was requested: new work is refused (from the drain on)."""
+        return self._draining or self._stopping.is_set()
+
+    @contextlib.contextmanager
+    def awaiting_command_end(self) -> Iterator[None]:
+        """Marks a foreground call waiting for its command's end, for the drain."""
+        self._command_waits += 1
+        self._no_command_waits.clear()
+        try:
+            yield
+        finally:
+            self._command_waits -= 1
+            if self._command_waits == 0:
+                self._no_command_waits.set()
+
+    async def drain(self, within: float) -> None:
+        """The stop's first step: new work is refused from now on; returns once no foreground
+        call waits for its command's end (each answered as it would have been), or after
+        `within` seconds."""
+        self._draining = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_command_waits.wait(), within)
 
     def stop(self) -> None:
         """End every wait, now and from now on."""

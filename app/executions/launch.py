@@ -117,7 +117,7 @@ class Launcher:
         """Start the command; `existing`: its record was written while it awaited approval.
         `caller_waiting` may be asked as the mode is chosen (an approved command's caller may
         leave while the command is checked): a caller gone by then gets a job."""
-        if self.ctx.changes.stopping:
+        if self.ctx.changes.refusing:
             raise ShuttingDownError()
         plan = await self._plan(execution_id, owner, draft, caller_waiting, existing)
         live = self._new_live(execution_id, owner.name, plan)

@@ -360,8 +360,21 @@ class Lifecycle:
 
     # --- the server's stop --------------------------------------------------------------------
 
+    def begin_stop(self, drain: float) -> None:
+        """The server got SIGTERM/SIGINT: new work is refused at once; foreground calls whose
+        command ends within `drain` seconds answer as they would have (a quick command caught
+        by a rolling restart is not cut), then `begin_shutdown`. A stop the drain left no
+        call to wait for goes on at once."""
+        if self._changes.refusing:
+            return
+        self._track(self._drain_then_shut_down(drain))
+
+    async def _drain_then_shut_down(self, drain: float) -> None:
+        await self._changes.drain(drain)
+        self.begin_shutdown()
+
     def begin_shutdown(self) -> None:
-        """The server got SIGTERM/SIGINT: answer every waiting caller now with the current
+        """The drain is over (or there was none): answer every waiting caller now with the current
         state, and stop every running command (group TERM, then KILL after a grace bounded by
         the shutdown grace). Their records end `lost` with a notice once the pump has read all
         their output, so the logs are complete. Pending approvals stay pending in the database

@@ -420,15 +420,18 @@ class ExecutionService:
 
     @property
     def stopping(self) -> bool:
-        return self._changes.stopping
+        """The stop was requested: new work is refused (its drain included)."""
+        return self._changes.refusing
 
     async def until_stopping(self) -> None:
         """Returns once the server starts stopping (a stream then closes with 1012)."""
         await self._changes.until_stopping()
 
-    def begin_shutdown(self) -> None:
-        """SIGTERM/SIGINT: answer every waiting caller now and stop every running command."""
-        self._lifecycle.begin_shutdown()
+    def begin_stop(self, drain: float) -> None:
+        """SIGTERM/SIGINT: refuse new work now; once the foreground calls whose command ends
+        within `drain` seconds have answered, answer every waiting caller and stop every
+        running command."""
+        self._lifecycle.begin_stop(drain)
 
     def fence(self, notice: str) -> int:
         """End every running command: this replica lost its lease (Cluster.fence_if_due)."""

@@ -231,6 +231,39 @@ def test_once_stopping_readiness_fails_and_new_work_gets_503_with_retry_after(
         )
 
 
+def test_a_foreground_command_that_ends_within_the_drain_answers_200_not_202(
+    tmp_path: Path, database: ServerDatabase
+) -> None:
+    # A long drain, so that the command's end (released by the test once the stop is seen)
+    # lands inside it on any machine; the default is 1 s.
+    settings = make_settings(tmp_path, database, shutdown_grace=300, shutdown_drain=30)
+    go = settings.workspace / "go"
+    command = "touch started; while [ ! -e go ]; do sleep 0.01; done; echo done"
+    app = create_app(settings)
+    headers = {"Authorization": f"Bearer {AGENT}"}
+    with (
+        _serve_app(app) as base_url,
+        httpx.Client(base_url=base_url, headers=headers, timeout=60) as client,
+    ):
+        results: dict[str, Any] = {}
+        call = _in_thread(
+            results, "call", lambda: client.post("/v1/executions", json={"command": command})
+        )
+        _until((settings.workspace / "started").exists, 30, "the command to start")
+        app.state.stop_signal.fire()
+        # The stop has begun (new work is refused) while the command still runs.
+        _until(lambda: client.get("/readyz").status_code == 503, 30, "the stop")
+        refused = client.post("/v1/executions", json={"command": "echo never"})
+        assert refused.status_code == 503, refused.text
+        assert call.is_alive(), "the call was answered before its command ended"
+        go.touch()
+        call.join(60)
+        answered = results["call"]
+        assert isinstance(answered, httpx.Response), answered
+        assert answered.status_code == 200, answered.text
+        assert (answered.json()["state"], answered.json()["output"]) == ("completed", "done\n")
+
+
 def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proof_command(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
