@@ -320,11 +320,13 @@ async def test_a_follower_leaving_during_a_shared_read_leaves_the_others_reading
     """The follower whose worker thread is reading goes away: the one that waited for its read
     reads for itself and still gets the bytes."""
     release = threading.Event()
+    first_read_began = threading.Event()
     calls: list[int] = []
 
     def slow(pieces: list[Piece], more_may_follow: bool) -> tuple[list[Piece], int | None]:
         calls.append(len(calls))
         if len(calls) == 1:
+            first_read_began.set()
             release.wait(WAIT)
         return whole(pieces, more_may_follow)
 
@@ -335,6 +337,9 @@ async def test_a_follower_leaving_during_a_shared_read_leaves_the_others_reading
     second = follow_log(log, 0, live, slow, read_bytes=READ_BYTES)
     leaving = asyncio.ensure_future(next_of(first))
     staying = asyncio.ensure_future(next_of(second))
+    # The leaving follower's read is under way in its worker thread (on a loaded machine the
+    # thread may not have begun it by the time the loop has nothing else to run).
+    assert await asyncio.to_thread(first_read_began.wait, WAIT)
     assert await blocked(staying)
     leaving.cancel()
     release.set()
