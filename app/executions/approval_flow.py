@@ -97,6 +97,10 @@ class ApprovalFlow:
         # the polling fallback, or a notification) starts the command once, and the second
         # hearer waits for the first, so a decision's answer always comes after its effect.
         self._settling: dict[str, asyncio.Event] = {}
+        # Executions a cancel is withdrawing the approval of (`cancel_awaiting`): the
+        # withdrawal settles the approval (expired), and that settlement must leave the
+        # execution and its caller to the cancel, not reject them.
+        self._cancelling: set[str] = set()
         self._node = context.node
 
     # --- asking -------------------------------------------------------------------------------
@@ -327,6 +331,8 @@ class ApprovalFlow:
         """An approval left `pending`: start or reject its execution, and answer its caller."""
         if approval.execution_id is None:
             return
+        if approval.state == ApprovalState.expired and approval.execution_id in self._cancelling:
+            return  # withdrawn by a cancel, which ends the execution and answers its caller
         in_flight = self._settling.get(approval.execution_id)
         if in_flight is not None:
             await in_flight.wait()
@@ -406,15 +412,21 @@ class ApprovalFlow:
         """Cancel an execution awaiting approval: None when it is now `cancelled`; otherwise a
         decision won the race and this is its record as that decision left it."""
         # Withdraw first: the approval's pending → expired update is what decides the race
-        # with an approver, so a cancelled execution can never start afterwards.
-        withdrawn = record.approval_id is None or await self.approvals.withdraw(
-            record.approval_id, by=by
-        )
-        if not withdrawn:
-            return await self._reader.wait_past_approval(record.id, DECISION_SETTLE_SECONDS)
-        await self._lifecycle.finish_without_process(
-            record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
-        )
+        # with an approver, so a cancelled execution can never start afterwards. The
+        # withdrawal's own settlement leaves the execution to this cancel (`settled`): heard
+        # before the record below is written, it would reject it and answer the caller 403.
+        self._cancelling.add(record.id)
+        try:
+            withdrawn = record.approval_id is None or await self.approvals.withdraw(
+                record.approval_id, by=by
+            )
+            if not withdrawn:
+                return await self._reader.wait_past_approval(record.id, DECISION_SETTLE_SECONDS)
+            await self._lifecycle.finish_without_process(
+                record, ExecutionState.cancelled, notice=CANCELLED_NOTICE
+            )
+        finally:
+            self._cancelling.discard(record.id)
         waiter = self._waiters.pop(record.id, None)
         if waiter is not None and not waiter.answer.done():
             waiter.answer.set_result(None)
