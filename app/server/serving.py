@@ -1,12 +1,12 @@
 """uvicorn with a bounded graceful stop (`SHELLGATE_SHUTDOWN_GRACE`).
 
-On the first SIGTERM/SIGINT the app is told at once: it announces the stop (a replica marks
-its row stopping), then answers waiting calls, refuses new work with 503 and stops running
-commands. Once the announcement is made (app/server/stop_signal.py) uvicorn closes its
-listeners, closes WebSockets with 1012 and waits for open requests up to half the grace
-before cancelling them; the app's own shutdown gets the rest. A watchdog ends the process
-when the grace is over whatever is still open (a hung database call, a thread that does not
-return).
+On the first SIGTERM/SIGINT the app is told at once: it announces the stop (a replica marks its
+row stopping), refuses new work with 503, lets foreground commands that end within the drain
+answer as usual, then answers the other waiting calls and stops running commands. Once the
+announcement is made (app/server/stop_signal.py) uvicorn closes its listeners, closes WebSockets
+with 1012 and waits for open requests up to half the grace before cancelling them; the app's own
+shutdown gets the rest. A watchdog ends the process when the grace is over whatever is still
+open (a hung database call, a thread that does not return).
 """
 
 from __future__ import annotations
