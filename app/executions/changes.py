@@ -64,11 +64,13 @@ class StateChanges:
             if self._command_waits == 0:
                 self._no_command_waits.set()
 
-    async def drain(self, within: float) -> None:
-        """The stop's first step: new work is refused from now on; returns once no foreground
-        call waits for its command's end (each answered as it would have been), or after
-        `within` seconds."""
+    def refuse_new_work(self) -> None:
+        """The stop's first step, at once: new work is refused from now on (`refusing`)."""
         self._draining = True
+
+    async def drain(self, within: float) -> None:
+        """Returns once no foreground call waits for its command's end (each answered as it
+        would have been), or after `within` seconds."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._no_command_waits.wait(), within)
 

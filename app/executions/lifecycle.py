@@ -367,6 +367,8 @@ class Lifecycle:
         call to wait for goes on at once."""
         if self._changes.refusing:
             return
+        # Now, not when the drain's task first runs: no request may slip in between.
+        self._changes.refuse_new_work()
         self._track(self._drain_then_shut_down(drain))
 
     async def _drain_then_shut_down(self, drain: float) -> None:
