@@ -17,8 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
-import anyio.to_thread
-
+from app.core.blocking import run_blocking
 from app.output.artifact_log import ArtifactLog
 from app.output.live_edge import RecentOutput
 from app.process import OutputStream
@@ -254,8 +253,8 @@ async def follow_log(
                 # finish failed (a full disk) and the log never says it is complete.
                 final = live is None or live.has_exited
                 if live is None:
-                    read = await anyio.to_thread.run_sync(
-                        _read_log, log, cursor, read_bytes, final, encode
+                    read = await run_blocking(
+                        functools.partial(_read_log, log, cursor, read_bytes, final, encode)
                     )
                 else:
                     # Followers at the same cursor share one read and its encoding; one
@@ -265,13 +264,8 @@ async def follow_log(
                     shared: _Read[T] = await live.shared_reads.read(
                         ("log", cursor, read_bytes, final, encode),
                         functools.partial(
-                            anyio.to_thread.run_sync,
-                            _read_log,
-                            log,
-                            cursor,
-                            read_bytes,
-                            final,
-                            encode,
+                            run_blocking,
+                            functools.partial(_read_log, log, cursor, read_bytes, final, encode),
                         ),
                         functools.partial(_has_more_than, read_end),
                     )
