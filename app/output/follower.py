@@ -50,6 +50,9 @@ class FollowedExecution(Protocol):
     @property
     def has_exited(self) -> bool: ...
 
+    @property
+    def total_bytes(self) -> int: ...
+
     async def wait_for_bytes_after(self, offset: int, within: float | None = None) -> None: ...
 
 
@@ -231,7 +234,7 @@ async def follow_log(
     if from_memory:
         assert live is not None
         # While someone follows, the latest output stays in memory for the live edge.
-        live.recent.follow(log.total_bytes)
+        live.recent.follow(live.total_bytes)
     if live is not None:
         live.shared_reads.follow()
     try:
