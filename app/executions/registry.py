@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -211,8 +213,23 @@ class LiveExecution:
             self._log_queued_bytes = 0
         written: list[tuple[int, bytes, OutputStream]] = []
         try:
-            for data, stream in queued:
-                written.append((self.log.append(data, stream), data, stream))
+            # One append per run of one stream's chunks: each `pwrite` drops the interpreter
+            # lock, and taking it back from a busy loop can wait out the switch interval.
+            for stream, run in itertools.groupby(queued, key=operator.itemgetter(1)):
+                chunks = [data for data, _ in run]
+                try:
+                    end = self.log.append(b"".join(chunks), stream)
+                except OSError as error:
+                    if len(chunks) == 1 or not is_storage_full(error):
+                        raise
+                    # The disk is full: as many of the chunks as fit, one by one.
+                    for data in chunks:
+                        written.append((self.log.append(data, stream), data, stream))
+                    continue
+                end -= sum(map(len, chunks))
+                for data in chunks:
+                    end += len(data)
+                    written.append((end, data, stream))
         except Exception as error:
             with self._lock:
                 if isinstance(error, OSError) and is_storage_full(error):
