@@ -1,6 +1,8 @@
 """A decision heard twice at once settles its execution once, and neither hearer returns before
 it is settled: an approver's deny and the replicas' polling fallback both hear it, and the
-deny's 200 must not come while the execution still says `awaiting_approval`."""
+deny's 200 must not come while the execution still says `awaiting_approval`. A cancel's own
+withdrawal of the approval, heard before the cancel has written its record, leaves the
+execution and its waiting caller to the cancel."""
 
 from __future__ import annotations
 
@@ -8,17 +10,20 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from app.main import create_app
 from app.services import Services
 from app.store import crud
-from app.store.models import Approval, ApprovalState, ExecutionState
+from app.store.models import Approval, ApprovalState, Execution, ExecutionState
 from tests.conftest import AGENT, make_settings
-from tests.databases import SQLITE
+from tests.databases import SQLITE, ServerDatabase
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
@@ -81,3 +86,67 @@ def test_neither_hearer_of_a_decision_returns_before_it_is_settled(tmp_path: Pat
     settled = [ExecutionState.rejected.value] * 2
     early = [states for states in seen if states != settled]
     assert not early, f"a hearer answered while its execution still said {early}"
+
+
+async def _cancel_heard_early(
+    tmp_path: Path, database: ServerDatabase, patch: Callable[[object, str, Any], None]
+) -> tuple[httpx.Response, httpx.Response, str]:
+    """A foreground call awaits approval; its cancel withdraws the approval and is held just
+    before it writes the `cancelled` record, while the withdrawal's settlement (what the
+    polling fallback hears) runs. Returns the cancel's answer, the waiting caller's answer and
+    the record's state."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    app = create_app(make_settings(tmp_path, database, policy_file=policy))
+    async with app.router.lifespan_context(app):
+        services: Services = app.state.services
+        lifecycle = services.executions._lifecycle
+        finish = lifecycle.finish_without_process
+        cancel_holds, cancel_goes_on = asyncio.Event(), asyncio.Event()
+
+        async def held_before_cancelled_record(
+            record: Execution, state: ExecutionState, *, notice: str | None = None
+        ) -> None:
+            if state is ExecutionState.cancelled:
+                cancel_holds.set()
+                await cancel_goes_on.wait()
+            await finish(record, state, notice=notice)
+
+        patch(lifecycle, "finish_without_process", held_before_cancelled_record)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {AGENT}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers
+        ) as client:
+            requests = services.approvals.subscribe()
+            waiting = asyncio.ensure_future(
+                client.post("/v1/executions", json={"command": "rm -rf /nonexistent-x"})
+            )
+            await asyncio.wait_for(requests.get(), 10)
+            (approval,) = await services.db.call(crud.pending_approvals)
+            cancelling = asyncio.ensure_future(
+                client.post(f"/v1/executions/{approval.execution_id}/cancel")
+            )
+            await asyncio.wait_for(cancel_holds.wait(), 10)
+            withdrawn = await services.db.call(crud.get_approval, approval_id=approval.id)
+            assert withdrawn is not None and withdrawn.state == ApprovalState.expired
+            await services.approvals.settle_subject(withdrawn)
+            cancel_goes_on.set()
+            cancelled, answered = await asyncio.wait_for(asyncio.gather(cancelling, waiting), 10)
+        record = await services.db.call(crud.get_execution, execution_id=approval.execution_id)
+        assert record is not None
+        return cancelled, answered, record.state
+
+
+def test_a_cancels_own_withdrawal_heard_first_leaves_the_execution_cancelled(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cancelled, answered, state = asyncio.run(
+        _cancel_heard_early(tmp_path, database, monkeypatch.setattr)
+    )
+    assert state == ExecutionState.cancelled.value
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] == "cancelled"
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["state"] == "cancelled"
+    assert answered.json()["is_error"] is True
