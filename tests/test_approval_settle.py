@@ -17,11 +17,14 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
+from app.cluster import store
 from app.main import create_app
 from app.services import Services
 from app.store import crud
 from app.store.models import Approval, ApprovalState, Execution, ExecutionState
+from tests.cluster.replicas import fresh_database
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE, ServerDatabase
 
@@ -89,17 +92,35 @@ def test_neither_hearer_of_a_decision_returns_before_it_is_settled(tmp_path: Pat
 
 
 async def _cancel_heard_early(
-    tmp_path: Path, database: ServerDatabase, patch: Callable[[object, str, Any], None]
+    tmp_path: Path,
+    database: ServerDatabase,
+    patch: Callable[[object, str, Any], None],
+    *,
+    elsewhere: bool = False,
 ) -> tuple[httpx.Response, httpx.Response, str]:
     """A foreground call awaits approval; its cancel withdraws the approval and is held just
     before it writes the `cancelled` record, while the withdrawal's settlement (what the
-    polling fallback hears) runs. Returns the cancel's answer, the waiting caller's answer and
-    the record's state."""
+    polling fallback hears) runs. `elsewhere`: the execution is a dead replica's, its cancel
+    served by replica b and its settlement heard by replica c. Returns the cancel's answer,
+    the waiting caller's answer and the record's state."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(POLICY))
-    app = create_app(make_settings(tmp_path, database, policy_file=policy))
-    async with app.router.lifespan_context(app):
+
+    def replica(name: str) -> FastAPI:
+        settings = make_settings(
+            tmp_path / name, database, policy_file=policy, node_id=name if elsewhere else ""
+        )
+        return create_app(settings)
+
+    async with contextlib.AsyncExitStack() as replicas:
+        app = replica("b")
+        await replicas.enter_async_context(app.router.lifespan_context(app))
         services: Services = app.state.services
+        hearer = services
+        if elsewhere:
+            other = replica("c")
+            await replicas.enter_async_context(other.router.lifespan_context(other))
+            hearer = other.state.services
         lifecycle = services.executions._lifecycle
         finish = lifecycle.finish_without_process
         cancel_holds, cancel_goes_on = asyncio.Event(), asyncio.Event()
@@ -124,13 +145,22 @@ async def _cancel_heard_early(
             )
             await asyncio.wait_for(requests.get(), 10)
             (approval,) = await services.db.call(crud.pending_approvals)
+            if elsewhere:
+                # The record of a replica that is gone (no node row): any replica may claim it.
+                moved = await services.db.call(
+                    store.claim_awaiting,
+                    execution_id=approval.execution_id,
+                    from_node="b",
+                    to_node="a-gone",
+                )
+                assert moved
             cancelling = asyncio.ensure_future(
                 client.post(f"/v1/executions/{approval.execution_id}/cancel")
             )
             await asyncio.wait_for(cancel_holds.wait(), 10)
             withdrawn = await services.db.call(crud.get_approval, approval_id=approval.id)
             assert withdrawn is not None and withdrawn.state == ApprovalState.expired
-            await services.approvals.settle_subject(withdrawn)
+            await hearer.approvals.settle_subject(withdrawn)
             cancel_goes_on.set()
             cancelled, answered = await asyncio.wait_for(asyncio.gather(cancelling, waiting), 10)
         record = await services.db.call(crud.get_execution, execution_id=approval.execution_id)
@@ -138,15 +168,30 @@ async def _cancel_heard_early(
         return cancelled, answered, record.state
 
 
-def test_a_cancels_own_withdrawal_heard_first_leaves_the_execution_cancelled(
-    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cancelled, answered, state = asyncio.run(
-        _cancel_heard_early(tmp_path, database, monkeypatch.setattr)
-    )
+def _assert_cancelled(cancelled: httpx.Response, answered: httpx.Response, state: str) -> None:
     assert state == ExecutionState.cancelled.value
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["state"] == "cancelled"
     assert answered.status_code == 200, answered.text
     assert answered.json()["state"] == "cancelled"
     assert answered.json()["is_error"] is True
+
+
+def test_a_cancels_own_withdrawal_heard_first_leaves_the_execution_cancelled(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _assert_cancelled(*asyncio.run(_cancel_heard_early(tmp_path, database, monkeypatch.setattr)))
+
+
+@pytest.mark.postgres
+def test_a_withdrawal_heard_first_on_another_replica_leaves_the_execution_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead replica's execution is cancelled on b; c hears the withdrawal (its notification
+    or its polling fallback) before b has written the record. The `_cancelling` guard is b's
+    alone: c, which settles a dead replica's executions, records the cancel's outcome too."""
+    with fresh_database() as url:
+        shared = ServerDatabase("postgres", url)
+        _assert_cancelled(
+            *asyncio.run(_cancel_heard_early(tmp_path, shared, monkeypatch.setattr, elsewhere=True))
+        )
