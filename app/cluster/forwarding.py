@@ -216,7 +216,8 @@ class Forwarder:
             raise NodeUnreachableError(f"replica {node_id} has no SHELLGATE_NODE_URL")
         return Target(node_id, node.url, stopping=self._cluster.is_stopping(node))
 
-    async def _is_stopping(self, node_id: str) -> bool:
+    async def is_stopping(self, node_id: str) -> bool:
+        """Whether the node's graceful stop has begun (its row says so)."""
         node = await self._cluster.node(node_id)
         return node is not None and self._cluster.is_stopping(node)
 
@@ -307,7 +308,7 @@ class Forwarder:
             if (
                 not last_try
                 and target.execution_id is not None
-                and (is_long_poll(scope) or await self._is_stopping(target.node_id))
+                and (is_long_poll(scope) or await self.is_stopping(target.node_id))
             ):
                 return False
             stopping = " (it is stopping)" if target.stopping else ""
@@ -318,7 +319,7 @@ class Forwarder:
             not last_try
             and is_long_poll(scope)
             and target.execution_id is not None
-            and await self._is_stopping(target.node_id)
+            and await self.is_stopping(target.node_id)
         ):
             # Its stop ends waits at once with the record as it stood; the end is to come.
             await response.aclose()

@@ -16,11 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp_types import CallToolResult
 
+from tests.api.test_mcp import mcp_client, structured, text_of
 from tests.cluster.replicas import Replica, fresh_database, replica
-from tests.conftest import ADMIN
+from tests.conftest import ADMIN, AGENT
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.postgres
@@ -37,7 +40,7 @@ def database() -> Iterator[str]:
         yield url
 
 
-def _in_thread(call: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[Any]]:
+def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[Any]]:
     answers: list[Any] = []
 
     def run() -> None:
@@ -114,6 +117,40 @@ def test_a_long_poll_through_b_cut_short_by_as_stop_gets_the_record_as_it_ends(
         assert record["output"] == "started\n", record
 
 
+def _job_wait(server: Replica, execution_id: str, seconds: float) -> CallToolResult:
+    """The MCP `job_wait` tool, called on `server` with the MCP SDK's client."""
+
+    async def call() -> CallToolResult:
+        with anyio.fail_after(seconds + 30):
+            async with mcp_client(server, AGENT) as client:  # type: ignore[arg-type]
+                return await client.call_tool("job_wait", {"id": execution_id, "seconds": seconds})
+
+    return anyio.run(call)
+
+
+def test_an_mcp_job_wait_through_b_cut_short_by_as_stop_gets_the_record_as_it_ends(
+    tmp_path: Path, database: str
+) -> None:
+    """The MCP twin of the long-poll above: B's `job_wait` asks A, which holds the wait until
+    its stop answers it with the record as it stood (`running`). B follows the record in the
+    database instead, and the tool's result is the command's end, `lost`."""
+    with (
+        replica(tmp_path, "node-b", database) as b,
+        replica(tmp_path, "node-a", database, **SETTINGS) as a,
+    ):
+        execution_id = _started_on(a)
+        waiting, answers = _in_thread(lambda: _job_wait(b, execution_id, 60))
+        eventually(lambda: _waiting_calls(a) == 1, what="the wait held on A")
+        a.process.send_signal(signal.SIGTERM)  # this test's own replica, by its pid
+        waiting.join(90)
+        assert a.process.wait(60) in (0, -signal.SIGTERM), a.log()
+    (result,) = answers
+    assert isinstance(result, CallToolResult), result
+    # The execution's result (a `lost` one is an error result), not a tool error about A.
+    assert structured(result)["state"] == "lost", text_of(result)
+    assert text_of(result).startswith("started\n"), text_of(result)
+
+
 def test_requests_through_b_that_find_as_listener_closed_get_the_record_not_503(
     tmp_path: Path, database: str
 ) -> None:
@@ -158,3 +195,43 @@ def test_requests_through_b_that_find_as_listener_closed_get_the_record_not_503(
         assert output.status_code == 200, output.text
         assert output.content == b"started\n"
         assert output.headers["X-Complete"] == "true"
+
+
+def test_a_session_call_through_b_to_a_stopping_a_is_503_node_unreachable(
+    tmp_path: Path, database: str
+) -> None:
+    """A session's shell is on A alone, so no database record can answer for it: through B,
+    a call naming the session while A stops (its listener closed, A frozen right there) is
+    503 `node_unreachable` naming A, with `Retry-After`, never a fresh shell on B."""
+    with (
+        replica(tmp_path, "node-b", database) as b,
+        replica(tmp_path, "node-a", database, **SETTINGS) as a,
+    ):
+        with a.client() as agent_a:
+            made = agent_a.post("/v1/sessions", json={})
+            assert made.status_code in (200, 201), made.text
+            session_id = made.json()["id"]
+        _started_on(a)  # the stop waits out its kill grace: A stays stopping for seconds
+        frozen = False
+        try:
+            a.process.send_signal(signal.SIGTERM)  # this test's own replica, by its pid
+            eventually(lambda: _refuses_connections(a), what="A's listener closed")
+            a.process.send_signal(signal.SIGSTOP)
+            frozen = True
+            assert _stopping(b, "node-a")
+            with b.client() as agent_b:
+                call = agent_b.post(
+                    "/v1/executions", json={"command": "echo here", "session": session_id}
+                )
+            a.process.send_signal(signal.SIGCONT)
+            frozen = False
+            assert a.process.wait(60) in (0, -signal.SIGTERM), a.log()
+        finally:
+            if frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    a.process.send_signal(signal.SIGCONT)
+    assert call.status_code == 503, call.text
+    error = call.json()["error"]
+    assert error["code"] == "node_unreachable", error
+    assert "node-a" in error["message"] and "stopping" in error["message"], error
+    assert int(call.headers["Retry-After"]) > 0

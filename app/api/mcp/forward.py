@@ -39,13 +39,23 @@ class Owner:
     ) -> tuple[dict[str, str], bytes]:
         """The owner's answer (headers, body); OwnerRefused, with its message, when it refused
         or did not answer."""
-        node = self.target.node_id
         try:
-            status, headers, content = await self.forwarder.call(
-                self.target, method, path, authorization=self.authorization, body=body
-            )
+            answer = await self._call(method, path, body)
         except NodeUnreachableError as error:
             raise OwnerRefused(error.message) from None
+        return self._accepted(*answer)
+
+    async def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        return await self.forwarder.call(
+            self.target, method, path, authorization=self.authorization, body=body
+        )
+
+    def _accepted(
+        self, status: int, headers: dict[str, str], content: bytes
+    ) -> tuple[dict[str, str], bytes]:
+        """An answer below 400 as it came; OwnerRefused, with the owner's message, otherwise."""
         if status >= 400:
             try:
                 answer: Any = json.loads(content)
@@ -53,14 +63,34 @@ class Owner:
                 answer = content[:200]
             envelope = answer.get("error") if isinstance(answer, dict) else None
             message = envelope.get("message") if isinstance(envelope, dict) else None
-            raise OwnerRefused(message or f"replica {node} answered {status}: {answer}")
+            raise OwnerRefused(
+                message or f"replica {self.target.node_id} answered {status}: {answer}"
+            )
         return headers, content
 
     async def record(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> ExecutionPublic:
-        """An execution's record as the owner answers `method path` (a run, a wait, a cancel)."""
+        """An execution's record as the owner answers `method path` (a run, a cancel)."""
         _, content = await self.ask(method, path, body)
+        return self._record(content)
+
+    async def wait(self, execution_id: str, seconds: float) -> ExecutionPublic | None:
+        """The record once the owner's long-poll (`?wait=seconds`) ends; None when the wait is
+        to be served here from the record in the database, as a REST long-poll is (Forwarder.
+        forward_http): the owner did not answer (stopping, or gone: the cluster records what
+        became of its executions), or its stop began while it held the wait (a stop ends every
+        wait at once, with the record as it stood)."""
+        try:
+            answer = await self._call("GET", f"/v1/executions/{execution_id}?wait={seconds:g}")
+        except NodeUnreachableError:
+            return None
+        if await self.forwarder.is_stopping(self.target.node_id):
+            return None
+        _, content = self._accepted(*answer)
+        return self._record(content)
+
+    def _record(self, content: bytes) -> ExecutionPublic:
         try:
             return ExecutionPublic.model_validate_json(content)
         except ValidationError:

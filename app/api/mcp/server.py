@@ -8,6 +8,7 @@ the running app's Services (`serve`, entered by the app's lifespan).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 from collections.abc import AsyncIterator
@@ -239,13 +240,15 @@ def build_mcp_server(services: Services) -> MCPServer:
     ) -> Annotated[CallToolResult, ExecutionResult]:
         try:
             principal = _principal(ctx)
-            # A run on another replica changes state there: its owner holds the wait (one that
-            # is stopping does not: the wait here follows its record in the database).
+            deadline = asyncio.get_running_loop().time() + seconds
+            # A run on another replica changes state there: its owner holds the wait. One that
+            # is stopping, or does not answer, does not: the wait here follows its record in
+            # the database for what is left of `seconds`, as a REST long-poll's does.
             owner = await execution_owner(ctx, id, None) if seconds > 0 else None
-            if owner is None:
-                execution = await executions.get(principal, id, wait=seconds)
-            else:
-                execution = await owner.record("GET", f"/v1/executions/{id}?wait={seconds:g}")
+            execution = None if owner is None else await owner.wait(id, seconds)
+            if execution is None:
+                left = max(0.0, deadline - asyncio.get_running_loop().time())
+                execution = await executions.get(principal, id, wait=left)
         except AppError as error:
             return _tool_error(error)
         return _execution_result(execution)
