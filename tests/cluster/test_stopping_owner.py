@@ -78,6 +78,30 @@ def _stopping(observer: Replica, node_id: str) -> bool:
     return bool(node["stopping"] and node["alive"])
 
 
+@contextlib.contextmanager
+def _stopping_and_frozen(a: Replica, observer: Replica) -> Iterator[Callable[[], None]]:
+    """A gets SIGTERM and is frozen (SIGSTOP) once its listener is closed, before its stop
+    records anything; yields `thaw` (SIGCONT), which the exit does too if it was not called."""
+    frozen = False
+
+    def thaw() -> None:
+        nonlocal frozen
+        if frozen:
+            frozen = False
+            with contextlib.suppress(ProcessLookupError):
+                a.process.send_signal(signal.SIGCONT)
+
+    try:
+        a.process.send_signal(signal.SIGTERM)  # this test's own replica, by its pid
+        eventually(lambda: _refuses_connections(a), what="A's listener closed")
+        a.process.send_signal(signal.SIGSTOP)
+        frozen = True
+        assert _stopping(observer, a.name)
+        yield thaw
+    finally:
+        thaw()
+
+
 def _started_on(server: Replica) -> str:
     with server.client() as agent:
         job = agent.post("/v1/executions", json={"command": STUBBORN, "async": True})
@@ -161,13 +185,7 @@ def test_requests_through_b_that_find_as_listener_closed_get_the_record_not_503(
     with replica(tmp_path, "node-b", database, shared_data=True) as b:
         with replica(tmp_path, "node-a", database, shared_data=True, **SETTINGS) as a:
             execution_id = _started_on(a)
-            frozen = False
-            try:
-                a.process.send_signal(signal.SIGTERM)  # this test's own replica, by its pid
-                eventually(lambda: _refuses_connections(a), what="A's listener closed")
-                a.process.send_signal(signal.SIGSTOP)
-                frozen = True
-                assert _stopping(b, "node-a")
+            with _stopping_and_frozen(a, b) as thaw:
                 with b.client(timeout=90) as agent_b:
                     state = agent_b.get(f"/v1/executions/{execution_id}").json()["state"]
                     assert state == "running"  # frozen within the kill grace: not recorded
@@ -177,15 +195,10 @@ def test_requests_through_b_that_find_as_listener_closed_get_the_record_not_503(
                     reading, read = _in_thread(
                         lambda: agent_b.get(f"/v1/executions/{execution_id}/output")
                     )
-                    a.process.send_signal(signal.SIGCONT)
-                    frozen = False
+                    thaw()
                     polling.join(60)
                     reading.join(60)
                 assert a.process.wait(60) in (0, -signal.SIGTERM), a.log()
-            finally:
-                if frozen:
-                    with contextlib.suppress(ProcessLookupError):
-                        a.process.send_signal(signal.SIGCONT)
         (record,) = polled
         assert isinstance(record, httpx.Response), record
         assert record.status_code == 200, record.text
@@ -212,24 +225,13 @@ def test_a_session_call_through_b_to_a_stopping_a_is_503_node_unreachable(
             assert made.status_code in (200, 201), made.text
             session_id = made.json()["id"]
         _started_on(a)  # the stop waits out its kill grace: A stays stopping for seconds
-        frozen = False
-        try:
-            a.process.send_signal(signal.SIGTERM)  # this test's own replica, by its pid
-            eventually(lambda: _refuses_connections(a), what="A's listener closed")
-            a.process.send_signal(signal.SIGSTOP)
-            frozen = True
-            assert _stopping(b, "node-a")
+        with _stopping_and_frozen(a, b) as thaw:
             with b.client() as agent_b:
                 call = agent_b.post(
                     "/v1/executions", json={"command": "echo here", "session": session_id}
                 )
-            a.process.send_signal(signal.SIGCONT)
-            frozen = False
+            thaw()
             assert a.process.wait(60) in (0, -signal.SIGTERM), a.log()
-        finally:
-            if frozen:
-                with contextlib.suppress(ProcessLookupError):
-                    a.process.send_signal(signal.SIGCONT)
     assert call.status_code == 503, call.text
     error = call.json()["error"]
     assert error["code"] == "node_unreachable", error
