@@ -215,7 +215,7 @@ class Services:
             storage=storage,
             cluster=cluster,
             relay=relay,
-            forwarder=Forwarder(settings, cluster, db),
+            forwarder=Forwarder(settings, cluster, db, executions.until_ended_elsewhere),
             notifier=notifier,
             approval_notifier=approval_notifier,
             sandbox=sandbox,

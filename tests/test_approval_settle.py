@@ -1,24 +1,34 @@
 """A decision heard twice at once settles its execution once, and neither hearer returns before
 it is settled: an approver's deny and the replicas' polling fallback both hear it, and the
-deny's 200 must not come while the execution still says `awaiting_approval`."""
+deny's 200 must not come while the execution still says `awaiting_approval`. A cancel's own
+withdrawal of the approval, heard before the cancel has written its record, leaves the
+execution and its waiting caller to the cancel. Of two terminal writes, the one that lost
+reports nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
+from fastapi import FastAPI
 
+from app.cluster import store
 from app.main import create_app
 from app.services import Services
 from app.store import crud
-from app.store.models import Approval, ApprovalState, ExecutionState
+from app.store.models import Approval, ApprovalState, Execution, ExecutionState
+from tests.cluster.replicas import fresh_database
 from tests.conftest import AGENT, make_settings
-from tests.databases import SQLITE
+from tests.databases import SQLITE, ServerDatabase
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
@@ -81,3 +91,177 @@ def test_neither_hearer_of_a_decision_returns_before_it_is_settled(tmp_path: Pat
     settled = [ExecutionState.rejected.value] * 2
     early = [states for states in seen if states != settled]
     assert not early, f"a hearer answered while its execution still said {early}"
+
+
+async def _cancel_heard_early(
+    tmp_path: Path,
+    database: ServerDatabase,
+    patch: Callable[[object, str, Any], None],
+    *,
+    elsewhere: bool = False,
+) -> tuple[httpx.Response, httpx.Response, str]:
+    """A foreground call awaits approval; its cancel withdraws the approval and is held just
+    before it writes the `cancelled` record, while the withdrawal's settlement (what the
+    polling fallback hears) runs. `elsewhere`: the execution is a dead replica's, its cancel
+    served by replica b and its settlement heard by replica c. Returns the cancel's answer,
+    the waiting caller's answer and the record's state."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+
+    def replica(name: str) -> FastAPI:
+        settings = make_settings(
+            tmp_path / name, database, policy_file=policy, node_id=name if elsewhere else ""
+        )
+        return create_app(settings)
+
+    async with contextlib.AsyncExitStack() as replicas:
+        app = replica("b")
+        await replicas.enter_async_context(app.router.lifespan_context(app))
+        services: Services = app.state.services
+        hearer = services
+        if elsewhere:
+            other = replica("c")
+            await replicas.enter_async_context(other.router.lifespan_context(other))
+            hearer = other.state.services
+        lifecycle = services.executions._lifecycle
+        finish = lifecycle.finish_without_process
+        cancel_holds, cancel_goes_on = asyncio.Event(), asyncio.Event()
+
+        async def held_before_cancelled_record(
+            record: Execution, state: ExecutionState, *, notice: str | None = None
+        ) -> None:
+            if state is ExecutionState.cancelled:
+                cancel_holds.set()
+                await cancel_goes_on.wait()
+            await finish(record, state, notice=notice)
+
+        patch(lifecycle, "finish_without_process", held_before_cancelled_record)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {AGENT}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers
+        ) as client:
+            requests = services.approvals.subscribe()
+            waiting = asyncio.ensure_future(
+                client.post("/v1/executions", json={"command": "rm -rf /nonexistent-x"})
+            )
+            await asyncio.wait_for(requests.get(), 10)
+            (approval,) = await services.db.call(crud.pending_approvals)
+            if elsewhere:
+                # The record of a replica that is gone (no node row): any replica may claim it.
+                moved = await services.db.call(
+                    store.claim_awaiting,
+                    execution_id=approval.execution_id,
+                    from_node="b",
+                    to_node="a-gone",
+                )
+                assert moved
+            cancelling = asyncio.ensure_future(
+                client.post(f"/v1/executions/{approval.execution_id}/cancel")
+            )
+            await asyncio.wait_for(cancel_holds.wait(), 10)
+            withdrawn = await services.db.call(crud.get_approval, approval_id=approval.id)
+            assert withdrawn is not None and withdrawn.state == ApprovalState.expired
+            await hearer.approvals.settle_subject(withdrawn)
+            cancel_goes_on.set()
+            cancelled, answered = await asyncio.wait_for(asyncio.gather(cancelling, waiting), 10)
+        record = await services.db.call(crud.get_execution, execution_id=approval.execution_id)
+        assert record is not None
+        return cancelled, answered, record.state
+
+
+def _assert_cancelled(cancelled: httpx.Response, answered: httpx.Response, state: str) -> None:
+    assert state == ExecutionState.cancelled.value
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] == "cancelled"
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["state"] == "cancelled"
+    assert answered.json()["is_error"] is True
+
+
+def test_a_cancels_own_withdrawal_heard_first_leaves_the_execution_cancelled(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _assert_cancelled(*asyncio.run(_cancel_heard_early(tmp_path, database, monkeypatch.setattr)))
+
+
+@pytest.mark.postgres
+def test_a_withdrawal_heard_first_on_another_replica_leaves_the_execution_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead replica's execution is cancelled on b; c hears the withdrawal (its notification
+    or its polling fallback) before b has written the record. The `_cancelling` guard is b's
+    alone: c, which settles a dead replica's executions, records the cancel's outcome too."""
+    with fresh_database() as url:
+        shared = ServerDatabase("postgres", url)
+        _assert_cancelled(
+            *asyncio.run(_cancel_heard_early(tmp_path, shared, monkeypatch.setattr, elsewhere=True))
+        )
+
+
+async def _ended_twice(
+    tmp_path: Path,
+    database: ServerDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> tuple[str, dict[str, float | None], list[str], list[str]]:
+    """An execution awaiting approval ends `cancelled` (a cancel's record), then a `rejected`
+    write comes second (a deny's settlement heard late, on this replica or another): the
+    record's state, the finished counter by state, the states of the `finished` lines and the
+    ids handed to delivery."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    app = create_app(make_settings(tmp_path, database, policy_file=policy))
+    async with app.router.lifespan_context(app):
+        services: Services = app.state.services
+        lifecycle = services.executions._lifecycle
+        delivered: list[str] = []
+        monkeypatch.setattr(
+            lifecycle._completion, "ended", lambda execution_id, url: delivered.append(execution_id)
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            submitted = await client.post(
+                "/v1/executions",
+                json={"command": "rm -rf /nonexistent-x", "async": True},
+                headers={"Authorization": f"Bearer {AGENT}"},
+            )
+        assert submitted.json()["state"] == "awaiting_approval", submitted.text
+        execution_id = submitted.json()["id"]
+        record = await services.db.call(crud.get_execution, execution_id=execution_id)
+        assert record is not None
+        caplog.clear()
+        await lifecycle.finish_without_process(record, ExecutionState.cancelled)
+        await lifecycle.finish_without_process(record, ExecutionState.rejected, notice="late")
+        finished = [
+            str(getattr(line, "state", None))
+            for line in caplog.records
+            if getattr(line, "event", None) == "finished"
+        ]
+        ended = await services.db.call(crud.get_execution, execution_id=execution_id)
+        assert ended is not None
+        counted = {
+            state: services.metrics.registry.get_sample_value(
+                "shellgate_executions_finished_total", {"state": state}
+            )
+            for state in ("cancelled", "rejected")
+        }
+        return ended.state, counted, finished, delivered
+
+
+def test_a_terminal_write_that_lost_reports_nothing(
+    tmp_path: Path,
+    database: ServerDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first terminal record stays (terminal states never change); the one that came
+    second counts, logs and delivers nothing, so the execution is reported once, as recorded."""
+    caplog.set_level(logging.INFO, logger="shellgate.lifecycle")
+    state, counted, finished, delivered = asyncio.run(
+        _ended_twice(tmp_path, database, monkeypatch, caplog)
+    )
+    assert state == ExecutionState.cancelled.value
+    assert counted == {"cancelled": 1.0, "rejected": None}, counted
+    assert finished == ["cancelled"], finished
+    assert len(delivered) == 1, delivered

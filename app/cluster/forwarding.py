@@ -14,9 +14,9 @@ An owner whose graceful stop has begun says so in its node row before it stops l
 (Cluster.leave), and ends or records every execution it runs as it stops. So a request about
 one of its executions is not lost with its listener: a long-poll is answered here, following
 the record in the database, and any other request that finds the owner stopping and no
-longer answering waits here (up to the shutdown grace) for the record to end, then is served
-as a finished execution's is. Only what needs the stopped replica itself (a session's shell, a
-log on its own disk) answers 503 `node_unreachable`.
+longer answering waits here (up to the shutdown grace, or until this replica's own stop) for
+the record to end, then is served as a finished execution's is. Only what needs the stopped
+replica itself (a session's shell, a log on its own disk) answers 503 `node_unreachable`.
 """
 
 from __future__ import annotations
@@ -88,8 +88,9 @@ _SESSION_PATH = re.compile(r"^/v1/sessions/([A-Za-z0-9_-]{1,64})(?:/.*)?$")
 _PROCESS_ACTIONS = {"input", "resize", "signal", "cancel", "output", "search", "stream"}
 _LOG_ACTIONS = {"output", "search", "stream"}
 _ACTIVE = {ExecutionState.running.value, ExecutionState.awaiting_approval.value}
-# How often a request whose owner is stopping looks for the record's end.
-RECORDED_POLL_SECONDS = 0.25
+# Follows another replica's execution in the database for up to so many seconds, until its
+# record ends (ExecutionService.until_ended_elsewhere).
+UntilEnded = Callable[[str, float], Awaitable[None]]
 
 
 def _make_client() -> httpx.AsyncClient:
@@ -119,10 +120,13 @@ class Target:
 class Forwarder:
     """Decides where a request belongs and carries it there."""
 
-    def __init__(self, settings: Settings, cluster: Cluster, db: Database) -> None:
+    def __init__(
+        self, settings: Settings, cluster: Cluster, db: Database, until_ended: UntilEnded
+    ) -> None:
         self._settings = settings
         self._cluster = cluster
         self._db = db
+        self._until_ended = until_ended
         self.secret = settings.cluster_secret.encode()
         self.enabled = bool(settings.cluster_secret) and cluster.shared
         # Made on the first forward: httpx and websockets' client (with the CLI tools httpx
@@ -216,20 +220,16 @@ class Forwarder:
             raise NodeUnreachableError(f"replica {node_id} has no SHELLGATE_NODE_URL")
         return Target(node_id, node.url, stopping=self._cluster.is_stopping(node))
 
-    async def _is_stopping(self, node_id: str) -> bool:
+    async def is_stopping(self, node_id: str) -> bool:
+        """Whether the node's graceful stop has begun (its row says so)."""
         node = await self._cluster.node(node_id)
         return node is not None and self._cluster.is_stopping(node)
 
     async def until_recorded(self, execution_id: str) -> None:
         """Returns once the execution is no longer running or awaiting approval in the
-        database, or after the shutdown grace (the time a stopping owner takes at most to
-        record its executions)."""
-        deadline = asyncio.get_running_loop().time() + self._settings.shutdown_grace
-        while asyncio.get_running_loop().time() < deadline:
-            owner = await self._db.call(store.execution_owner, execution_id=execution_id)
-            if owner is None or owner[1] not in _ACTIVE:
-                return
-            await asyncio.sleep(RECORDED_POLL_SECONDS)
+        database, after the shutdown grace (the time a stopping owner takes at most to record
+        its executions), or once this server starts stopping."""
+        await self._until_ended(execution_id, self._settings.shutdown_grace)
 
     async def _log_is_here(self, execution_id: str) -> bool:
         directory = Path(self._settings.artifacts_dir)
@@ -307,7 +307,7 @@ class Forwarder:
             if (
                 not last_try
                 and target.execution_id is not None
-                and (is_long_poll(scope) or await self._is_stopping(target.node_id))
+                and (is_long_poll(scope) or await self.is_stopping(target.node_id))
             ):
                 return False
             stopping = " (it is stopping)" if target.stopping else ""
@@ -318,7 +318,7 @@ class Forwarder:
             not last_try
             and is_long_poll(scope)
             and target.execution_id is not None
-            and await self._is_stopping(target.node_id)
+            and await self.is_stopping(target.node_id)
         ):
             # Its stop ends waits at once with the record as it stood; the end is to come.
             await response.aclose()

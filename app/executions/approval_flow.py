@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from app.approvals.service import (
     RETRY_WITHDRAWN_REASON,
+    WITHDRAWN_REASON,
     ApprovalService,
     new_approval_id,
 )
@@ -378,6 +379,16 @@ class ApprovalFlow:
         if not await self._node.settles(record):
             return None  # another live replica holds it and settles it when it hears
         if approval.state != ApprovalState.approved:
+            withdrawal_notice = _withdrawal_notice(approval)
+            if withdrawal_notice is not None:
+                # Withdrawn by a cancel that has not written its record yet: on another replica
+                # (one serving the cancel of a dead replica's execution; this one's own cancels
+                # are left alone, `_cancelling`), or one that died before writing it. The
+                # execution ends as that cancel ends it, never `rejected`.
+                await self._lifecycle.finish_without_process(
+                    record, ExecutionState.cancelled, notice=withdrawal_notice
+                )
+                return None
             refused = rejection(approval)
             await self._lifecycle.finish_without_process(
                 record, ExecutionState.rejected, notice=refused.message
@@ -452,6 +463,17 @@ class _Caller:
 
 def _nobody_waiting() -> bool:
     return False
+
+
+def _withdrawal_notice(approval: Approval) -> str | None:
+    """The notice of the `cancelled` record a withdrawal of `approval` ends its execution
+    with (`cancel_awaiting`, `_withdraw_unanswerable`); None if it was not withdrawn."""
+    if approval.state != ApprovalState.expired:
+        return None
+    return {
+        WITHDRAWN_REASON: CANCELLED_NOTICE,
+        RETRY_WITHDRAWN_REASON: RETRY_WITHDRAWN_NOTICE,
+    }.get(approval.decision_reason or "")
 
 
 def rejection(approval: Approval) -> ApprovalRejectedError:

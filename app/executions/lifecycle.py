@@ -339,7 +339,11 @@ class Lifecycle:
         self, record: Execution, state: ExecutionState, *, notice: str | None = None
     ) -> None:
         """The terminal record of an execution that never ran (rejected, cancelled, failed to
-        start after its approval)."""
+        start after its approval). A terminal record already written (by another replica, or
+        another path here) stays, and so does what its writer reported: a write that lost
+        reports nothing (no metrics, no `finished` line, no delivery), so an execution is
+        counted and delivered once, in the state it is recorded in. Waits here are still
+        woken: their record has ended."""
         notices = json.loads(record.notices)
         if notice:
             notices.append(notice)
@@ -354,10 +358,11 @@ class Lifecycle:
             "output": "",
             "text": text,
         }
-        await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
+        written = await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
         self._changes.notify(record.id)
-        self._completion.ended(record.id, record.notify_url)
-        self._finished(record.id, record.owner, state, values, 0)
+        if written:
+            self._completion.ended(record.id, record.notify_url)
+            self._finished(record.id, record.owner, state, values, 0)
 
     # --- the server's stop --------------------------------------------------------------------
 

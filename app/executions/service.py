@@ -13,6 +13,7 @@ Each one reads as its phases; the phases live in the modules named after them:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import replace
 
@@ -20,7 +21,7 @@ from app.approvals.service import ApprovalService
 from app.confinement import Confinement
 from app.core.auth import Principal
 from app.core.config import Settings
-from app.core.errors import ConflictError, PolicyDeniedError
+from app.core.errors import ConflictError, NotFoundError, PolicyDeniedError
 from app.executions import draft as drafts
 from app.executions import sandboxing
 from app.executions.answer import Answers, Outcome
@@ -343,6 +344,13 @@ class ExecutionService:
     ) -> ExecutionPublic:
         """The record; with `wait`, long-polls up to that many seconds for a terminal state."""
         return await self._reader.get(principal, execution_id, wait)
+
+    async def until_ended_elsewhere(self, execution_id: str, within: float) -> None:
+        """Returns once another replica's execution has its terminal record (or no record any
+        more), after `within` seconds, or once this server starts stopping: its record is
+        followed in the database, as a long-poll of it is."""
+        with contextlib.suppress(NotFoundError):
+            await self._reader.wait_for_terminal(execution_id, within, elsewhere=True)
 
     async def list_page(
         self, principal: Principal, *, states: list[str] | None, limit: int, cursor: str | None

@@ -39,7 +39,8 @@ ERROR_STATES = frozenset(
 )
 
 
-# How often a long-poll served here for another replica's execution reads its record again.
+# How often a wait here for another replica's execution reads its record again: a long-poll,
+# or a request whose owner stopped answering as it stops (Forwarder.until_recorded).
 ELSEWHERE_POLL_SECONDS = 0.25
 
 

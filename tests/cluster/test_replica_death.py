@@ -13,12 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp_types import CallToolResult
 from sqlalchemy import create_engine, text
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.api.test_mcp import mcp_client, structured, text_of
 from tests.cluster.replicas import Replica, fresh_database, replica
 from tests.conftest import ADMIN, AGENT, APPROVER
 from tests.waiting import eventually
@@ -219,6 +222,32 @@ def test_a_viewer_through_another_replica_gets_1013_when_the_owner_dies(
         code, reason = asyncio.run(watch_through_b())
     assert code == 1013, (code, reason)
     assert reason == "replica node-a stopped answering", reason
+
+
+def test_an_mcp_job_wait_through_b_on_a_killed_replicas_job_ends_lost(
+    tmp_path: Path, database: str
+) -> None:
+    """A is killed while its row still says alive (within the node timeout): B's `job_wait`
+    cannot reach it, and follows the record in the database instead of answering a tool
+    error, until B records A's job `lost` once A's heartbeat is overdue."""
+    with (
+        replica(tmp_path, "node-b", database, node_timeout=NODE_TIMEOUT) as b,
+        replica(tmp_path, "node-a", database, node_timeout=NODE_TIMEOUT) as a,
+        a.client() as agent_a,
+    ):
+        job = agent_a.post("/v1/executions", json={"command": "sleep 120", "async": True})
+        assert job.status_code == 202, job.text
+        kill(a)
+
+        async def wait_through_b() -> CallToolResult:
+            with anyio.fail_after(60):
+                async with mcp_client(b, AGENT) as client:  # type: ignore[arg-type]
+                    arguments = {"id": job.json()["id"], "seconds": 30}
+                    return await client.call_tool("job_wait", arguments)
+
+        result = anyio.run(wait_through_b)
+    # The execution's result (a `lost` one is an error result), not a tool error about A.
+    assert structured(result)["state"] == "lost", text_of(result)
 
 
 def test_a_returning_replica_ends_and_reads_what_the_others_recorded_lost(
