@@ -13,8 +13,9 @@ until 2026-12-06 18:00Z) missed it whenever the other server's call ran meanwhil
 2026-12-06 it also read only the
 server's utime + stime and its reaped children's from `/proc/<pid>/stat`, which leaves out
 bwrap's init in each sandbox: the server never reaps it (the system's init does), so its
-work, the namespaces' end among it, was not counted. Target: the sandbox adds at most ×1.15
-to both.
+work, the namespaces' end among it, was not counted. Also the server process's own CPU per
+call (no child: what the sandbox costs the server itself, its argv and checks), as a third
+ratio. Target: the sandbox adds at most ×1.15 to the median and to the CPU.
 
     .venv/bin/python -m bench.bench_sandbox --calls 150 --baseline DIR
 
@@ -88,6 +89,9 @@ def measure(
             running[(tree, sandbox)] = (client, server)
         samples: dict[tuple[str, str], list[float]] = {name: [] for name in names}
         cpu: dict[tuple[str, str], float] = {name: 0.0 for name in names}
+        # The server process's own CPU (no child): what the sandbox costs the server itself,
+        # apart from the processes it starts.
+        own: dict[tuple[str, str], float] = {name: 0.0 for name in names}
 
         def call(name: tuple[str, str]) -> float:
             if pause:
@@ -107,6 +111,7 @@ def measure(
         time.sleep(SETTLE_S)
         for name, (_, server) in running.items():
             cpu[name] = -server.tree_cpu_seconds()
+            own[name] = -servers.cpu_seconds(server.pid)
         for turn in range(-(-calls // block)):
             # Who goes first by turns: the machine's noise hits all alike.
             first = turn % len(names)
@@ -118,6 +123,7 @@ def measure(
         time.sleep(SETTLE_S)
         for name, (_, server) in running.items():
             cpu[name] += server.tree_cpu_seconds()
+            own[name] += servers.cpu_seconds(server.pid)
         method = next(iter(running.values()))[1].tree.method
     result: dict[str, object] = {
         "calls": calls,
@@ -134,12 +140,14 @@ def measure(
                 "median_ms": round(statistics.median(values), 3),
                 "p99_ms": round(percentile(values, 0.99), 3),
                 "tree_cpu_ms_per_call": round(cpu[(tree, sandbox)] * 1000 / calls, 3),
+                "server_cpu_ms_per_call": round(own[(tree, sandbox)] * 1000 / calls, 3),
             }
         on, off = (tree, "on"), (tree, "off")
         median_ratio = statistics.median(samples[on]) / statistics.median(samples[off])
         cpu_ratio = cpu[on] / cpu[off] if cpu[off] else float("nan")
         part["median_ratio"] = round(median_ratio, 3)
         part["tree_cpu_ratio"] = round(cpu_ratio, 3)
+        part["server_cpu_ratio"] = round(own[on] / own[off] if own[off] else float("nan"), 3)
         part["holds"] = median_ratio <= TARGET and cpu_ratio <= TARGET
         if baseline is None:
             result.update(part)
