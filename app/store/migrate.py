@@ -3,7 +3,7 @@ only when the database is behind: a start on a current schema reads one row
 (`alembic_version`) and leaves Alembic, Mako and Pygments unimported (≈ 0.2 s and 10 MiB).
 A database with no tables at all is not migrated but created from the models in one
 transaction, the head revision recorded as Alembic records it (`create_schema_if_empty`: the
-18 migrations took ≈ 0.6 s of a first start, bench/PROFILE.md); tests/test_fresh_schema.py
+18 migrations took 0.2-0.6 s of a first start, bench/PROFILE.md); tests/test_fresh_schema.py
 checks the two ways make the same schema. `shellgate serve` runs a due upgrade in a forked
 child (`upgrade_in_child_if_behind`), so the server does not keep Alembic's ≈ 10 MiB after an
 upgrade either."""
