@@ -25,6 +25,7 @@ from app.store import crud
 from app.store.models import ExecutionState
 from tests.conftest import AGENT, make_settings
 from tests.databases import ServerDatabase
+from tests.end_reports import deliveries, end_reported
 
 RECORDED_ELSEWHERE = {
     "state": ExecutionState.lost.value,
@@ -49,10 +50,7 @@ async def _run_whose_end_loses(
     async with app.router.lifespan_context(app):
         services: Services = app.state.services
         lifecycle = services.executions._lifecycle
-        delivered: list[str] = []
-        monkeypatch.setattr(
-            lifecycle._completion, "ended", lambda execution_id, url: delivered.append(execution_id)
-        )
+        delivered = deliveries(services, monkeypatch)
         own_write = lifecycle._finish_row
 
         def recorded_elsewhere_first(execution_id: str, values: dict[str, Any]) -> bool:
@@ -78,20 +76,8 @@ async def _run_whose_end_loses(
         await asyncio.wait_for(live.finished.wait(), 10)
         # The reports come in the same step as `finished.set()`, after it.
         await asyncio.sleep(0)
-        finished = [
-            str(getattr(line, "state", None))
-            for line in caplog.records
-            if getattr(line, "event", None) == "finished"
-        ]
-        ended = await services.db.call(crud.get_execution, execution_id=execution_id)
-        assert ended is not None
-        counted = {
-            state: services.metrics.registry.get_sample_value(
-                "shellgate_executions_finished_total", {"state": state}
-            )
-            for state in ("lost", "completed")
-        }
-        return ended.state, counted, finished, delivered
+        reported = await end_reported(services, caplog, execution_id, ("lost", "completed"))
+        return *reported, delivered
 
 
 def test_a_run_whose_terminal_write_lost_reports_nothing(
