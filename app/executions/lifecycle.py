@@ -31,6 +31,7 @@ from app.output.window import truncation_footer
 from app.process import ExitStatus
 from app.sandbox.refusal import refusal_notice
 from app.store import crud
+from app.store.db import DATABASE_THREADS
 from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.executions")
@@ -328,7 +329,7 @@ class Lifecycle:
         attempt = 0
         while True:
             try:
-                return await anyio.to_thread.run_sync(write, values)
+                return await DATABASE_THREADS.run(functools.partial(write, values))
             except DatabaseUnavailableError:
                 if attempt == 0:
                     logger.error("database unreachable: the end of %s waits for it", execution_id)
