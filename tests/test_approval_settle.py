@@ -2,13 +2,15 @@
 it is settled: an approver's deny and the replicas' polling fallback both hear it, and the
 deny's 200 must not come while the execution still says `awaiting_approval`. A cancel's own
 withdrawal of the approval, heard before the cancel has written its record, leaves the
-execution and its waiting caller to the cancel."""
+execution and its waiting caller to the cancel. Of two terminal writes, the one that lost
+reports nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from app.store.models import Approval, ApprovalState, Execution, ExecutionState
 from tests.cluster.replicas import fresh_database
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE, ServerDatabase
+from tests.end_reports import deliveries, end_reported
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
@@ -195,3 +198,56 @@ def test_a_withdrawal_heard_first_on_another_replica_leaves_the_execution_cancel
         _assert_cancelled(
             *asyncio.run(_cancel_heard_early(tmp_path, shared, monkeypatch.setattr, elsewhere=True))
         )
+
+
+async def _ended_twice(
+    tmp_path: Path,
+    database: ServerDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> tuple[str, dict[str, float | None], list[str], list[str]]:
+    """An execution awaiting approval ends `cancelled` (a cancel's record), then a `rejected`
+    write comes second (a deny's settlement heard late, on this replica or another): the
+    record's state, the finished counter by state, the states of the `finished` lines and the
+    ids handed to delivery."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    app = create_app(make_settings(tmp_path, database, policy_file=policy))
+    async with app.router.lifespan_context(app):
+        services: Services = app.state.services
+        lifecycle = services.executions._lifecycle
+        delivered = deliveries(services, monkeypatch)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            submitted = await client.post(
+                "/v1/executions",
+                json={"command": "rm -rf /nonexistent-x", "async": True},
+                headers={"Authorization": f"Bearer {AGENT}"},
+            )
+        assert submitted.json()["state"] == "awaiting_approval", submitted.text
+        execution_id = submitted.json()["id"]
+        record = await services.db.call(crud.get_execution, execution_id=execution_id)
+        assert record is not None
+        caplog.clear()
+        await lifecycle.finish_without_process(record, ExecutionState.cancelled)
+        await lifecycle.finish_without_process(record, ExecutionState.rejected, notice="late")
+        reported = await end_reported(services, caplog, execution_id, ("cancelled", "rejected"))
+        return *reported, delivered
+
+
+def test_a_terminal_write_that_lost_reports_nothing(
+    tmp_path: Path,
+    database: ServerDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first terminal record stays (terminal states never change); the one that came
+    second counts, logs and delivers nothing, so the execution is reported once, as recorded."""
+    caplog.set_level(logging.INFO, logger="shellgate.lifecycle")
+    state, counted, finished, delivered = asyncio.run(
+        _ended_twice(tmp_path, database, monkeypatch, caplog)
+    )
+    assert state == ExecutionState.cancelled.value
+    assert counted == {"cancelled": 1.0, "rejected": None}, counted
+    assert finished == ["cancelled"], finished
+    assert len(delivered) == 1, delivered

@@ -19,9 +19,23 @@ from typing import Any
 from app.store.models import Execution
 
 
+class _Waiters:
+    """The waits registered on one execution id: the event that `notify` sets, and how many
+    waits hold it (the entry goes with the last of them)."""
+
+    __slots__ = ("count", "event")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.count = 0
+
+
 class StateChanges:
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        # Only the ids some wait is registered on now: a wait that leaves without a `notify`
+        # (timed out, cancelled, or following another replica's record, whose changes are
+        # never notified here) takes its entry with it when it is the last one.
+        self._events: dict[str, _Waiters] = {}
         self._stopping = asyncio.Event()
         # The waits still unchanged when the stop began (their record in hand is current).
         self._unchanged_at_stop: set[asyncio.Event] = set()
@@ -36,9 +50,24 @@ class StateChanges:
         self._draining = False
 
     def notify(self, execution_id: str) -> None:
-        event = self._events.pop(execution_id, None)
-        if event is not None:
-            event.set()
+        waiters = self._events.pop(execution_id, None)
+        if waiters is not None:
+            waiters.event.set()
+
+    @contextlib.contextmanager
+    def _registered(self, execution_id: str) -> Iterator[asyncio.Event]:
+        """The event the next `notify` of this id sets, held until the block is left."""
+        waiters = self._events.get(execution_id)
+        if waiters is None:
+            waiters = self._events[execution_id] = _Waiters()
+        waiters.count += 1
+        try:
+            yield waiters.event
+        finally:
+            waiters.count -= 1
+            # A notified entry was already taken out (and a newer one may stand in its place).
+            if waiters.count == 0 and self._events.get(execution_id) is waiters:
+                del self._events[execution_id]
 
     # --- the server stopping ------------------------------------------------------------------
 
@@ -77,7 +106,7 @@ class StateChanges:
     def stop(self) -> None:
         """End every wait, now and from now on."""
         if not self._stopping.is_set():
-            self._unchanged_at_stop = set(self._events.values())
+            self._unchanged_at_stop = {waiters.event for waiters in self._events.values()}
         self._stopping.set()
 
     async def until_stopping(self) -> None:
@@ -126,15 +155,15 @@ class StateChanges:
             deadline = loop.time() + within
             while True:
                 # Registered before the read, so a change between the read and the wait wakes us.
-                event = self._events.setdefault(execution_id, asyncio.Event())
-                record = await read()
-                remaining = deadline - loop.time()
-                if done(record) or remaining <= 0 or self.stopping:
-                    return record
-                await self.wait_unless_stopping(
-                    event.wait(), remaining if poll is None else min(remaining, poll)
-                )
-                if self.stopping and event in self._unchanged_at_stop:
-                    return record
+                with self._registered(execution_id) as event:
+                    record = await read()
+                    remaining = deadline - loop.time()
+                    if done(record) or remaining <= 0 or self.stopping:
+                        return record
+                    await self.wait_unless_stopping(
+                        event.wait(), remaining if poll is None else min(remaining, poll)
+                    )
+                    if self.stopping and event in self._unchanged_at_stop:
+                        return record
         finally:
             self.waiting -= 1

@@ -31,6 +31,7 @@ from app.output.window import truncation_footer
 from app.process import ExitStatus
 from app.sandbox.refusal import refusal_notice
 from app.store import crud
+from app.store.db import DATABASE_THREADS
 from app.store.models import Execution, ExecutionState
 
 logger = logging.getLogger("shellgate.executions")
@@ -73,7 +74,11 @@ class Lifecycle:
         pending: PendingRecord | None = None,
     ) -> None:
         """Arm the deadline and supervise the execution until its terminal record is written.
-        `pending`: its row is only an intent so far (pending_record.py)."""
+        `pending`: its row is only an intent so far (pending_record.py). As in
+        `finish_without_process`, only a terminal write that took reports the end (metrics,
+        `finished` line, delivery): one that lost to a record already written (`lost` by the
+        replicas after a fence, a cancel's) or was given up reports nothing; the run's span
+        still ends, without a state."""
         self._registry.arm_deadline(live, limit.seconds)
         self._track(self._supervise(live, limit, session_call, run_span, pending))
 
@@ -138,14 +143,18 @@ class Lifecycle:
             self._registry.remove(live.id)
             live.finished.set()
             self._changes.notify(live.id)
-            self._completion.ended(live.id, live.notify_url)
             if close_unit is not None:
                 # After the waiting caller's wake-up, queued by `finished.set()` above: its
                 # answer is built and sent before the next standby's bash and bwrap start
                 # taking the other core (bench/PROFILE.md, "The sandboxed call's end").
                 asyncio.get_running_loop().call_soon(self._confinement.standby_wanted)
-            output_bytes = values.get("total_bytes", 0)
-            self._finished(live.id, live.owner, state, values, output_bytes, run_span)
+            if written:
+                self._completion.ended(live.id, live.notify_url)
+                output_bytes = values.get("total_bytes", 0)
+                self._finished(live.id, live.owner, state, values, output_bytes, run_span)
+            elif run_span is not None:
+                # The record is another writer's (or none): the span claims no state of it.
+                run_span.end()
 
     def _end_and_record(
         self,
@@ -320,7 +329,7 @@ class Lifecycle:
         attempt = 0
         while True:
             try:
-                return await anyio.to_thread.run_sync(write, values)
+                return await DATABASE_THREADS.run(functools.partial(write, values))
             except DatabaseUnavailableError:
                 if attempt == 0:
                     logger.error("database unreachable: the end of %s waits for it", execution_id)
@@ -338,7 +347,11 @@ class Lifecycle:
         self, record: Execution, state: ExecutionState, *, notice: str | None = None
     ) -> None:
         """The terminal record of an execution that never ran (rejected, cancelled, failed to
-        start after its approval)."""
+        start after its approval). A terminal record already written (by another replica, or
+        another path here) stays, and so does what its writer reported: a write that lost
+        reports nothing (no metrics, no `finished` line, no delivery), so an execution is
+        counted and delivered once, in the state it is recorded in. Waits here are still
+        woken: their record has ended."""
         notices = json.loads(record.notices)
         if notice:
             notices.append(notice)
@@ -353,10 +366,11 @@ class Lifecycle:
             "output": "",
             "text": text,
         }
-        await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
+        written = await self._db.run(crud.finish_execution, execution_id=record.id, values=values)
         self._changes.notify(record.id)
-        self._completion.ended(record.id, record.notify_url)
-        self._finished(record.id, record.owner, state, values, 0)
+        if written:
+            self._completion.ended(record.id, record.notify_url)
+            self._finished(record.id, record.owner, state, values, 0)
 
     # --- the server's stop --------------------------------------------------------------------
 

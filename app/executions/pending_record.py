@@ -45,11 +45,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-import anyio.to_thread
-
 from app.core.errors import DatabaseUnavailableError
 from app.store import crud
-from app.store.db import Database
+from app.store.db import DATABASE_THREADS, Database
 from app.store.models import Execution
 
 logger = logging.getLogger("shellgate.executions")
@@ -290,7 +288,7 @@ class PendingRecord:
             self._intents.remove(execution_id)
 
         try:
-            await anyio.to_thread.run_sync(insert)
+            await DATABASE_THREADS.run(insert)
             self._written = True
         except Exception:
             # The intent stays: the end inserts the row, or the next start recovers it.

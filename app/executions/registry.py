@@ -9,7 +9,10 @@ SIGTERM → grace → SIGKILL escalation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +23,12 @@ from app.executions.result_text import OUTPUT_CUT_NOTICES
 from app.output.artifact_log import ArtifactLog
 from app.output.follower import SharedReads
 from app.output.live_edge import RecentOutput
+from app.output.log_writer import (
+    LOG_WRITER,
+    OFFLOADED_BYTES,
+    QUEUED_MAX_BYTES,
+    QUEUED_RESUME_BYTES,
+)
 from app.output.sink_worker import SINK_WORKER, WINDOW_PROCESS
 from app.output.window import OutputSink, OutputSummary
 from app.process import ExitStatus, OutputStream, RunningProcess
@@ -112,6 +121,20 @@ class LiveExecution:
         self._sink_backlogged = False
         self._exit_after_backlog: ExitStatus | None = None
         self._reading_paused = False
+        # Large chunks waiting for the log writer (app/output/log_writer.py), in order, and
+        # whether a write of this execution is under way there: while it is, every chunk
+        # queues behind it, and the exit waits for the queue to be written.
+        self._log_queue: list[tuple[bytes, OutputStream]] = []
+        # The end of what was handed on (to the recent output, the window and the waiters):
+        # the log's own total runs ahead of it while the writer's chunks come back to the loop.
+        self._taken_bytes = log.total_bytes
+        self._log_queued_bytes = 0
+        self._log_writing = False
+        self._log_paused = False
+        self._exit_after_log: ExitStatus | None = None
+        # Set when the log writer failed otherwise than for lack of space: later output is
+        # dropped, as after a full disk (the failure is in the server's log).
+        self._log_failed = False
         self._changed = asyncio.Event()
         self.exited: asyncio.Future[ExitStatus] = loop.create_future()
         # Set once the terminal record is in the database: waiters then read it from there.
@@ -120,22 +143,44 @@ class LiveExecution:
     # --- called on the loop by the process's reader ---------------------------------------
 
     def accept_output(self, data: bytes, stream: OutputStream) -> None:
-        """The next chunk (one wake-up's reads, at most 128 KiB): to the log — a write to the
-        page cache, tens of microseconds, so it stays on the loop — and to the inline window:
-        on the loop when cleaning it is cheap, else through the shared sink worker
-        (app/output/sink_worker.py)."""
-        pause = feed_here = False
+        """The next chunk (one wake-up's reads, at most 256 KiB): to the log, then to the
+        inline window and the viewers. A small chunk is written on the loop; a large one (or
+        any while one is being written) by the log writer (app/output/log_writer.py), and
+        taken on once it is in the log. The window is fed on the loop when cleaning it is
+        cheap, else through the shared sink worker (app/output/sink_worker.py)."""
         self.last_output_monotonic = time.monotonic()
+        total, pause = 0, False
         with self._lock:
-            if self.storage_full:
+            if self.storage_full or self._log_failed:
                 return  # keep draining the pipe so the command is not blocked
-            try:
-                total = self.log.append(data, stream)
-            except OSError as error:
-                if not is_storage_full(error):
-                    raise
-                self._storage_ran_out()
-                return
+            queued = self._log_writing or len(data) >= OFFLOADED_BYTES
+            if queued:
+                self._log_queue.append((data, stream))
+                self._log_queued_bytes += len(data)
+                if not self._log_writing:
+                    self._log_writing = True
+                    LOG_WRITER.submit(self._write_queued)
+                pause = self._log_queued_bytes > QUEUED_MAX_BYTES
+            else:
+                try:
+                    total = self.log.append(data, stream)
+                except OSError as error:
+                    if not is_storage_full(error):
+                        raise
+                    self._storage_ran_out()
+                    return
+        if not queued:
+            self._take_written(total, data, stream)
+        elif pause:
+            self._log_paused = True
+            self._pause_reading()
+
+    def _take_written(self, total: int, data: bytes, stream: OutputStream) -> None:
+        """On the loop: `data`, now in the log up to `total`, to the recent output, the window
+        and the waiters."""
+        feed_here = pause = False
+        with self._lock:
+            self._taken_bytes = total
             self.recent.remember(total - len(data), stream, data)
             if not self._sink_backlogged and (len(data) <= INLINE_FEED_BYTES or data.isascii()):
                 # Not backlogged: the worker is done with this window (it clears the flag
@@ -150,13 +195,81 @@ class LiveExecution:
         if feed_here:
             with self._sink_lock:
                 self.sink.feed(data)
-        if pause and self.process is not None and not self._reading_paused:
+        elif pause:
             self._reading_paused = True
-            self.process.pause_reading()
+            self._pause_reading()
         if not self._wake_pending:
             # Once per loop turn, however many chunks arrive in it.
             self._wake_pending = True
             self._loop.call_soon(self._wake)
+
+    # --- called on the log writer's thread -----------------------------------------------------
+
+    def _write_queued(self) -> None:
+        """Write what is queued, in order, then hand the chunks written back to the loop. A
+        full disk ends the writing as on the loop: the log keeps an exact prefix."""
+        with self._lock:
+            queued, self._log_queue = self._log_queue, []
+            self._log_queued_bytes = 0
+        written: list[tuple[int, bytes, OutputStream]] = []
+        try:
+            # One append per run of one stream's chunks: each `pwrite` drops the interpreter
+            # lock, and taking it back from a busy loop can wait out the switch interval.
+            for stream, run in itertools.groupby(queued, key=operator.itemgetter(1)):
+                chunks = [data for data, _ in run]
+                try:
+                    end = self.log.append(b"".join(chunks), stream)
+                except OSError as error:
+                    if len(chunks) == 1 or not is_storage_full(error):
+                        raise
+                    # The disk is full: as many of the chunks as fit, one by one.
+                    for data in chunks:
+                        written.append((self.log.append(data, stream), data, stream))
+                    continue
+                end -= sum(map(len, chunks))
+                for data in chunks:
+                    end += len(data)
+                    written.append((end, data, stream))
+        except Exception as error:
+            with self._lock:
+                if isinstance(error, OSError) and is_storage_full(error):
+                    self._storage_ran_out()
+                else:
+                    logger.exception(
+                        "writing the log of %s failed; later output is dropped", self.id
+                    )
+                    self._log_failed = True
+        # The loop closed: the server is gone, and nobody waits for these bytes.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._log_written, written)
+
+    # --- back on the loop -------------------------------------------------------------------------
+
+    def _log_written(self, written: list[tuple[int, bytes, OutputStream]]) -> None:
+        for total, data, stream in written:
+            self._take_written(total, data, stream)
+        with self._lock:
+            if self.storage_full or self._log_failed:
+                self._log_queue.clear()
+                self._log_queued_bytes = 0
+            more = bool(self._log_queue)
+            if more:
+                LOG_WRITER.submit(self._write_queued)
+            else:
+                self._log_writing = False
+            resume = self._log_paused and self._log_queued_bytes < QUEUED_RESUME_BYTES
+            status, self._exit_after_log = (
+                (None, self._exit_after_log) if more else (self._exit_after_log, None)
+            )
+        if resume:
+            self._log_paused = False
+            self._read_unless_paused()
+        if status is not None:
+            self._take_exit(status)
+
+    def _pause_reading(self) -> None:
+        if self.process is not None:
+            self.process.pause_reading()
 
     def accept_exit(self, status: ExitStatus) -> None:
         """The process exited and every byte it left was read, so nothing is appended to the
@@ -170,6 +283,13 @@ class LiveExecution:
         self.wall_time_ms = (time.monotonic() - self.started_monotonic) * 1000
         if status.output_cut is not None:
             self.notices.append(OUTPUT_CUT_NOTICES[status.output_cut.value])
+        with self._lock:
+            if self._log_writing:
+                self._exit_after_log = status  # taken once the last chunk is in the log
+                return
+        self._take_exit(status)
+
+    def _take_exit(self, status: ExitStatus) -> None:
         with self._lock:
             self._exit_after_backlog = status
             if self._sink_backlogged:
@@ -262,8 +382,14 @@ class LiveExecution:
         return status
 
     def _resume_reading(self) -> None:
-        if self._reading_paused and self.process is not None:
-            self._reading_paused = False
+        """The sink worker's backlog is below its bound again."""
+        self._reading_paused = False
+        self._read_unless_paused()
+
+    def _read_unless_paused(self) -> None:
+        """Read again once neither the sink worker's backlog nor the log writer's queue is
+        over its bound."""
+        if not self._reading_paused and not self._log_paused and self.process is not None:
             self.process.resume_reading()
 
     async def _finish_log_in_thread(self, status: ExitStatus) -> None:
@@ -318,7 +444,9 @@ class LiveExecution:
 
     @property
     def total_bytes(self) -> int:
-        return self.log.total_bytes
+        """The output so far, as its waiters and viewers see it: every byte up to here is in
+        the log and in the recent output (`_take_written`)."""
+        return self._taken_bytes
 
     @property
     def has_exited(self) -> bool:
@@ -328,7 +456,7 @@ class LiveExecution:
         """Return once the log holds more than `offset` bytes, the process exited, or `within`
         seconds passed."""
         deadline = None if within is None else time.monotonic() + within
-        while self.log.total_bytes <= offset and not self.exited.done():
+        while self._taken_bytes <= offset and not self.exited.done():
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return

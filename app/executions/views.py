@@ -3,13 +3,13 @@ the raw output log. Nothing here changes a record."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio.to_thread
-
 from app.core.auth import Principal
+from app.core.blocking import run_blocking
 from app.core.errors import (
     AppError,
     InvalidRequestError,
@@ -229,8 +229,8 @@ class ExecutionReader:
         (rejected, cancelled while awaiting approval). One that started and has no log here is
         an error (`_missing_log`), never an empty log."""
         try:
-            return await anyio.to_thread.run_sync(
-                ArtifactLog.open_existing, self._artifacts_dir, execution_id
+            return await run_blocking(
+                functools.partial(ArtifactLog.open_existing, self._artifacts_dir, execution_id)
             )
         except OSError:
             pass
@@ -271,7 +271,7 @@ class ExecutionReader:
             data = log.read(offset, limit)
             return OutputPage(data, log.total_bytes, complete, offset + len(data))
 
-        page = await anyio.to_thread.run_sync(read)
+        page = await run_blocking(read)
         if page is not None:
             return page
         if record.started_at is None:  # never started (rejected, withdrawn): nothing was written
@@ -295,7 +295,7 @@ class ExecutionReader:
             total = log.total_bytes
             return search_log(log, query, ignore_case=ignore_case, limit=limit), total
 
-        found = await anyio.to_thread.run_sync(search)
+        found = await run_blocking(search)
         if found is not None:
             return found[0], found[1], complete
         if record.started_at is None:  # never started: nothing was written, nothing matches

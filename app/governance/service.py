@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -13,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 from pydantic import ValidationError
 
+from app.core.blocking import run_blocking
 from app.core.errors import InvalidRequestError, PolicyDeniedError
 from app.policy.critical_patterns import judged_by_cwd
 from app.policy.engine import (
@@ -224,7 +225,7 @@ class PolicyService:
             )
         budget = budget if budget is not None else self._readers.budget("")
         readings = {text: await self._readers.read(text, budget) for text in dict.fromkeys(texts)}
-        return await anyio.to_thread.run_sync(
+        return await run_blocking(
             lambda: _judged_with_remembered(
                 document,
                 owner,
@@ -317,7 +318,7 @@ class PolicyService:
             # Also what runs where it runs: the command the leading-`cd` rewrite left, in its
             # directory with the symlinks followed (`cd link-to-root && rm -rf .`); the
             # critical patterns judge both, the stricter verdict wins.
-            real = await anyio.to_thread.run_sync(os.path.realpath, run_cwd)
+            real = await run_blocking(functools.partial(os.path.realpath, run_cwd))
             if real != cwd or run_command != command:
                 other = await self.evaluate(
                     run_command,
@@ -405,7 +406,9 @@ class PolicyService:
             return None
         if len(command) <= INLINE_INTERCEPT_MAX_CHARS:
             return self._intercept(settings, command, tools, rewritten)
-        return await anyio.to_thread.run_sync(self._intercept, settings, command, tools, rewritten)
+        return await run_blocking(
+            functools.partial(self._intercept, settings, command, tools, rewritten)
+        )
 
     @staticmethod
     def _intercept(

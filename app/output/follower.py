@@ -17,8 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
-import anyio.to_thread
-
+from app.core.blocking import run_blocking
 from app.output.artifact_log import ArtifactLog
 from app.output.live_edge import RecentOutput
 from app.process import OutputStream
@@ -50,6 +49,9 @@ class FollowedExecution(Protocol):
 
     @property
     def has_exited(self) -> bool: ...
+
+    @property
+    def total_bytes(self) -> int: ...
 
     async def wait_for_bytes_after(self, offset: int, within: float | None = None) -> None: ...
 
@@ -232,7 +234,7 @@ async def follow_log(
     if from_memory:
         assert live is not None
         # While someone follows, the latest output stays in memory for the live edge.
-        live.recent.follow(log.total_bytes)
+        live.recent.follow(live.total_bytes)
     if live is not None:
         live.shared_reads.follow()
     try:
@@ -254,8 +256,8 @@ async def follow_log(
                 # finish failed (a full disk) and the log never says it is complete.
                 final = live is None or live.has_exited
                 if live is None:
-                    read = await anyio.to_thread.run_sync(
-                        _read_log, log, cursor, read_bytes, final, encode
+                    read = await run_blocking(
+                        functools.partial(_read_log, log, cursor, read_bytes, final, encode)
                     )
                 else:
                     # Followers at the same cursor share one read and its encoding; one
@@ -265,13 +267,8 @@ async def follow_log(
                     shared: _Read[T] = await live.shared_reads.read(
                         ("log", cursor, read_bytes, final, encode),
                         functools.partial(
-                            anyio.to_thread.run_sync,
-                            _read_log,
-                            log,
-                            cursor,
-                            read_bytes,
-                            final,
-                            encode,
+                            run_blocking,
+                            functools.partial(_read_log, log, cursor, read_bytes, final, encode),
                         ),
                         functools.partial(_has_more_than, read_end),
                     )

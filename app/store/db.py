@@ -6,12 +6,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import anyio.to_thread
 from sqlalchemy import Connection, Engine, event, make_url
 from sqlalchemy.exc import DataError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlmodel import Session, create_engine
 
+from app.core.blocking import WorkerThreads
 from app.core.errors import DatabaseUnavailableError, InvalidRequestError, StorageFullError
 from app.store.outage import OutageLog
 
@@ -24,6 +24,13 @@ POSTGRES_DISK_FULL = "53100"
 CONNECT_TIMEOUT_SECONDS = 5
 # The page cache of each SQLite connection, KiB (see _configure_sqlite).
 SQLITE_CACHE_KIB = 512
+# Each engine's connections: the pool kept, and how many more it opens under a burst.
+SQLITE_POOL = (8, 16)
+POSTGRES_POOL = (10, 20)
+# The threads every database call runs on, shared by the process's engines: one per
+# connection the larger pool can hold, so that no thread waits for a connection while a call
+# that has one waits for a thread.
+DATABASE_THREADS = WorkerThreads("shellgate-db", max(map(sum, (SQLITE_POOL, POSTGRES_POOL))))
 
 
 def is_disk_full(error: Exception) -> bool:
@@ -56,8 +63,8 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 10},
-            pool_size=8,
-            max_overflow=16,
+            pool_size=SQLITE_POOL[0],
+            max_overflow=SQLITE_POOL[1],
         )
         event.listen(engine, "connect", _configure_sqlite)
         return engine
@@ -66,7 +73,11 @@ def make_engine(url: str) -> Engine:
         # An unreachable server (no answer at all) fails the call after this, not never.
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
     return create_engine(
-        url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args
+        url,
+        pool_pre_ping=True,
+        pool_size=POSTGRES_POOL[0],
+        max_overflow=POSTGRES_POOL[1],
+        connect_args=connect_args,
     )
 
 
@@ -133,10 +144,11 @@ class Database:
     async def call(
         self, fn: Callable[Concatenate[Session, P], T], /, *args: P.args, **kwargs: P.kwargs
     ) -> T:
-        """Run `fn(session, **kwargs)` in a worker thread. A database that cannot be reached
-        raises DatabaseUnavailableError (503, retry), one out of space StorageFullError (507)."""
+        """Run `fn(session, **kwargs)` on a database thread. A database that cannot be
+        reached raises DatabaseUnavailableError (503, retry), one out of space
+        StorageFullError (507)."""
         try:
-            result = await anyio.to_thread.run_sync(
+            result = await DATABASE_THREADS.run(
                 functools.partial(self.run_sync, fn, *args, **kwargs)
             )
         except DATABASE_ERRORS as error:
@@ -147,9 +159,9 @@ class Database:
     async def run(
         self, fn: Callable[Concatenate[Connection, P], T], /, *args: P.args, **kwargs: P.kwargs
     ) -> T:
-        """Run `fn(connection, **kwargs)` in one transaction in a worker thread; errors as
+        """Run `fn(connection, **kwargs)` in one transaction on a database thread; errors as
         `call`'s."""
-        return await anyio.to_thread.run_sync(
+        return await DATABASE_THREADS.run(
             functools.partial(self.run_in_transaction, fn, *args, **kwargs)
         )
 

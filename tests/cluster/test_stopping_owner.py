@@ -141,15 +141,21 @@ def test_a_long_poll_through_b_cut_short_by_as_stop_gets_the_record_as_it_ends(
         assert record["output"] == "started\n", record
 
 
-def _job_wait(server: Replica, execution_id: str, seconds: float) -> CallToolResult:
-    """The MCP `job_wait` tool, called on `server` with the MCP SDK's client."""
+def _mcp_call(
+    server: Replica, tool: str, arguments: dict[str, Any], within: float = 60
+) -> CallToolResult:
+    """An MCP tool, called on `server` with the MCP SDK's client."""
 
     async def call() -> CallToolResult:
-        with anyio.fail_after(seconds + 30):
+        with anyio.fail_after(within + 30):
             async with mcp_client(server, AGENT) as client:  # type: ignore[arg-type]
-                return await client.call_tool("job_wait", {"id": execution_id, "seconds": seconds})
+                return await client.call_tool(tool, arguments)
 
     return anyio.run(call)
+
+
+def _job_wait(server: Replica, execution_id: str, seconds: float) -> CallToolResult:
+    return _mcp_call(server, "job_wait", {"id": execution_id, "seconds": seconds}, seconds)
 
 
 def test_an_mcp_job_wait_through_b_cut_short_by_as_stop_gets_the_record_as_it_ends(
@@ -208,6 +214,45 @@ def test_requests_through_b_that_find_as_listener_closed_get_the_record_not_503(
         assert output.status_code == 200, output.text
         assert output.content == b"started\n"
         assert output.headers["X-Complete"] == "true"
+
+
+def test_mcp_calls_through_b_that_find_as_listener_closed_get_the_record_not_an_error(
+    tmp_path: Path, database: str
+) -> None:
+    """The MCP twin of the requests above: A's listener is closed, its command not yet
+    recorded (A frozen right there). Through B, `read_output` (the data directory shared) and
+    `job_cancel` wait for A's stop to record the command, as REST's do, then read the shared
+    log, and answer that the command has already ended (REST's 409): never a tool error that
+    A did not answer."""
+    with (
+        replica(tmp_path, "node-b", database, shared_data=True) as b,
+        replica(tmp_path, "node-a", database, shared_data=True, **SETTINGS) as a,
+    ):
+        execution_id = _started_on(a)
+        with _stopping_and_frozen(a, b) as thaw:
+            reading, read = _in_thread(lambda: _mcp_call(b, "read_output", {"id": execution_id}))
+            cancelling, cancelled = _in_thread(
+                lambda: _mcp_call(b, "job_cancel", {"id": execution_id})
+            )
+            # Both are held on B until A's stop records the command (or, answered at once,
+            # are checked below).
+            eventually(
+                lambda: _waiting_calls(b) + len(read) + len(cancelled) >= 2,
+                what="both calls waiting on B",
+            )
+            thaw()
+            reading.join(90)
+            cancelling.join(90)
+        assert a.process.wait(60) in (0, -signal.SIGTERM), a.log()
+    (page,) = read
+    assert isinstance(page, CallToolResult), page
+    assert not page.is_error, text_of(page)
+    assert text_of(page) == "started\n"
+    assert structured(page)["complete"] is True, structured(page)
+    (cancel,) = cancelled
+    assert isinstance(cancel, CallToolResult), cancel
+    assert cancel.is_error, text_of(cancel)
+    assert text_of(cancel) == f"execution {execution_id} is already lost", text_of(cancel)
 
 
 def test_a_session_call_through_b_to_a_stopping_a_is_503_node_unreachable(

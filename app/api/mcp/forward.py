@@ -33,6 +33,9 @@ class Owner:
     forwarder: Forwarder
     target: Target
     authorization: str  # the caller's own header: the owner checks the token itself
+    # Asked again once its record ended (`_ask_unless_stopping`): a silence now is the error,
+    # as REST's last try is 503 `node_unreachable`.
+    last_try: bool = False
 
     async def ask(
         self, method: str, path: str, body: dict[str, Any] | None = None
@@ -51,6 +54,22 @@ class Owner:
         return await self.forwarder.call(
             self.target, method, path, authorization=self.authorization, body=body
         )
+
+    async def _ask_unless_stopping(
+        self, execution_id: str, method: str, path: str
+    ) -> tuple[dict[str, str], bytes] | None:
+        """As `ask`, about one of the owner's executions; None when the owner did not answer
+        and is stopping: its stop ends or records every execution it runs, so once the record
+        has ended (Forwarder.until_recorded, up to the shutdown grace) the call is to be made
+        where a finished execution's is, as REST's is (ForwardToOwner.answer_without_owner)."""
+        try:
+            answer = await self._call(method, path)
+        except NodeUnreachableError as error:
+            if self.last_try or not await self.forwarder.is_stopping(self.target.node_id):
+                raise OwnerRefused(error.message) from None
+            await self.forwarder.until_recorded(execution_id)
+            return None
+        return self._accepted(*answer)
 
     def _accepted(
         self, status: int, headers: dict[str, str], content: bytes
@@ -71,7 +90,7 @@ class Owner:
     async def record(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> ExecutionPublic:
-        """An execution's record as the owner answers `method path` (a run, a cancel)."""
+        """An execution's record as the owner answers `method path` (a run)."""
         _, content = await self.ask(method, path, body)
         return self._record(content)
 
@@ -90,6 +109,13 @@ class Owner:
         _, content = self._accepted(*answer)
         return self._record(content)
 
+    async def cancel(self, execution_id: str) -> ExecutionPublic | None:
+        """The record once the owner cancelled the execution; None when the cancel is to be
+        made where a finished execution's is (`_ask_unless_stopping`)."""
+        path = f"/v1/executions/{execution_id}/cancel"
+        answer = await self._ask_unless_stopping(execution_id, "POST", path)
+        return None if answer is None else self._record(answer[1])
+
     def _record(self, content: bytes) -> ExecutionPublic:
         try:
             return ExecutionPublic.model_validate_json(content)
@@ -98,10 +124,14 @@ class Owner:
                 f"replica {self.target.node_id} answered no execution record"
             ) from None
 
-    async def output(self, execution_id: str, offset: int, limit: int) -> OutputPage:
-        """A page of the log the owner has (`GET /v1/executions/{id}/output`)."""
+    async def output(self, execution_id: str, offset: int, limit: int) -> OutputPage | None:
+        """A page of the log the owner has (`GET /v1/executions/{id}/output`); None when it is
+        to be read where a finished execution's log is (`_ask_unless_stopping`)."""
         path = f"/v1/executions/{execution_id}/output?offset={offset}&limit={limit}"
-        headers, content = await self.ask("GET", path)
+        answer = await self._ask_unless_stopping(execution_id, "GET", path)
+        if answer is None:
+            return None
+        headers, content = answer
         try:
             return OutputPage(
                 data=content,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Annotated, Literal, TypeVar
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -44,6 +45,8 @@ from app.executions.tool_description import APPROVAL_WAIT_DEFAULT, mcp_bash_desc
 from app.schemas import ExecutionCreate, ExecutionLimits, ExecutionPublic, SandboxRequest
 from app.services import Services
 from app.store.models import ExecutionState
+
+T = TypeVar("T")
 
 MCP_PATH = "/mcp"
 MAX_WAIT_SECONDS = 60
@@ -153,6 +156,25 @@ def build_mcp_server(services: Services) -> MCPServer:
         called as this caller (app/api/mcp/forward.py); None: served here."""
         target = await services.forwarder.execution_owner(execution_id, action)
         return None if target is None else Owner(services.forwarder, target, _authorization(ctx))
+
+    async def on_execution_owner(
+        ctx: Context,
+        execution_id: str,
+        action: str,
+        here: Callable[[], Awaitable[T]],
+        there: Callable[[Owner], Awaitable[T | None]],
+    ) -> T:
+        """`there` on the replica the execution lives on, `here` when it is this one. `there`
+        answers None when its owner is stopping and did not answer, and the record has ended
+        since: the call then goes where a finished execution's goes, here or (a log on the
+        owner's disk only) to the owner once more, as REST's does (ForwardToOwner.
+        answer_without_owner)."""
+        owner = await execution_owner(ctx, execution_id, action)
+        answer = None if owner is None else await there(owner)
+        if owner is not None and answer is None:
+            owner = await execution_owner(ctx, execution_id, action)
+            answer = None if owner is None else await there(replace(owner, last_try=True))
+        return await here() if answer is None else answer
 
     @server.tool(
         name="bash",
@@ -265,11 +287,13 @@ def build_mcp_server(services: Services) -> MCPServer:
         try:
             principal = _principal(ctx)
             # Its process group is on the replica that runs it.
-            owner = await execution_owner(ctx, id, "cancel")
-            if owner is None:
-                execution = await executions.cancel(principal, id)
-            else:
-                execution = await owner.record("POST", f"/v1/executions/{id}/cancel")
+            execution = await on_execution_owner(
+                ctx,
+                id,
+                "cancel",
+                lambda: executions.cancel(principal, id),
+                lambda owner: owner.cancel(id),
+            )
         except AppError as error:
             return _tool_error(error)
         # The cancel asked for is done: a success for the tool, whatever the command's state.
@@ -293,11 +317,13 @@ def build_mcp_server(services: Services) -> MCPServer:
         try:
             principal = _principal(ctx)
             # A log still being written on another replica (without a shared data dir) is there.
-            owner = await execution_owner(ctx, id, "output")
-            if owner is None:
-                page = await executions.read_output(principal, id, offset, limit)
-            else:
-                page = await owner.output(id, offset, limit)
+            page = await on_execution_owner(
+                ctx,
+                id,
+                "output",
+                lambda: executions.read_output(principal, id, offset, limit),
+                lambda owner: owner.output(id, offset, limit),
+            )
         except AppError as error:
             return _tool_error(error)
         text, next_offset = _decode_page(
