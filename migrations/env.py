@@ -9,6 +9,7 @@ from sqlalchemy import Engine, engine_from_config, event, pool
 from sqlmodel import SQLModel
 
 import app.store.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from app.store.migrate import lock_schema
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -50,6 +51,7 @@ def run_migrations_online() -> None:
     if connectable is not None:
         context.configure(connection=connectable, target_metadata=target_metadata)
         with context.begin_transaction():
+            lock_schema(connectable)
             context.run_migrations()
         return
     engine = engine_from_config(
@@ -63,7 +65,10 @@ def run_migrations_online() -> None:
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True
         )
+        # The revision is read after the lock: a replica that waited for another's migration
+        # (or schema creation, app/store/migrate.py) finds nothing left to run.
         with context.begin_transaction():
+            lock_schema(connection)
             context.run_migrations()
         if sqlite:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(FULL)")

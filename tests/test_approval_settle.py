@@ -29,6 +29,7 @@ from app.store.models import Approval, ApprovalState, Execution, ExecutionState
 from tests.cluster.replicas import fresh_database
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE, ServerDatabase
+from tests.end_reports import deliveries, end_reported
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
@@ -215,10 +216,7 @@ async def _ended_twice(
     async with app.router.lifespan_context(app):
         services: Services = app.state.services
         lifecycle = services.executions._lifecycle
-        delivered: list[str] = []
-        monkeypatch.setattr(
-            lifecycle._completion, "ended", lambda execution_id, url: delivered.append(execution_id)
-        )
+        delivered = deliveries(services, monkeypatch)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             submitted = await client.post(
@@ -233,20 +231,8 @@ async def _ended_twice(
         caplog.clear()
         await lifecycle.finish_without_process(record, ExecutionState.cancelled)
         await lifecycle.finish_without_process(record, ExecutionState.rejected, notice="late")
-        finished = [
-            str(getattr(line, "state", None))
-            for line in caplog.records
-            if getattr(line, "event", None) == "finished"
-        ]
-        ended = await services.db.call(crud.get_execution, execution_id=execution_id)
-        assert ended is not None
-        counted = {
-            state: services.metrics.registry.get_sample_value(
-                "shellgate_executions_finished_total", {"state": state}
-            )
-            for state in ("cancelled", "rejected")
-        }
-        return ended.state, counted, finished, delivered
+        reported = await end_reported(services, caplog, execution_id, ("cancelled", "rejected"))
+        return *reported, delivered
 
 
 def test_a_terminal_write_that_lost_reports_nothing(

@@ -1,7 +1,7 @@
 """What the start leaves out until it is needed: the MCP SDK (first `/mcp` request), Alembic
-(a database behind the head revision, and then in a child), the CLI's Typer/Rich stack and the
-SDK (`serve` enters by app/entry.py), httpx and websockets' client (first forward or
-notification)."""
+(a database behind the head revision, and then in a child; a fresh one is created without
+it), the CLI's Typer/Rich stack and the SDK (`serve` enters by app/entry.py), httpx and
+websockets' client (first forward or notification)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,7 +21,7 @@ from app.api.mcp.server import MCP_PATH as SERVER_MCP_PATH
 from app.entry import plain_serve
 from app.store.migrate import upgrade_to_head
 from tests.conftest import AGENT, TOKENS, free_port
-from tests.databases import ServerDatabase
+from tests.databases import PostgresDatabases, ServerDatabase
 
 CHECK = """
 import asyncio, sys, tempfile
@@ -35,10 +36,11 @@ assert not [name for name in LAZY if name in sys.modules], "imported by app.main
 tmp = Path(tempfile.mkdtemp())
 settings = Settings(_env_file=None, data_dir=tmp / "data", workspace=tmp, tokens="a:agent:{token}")
 (tmp / "data").mkdir()
-upgrade_to_head(settings.resolved_database_url)  # a current database: the start skips Alembic
-del sys.modules["alembic"]
-for name in [name for name in sys.modules if name.startswith("alembic.")]:
-    del sys.modules[name]
+if {current}:  # a current database: the start skips Alembic
+    upgrade_to_head(settings.resolved_database_url)
+    for name in [name for name in sys.modules if name.split(".")[0] == "alembic"]:
+        del sys.modules[name]
+# else a fresh one, which the start creates from the models, without Alembic either
 
 async def main() -> None:
     app = create_app(settings)
@@ -59,10 +61,11 @@ print("ok")
 """
 
 
-def test_the_mcp_sdk_and_alembic_load_only_when_needed() -> None:
+@pytest.mark.parametrize("current", [True, False], ids=["current-schema", "fresh-database"])
+def test_the_mcp_sdk_and_alembic_load_only_when_needed(current: bool) -> None:
     token = "lazy-startup-token-0123456789abcdef"
     result = subprocess.run(
-        [sys.executable, "-c", CHECK.format(token=token)],
+        [sys.executable, "-c", CHECK.format(token=token, current=current)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -100,13 +103,31 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     }
 
 
+@pytest.fixture(params=["current-schema", "fresh-database"])
+def start_database(
+    request: pytest.FixtureRequest, database: ServerDatabase, tmp_path: Path
+) -> Iterator[ServerDatabase]:
+    """A current schema, as on every start but the first, or none at all, as on the first
+    (created from the models, in the server's process: no migration child)."""
+    if request.param == "current-schema":
+        data_dir = tmp_path / "data"
+        data_dir.mkdir()
+        upgrade_to_head(database.url or f"sqlite:///{data_dir / 'shellgate.db'}")
+        yield database
+    elif database.kind == "sqlite":
+        yield database
+    else:
+        postgres: PostgresDatabases = request.getfixturevalue("postgres_databases")
+        with postgres.database(migrated=False) as empty:
+            yield empty
+
+
 def test_serve_reaches_healthz_without_the_cli_clients_or_alembic(
-    tmp_path: Path, database: ServerDatabase
+    tmp_path: Path, start_database: ServerDatabase
 ) -> None:
+    database = start_database
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    # A current schema, as on every start but the first (that one migrates in a child).
-    upgrade_to_head(database.url or f"sqlite:///{data_dir / 'shellgate.db'}")
+    data_dir.mkdir(exist_ok=True)
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
     env.update(
@@ -158,7 +179,7 @@ from app.store.migrate import upgrade_in_child_if_behind
 from app.store.db import make_engine
 
 url = sys.argv[1]
-assert upgrade_in_child_if_behind(url) is True  # a database with no tables: migrated
+assert upgrade_in_child_if_behind(url) is True  # no tables: created here, without Alembic
 assert "alembic" not in sys.modules, "the upgrade ran in this process"
 engine = make_engine(url)
 assert stored_revisions(engine) == head_revisions()

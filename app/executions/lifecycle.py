@@ -74,7 +74,11 @@ class Lifecycle:
         pending: PendingRecord | None = None,
     ) -> None:
         """Arm the deadline and supervise the execution until its terminal record is written.
-        `pending`: its row is only an intent so far (pending_record.py)."""
+        `pending`: its row is only an intent so far (pending_record.py). As in
+        `finish_without_process`, only a terminal write that took reports the end (metrics,
+        `finished` line, delivery): one that lost to a record already written (`lost` by the
+        replicas after a fence, a cancel's) or was given up reports nothing; the run's span
+        still ends, without a state."""
         self._registry.arm_deadline(live, limit.seconds)
         self._track(self._supervise(live, limit, session_call, run_span, pending))
 
@@ -139,14 +143,18 @@ class Lifecycle:
             self._registry.remove(live.id)
             live.finished.set()
             self._changes.notify(live.id)
-            self._completion.ended(live.id, live.notify_url)
             if close_unit is not None:
                 # After the waiting caller's wake-up, queued by `finished.set()` above: its
                 # answer is built and sent before the next standby's bash and bwrap start
                 # taking the other core (bench/PROFILE.md, "The sandboxed call's end").
                 asyncio.get_running_loop().call_soon(self._confinement.standby_wanted)
-            output_bytes = values.get("total_bytes", 0)
-            self._finished(live.id, live.owner, state, values, output_bytes, run_span)
+            if written:
+                self._completion.ended(live.id, live.notify_url)
+                output_bytes = values.get("total_bytes", 0)
+                self._finished(live.id, live.owner, state, values, output_bytes, run_span)
+            elif run_span is not None:
+                # The record is another writer's (or none): the span claims no state of it.
+                run_span.end()
 
     def _end_and_record(
         self,

@@ -60,6 +60,20 @@ def schema_revisions(connection: Connection) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
+def record_schema_revisions(connection: Connection, revisions: set[str]) -> None:
+    """Into a new, empty `alembic_version`, as Alembic's own upgrade would have left it."""
+    connection.execute(
+        text("INSERT INTO alembic_version (version_num) VALUES (:revision)"),
+        [{"revision": revision} for revision in sorted(revisions)],
+    )
+
+
+def lock_schema_postgres(connection: Connection, key: int) -> None:
+    """PostgreSQL only (the one statement here that is not portable): wait for and hold the
+    transaction-level advisory lock `key` until the transaction ends."""
+    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
 def execution_row(execution: Execution) -> dict[str, Any]:
     """The record as column values, defaults included (what an insert writes)."""
     return {column.name: getattr(execution, column.name) for column in EXECUTIONS.columns}

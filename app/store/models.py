@@ -1,7 +1,9 @@
 """Registry tables (SQLModel) and the enums that name their states.
 
 The schema is owned by Alembic (`migrations/`); these classes must stay in step with it, which
-`tests/test_migrations.py` checks by comparing the two.
+`tests/test_migrations.py` checks by comparing the two. A database with no tables yet is
+created from them (app/store/migrate.py), so they also carry what the migrations left that the
+ORM does not need: the server defaults added columns were given, a constraint's name.
 """
 
 from __future__ import annotations
@@ -10,7 +12,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
 
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    Index,
+    Text,
+    false,
+)
 from sqlmodel import Field, SQLModel
 
 
@@ -143,27 +154,33 @@ class Approval(SQLModel, table=True):
         Index("ix_approvals_state", "state"),
         Index("ix_approvals_requested_by_state", "requested_by", "state"),
         Index("ix_approvals_file_operation", "file_operation_id"),
+        # Named as migration 0016 named it, which its downgrade drops by name.
+        ForeignKeyConstraint(
+            ["file_operation_id"], ["file_operations.id"], name="fk_approvals_file_operation_id"
+        ),
     )
 
     id: str = Field(primary_key=True, max_length=64)
     # ApprovalSubject, and the record it names: one of the two ids for an execution or a file
     # operation; neither for a new session's sandbox (`session_grant`), whose session does
     # not exist until the approval is used.
-    subject: str = Field(default="execution", max_length=16)
-    execution_id: str | None = Field(default=None, foreign_key="executions.id", max_length=64)
-    file_operation_id: str | None = Field(
-        default=None, foreign_key="file_operations.id", max_length=64
+    subject: str = Field(
+        default="execution", max_length=16, sa_column_kwargs={"server_default": "execution"}
     )
+    execution_id: str | None = Field(default=None, foreign_key="executions.id", max_length=64)
+    file_operation_id: str | None = Field(default=None, max_length=64)
     command: str = Field(sa_column=Column(Text, nullable=False))
     cwd: str = Field(sa_column=Column(Text, nullable=False))
     # What else decides what runs, shown to the approver beside the command: the environment
     # values (JSON object: the session's overlaid by the call's), the session, the terminal.
-    env: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    env: str = Field(default="{}", sa_column=Column(Text, nullable=False, server_default="{}"))
     session_id: str | None = Field(default=None, max_length=64)
-    pty: bool = False
+    pty: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
     reason: str = Field(sa_column=Column(Text, nullable=False))
     # ApprovalKind; and for a `sandbox` one, what it asks beyond the profile (JSON object).
-    kind: str = Field(default="command", max_length=16)
+    kind: str = Field(
+        default="command", max_length=16, sa_column_kwargs={"server_default": "command"}
+    )
     sandbox_request: str | None = Field(default=None, sa_column=Column(Text))
     state: str = Field(default=ApprovalState.pending, max_length=16)
     requested_by: str = Field(max_length=64)
@@ -208,7 +225,9 @@ class ShellSession(SQLModel, table=True):
     keep_cwd: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
-    limits: str = Field(default="{}", sa_column=Column(Text, nullable=False))  # JSON object
+    limits: str = Field(
+        default="{}", sa_column=Column(Text, nullable=False, server_default="{}")
+    )  # JSON object
     # The sandbox profile its calls run with, fixed at its creation (JSON; NULL: made while
     # the sandbox was off).
     sandbox: str | None = Field(default=None, sa_column=Column(Text))
