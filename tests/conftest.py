@@ -94,7 +94,7 @@ def make_settings(tmp: Path, database: ServerDatabase, **overrides: Any) -> Sett
         **database.settings(),
     }
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @contextlib.contextmanager

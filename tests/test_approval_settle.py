@@ -148,6 +148,7 @@ async def _cancel_heard_early(
             )
             await asyncio.wait_for(requests.get(), 10)
             (approval,) = await services.db.call(crud.pending_approvals)
+            assert approval.execution_id is not None
             if elsewhere:
                 # The record of a replica that is gone (no node row): any replica may claim it.
                 moved = await services.db.call(
