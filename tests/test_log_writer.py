@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
 from app.executions.registry import LiveExecution
+from app.executions.result_text import OUTPUT_LOG_FAILED_NOTICE
 from app.output.artifact_log import ArtifactLog
 from app.output.log_writer import OFFLOADED_BYTES
 from app.output.window import OutputSink
@@ -24,18 +26,19 @@ LARGE = OFFLOADED_BYTES
 
 class GatedLog(ArtifactLog):
     """A real log whose appends on the log writer's threads wait for `gate`; with `full_after`,
-    the append that would pass that many bytes fails as a full disk would."""
+    the append that would pass that many bytes fails as a full disk would (or with `failure`)."""
 
     gate: threading.Event
     entered: threading.Event
     full_after: int | None = None
+    failure: int = errno.ENOSPC  # what the append past `full_after` fails with
 
     def append(self, data: bytes, stream: OutputStream) -> int:
         if threading.current_thread().name.startswith("shellgate-log"):
             self.entered.set()
             self.gate.wait(30)
         if self.full_after is not None and self.total_bytes + len(data) > self.full_after:
-            raise OSError(errno.ENOSPC, "No space left on device")
+            raise OSError(self.failure, os.strerror(self.failure))
         return super().append(data, stream)
 
 
@@ -99,6 +102,31 @@ async def test_a_full_disk_on_the_writer_keeps_an_exact_prefix_and_says_so(
     assert "Output storage full" in live.notices
     assert log.read(0, log.total_bytes) == first
     live.accept_output(b"later\n", OutputStream.stdout)  # dropped: never a hole in the log
+    assert log.total_bytes == len(first)
+
+
+@pytest.mark.parametrize("large", [True, False], ids=["on the writer", "on the loop"])
+async def test_a_failed_write_keeps_an_exact_prefix_and_the_record_says_so(
+    tmp_path: Path, large: bool
+) -> None:
+    """An I/O error other than a full disk: later output is dropped, never written after a
+    hole, and the execution's notices say its output stopped being recorded."""
+    log = gated_log(tmp_path)
+    log.gate.set()
+    size = LARGE if large else 1024
+    first, second = b"a" * size, b"b" * size
+    log.full_after, log.failure = size, errno.EIO
+    live = live_on(log)
+
+    live.accept_output(first, OutputStream.stdout)
+    live.accept_output(second, OutputStream.stdout)
+    live.accept_exit(ExitStatus(exit_code=0, signal=None))
+    await asyncio.wait_for(asyncio.shield(live.exited), 10)
+
+    assert not live.storage_full
+    assert live.notices == [OUTPUT_LOG_FAILED_NOTICE]
+    assert log.read(0, log.total_bytes) == first
+    live.accept_output(b"later\n", OutputStream.stdout)
     assert log.total_bytes == len(first)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from app.confinement import Unit
-from app.executions.result_text import OUTPUT_CUT_NOTICES
+from app.executions.result_text import OUTPUT_CUT_NOTICES, OUTPUT_LOG_FAILED_NOTICE
 from app.output.artifact_log import ArtifactLog
 from app.output.follower import SharedReads
 from app.output.live_edge import RecentOutput
@@ -125,16 +125,16 @@ class LiveExecution:
         # whether a write of this execution is under way there: while it is, every chunk
         # queues behind it, and the exit waits for the queue to be written.
         self._log_queue: list[tuple[bytes, OutputStream]] = []
-        # The end of what was handed on (to the recent output, the window and the waiters):
-        # the log's own total runs ahead of it while the writer's chunks come back to the loop.
-        self._taken_bytes = log.total_bytes
         self._log_queued_bytes = 0
         self._log_writing = False
         self._log_paused = False
         self._exit_after_log: ExitStatus | None = None
-        # Set when the log writer failed otherwise than for lack of space: later output is
-        # dropped, as after a full disk (the failure is in the server's log).
+        # Set when a write to the log failed otherwise than for lack of space: later output is
+        # dropped, as after a full disk, and the record says so.
         self._log_failed = False
+        # The end of what was handed on (to the recent output, the window and the waiters):
+        # the log's own total runs ahead of it while the writer's chunks come back to the loop.
+        self._taken_bytes = log.total_bytes
         self._changed = asyncio.Event()
         self.exited: asyncio.Future[ExitStatus] = loop.create_future()
         # Set once the terminal record is in the database: waiters then read it from there.
@@ -165,9 +165,7 @@ class LiveExecution:
                 try:
                     total = self.log.append(data, stream)
                 except OSError as error:
-                    if not is_storage_full(error):
-                        raise
-                    self._storage_ran_out()
+                    self._write_failed(error)
                     return
         if not queued:
             self._take_written(total, data, stream)
@@ -219,10 +217,10 @@ class LiveExecution:
                 chunks = [data for data, _ in run]
                 try:
                     end = self.log.append(b"".join(chunks), stream)
-                except OSError as error:
-                    if len(chunks) == 1 or not is_storage_full(error):
+                except OSError:
+                    if len(chunks) == 1:
                         raise
-                    # The disk is full: as many of the chunks as fit, one by one.
+                    # As many of the chunks as the log still takes (a full disk), one by one.
                     for data in chunks:
                         written.append((self.log.append(data, stream), data, stream))
                     continue
@@ -232,13 +230,7 @@ class LiveExecution:
                     written.append((end, data, stream))
         except Exception as error:
             with self._lock:
-                if isinstance(error, OSError) and is_storage_full(error):
-                    self._storage_ran_out()
-                else:
-                    logger.exception(
-                        "writing the log of %s failed; later output is dropped", self.id
-                    )
-                    self._log_failed = True
+                self._write_failed(error)
         # The loop closed: the server is gone, and nobody waits for these bytes.
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._log_written, written)
@@ -258,9 +250,9 @@ class LiveExecution:
             else:
                 self._log_writing = False
             resume = self._log_paused and self._log_queued_bytes < QUEUED_RESUME_BYTES
-            status, self._exit_after_log = (
-                (None, self._exit_after_log) if more else (self._exit_after_log, None)
-            )
+            status = None
+            if not more:
+                status, self._exit_after_log = self._exit_after_log, None
         if resume:
             self._log_paused = False
             self._read_unless_paused()
@@ -412,6 +404,20 @@ class LiveExecution:
                 self._storage_ran_out()
         except Exception:
             logger.exception("could not finish the log of %s", self.id)
+
+    def _write_failed(self, error: Exception) -> None:
+        """Under the lock: a write to the log failed. Later output is dropped (the log keeps
+        an exact prefix, never a stream with a hole; the pipe is still drained, so the command
+        is not blocked) and the record says why."""
+        if isinstance(error, OSError) and is_storage_full(error):
+            self._storage_ran_out()
+            return
+        logger.error(
+            "writing the log of %s failed; later output is dropped", self.id, exc_info=error
+        )
+        if not self._log_failed:
+            self._log_failed = True
+            self.notices.append(OUTPUT_LOG_FAILED_NOTICE)
 
     def _storage_ran_out(self) -> None:
         """Under the lock."""

@@ -56,6 +56,13 @@ OUTPUT_CUT_NOTICES = {
     "group (setsid, a daemon) still holds its output open; what it writes later is not recorded.",
 }
 
+# A write to the output log failed otherwise than for lack of space (an I/O error): what the
+# command wrote afterwards was read and dropped, never recorded with a hole in it.
+OUTPUT_LOG_FAILED_NOTICE = (
+    "Output capture stopped: writing the output log failed; what the command wrote later is "
+    "not recorded."
+)
+
 STOPPING_NOTICE = "The server is shutting down: this command is being stopped and recorded."
 
 
