@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from app.core.blocking import run_blocking
+from app.core.blocking import WorkerThreads, run_blocking
 from app.store.db import Database, make_engine
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
@@ -59,30 +59,39 @@ def test_a_cancelled_caller_waits_for_the_work_to_end_even_when_cancelled_twice(
     assert asyncio.run(main())
 
 
-def test_database_calls_run_on_the_database_threads_and_a_second_burst_starts_none(
-    tmp_path: Path,
-) -> None:
-    """anyio's threads end after 10 s idle, and each new one made the event loop wait for its
-    start: the database's own threads are made once, up to the burst's peak, and kept."""
+def test_database_calls_run_on_the_database_threads(tmp_path: Path) -> None:
+    """Not on anyio's worker threads, which end after 10 s idle (each new one made the event
+    loop wait for its start)."""
     database = Database(make_engine(f"sqlite:///{tmp_path / 'registry.db'}"))
 
     def thread_name(_session: Session) -> str:
-        time.sleep(0.02)  # held, so that the burst needs several threads at once
         return threading.current_thread().name
-
-    def database_threads() -> set[int]:
-        return {t.ident or 0 for t in threading.enumerate() if t.name.startswith("shellgate-db")}
 
     async def burst() -> list[str]:
         return await asyncio.gather(*(database.call(thread_name) for _ in range(6)))
 
     try:
         names = asyncio.run(burst())
-        after_first = database_threads()
-        names += asyncio.run(burst())
-        after_second = database_threads()
     finally:
         database.dispose()
     assert all(name.startswith("shellgate-db") for name in names)
-    assert len(after_first) >= 2
-    assert after_second == after_first
+
+
+def test_a_pool_keeps_its_threads_and_a_second_burst_starts_none() -> None:
+    """A pool of its own (the process's shared ones serve other tests' servers meanwhile):
+    the threads made for the first burst's peak run the second burst too."""
+    pool = WorkerThreads("test-pool", 8)
+
+    def held() -> int:
+        time.sleep(0.02)  # held, so that a burst needs several threads at once
+        return threading.get_ident()
+
+    async def burst() -> set[int]:
+        return set(await asyncio.gather(*(pool.run(held) for _ in range(6))))
+
+    first = asyncio.run(burst())
+    made = {t.ident for t in threading.enumerate() if t.name.startswith("test-pool")}
+    second = asyncio.run(burst())
+    assert len(first) >= 2
+    assert second <= made
+    assert {t.ident for t in threading.enumerate() if t.name.startswith("test-pool")} == made

@@ -30,7 +30,6 @@ class WorkerThreads:
     """A pool of at most `workers` threads named `name-N`, made as they are first needed."""
 
     def __init__(self, name: str, workers: int) -> None:
-        self.workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
 
     async def run(self, work: Callable[[], T]) -> T:

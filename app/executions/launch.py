@@ -324,7 +324,6 @@ class Launcher:
             argv, writable = [self.ctx.settings.shell, "-c", plan.expanded.command], ()
         sandbox, profile = self._sandbox, plan.sandbox
         readable = plan.expanded.artifact_paths
-        shell_program = self.ctx.settings.shell
         confinement = self.ctx.confinement
         opened: list[Unit] = []
         spawned: list[RunningProcess] = []
@@ -357,7 +356,7 @@ class Launcher:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
                     spawned_argv = sandbox.launch(
-                        shell_program, profile, argv, plan.cwd, writable, readable
+                        self.ctx.settings.shell, profile, argv, plan.cwd, writable, readable
                     )
                 spec = SpawnSpec(
                     argv=spawned_argv,
