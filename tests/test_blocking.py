@@ -78,20 +78,30 @@ def test_database_calls_run_on_the_database_threads(tmp_path: Path) -> None:
 
 
 def test_a_pool_keeps_its_threads_and_a_second_burst_starts_none() -> None:
-    """A pool of its own (the process's shared ones serve other tests' servers meanwhile):
-    the threads made for the first burst's peak run the second burst too."""
-    pool = WorkerThreads("test-pool", 8)
+    """A pool of its own (the process's shared ones serve other tests' servers meanwhile),
+    filled to its cap by a burst whose works wait for each other: a second such burst runs on
+    the very threads the first one made, and none of them has ended meanwhile.
 
-    def held() -> int:
-        time.sleep(0.02)  # held, so that a burst needs several threads at once
-        return threading.get_ident()
+    Filled to the cap because below it the pool may start a thread for a call that comes in
+    while an idle thread has not yet told it that it is idle (CI saw that, once)."""
+    workers = 4
+    pool = WorkerThreads("test-pool", workers)
 
-    async def burst() -> set[int]:
-        return set(await asyncio.gather(*(pool.run(held) for _ in range(6))))
+    def pool_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("test-pool")}
+
+    async def burst() -> set[threading.Thread]:
+        together = threading.Barrier(workers, timeout=10)
+
+        def held() -> threading.Thread:
+            together.wait()  # each work needs the others running: one thread apiece
+            return threading.current_thread()
+
+        return set(await asyncio.gather(*(pool.run(held) for _ in range(workers))))
 
     first = asyncio.run(burst())
-    made = {t.ident for t in threading.enumerate() if t.name.startswith("test-pool")}
     second = asyncio.run(burst())
-    assert len(first) >= 2
-    assert second <= made
-    assert {t.ident for t in threading.enumerate() if t.name.startswith("test-pool")} == made
+    assert len(first) == workers
+    assert second == first
+    assert pool_threads() == first
+    assert all(thread.is_alive() for thread in first)
