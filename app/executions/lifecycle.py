@@ -37,7 +37,7 @@ from app.store.models import Execution, ExecutionState
 logger = logging.getLogger("shellgate.executions")
 
 FINAL_WRITE_ATTEMPTS = 5  # for errors other than an unreachable database
-FINAL_WRITE_PATIENCE = 600.0  # seconds a finished command's record waits for the database
+FINAL_WRITE_RETRY_CAP = 5.0  # seconds at most between tries while the database is unreachable
 KEPT_UNITS_BACK_SECONDS = 5.0  # at most, for a session's end to see every kept unit
 
 # Writes an execution's terminal values (blocking, in a worker thread); True if written.
@@ -77,8 +77,9 @@ class Lifecycle:
         `pending`: its row is only an intent so far (pending_record.py). As in
         `finish_without_process`, only a terminal write that took reports the end (metrics,
         `finished` line, delivery): one that lost to a record already written (`lost` by the
-        replicas after a fence, a cancel's) or was given up reports nothing; the run's span
-        still ends, without a state."""
+        replicas after a fence, a cancel's), or failed for good (not for an unreachable
+        database: that end waits for it), reports nothing; the run's span still ends, without
+        a state."""
         self._registry.arm_deadline(live, limit.seconds)
         self._track(self._supervise(live, limit, session_call, run_span, pending))
 
@@ -321,11 +322,12 @@ class Lifecycle:
     async def _write_final(
         self, execution_id: str, values: dict[str, Any], write: FinalWrite
     ) -> bool:
-        # The record is the only way anyone learns the result: retry a busy database a few
-        # times, and an unreachable one until it is back (within FINAL_WRITE_PATIENCE), so that
-        # a database outage does not leave a finished command `running` until the next restart.
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + FINAL_WRITE_PATIENCE
+        # The record is the only way anyone learns the result: retry a failing write a few
+        # times, and an unreachable database for as long as this server runs. Giving up (after
+        # ten minutes, until 2026-12-07) left a finished command `running` in the record, its
+        # waiters unanswered and its webhook unsent, until the next restart called it `lost`;
+        # waiting costs one sleeping task per ended command, and a server stopped meanwhile
+        # leaves the end to the next start's recovery, as before.
         attempt = 0
         while True:
             try:
@@ -333,15 +335,12 @@ class Lifecycle:
             except DatabaseUnavailableError:
                 if attempt == 0:
                     logger.error("database unreachable: the end of %s waits for it", execution_id)
-                if loop.time() >= give_up_at:
-                    logger.error("gave up recording the end of %s", execution_id)
-                    return False
             except Exception:
                 logger.exception("could not record the end of %s (try %d)", execution_id, attempt)
                 if attempt >= FINAL_WRITE_ATTEMPTS - 1:
                     return False
             attempt += 1
-            await asyncio.sleep(min(5.0, 0.2 * attempt))
+            await asyncio.sleep(min(FINAL_WRITE_RETRY_CAP, 0.2 * attempt))
 
     async def finish_without_process(
         self, record: Execution, state: ExecutionState, *, notice: str | None = None

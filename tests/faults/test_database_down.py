@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
+from app.executions import lifecycle
 from app.store.db import CONNECT_TIMEOUT_SECONDS
 from tests.conftest import AGENT, LiveServer, make_settings, serve
 from tests.databases import PostgresDatabases, ServerDatabase
@@ -82,6 +83,43 @@ def test_an_unreachable_database_is_a_503_and_recovers_without_a_restart(
         after = client.post("/v1/executions", json={"command": "echo after"})
         assert after.status_code == 200, after.text
         assert after.json()["output"] == "after\n"
+
+
+@pytest.mark.postgres
+def test_a_command_that_ended_in_a_long_outage_is_recorded_when_the_database_returns(
+    behind_proxy: tuple[LiveServer, CuttableProxy],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However long the outage, the end waits for the database: it used to be given up after
+    `FINAL_WRITE_PATIENCE` (600 s), which left the record `running` until a restart. Tries
+    here are 50 ms apart at most, so the outage below spans dozens of them; the patience the
+    server once had is set far below it (`raising=False`: the name is gone)."""
+    monkeypatch.setattr(lifecycle, "FINAL_WRITE_RETRY_CAP", 0.05)
+    monkeypatch.setattr(lifecycle, "FINAL_WRITE_PATIENCE", 0.3, raising=False)
+    server, proxy = behind_proxy
+    with server.client(AGENT) as client:
+        job = client.post(
+            "/v1/executions",
+            json={"command": "while [ ! -e go ]; do sleep 0.05; done; echo ended", "async": True},
+        ).json()
+        proxy.cut()
+        (server.settings.workspace / "go").touch()
+        waiting = f"database unreachable: the end of {job['id']} waits for it"
+        deadline = time.monotonic() + 15
+        while not any(record.getMessage() == waiting for record in caplog.records):
+            assert time.monotonic() < deadline, "the job's end was not attempted"
+            time.sleep(0.05)
+        time.sleep(3)
+        assert not [r for r in caplog.records if "gave up" in r.getMessage()]
+        proxy.start()
+        ended = client.get(f"/v1/executions/{job['id']}?wait=30")
+        deadline = time.monotonic() + 15
+        while ended.status_code == 503:  # the pool's first connection after the outage
+            assert time.monotonic() < deadline, "not answering after the database returned"
+            time.sleep(0.1)
+            ended = client.get(f"/v1/executions/{job['id']}?wait=30")
+        assert (ended.json()["state"], ended.json()["output"]) == ("completed", "ended\n")
 
 
 @pytest.mark.postgres
