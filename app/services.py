@@ -263,6 +263,8 @@ class Services:
             stack.push_async_callback(services.cluster.drain)
             # What the relay (its listener is a background task below) has under way.
             stack.push_async_callback(services.relay.close)
+            # The host lists' proxy: after the commands' stop (their sandboxes are its clients).
+            stack.push_async_callback(services.sandbox.egress.aclose)
 
             # Before anything can run: with the sandbox on and unbuildable, the server must not
             # start (`shellgate serve` says why before this; an embedded app fails here).

@@ -49,6 +49,7 @@ from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
 from app.process.environment import build_environment
 from app.sandbox import Sandbox, SandboxProfile
+from app.sandbox.host_list import hosts_of, proxy_environment
 from app.store import crud
 from app.store.models import Execution, ExecutionMode, ExecutionState
 from app.store.storage import StorageGuard, is_storage_full
@@ -332,6 +333,8 @@ class Launcher:
 
         storage, db, metrics = self.ctx.storage, self.ctx.db, self.ctx.metrics
         fence_watch = self.ctx.registry.fence_watch
+        hosts = hosts_of(profile)
+        egress_socket: str | None = None
 
         def spawn(standby: tuple[Unit, StandbyShell] | None, env: dict[str, str]) -> RunningProcess:
             """In the standby's unit, by that shell, or (None, or the standby ended before it
@@ -356,7 +359,13 @@ class Launcher:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
                     spawned_argv = sandbox.launch(
-                        self.ctx.settings.shell, profile, argv, plan.cwd, writable, readable
+                        self.ctx.settings.shell,
+                        profile,
+                        argv,
+                        plan.cwd,
+                        writable,
+                        readable,
+                        egress_socket=egress_socket,
                     )
                 spec = SpawnSpec(
                     argv=spawned_argv,
@@ -413,6 +422,8 @@ class Launcher:
                     execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
                 )
             )
+            if egress_socket is not None:
+                env = {**env, **proxy_environment()}
             # A standby waits in the default sandbox: it runs only what that sandbox fits. A
             # session's directory is no obstacle: the standby hands the state over in memory
             # files.
@@ -442,8 +453,15 @@ class Launcher:
             return process
 
         try:
+            if hosts is not None:
+                # A host list: the server's proxy listens for this execution before its
+                # sandbox is built around the socket (app/sandbox/host_list.py); it closes when
+                # the run ends (the lifecycle), or here.
+                egress_socket = await sandbox.egress.open(live.id, hosts)
             process = await run_blocking(spawn_and_record)
         except Exception as error:
+            if hosts is not None:
+                await sandbox.egress.close(live.id)
             self.ctx.registry.release_job_slot(live)
             if session_call is not None:
                 session_call.abandon()

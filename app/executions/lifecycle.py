@@ -29,7 +29,8 @@ from app.observability.events import execution_event
 from app.observability.tracing import RunSpan
 from app.output.window import truncation_footer
 from app.process import ExitStatus
-from app.sandbox.refusal import refusal_notice
+from app.sandbox.host_list import hosts_of
+from app.sandbox.refusal import egress_refusal_notice, refusal_notice
 from app.store import crud
 from app.store.db import DATABASE_THREADS
 from app.store.models import Execution, ExecutionState
@@ -53,6 +54,7 @@ class Lifecycle:
         self._changes = context.changes
         self._confinement = context.confinement
         self._completion = context.completion
+        self._sandbox = context.sandbox
         # The policy's `keep_daemons`, read when each run ends (the policy may change).
         self._policy_keeps_daemons = keeps_daemons
         # Units whose run ended while `keep_daemons` let its processes go on: removed once
@@ -92,6 +94,11 @@ class Lifecycle:
         pending: PendingRecord | None,
     ) -> None:
         status = await live.exited
+        if (hosts := hosts_of(live.sandbox)) is not None and self._sandbox is not None:
+            # The sandbox is gone with its command: so is the proxy's one client.
+            refused = await self._sandbox.egress.close(live.id)
+            if refused:
+                live.notices.append(egress_refusal_notice(refused, hosts))
         write: FinalWrite = functools.partial(self._finish_row, live.id)
         retry = write
         if pending is not None and await pending.take_over_for_the_end():

@@ -18,6 +18,7 @@ from app.sandbox.bwrap import (
     shell_launch,
 )
 from app.sandbox.defaults import default_profile
+from app.sandbox.egress import EgressProxy
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
 
@@ -30,6 +31,7 @@ MECHANISMS = (
     "ipc-namespace",
     "network-namespace",
     "capabilities-dropped",
+    "host-list-proxy",
 )
 OFF_HINT = "set SHELLGATE_SANDBOX=off to run commands unsandboxed (docs/sandbox.md)"
 
@@ -49,6 +51,8 @@ class Sandbox:
         self.enforced = settings.sandbox == "on"
         self.default = default_profile(settings)
         self._bwrap = settings.sandbox_bwrap
+        # The proxy of the commands whose network is a host list (listens only for them).
+        self.egress = EgressProxy()
         # The last standby argv built and the key it was built under (`standby_sandbox`):
         # `bwrap_prefix` is a function of that key (where each path leads, whether it is a
         # directory), and builds in ≈ 300 µs what a lookup gives in 70 (the key's cost), for
@@ -102,9 +106,12 @@ class Sandbox:
         cwd: str,
         extra_writable: Iterable[str] = (),
         extra_readable: Iterable[str] = (),
+        *,
+        egress_socket: str | None = None,
     ) -> list[str]:
         """What a spawn runs: `shell` confines itself (app/process/confine.sh), ignores bwrap's
-        signals and execs the sandbox of `profile` around `argv`."""
+        signals and execs the sandbox of `profile` around `argv`; with `egress_socket` (a
+        host list's proxy, opened by `egress`), behind the relay to it."""
         return shell_launch(
             shell,
             profile,
@@ -113,6 +120,7 @@ class Sandbox:
             extra_writable=extra_writable,
             extra_readable=extra_readable,
             bwrap=self._bwrap,
+            egress_socket=egress_socket,
         )
 
     def standby_prefix(self) -> list[str] | None:

@@ -7,7 +7,8 @@ What the sandbox is made of:
   namespace inside (`--disable-userns`);
 - its own PID namespace with a fresh `/proc`: `ps -e` and `/proc/*/environ` show the command's
   own tree, never the server or another execution;
-- its own IPC namespace, and with network `off` its own network namespace (loopback only);
+- its own IPC namespace, and with network `off` or a host list its own network namespace
+  (loopback only; a host list's proxy is bound in: app/sandbox/host_list.py);
 - its own mount namespace: the host read-only (`--ro-bind / /`), a minimal `/dev`, a private
   `/tmp` (a tmpfs that ends with the command), the profile's `write` paths bound writable, then
   each hidden path covered (an empty read-only tmpfs over a directory, `/dev/null` over a
@@ -33,6 +34,7 @@ import stat
 from collections.abc import Hashable, Iterable
 
 from app.process.signal_defaults import WRAPPER_IGNORED
+from app.sandbox.host_list import EGRESS_SOCKET, relay_argv
 from app.sandbox.profile import SandboxProfile
 
 BWRAP = "/usr/bin/bwrap"
@@ -63,6 +65,7 @@ def sandbox_prefix(
     extra_writable: Iterable[str] = (),
     extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
+    egress_socket: str | None = None,
 ) -> list[str]:
     """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
     `cwd` (which must exist: bwrap fails rather than run elsewhere).
@@ -70,7 +73,8 @@ def sandbox_prefix(
     `extra_writable`: paths of the server's own that this one command must write even when
     they are hidden from others (a session's state directory, inside the hidden data dir);
     `extra_readable`: files of the server's it may read (the output logs it names as
-    `artifact://ID`)."""
+    `artifact://ID`); `egress_socket`: the server's proxy for a host list, bound in at
+    `EGRESS_SOCKET` (app/sandbox/host_list.py)."""
     return [
         ENV_PROGRAM,
         f"--ignore-signal={_IGNORED_BY_BWRAP}",
@@ -81,6 +85,7 @@ def sandbox_prefix(
             extra_writable=extra_writable,
             extra_readable=extra_readable,
             bwrap=bwrap,
+            egress_socket=egress_socket,
         ),
     ]
 
@@ -92,6 +97,7 @@ def bwrap_prefix(
     extra_writable: Iterable[str] = (),
     extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
+    egress_socket: str | None = None,
 ) -> list[str]:
     """`sandbox_prefix` without the signals ignored: for a caller that ignores them itself
     before it execs this."""
@@ -151,6 +157,8 @@ def bwrap_prefix(
     for path in sorted({_real(extra) for extra in extra_readable}):
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]
+    if egress_socket is not None:
+        argv += ["--bind", egress_socket, EGRESS_SOCKET]
     for path in covered:
         if os.path.isdir(path):
             # After the extra binds made their mount points in it: the cover is read-only.
@@ -199,12 +207,19 @@ def sandbox_argv(
     extra_writable: Iterable[str] = (),
     extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
+    egress_socket: str | None = None,
 ) -> list[str]:
-    """`argv` run in the sandbox of `profile`, in `cwd`."""
+    """`argv` run in the sandbox of `profile`, in `cwd` (behind the relay to `egress_socket`
+    when there is one)."""
     prefix = sandbox_prefix(
-        profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
+        profile,
+        cwd,
+        extra_writable=extra_writable,
+        extra_readable=extra_readable,
+        bwrap=bwrap,
+        egress_socket=egress_socket,
     )
-    return [*prefix, *inner_reset(), *argv]
+    return [*prefix, *_relay(egress_socket), *inner_reset(), *argv]
 
 
 def shell_launch(
@@ -216,10 +231,30 @@ def shell_launch(
     extra_writable: Iterable[str] = (),
     extra_readable: Iterable[str] = (),
     bwrap: str = BWRAP,
+    egress_socket: str | None = None,
 ) -> list[str]:
     """`argv` run in the sandbox of `profile` through `shell` (which confines itself first:
-    app/process/confine.sh), the shell ignoring bwrap's signals before it execs it."""
+    app/process/confine.sh), the shell ignoring bwrap's signals before it execs it; behind the
+    relay to `egress_socket` when there is one."""
     prefix = bwrap_prefix(
-        profile, cwd, extra_writable=extra_writable, extra_readable=extra_readable, bwrap=bwrap
+        profile,
+        cwd,
+        extra_writable=extra_writable,
+        extra_readable=extra_readable,
+        bwrap=bwrap,
+        egress_socket=egress_socket,
     )
-    return [shell, "-c", IGNORE_THEN_EXEC, "shellgate-sandbox", *prefix, *inner_reset(), *argv]
+    return [
+        *(shell, "-c", IGNORE_THEN_EXEC, "shellgate-sandbox"),
+        *prefix,
+        *_relay(egress_socket),
+        *inner_reset(),
+        *argv,
+    ]
+
+
+def _relay(egress_socket: str | None) -> list[str]:
+    """The relay to the proxy (app/sandbox/egress_relay.py), before the signals are reset: it
+    keeps bwrap's ignored, so the group's TERM leaves the command's way out open through its
+    grace; it ends with the sandbox."""
+    return relay_argv() if egress_socket is not None else []

@@ -1,8 +1,11 @@
-"""The notice on a command that failed on the sandbox's refusal: the error text a refused
-write or a hidden path leaves (EROFS, EACCES), and the profile that refused it, so the caller
-knows to ask for more (docs/sandbox.md) rather than retry."""
+"""The notices on a command the sandbox refused something: the error text a refused write or a
+hidden path leaves (EROFS, EACCES) and the profile that refused it, or the hosts its host
+list's proxy refused, so the caller knows to ask for more (docs/sandbox.md) rather than
+retry."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from app.sandbox.profile import SandboxProfile
 
@@ -20,4 +23,13 @@ def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
         "the command may have failed on a sandbox refusal: it ran with the profile "
         f"write [{writable}], network {network}, and everything else read-only or hidden "
         "(docs/sandbox.md); ask for more with the request's `sandbox` rather than retry"
+    )
+
+
+def egress_refusal_notice(refused: Sequence[str], hosts: Sequence[str]) -> str:
+    """The notice on a command whose host list's proxy refused `refused` (`host:port`s)."""
+    return (
+        f"the sandbox's proxy refused {', '.join(refused)}: the command's network is the "
+        f"host list [{', '.join(hosts)}] (docs/sandbox.md); ask for more with the request's "
+        "`sandbox` rather than retry"
     )

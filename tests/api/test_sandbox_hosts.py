@@ -1,0 +1,225 @@
+"""A sandbox whose network is a host list (docs/sandbox.md, "Network"): a command reaches the
+listed hosts through the server's proxy, as `HTTP_PROXY` and `HTTPS_PROXY` say, and nothing
+else: not a host left off the list (the proxy refuses it, and the record says so), not a
+direct connection of any kind. The listed host here is an HTTP server of the test's own on the
+host's loopback, which the sandbox's loopback does not reach."""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.databases import Databases
+from tests.waiting import eventually
+
+
+class Target:
+    """An HTTP server on the host's loopback: answers every GET with its path, keeps them."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        paths = self.paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                # Through the proxy a plain request keeps its absolute form (valid HTTP/1.1
+                # to an origin); through a tunnel it is the client's own origin form.
+                path = urlsplit(self.path).path
+                paths.append(path)
+                body = f"from the host: {path}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[Target]:
+    served = Target()
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+@pytest.fixture(scope="module")
+def sandboxed(
+    tmp_path_factory: pytest.TempPathFactory, module_databases: Databases, target: Target
+) -> Iterator[LiveServer]:
+    """A sandboxed server whose policy lists the target (by its literal address: a glob with a
+    `*` never reaches a loopback or private address) and nothing else."""
+    settings = make_settings(tmp_path_factory.mktemp("hosts"), module_databases.new(), sandbox="on")
+    with serve(settings) as live:
+        with live.client(ADMIN) as admin:
+            installed = admin.put(
+                "/v1/policy",
+                json={"sandbox": {"network": [f"127.0.0.1:{target.port}"]}},
+            )
+            assert installed.status_code == 200, installed.text
+        yield live
+
+
+@pytest.fixture
+def agent(sandboxed: LiveServer) -> Iterator[httpx.Client]:
+    with sandboxed.client(AGENT) as client:
+        yield client
+
+
+def fetch(url: str) -> str:
+    """A command printing the answer's status and body for `url`, through `HTTP_PROXY`. The
+    environment's `NO_PROXY` names 127.0.0.1 (loopback is the sandbox's own), which urllib
+    would go to directly: the target here is the host's 127.0.0.1, so the program drops it."""
+    program = (
+        "import os, urllib.error, urllib.request as r\n"
+        "os.environ.pop('no_proxy'); os.environ.pop('NO_PROXY')\n"
+        "opener = r.build_opener(r.ProxyHandler({'http': os.environ['HTTP_PROXY']}))\n"
+        "try:\n"
+        f"    answer = opener.open({url!r}, timeout=10)\n"
+        "    print(answer.status, answer.read().decode())\n"
+        "except urllib.error.HTTPError as error:\n"
+        "    print(error.code, error.read().decode())\n"
+    )
+    return f"python3 -c {shlex.quote(program)}"
+
+
+def run(agent: httpx.Client, command: str, **fields: Any) -> dict[str, Any]:
+    response = agent.post("/v1/executions", json={"command": command, **fields})
+    assert response.status_code == 200, response.text
+    record: dict[str, Any] = response.json()
+    return record
+
+
+def test_a_listed_host_is_reached_through_the_proxy(agent: httpx.Client, target: Target) -> None:
+    record = run(agent, fetch(f"http://127.0.0.1:{target.port}/listed"))
+    assert record["exit_code"] == 0, record["output"]
+    assert record["output"].strip() == "200 from the host: /listed", record
+    assert record["sandbox"]["network"] == [f"127.0.0.1:{target.port}"]
+    assert "/listed" in target.paths
+    assert not any("proxy refused" in notice for notice in record["notices"])
+
+
+def test_a_tunnel_through_connect_reaches_a_listed_host(
+    agent: httpx.Client, target: Target
+) -> None:
+    """What HTTPS takes: `CONNECT host:port`, then the bytes both ways (plain HTTP inside the
+    tunnel here: the target speaks no TLS)."""
+    program = (
+        "import http.client\n"
+        "connection = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
+        f"connection.set_tunnel('127.0.0.1', {target.port})\n"
+        "connection.request('GET', '/tunnelled')\n"
+        "answer = connection.getresponse()\n"
+        "print(answer.status, answer.read().decode())\n"
+    )
+    record = run(agent, f"python3 -c {shlex.quote(program)}")
+    assert record["output"].strip() == "200 from the host: /tunnelled", record
+    assert "/tunnelled" in target.paths
+
+
+def test_a_host_not_listed_is_refused_and_the_record_says_so(agent: httpx.Client) -> None:
+    record = run(agent, fetch("http://example.invalid/elsewhere"))
+    assert record["output"].startswith("403 "), record
+    assert "example.invalid:80" in record["output"]
+    assert any(
+        "the sandbox's proxy refused example.invalid:80" in notice for notice in record["notices"]
+    ), record["notices"]
+
+
+def test_nothing_but_the_proxy_is_routed(agent: httpx.Client, target: Target) -> None:
+    """A direct connection to the listed host's address meets the sandbox's own loopback, and
+    any other address has no route: the host list is not the host's network."""
+    program = (
+        "import socket\n"
+        f"for address in (('127.0.0.1', {target.port}), ('1.1.1.1', 80)):\n"
+        "    try:\n"
+        "        socket.create_connection(address, timeout=3).close()\n"
+        "        print('connected')\n"
+        "    except OSError as error:\n"
+        "        print('refused:', error.strerror)\n"
+    )
+    before = len(target.paths)
+    record = run(agent, f"python3 -c {shlex.quote(program)}")
+    lines = record["output"].splitlines()
+    assert len(lines) == 2 and all(line.startswith("refused:") for line in lines), record
+    assert len(target.paths) == before
+
+
+def test_the_environment_points_at_the_relay_and_the_command_keeps_its_status(
+    agent: httpx.Client,
+) -> None:
+    record = run(agent, 'echo "$HTTPS_PROXY $https_proxy $NO_PROXY"; exit 7')
+    assert record["output"].strip() == (
+        "http://127.0.0.1:3128 http://127.0.0.1:3128 localhost,127.0.0.1,::1"
+    )
+    assert record["exit_code"] == 7
+
+
+def test_a_pty_command_and_a_session_call_reach_it_too(agent: httpx.Client, target: Target) -> None:
+    pty = run(agent, fetch(f"http://127.0.0.1:{target.port}/pty"), pty=True)
+    assert "200 from the host: /pty" in pty["output"], pty
+    session = agent.post("/v1/sessions", json={}).json()
+    assert session["sandbox"]["network"] == [f"127.0.0.1:{target.port}"]
+    called = run(agent, fetch(f"http://127.0.0.1:{target.port}/session"), session=session["id"])
+    assert called["output"].strip() == "200 from the host: /session", called
+    assert {"/pty", "/session"} <= set(target.paths)
+
+
+def relays_running() -> list[int]:
+    """The host's processes that are a host list's relay (app/sandbox/egress_relay.py)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if RELAY_MARK in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+# The relay's source travels in its argv; its first words.
+RELAY_MARK = b"Runs inside a sandbox whose network is a host list"
+
+
+def proxy_sockets() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("sg-egress-*/*.sock"))
+
+
+def test_a_cancelled_job_takes_its_relay_and_its_proxy_socket_with_it(
+    agent: httpx.Client,
+) -> None:
+    before = proxy_sockets()
+    job = agent.post("/v1/executions", json={"command": "sleep 60", "async": True}).json()
+    eventually(relays_running, what="the job's relay started")
+    opened = proxy_sockets() - before
+    assert opened, "no proxy socket was opened for the job"
+    cancelled = agent.post(f"/v1/executions/{job['id']}/cancel").json()
+    assert cancelled["state"] == "cancelled", cancelled
+    eventually(lambda: not relays_running(), what="the relay ended with the sandbox")
+    # (Other tests' proxies may come and go meanwhile: only the job's own are looked at.)
+    eventually(
+        lambda: not any(path.exists() for path in opened), what="the job's proxy socket removed"
+    )
