@@ -6,9 +6,11 @@ host's loopback, which the sandbox's loopback does not reach."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,9 +20,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.conftest import ADMIN, AGENT, LiveServer, make_settings, serve
+from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
 from tests.databases import Databases
-from tests.waiting import eventually
+from tests.waiting import eventually, pending_approval_for
 
 
 class Target:
@@ -73,12 +75,13 @@ def sandboxed(
     settings = make_settings(tmp_path_factory.mktemp("hosts"), module_databases.new(), sandbox="on")
     with serve(settings) as live:
         with live.client(ADMIN) as admin:
-            installed = admin.put(
-                "/v1/policy",
-                json={"sandbox": {"network": [f"127.0.0.1:{target.port}"]}},
-            )
-            assert installed.status_code == 200, installed.text
+            install_network(admin, [f"127.0.0.1:{target.port}"])
         yield live
+
+
+def install_network(admin: httpx.Client, network: str | list[str]) -> None:
+    installed = admin.put("/v1/policy", json={"sandbox": {"network": network}})
+    assert installed.status_code == 200, installed.text
 
 
 @pytest.fixture
@@ -223,3 +226,47 @@ def test_a_cancelled_job_takes_its_relay_and_its_proxy_socket_with_it(
     eventually(
         lambda: not any(path.exists() for path in opened), what="the job's proxy socket removed"
     )
+
+
+def test_asking_for_a_host_is_an_approval_and_approved_the_command_reaches_it(
+    sandboxed: LiveServer, agent: httpx.Client, target: Target
+) -> None:
+    """Under a policy whose network is `off`, a request asking for one host waits for a
+    person; approved, that execution alone runs with the host list, through the proxy."""
+    listed = [f"127.0.0.1:{target.port}"]
+    path = f"/escalated-{uuid.uuid4().hex[:8]}"  # the target serves every database's run
+    command = fetch(f"http://127.0.0.1:{target.port}{path}")
+    with sandboxed.client(ADMIN) as admin, sandboxed.client(APPROVER) as approver:
+        install_network(admin, "off")
+        try:
+            asked = agent.post(
+                "/v1/executions",
+                json={
+                    "command": command,
+                    "sandbox": {"network": listed, "justification": "the test's own host"},
+                    "approval_wait": 0,
+                },
+            )
+            assert asked.status_code == 202, asked.text
+            approval = pending_approval_for(approver, command)
+            assert approval["kind"] == "sandbox"
+            assert approval["sandbox_request"]["network"] == listed
+            assert path not in target.paths  # nothing ran while it waited
+            decided = approver.post(f"/v1/approvals/{approval['id']}/approve")
+            assert decided.status_code == 200, decided.text
+            record = agent.get(f"/v1/executions/{asked.json()['id']}", params={"wait": 30}).json()
+        finally:
+            install_network(admin, listed)
+    assert record["output"].strip() == f"200 from the host: {path}", record
+    assert record["sandbox"]["network"] == listed
+    assert record["sandbox"]["escalated"] is True
+
+
+def test_a_runner_call_reaches_a_listed_host(agent: httpx.Client, target: Target) -> None:
+    session = agent.post("/v1/sessions", json={}).json()["id"]
+    command = fetch(f"http://127.0.0.1:{target.port}/runner")
+    with agent.stream("POST", f"/v1/sessions/{session}/run", json={"command": command}) as answer:
+        assert answer.status_code == 200
+        items = [json.loads(line) for line in answer.iter_lines() if line]
+    assert items[-1]["exit_code"] == 0, items
+    assert "/runner" in target.paths
