@@ -49,6 +49,7 @@ from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
 from app.process.environment import build_environment
 from app.sandbox import Sandbox, SandboxProfile
+from app.sandbox.bwrap import SpawnBinds
 from app.sandbox.host_list import hosts_of, proxy_environment
 from app.store import crud
 from app.store.models import Execution, ExecutionMode, ExecutionState
@@ -358,14 +359,9 @@ class Launcher:
                 if profile is not None and shell is None:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
+                    binds = SpawnBinds(writable, readable, egress_socket)
                     spawned_argv = sandbox.launch(
-                        self.ctx.settings.shell,
-                        profile,
-                        argv,
-                        plan.cwd,
-                        writable,
-                        readable,
-                        egress_socket=egress_socket,
+                        self.ctx.settings.shell, profile, argv, plan.cwd, binds
                     )
                 spec = SpawnSpec(
                     argv=spawned_argv,

@@ -4,12 +4,14 @@ gets (docs/sandbox.md)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import Any
 
 from app.core.config import Settings
 from app.process.short_run import run_briefly
 from app.sandbox.bwrap import (
+    NO_BINDS,
+    SpawnBinds,
     bwrap_prefix,
     cover_key,
     inner_reset,
@@ -104,24 +106,12 @@ class Sandbox:
         profile: SandboxProfile,
         argv: list[str],
         cwd: str,
-        extra_writable: Iterable[str] = (),
-        extra_readable: Iterable[str] = (),
-        *,
-        egress_socket: str | None = None,
+        binds: SpawnBinds = NO_BINDS,
     ) -> list[str]:
         """What a spawn runs: `shell` confines itself (app/process/confine.sh), ignores bwrap's
-        signals and execs the sandbox of `profile` around `argv`; with `egress_socket` (a
-        host list's proxy, opened by `egress`), behind the relay to it."""
-        return shell_launch(
-            shell,
-            profile,
-            argv,
-            cwd,
-            extra_writable=extra_writable,
-            extra_readable=extra_readable,
-            bwrap=self._bwrap,
-            egress_socket=egress_socket,
-        )
+        signals and execs the sandbox of `profile` with `binds` around `argv` (a host list's
+        egress socket is opened by `egress`)."""
+        return shell_launch(shell, profile, argv, cwd, binds=binds, bwrap=self._bwrap)
 
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its

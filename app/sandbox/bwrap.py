@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 
 from app.process.signal_defaults import WRAPPER_IGNORED
 from app.sandbox.host_list import EGRESS_SOCKET, relay_argv
@@ -58,49 +59,40 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def sandbox_prefix(
-    profile: SandboxProfile,
-    cwd: str,
-    *,
-    extra_writable: Iterable[str] = (),
-    extra_readable: Iterable[str] = (),
-    bwrap: str = BWRAP,
-    egress_socket: str | None = None,
-) -> list[str]:
-    """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
-    `cwd` (which must exist: bwrap fails rather than run elsewhere).
+@dataclass(frozen=True)
+class SpawnBinds:
+    """What one spawn binds into its profile's sandbox beyond the profile.
 
-    `extra_writable`: paths of the server's own that this one command must write even when
-    they are hidden from others (a session's state directory, inside the hidden data dir);
-    `extra_readable`: files of the server's it may read (the output logs it names as
-    `artifact://ID`); `egress_socket`: the server's proxy for a host list, bound in at
-    `EGRESS_SOCKET` (app/sandbox/host_list.py)."""
+    `writable`: paths of the server's own that this one command must write even when they are
+    hidden from others (a session's state directory, inside the hidden data dir); `readable`:
+    files of the server's it may read (the output logs it names as `artifact://ID`);
+    `egress_socket`: the server's proxy for a host list, bound in at `EGRESS_SOCKET`, with the
+    relay to it started before the command (app/sandbox/host_list.py)."""
+
+    writable: Iterable[str] = ()
+    readable: Iterable[str] = ()
+    egress_socket: str | None = None
+
+
+NO_BINDS = SpawnBinds()
+
+
+def sandbox_prefix(profile: SandboxProfile, cwd: str, *, bwrap: str = BWRAP) -> list[str]:
+    """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
+    `cwd` (which must exist: bwrap fails rather than run elsewhere)."""
     return [
         ENV_PROGRAM,
         f"--ignore-signal={_IGNORED_BY_BWRAP}",
         "--",
-        *bwrap_prefix(
-            profile,
-            cwd,
-            extra_writable=extra_writable,
-            extra_readable=extra_readable,
-            bwrap=bwrap,
-            egress_socket=egress_socket,
-        ),
+        *bwrap_prefix(profile, cwd, bwrap=bwrap),
     ]
 
 
 def bwrap_prefix(
-    profile: SandboxProfile,
-    cwd: str,
-    *,
-    extra_writable: Iterable[str] = (),
-    extra_readable: Iterable[str] = (),
-    bwrap: str = BWRAP,
-    egress_socket: str | None = None,
+    profile: SandboxProfile, cwd: str, *, binds: SpawnBinds = NO_BINDS, bwrap: str = BWRAP
 ) -> list[str]:
-    """`sandbox_prefix` without the signals ignored: for a caller that ignores them itself
-    before it execs this."""
+    """`sandbox_prefix` without the signals ignored, with `binds`: for a caller that ignores
+    them itself before it execs this."""
     hidden = sorted({_real(path) for path in profile.hidden}, key=len)
     write = sorted(
         {
@@ -151,14 +143,14 @@ def bwrap_prefix(
         else:
             continue
         covered.append(path)
-    for path in sorted({_real(extra) for extra in extra_writable}, key=len):
+    for path in sorted({_real(extra) for extra in binds.writable}, key=len):
         if os.path.isdir(path):
             argv += ["--bind", path, path]
-    for path in sorted({_real(extra) for extra in extra_readable}):
+    for path in sorted({_real(extra) for extra in binds.readable}):
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]
-    if egress_socket is not None:
-        argv += ["--bind", egress_socket, EGRESS_SOCKET]
+    if binds.egress_socket is not None:
+        argv += ["--bind", binds.egress_socket, EGRESS_SOCKET]
     for path in covered:
         if os.path.isdir(path):
             # After the extra binds made their mount points in it: the cover is read-only.
@@ -200,26 +192,10 @@ def inner_reset() -> list[str]:
 
 
 def sandbox_argv(
-    profile: SandboxProfile,
-    argv: list[str],
-    cwd: str,
-    *,
-    extra_writable: Iterable[str] = (),
-    extra_readable: Iterable[str] = (),
-    bwrap: str = BWRAP,
-    egress_socket: str | None = None,
+    profile: SandboxProfile, argv: list[str], cwd: str, *, bwrap: str = BWRAP
 ) -> list[str]:
-    """`argv` run in the sandbox of `profile`, in `cwd` (behind the relay to `egress_socket`
-    when there is one)."""
-    prefix = sandbox_prefix(
-        profile,
-        cwd,
-        extra_writable=extra_writable,
-        extra_readable=extra_readable,
-        bwrap=bwrap,
-        egress_socket=egress_socket,
-    )
-    return [*prefix, *_relay(egress_socket), *inner_reset(), *argv]
+    """`argv` run in the sandbox of `profile`, in `cwd`."""
+    return [*sandbox_prefix(profile, cwd, bwrap=bwrap), *inner_reset(), *argv]
 
 
 def shell_launch(
@@ -228,33 +204,18 @@ def shell_launch(
     argv: list[str],
     cwd: str,
     *,
-    extra_writable: Iterable[str] = (),
-    extra_readable: Iterable[str] = (),
+    binds: SpawnBinds = NO_BINDS,
     bwrap: str = BWRAP,
-    egress_socket: str | None = None,
 ) -> list[str]:
-    """`argv` run in the sandbox of `profile` through `shell` (which confines itself first:
-    app/process/confine.sh), the shell ignoring bwrap's signals before it execs it; behind the
-    relay to `egress_socket` when there is one."""
-    prefix = bwrap_prefix(
-        profile,
-        cwd,
-        extra_writable=extra_writable,
-        extra_readable=extra_readable,
-        bwrap=bwrap,
-        egress_socket=egress_socket,
-    )
+    """`argv` run in the sandbox of `profile` with `binds`, through `shell` (which confines
+    itself first: app/process/confine.sh), the shell ignoring bwrap's signals before it execs
+    it. With an egress socket, the relay to it (app/sandbox/egress_relay.py) runs before the
+    signals are reset: it keeps bwrap's ignored, and it ends with the sandbox."""
+    relay = relay_argv() if binds.egress_socket is not None else []
     return [
         *(shell, "-c", IGNORE_THEN_EXEC, "shellgate-sandbox"),
-        *prefix,
-        *_relay(egress_socket),
+        *bwrap_prefix(profile, cwd, binds=binds, bwrap=bwrap),
+        *relay,
         *inner_reset(),
         *argv,
     ]
-
-
-def _relay(egress_socket: str | None) -> list[str]:
-    """The relay to the proxy (app/sandbox/egress_relay.py), before the signals are reset: it
-    keeps bwrap's ignored, so the group's TERM leaves the command's way out open through its
-    grace; it ends with the sandbox."""
-    return relay_argv() if egress_socket is not None else []
