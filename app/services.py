@@ -303,7 +303,7 @@ class Services:
                 services.executions.shutdown, within=settings.shutdown_grace * 0.3
             )
             await services.approvals.restore()
-            if settings.spawn_ahead:
+            if settings.spawn_ahead and services.sandbox.standbys_serve:
                 services.confinement.start_spawning_ahead(
                     settings.shell,
                     services.settings.data_dir,

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core.host_globs import check_host_glob
+
 Role = Literal["agent", "approver", "admin"]
 ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
 OWNER_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
@@ -200,9 +202,10 @@ class Settings(BaseSettings):
     sandbox: Literal["on", "off"] = "on"
     # Where bubblewrap is (Debian's package installs it here).
     sandbox_bwrap: str = "/usr/bin/bwrap"
-    # The network a command has unless the policy widens it: `off` is a namespace with
-    # loopback only (the server's port unreachable), `on` the host's.
-    sandbox_network: Literal["on", "off"] = "off"
+    # The network a command has unless the policy says otherwise: `off` is a namespace with
+    # loopback only (the server's port unreachable), `on` the host's, comma-separated
+    # `host[:port]` globs those hosts through the server's proxy (docs/sandbox.md#network).
+    sandbox_network: Annotated[Literal["on", "off"] | tuple[str, ...], NoDecode] = "off"
     # Paths no command may see besides the data dir, the token file and the policy file,
     # comma-separated; `~` is the server's home (docs/sandbox.md).
     sandbox_hidden: Annotated[list[str], NoDecode] = Field(
@@ -280,6 +283,21 @@ class Settings(BaseSettings):
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("sandbox_network", mode="before")
+    @classmethod
+    def _read_sandbox_network(cls, value: object) -> object:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in ("on", "off"):
+                return word
+            value = word.split(",")
+        if isinstance(value, list | tuple):
+            globs = [glob for glob in value if not isinstance(glob, str) or glob.strip()]
+            if not globs:
+                raise ValueError('"on", "off" or comma-separated host[:port] globs')
+            return tuple(dict.fromkeys(check_host_glob(str(glob)) for glob in globs))
         return value
 
     @field_validator("sandbox_hidden", mode="before")

@@ -21,6 +21,7 @@ from app.sandbox.bwrap import (
 )
 from app.sandbox.defaults import default_profile
 from app.sandbox.egress import EgressProxy
+from app.sandbox.host_list import hosts_of
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
 
@@ -149,8 +150,8 @@ class Sandbox:
         no path of the server's to bind, and a cwd inside the sandbox's writable tree."""
         if profile is None:
             return True
-        if extra or profile != self.default:
-            return False
+        if extra or profile != self.default or hosts_of(profile) is not None:
+            return False  # (a host list's proxy and relay are the execution's own)
         # Where each path leads now, as the kernel resolves it (a path that leads nowhere
         # contains no existing cwd); cheaper than `os.path.realpath`'s walk per path.
         if (here := resolved_now(cwd)) is None:
@@ -163,6 +164,13 @@ class Sandbox:
             )
 
         return any(map(within, profile.write)) and not any(map(within, profile.hidden))
+
+    @property
+    def standbys_serve(self) -> bool:
+        """Whether a shell waiting in the default sandbox could run a command: not when the
+        default network is a host list, whose proxy and relay each execution opens for
+        itself (so spawning ahead would only build sandboxes nobody takes)."""
+        return not self.enforced or hosts_of(self.default) is None
 
     def status(self) -> dict[str, Any]:
         """`GET /v1/info`'s `sandbox`."""

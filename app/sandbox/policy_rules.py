@@ -9,35 +9,19 @@ Paths are kept as written (`$WORKSPACE/build`, `~/.cache`) and expanded when a p
 from __future__ import annotations
 
 import posixpath
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from app.core.host_globs import check_host_glob
+
 WORKSPACE_VARIABLE = "$WORKSPACE"
-# `host[:port]`: a host name, an IPv4 address or a glob of them (`*` for any run of
-# characters), and optionally a port or `*`.
-_HOST_GLOB = re.compile(r"^[a-z0-9*][a-z0-9*.\-_]*(?::(?:[0-9]{1,5}|\*))?$")
 NETWORK_HELP = '"on", "off" or a list of host[:port] globs'
 
 
 def _normalize_word(value: Any) -> Any:
     # Read like the rules' approvals: trimmed and in any case.
     return value.strip().lower() if isinstance(value, str) else value
-
-
-def check_host_glob(glob: str) -> str:
-    """One `host[:port]` glob, lower-cased; ValueError naming what is wrong."""
-    text = glob.strip().lower()
-    if not _HOST_GLOB.match(text):
-        raise ValueError(
-            f"network entry {glob!r} is not a host[:port] glob (letters, digits, `.`, `-`, "
-            "`_` and `*`, then optionally `:` and a port or `*`)"
-        )
-    port = text.partition(":")[2]
-    if port and port != "*" and not 1 <= int(port) <= 65535:
-        raise ValueError(f"network entry {glob!r}: the port must be within 1..65535")
-    return text
 
 
 def _network(value: Any, *, allow_off: bool) -> Any:

@@ -10,6 +10,7 @@ import json
 import shlex
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,9 +20,12 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
+from app.core.config import Settings, describe_settings_error
+from tests.api.test_spawn_ahead import spawns, standby_pids
 from tests.conftest import ADMIN, AGENT, APPROVER, LiveServer, make_settings, serve
-from tests.databases import Databases
+from tests.databases import SQLITE, Databases
 from tests.waiting import eventually, pending_approval_for
 
 
@@ -270,3 +274,61 @@ def test_a_runner_call_reaches_a_listed_host(agent: httpx.Client, target: Target
         items = [json.loads(line) for line in answer.iter_lines() if line]
     assert items[-1]["exit_code"] == 0, items
     assert "/runner" in target.paths
+
+
+def test_a_default_host_list_from_the_settings_needs_no_policy_and_no_standby(
+    tmp_path: Path, target: Target
+) -> None:
+    """`SHELLGATE_SANDBOX_NETWORK=host,…`: every command gets the list with no policy written,
+    and the server keeps no standby shell (a host list's proxy and relay are each execution's
+    own, so one waiting in the default sandbox could run nothing)."""
+    listed = f"127.0.0.1:{target.port}"
+    settings = make_settings(tmp_path, SQLITE, sandbox="on", sandbox_network=f" {listed} ,")
+    with serve(settings) as live, live.client(AGENT) as agent:
+        record = run(agent, fetch(f"http://{listed}/by-default"))
+        assert record["output"].strip() == "200 from the host: /by-default", record
+        assert record["sandbox"]["network"] == [listed]
+        assert spawns(live, "standby") == 0
+        assert spawns(live, "spawn") >= 1
+        # A standby is made right after the start and after each call: none came.
+        time.sleep(1)
+        assert standby_pids(live) == []
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("on", "on"),
+        (" OFF ", "off"),
+        ("registry.npmjs.org, *.PyPI.org:443 ,", ("registry.npmjs.org", "*.pypi.org:443")),
+        ("a.example:8080,a.example:8080", ("a.example:8080",)),
+    ],
+)
+def test_the_setting_reads_on_off_or_comma_separated_globs(
+    tmp_path: Path, written: str, read: object
+) -> None:
+    assert (
+        Settings(_env_file=None, workspace=tmp_path, sandbox_network=written).sandbox_network
+        == read
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("maybe!", "network entry 'maybe!' is not a host[:port] glob"),
+        (
+            "example.com:70000",
+            "network entry 'example.com:70000': the port must be within 1..65535",
+        ),
+        (" , ", '"on", "off" or comma-separated host[:port] globs'),
+    ],
+)
+def test_a_setting_that_is_no_network_stops_the_start_saying_why(
+    tmp_path: Path, written: str, said: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None, workspace=tmp_path, sandbox_network=written)
+    message = describe_settings_error(refused.value)
+    assert message.startswith("SHELLGATE_SANDBOX_NETWORK: ")
+    assert said in message
