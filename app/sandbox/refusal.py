@@ -5,6 +5,7 @@ retry."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from app.sandbox.profile import SandboxProfile
@@ -27,9 +28,10 @@ def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
 
 
 def egress_refusal_notice(refused: Sequence[str], hosts: Sequence[str]) -> str:
-    """The notice on a command whose host list's proxy refused `refused` (`host:port`s)."""
+    """The notice on a command whose host list's proxy refused `refused` (`host:port`s): what
+    to ask for, word for word, so that a model retrying asks a person instead of looping."""
     return (
         f"the sandbox's proxy refused {', '.join(refused)}: the command's network is the "
         f"host list [{', '.join(hosts)}] (docs/sandbox.md); ask for more with the request's "
-        "`sandbox` rather than retry"
+        f"`sandbox` ({json.dumps({'network': list(refused)})}) rather than retry"
     )

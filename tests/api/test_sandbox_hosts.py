@@ -7,6 +7,7 @@ host's loopback, which the sandbox's loopback does not reach."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import tempfile
 import threading
@@ -150,7 +151,9 @@ def test_a_host_not_listed_is_refused_and_the_record_says_so(agent: httpx.Client
     assert record["output"].startswith("403 "), record
     assert "example.invalid:80" in record["output"]
     assert any(
-        "the sandbox's proxy refused example.invalid:80" in notice for notice in record["notices"]
+        notice.startswith("the sandbox's proxy refused example.invalid:80: ")
+        and '`sandbox` ({"network": ["example.invalid:80"]})' in notice
+        for notice in record["notices"]
     ), record["notices"]
 
 
@@ -193,16 +196,18 @@ def test_a_pty_command_and_a_session_call_reach_it_too(agent: httpx.Client, targ
     assert {"/pty", "/session"} <= set(target.paths)
 
 
-def relays_running() -> list[int]:
-    """The host's processes that are a host list's relay (app/sandbox/egress_relay.py)."""
+def relays_running(workspace: Path) -> list[int]:
+    """The host's processes that are a host list's relay (app/sandbox/egress_relay.py) working
+    in `workspace`: this server's (another test's may run meanwhile)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmdline = (entry / "cmdline").read_bytes()
+                cwd = os.readlink(entry / "cwd")
             except OSError:
                 continue
-            if RELAY_MARK in cmdline:
+            if RELAY_MARK in cmdline and cwd == str(workspace):
                 found.append(int(entry.name))
     return found
 
@@ -216,16 +221,17 @@ def proxy_sockets() -> set[Path]:
 
 
 def test_a_cancelled_job_takes_its_relay_and_its_proxy_socket_with_it(
-    agent: httpx.Client,
+    agent: httpx.Client, sandboxed: LiveServer
 ) -> None:
+    workspace = sandboxed.settings.workspace.resolve()
     before = proxy_sockets()
     job = agent.post("/v1/executions", json={"command": "sleep 60", "async": True}).json()
-    eventually(relays_running, what="the job's relay started")
+    eventually(lambda: relays_running(workspace), what="the job's relay started")
     opened = proxy_sockets() - before
     assert opened, "no proxy socket was opened for the job"
     cancelled = agent.post(f"/v1/executions/{job['id']}/cancel").json()
     assert cancelled["state"] == "cancelled", cancelled
-    eventually(lambda: not relays_running(), what="the relay ended with the sandbox")
+    eventually(lambda: not relays_running(workspace), what="the relay ended with the sandbox")
     # (Other tests' proxies may come and go meanwhile: only the job's own are looked at.)
     eventually(
         lambda: not any(path.exists() for path in opened), what="the job's proxy socket removed"
