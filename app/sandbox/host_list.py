@@ -10,6 +10,7 @@ the relay. What the proxy refuses, and anything that does not go through a proxy
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -22,6 +23,7 @@ EGRESS_SOCKET: Final = "/tmp/.shellgate-egress.sock"
 EGRESS_PORT: Final = 3128
 EGRESS_URL: Final = f"http://127.0.0.1:{EGRESS_PORT}"
 _RELAY_SOURCE: Final = (Path(__file__).parent / "egress_relay.py").read_text(encoding="utf-8")
+_INTERPRETER: Final = os.path.realpath(sys.executable)
 
 
 def hosts_of(profile: SandboxProfile | None) -> tuple[str, ...] | None:
@@ -33,9 +35,11 @@ def hosts_of(profile: SandboxProfile | None) -> tuple[str, ...] | None:
 
 def relay_argv() -> list[str]:
     """What runs first inside the sandbox, the command's argv after it. The server's own
-    interpreter (the sandbox shows the host read-only), isolated from every site directory; the
-    relay's source as text, for the server's source tree may be out of the sandbox's sight."""
-    return [sys.executable, "-I", "-S", "-c", _RELAY_SOURCE, EGRESS_SOCKET, str(EGRESS_PORT)]
+    interpreter (the sandbox shows the host read-only), isolated from every site directory; by
+    its real path, for a virtualenv's link may sit where the sandbox shows nothing (the host's
+    `/tmp`), and the relay needs the standard library alone. The relay's source as text, for
+    the server's source tree may be out of the sandbox's sight too."""
+    return [_INTERPRETER, "-I", "-S", "-c", _RELAY_SOURCE, EGRESS_SOCKET, str(EGRESS_PORT)]
 
 
 def proxy_environment() -> dict[str, str]:
