@@ -113,7 +113,8 @@ def bwrap_prefix(
         "ALL",
     ]
     if profile.network != "on":
-        # A list of hosts is not routed yet (docs/sandbox.md): it is `off`.
+        # A host list too: nothing is routed, its one way out is the proxy's socket bound in
+        # below (`binds.egress_socket`, app/sandbox/host_list.py).
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
     for path in write:
