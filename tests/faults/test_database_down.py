@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import make_url
 
@@ -36,6 +38,28 @@ def behind_proxy(
             proxy.cut()
 
 
+def end_a_job_in_an_outage(
+    server: LiveServer,
+    proxy: CuttableProxy,
+    client: httpx.Client,
+    caplog: pytest.LogCaptureFixture,
+) -> dict[str, Any]:
+    """A job started, the database cut, then the job let end: once the server has tried (and
+    failed) to record that end, the job's first record."""
+    job: dict[str, Any] = client.post(
+        "/v1/executions",
+        json={"command": "while [ ! -e go ]; do sleep 0.05; done; echo ended", "async": True},
+    ).json()
+    proxy.cut()
+    (server.settings.workspace / "go").touch()
+    waiting = f"database unreachable: the end of {job['id']} waits for it"
+    deadline = time.monotonic() + 15
+    while not any(record.getMessage() == waiting for record in caplog.records):
+        assert time.monotonic() < deadline, "the job's end was not attempted"
+        time.sleep(0.05)
+    return job
+
+
 @pytest.mark.postgres
 def test_an_unreachable_database_is_a_503_and_recovers_without_a_restart(
     behind_proxy: tuple[LiveServer, CuttableProxy], caplog: pytest.LogCaptureFixture
@@ -46,18 +70,7 @@ def test_an_unreachable_database_is_a_503_and_recovers_without_a_restart(
         assert first.status_code == 200, first.text
         # A job whose end falls in the outage: its record must still be written, once the
         # database is back, without a restart.
-        job = client.post(
-            "/v1/executions",
-            json={"command": "while [ ! -e go ]; do sleep 0.05; done; echo ended", "async": True},
-        ).json()
-
-        proxy.cut()
-        (server.settings.workspace / "go").touch()
-        deadline = time.monotonic() + 15
-        waiting = f"database unreachable: the end of {job['id']} waits for it"
-        while not any(record.getMessage() == waiting for record in caplog.records):
-            assert time.monotonic() < deadline, "the job's end was not attempted"
-            time.sleep(0.05)
+        job = end_a_job_in_an_outage(server, proxy, client, caplog)
         ready = client.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["error"]["code"] == "database_unavailable"
@@ -99,17 +112,7 @@ def test_a_command_that_ended_in_a_long_outage_is_recorded_when_the_database_ret
     monkeypatch.setattr(lifecycle, "FINAL_WRITE_PATIENCE", 0.3, raising=False)
     server, proxy = behind_proxy
     with server.client(AGENT) as client:
-        job = client.post(
-            "/v1/executions",
-            json={"command": "while [ ! -e go ]; do sleep 0.05; done; echo ended", "async": True},
-        ).json()
-        proxy.cut()
-        (server.settings.workspace / "go").touch()
-        waiting = f"database unreachable: the end of {job['id']} waits for it"
-        deadline = time.monotonic() + 15
-        while not any(record.getMessage() == waiting for record in caplog.records):
-            assert time.monotonic() < deadline, "the job's end was not attempted"
-            time.sleep(0.05)
+        job = end_a_job_in_an_outage(server, proxy, client, caplog)
         time.sleep(3)
         assert not [r for r in caplog.records if "gave up" in r.getMessage()]
         proxy.start()
