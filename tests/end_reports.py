@@ -1,13 +1,28 @@
-"""What an execution's end reported, for the tests of a terminal write that lost: the ids
-handed to notification delivery (`deliveries`), then the record's state, the finished counter
-by state and the states of the `finished` lines (`end_reported`)."""
+"""What an execution's end reported, for the tests of a terminal write that lost: a job
+submitted in-process (`submit_job`), the ids handed to notification delivery (`deliveries`),
+then the record's state, the finished counter by state and the states of the `finished` lines
+(`end_reported`)."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
 from app.services import Services
 from app.store import crud
+from tests.conftest import AGENT
+
+
+async def submit_job(app: FastAPI, command: str) -> httpx.Response:
+    """`command` submitted as a job (`async`) by the agent, to `app` in this process."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        return await client.post(
+            "/v1/executions",
+            json={"command": command, "async": True},
+            headers={"Authorization": f"Bearer {AGENT}"},
+        )
 
 
 def deliveries(services: Services, monkeypatch: pytest.MonkeyPatch) -> list[str]:

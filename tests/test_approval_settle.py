@@ -29,7 +29,7 @@ from app.store.models import Approval, ApprovalState, Execution, ExecutionState
 from tests.cluster.replicas import fresh_database
 from tests.conftest import AGENT, make_settings
 from tests.databases import SQLITE, ServerDatabase
-from tests.end_reports import deliveries, end_reported
+from tests.end_reports import deliveries, end_reported, submit_job
 
 POLICY = {"critical": "prompt", "rules": [{"match": "*", "approval": "allow"}]}
 
@@ -60,14 +60,8 @@ async def _denies_heard_twice(tmp_path: Path) -> list[list[str]]:
     seen: list[list[str]] = []
     async with app.router.lifespan_context(app):
         services = app.state.services
-        transport = httpx.ASGITransport(app=app)
         for _ in range(ROUNDS):
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                submitted = await client.post(
-                    "/v1/executions",
-                    json={"command": "rm -rf /nonexistent-x", "async": True},
-                    headers={"Authorization": f"Bearer {AGENT}"},
-                )
+            submitted = await submit_job(app, "rm -rf /nonexistent-x")
             assert submitted.status_code == 202, submitted.text
             body = submitted.json()
             assert body["state"] == "awaiting_approval", body
@@ -218,13 +212,7 @@ async def _ended_twice(
         services: Services = app.state.services
         lifecycle = services.executions._lifecycle
         delivered = deliveries(services, monkeypatch)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            submitted = await client.post(
-                "/v1/executions",
-                json={"command": "rm -rf /nonexistent-x", "async": True},
-                headers={"Authorization": f"Bearer {AGENT}"},
-            )
+        submitted = await submit_job(app, "rm -rf /nonexistent-x")
         assert submitted.json()["state"] == "awaiting_approval", submitted.text
         execution_id = submitted.json()["id"]
         record = await services.db.call(crud.get_execution, execution_id=execution_id)

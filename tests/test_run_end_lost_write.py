@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -23,9 +22,9 @@ from app.observability.tracing import Tracing
 from app.services import Services
 from app.store import crud
 from app.store.models import ExecutionState
-from tests.conftest import AGENT, make_settings
+from tests.conftest import make_settings
 from tests.databases import ServerDatabase
-from tests.end_reports import deliveries, end_reported
+from tests.end_reports import deliveries, end_reported, submit_job
 
 RECORDED_ELSEWHERE = {
     "state": ExecutionState.lost.value,
@@ -62,13 +61,7 @@ async def _run_whose_end_loses(
             return own_write(execution_id, values)
 
         monkeypatch.setattr(lifecycle, "_finish_row", recorded_elsewhere_first)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            submitted = await client.post(
-                "/v1/executions",
-                json={"command": "sleep 0.3", "async": True},
-                headers={"Authorization": f"Bearer {AGENT}"},
-            )
+        submitted = await submit_job(app, "sleep 0.3")
         assert submitted.status_code < 300, submitted.text
         execution_id = submitted.json()["id"]
         caplog.clear()
