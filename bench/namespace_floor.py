@@ -16,7 +16,8 @@ namespace's teardown) that no process's own accounting shows. Run it on a quiet 
 
 The ratio that matters is against an unsandboxed call's whole-tree CPU, from
 `bench.bench_sandbox` (its `off` server) in the same minutes: bench/PROFILE.md, "The kernel's
-floor under the sandbox".
+floor under the sandbox". That one is read from a cgroup, which leaves kernel workers out:
+the two readings differ by them, so such a ratio is an estimate, not a bound.
 """
 
 from __future__ import annotations
