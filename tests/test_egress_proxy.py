@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import stat
 from collections.abc import AsyncIterator
 
 import pytest
 
+from app.process.descriptor_limit import SOFT_LIMIT_CEILING
 from app.sandbox import egress
 from app.sandbox.egress import EgressProxy, admits
 
@@ -308,6 +310,56 @@ async def test_connections_beyond_the_cap_are_a_503(
         writer.write_eof()
         assert await read_to_end(reader) == b"<eof>"
         writer.close()
+
+
+async def test_all_commands_together_stay_under_the_servers_cap() -> None:
+    """Each key below its own cap, the two together at the server's: the third connection,
+    whichever command opens it, is a 503 naming the cap, and once one closes a new one passes."""
+    proxy = EgressProxy(connections_cap=2)
+    try:
+        async with Target() as target:
+            allowed = [f"127.0.0.1:{target.port}"]
+            first_path = await proxy.open("run_1", allowed)
+            second_path = await proxy.open("run_2", allowed)
+            tunnels = []
+            for path in (first_path, second_path):
+                reader, writer = await asyncio.open_unix_connection(path)
+                writer.write(f"CONNECT 127.0.0.1:{target.port} HTTP/1.1\r\n\r\n".encode())
+                async with asyncio.timeout(WAIT):
+                    assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+                tunnels.append((reader, writer))
+            connect = f"CONNECT 127.0.0.1:{target.port} HTTP/1.1\r\n\r\n".encode()
+            for path in (first_path, second_path):
+                status, _, body = await ask(path, connect)
+                assert status == 503
+                assert b"has 2 connections open for all commands" in body
+            assert target.connections == 2
+
+            reader, writer = tunnels.pop()
+            writer.write_eof()
+            assert await read_to_end(reader) == b"<eof>"
+            writer.close()
+            for _ in range(WAIT * 100):  # the proxy's side ends just after the target's
+                if proxy.connections_open == 1:
+                    break
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_unix_connection(second_path)
+            writer.write(connect)
+            async with asyncio.timeout(WAIT):
+                assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+            tunnels.append((reader, writer))
+            for _, writer in tunnels:
+                writer.close()
+    finally:
+        await proxy.aclose()
+
+
+def test_the_servers_cap_is_a_share_of_its_open_files_limit() -> None:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        soft = SOFT_LIMIT_CEILING
+    expected = max(1, soft // egress.DESCRIPTOR_SHARE // 2)
+    assert EgressProxy().connections_cap == expected
 
 
 async def test_the_socket_is_the_servers_own(proxy: EgressProxy) -> None:

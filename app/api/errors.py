@@ -70,7 +70,8 @@ _STATUS_DESCRIPTIONS = {
     "does not answer (`database_unavailable`), the replica that holds the execution does "
     "not (`node_unreachable`), or a long command found no free command reader in time "
     "(`readers_busy`), or the OIDC issuer does not give the keys to check a JWT "
-    "(`identity_provider_unavailable`); retry after the `Retry-After` seconds.",
+    "(`identity_provider_unavailable`), or the server reached its open-files limit "
+    "(`descriptors_exhausted`); retry after the `Retry-After` seconds.",
     507: "The server's data storage is full (`storage_full`): nothing was started.",
 }
 _RETRY_AFTER = {
@@ -225,9 +226,16 @@ def _encodable(value: Any) -> Any:
 
 
 async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
-    logger.exception("unhandled error on %s %s", request.method, request.url.path)
     # Answered outside the request middleware: it names the request id itself.
     request_id = current_request_id()
+    if errors.is_descriptors_exhausted(error):
+        # Not a bug of the server's: a limit the commands' descriptors reached; it passes.
+        logger.warning("%s %s: %s", request.method, request.url.path, error)
+        response = app_error_response(errors.DescriptorsExhaustedError())
+        if request_id:
+            response.headers["X-Request-ID"] = request_id
+        return response
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
     return JSONResponse(
         error_body("internal_error", "internal server error"),
         status_code=500,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from app.confinement.limits import Limits, MiB, cpu_notice, file_size_notice, memory_notice
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, marked_processes
+from app.process.descriptor_limit import inherited_soft_limit
 from app.process.environment import EXECUTION_MARKER
 
 # RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
@@ -25,6 +26,14 @@ ALLOCATION_FAILURES = (
 )
 
 
+def _commands_open_files_soft() -> int | None:
+    """A lower soft limit stays (e.g. 1024 descriptors, which select()-based programs need):
+    the one the server was started with, not the one it raised for its own descriptors
+    (app/process/descriptor_limit.py). None: unlimited."""
+    inherited = inherited_soft_limit()
+    return None if inherited == resource.RLIM_INFINITY else inherited
+
+
 def child_rlimits(
     limits: Limits, *, address_space: bool, processes: bool
 ) -> list[tuple[int, int, int]]:
@@ -33,14 +42,14 @@ def child_rlimits(
     wanted: list[tuple[int, int, int]] = []
 
     def lower(number: int, soft: int, hard: int | None = None) -> None:
-        current_soft, current_hard = resource.getrlimit(number)
+        current_hard = resource.getrlimit(number)[1]
         hard = soft if hard is None else hard
         if current_hard != resource.RLIM_INFINITY:
             hard = min(hard, current_hard)
         soft = min(soft, hard)
-        if current_soft != resource.RLIM_INFINITY:
-            # Keep a lower soft limit (e.g. 1024 descriptors, which select()-based programs need).
-            soft = min(soft, current_soft) if number == resource.RLIMIT_NOFILE else soft
+        inherited = _commands_open_files_soft()
+        if number == resource.RLIMIT_NOFILE and inherited is not None:
+            soft = min(soft, inherited)
         wanted.append((number, soft, hard))
 
     if limits.file_size_mb is not None:
@@ -49,6 +58,13 @@ def child_rlimits(
         lower(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + CPU_HARD_MARGIN)
     if limits.open_files is not None:
         lower(resource.RLIMIT_NOFILE, limits.open_files)
+    else:
+        # No limit of its own: the command still starts with the soft limit the server was
+        # given, not the one it raised for itself.
+        inherited = _commands_open_files_soft()
+        current_soft, current_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if inherited is not None and current_soft != inherited:
+            wanted.append((resource.RLIMIT_NOFILE, inherited, current_hard))
     if address_space and limits.memory_mb is not None:
         lower(resource.RLIMIT_AS, limits.memory_mb * MiB)
     if processes and limits.processes is not None:

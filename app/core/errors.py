@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -180,6 +181,24 @@ class ReadersBusyError(UnavailableError):
             "read (nothing ran). Retry in a moment."
         )
         self.retry_after_seconds = retry_after_seconds
+
+
+class DescriptorsExhaustedError(UnavailableError):
+    """The server reached its open-files limit: a spawn, a log or a connection could not be
+    opened. Commands holding descriptors free them as they end (docs/operations.md#open-files)."""
+
+    code = "descriptors_exhausted"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The server has reached its open-files limit: it could not open what this request "
+            "needs, and did nothing. Retry in a moment."
+        )
+
+
+def is_descriptors_exhausted(error: BaseException) -> bool:
+    """Whether `error` is this process (EMFILE) or the system (ENFILE) out of descriptors."""
+    return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)
 
 
 class LogOwnerUnreachableError(UnavailableError):

@@ -16,6 +16,7 @@ from app.confinement import Limits, Unit
 from app.core.auth import Principal
 from app.core.blocking import run_blocking
 from app.core.errors import (
+    DescriptorsExhaustedError,
     ForbiddenError,
     InterceptedError,
     InvalidRequestError,
@@ -23,6 +24,7 @@ from app.core.errors import (
     NotFoundError,
     ShuttingDownError,
     StorageFullError,
+    is_descriptors_exhausted,
 )
 from app.executions.completion import notify_columns
 from app.executions.context import Context
@@ -465,6 +467,8 @@ class Launcher:
                 live.log.finish()
             if spawned or not isinstance(error, OSError):
                 raise  # refused before the spawn, or the record failed: the command was killed
+            if is_descriptors_exhausted(error):
+                raise DescriptorsExhaustedError() from error
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.sandbox = plan.sandbox

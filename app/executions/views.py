@@ -12,10 +12,12 @@ from app.core.auth import Principal
 from app.core.blocking import run_blocking
 from app.core.errors import (
     AppError,
+    DescriptorsExhaustedError,
     InvalidRequestError,
     LogOwnerUnreachableError,
     NotFoundError,
     OutputGoneError,
+    is_descriptors_exhausted,
 )
 from app.executions.context import Context
 from app.executions.registry import LiveExecution
@@ -228,12 +230,11 @@ class ExecutionReader:
         """The log of an execution that is no longer live; None when it never started
         (rejected, cancelled while awaiting approval). One that started and has no log here is
         an error (`_missing_log`), never an empty log."""
-        try:
-            return await run_blocking(
-                functools.partial(ArtifactLog.open_existing, self._artifacts_dir, execution_id)
-            )
-        except OSError:
-            pass
+        log = await run_blocking(
+            functools.partial(_open_finished_log, self._artifacts_dir, execution_id)
+        )
+        if log is not None:
+            return log
         record = await self.record(execution_id)
         if record.started_at is None:
             return None
@@ -310,9 +311,17 @@ def _log_here(
     when this disk has none."""
     if live is not None:
         return live.log
+    return _open_finished_log(artifacts_dir, execution_id)
+
+
+def _open_finished_log(artifacts_dir: Path, execution_id: str) -> ArtifactLog | None:
+    """The finished execution's log on this disk (blocking), None when it is not there. A server
+    out of descriptors cannot tell: that is raised, never reported as a log that is gone."""
     try:
         return ArtifactLog.open_existing(artifacts_dir, execution_id)
-    except OSError:
+    except OSError as error:
+        if is_descriptors_exhausted(error):
+            raise DescriptorsExhaustedError() from error
         return None
 
 

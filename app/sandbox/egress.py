@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.globs import compile_glob
+from app.process.descriptor_limit import current_soft_limit
 
 logger = logging.getLogger("shellgate.egress")
 
@@ -32,6 +33,11 @@ HEAD_MAX_BYTES = 64 * 1024
 HEAD_TIMEOUT = 30.0  # seconds for the whole request head; then the connection is dropped
 CONNECT_TIMEOUT = 10.0  # seconds to resolve and connect to the destination
 CONNECTIONS_PER_KEY = 64
+# Of the server's open-files limit, the share all commands' proxy connections may hold together
+# (two descriptors each: the command's side and the destination's): beyond it a connection is
+# refused (503), so that commands holding connections open cannot leave the server without
+# descriptors for its spawns, logs and clients (app/process/descriptor_limit.py).
+DESCRIPTOR_SHARE = 4
 REFUSED_KEPT = 10
 PUMP_CHUNK = 64 * 1024
 # A glob with no port: the ports of the web, which is what a host list is mostly written for.
@@ -234,10 +240,16 @@ async def relay(
 class EgressProxy:
     """The server's HTTP proxy for commands whose sandbox network is a host list."""
 
-    def __init__(self) -> None:
+    def __init__(self, connections_cap: int | None = None) -> None:
+        """`connections_cap`: the connections all keys may hold open together; by default a
+        DESCRIPTOR_SHARE-th of this process's open-files limit, two descriptors each."""
         self._directory: str | None = None
         self._listeners: dict[str, _Listener] = {}
         self._sockets_made = 0
+        if connections_cap is None:
+            connections_cap = max(1, current_soft_limit() // DESCRIPTOR_SHARE // 2)
+        self.connections_cap = connections_cap
+        self._connections_open = 0
 
     async def open(self, key: str, allowed: Sequence[str]) -> str:
         """Listen for `key` (an execution id) on a Unix socket of its own, admitting the
@@ -269,6 +281,11 @@ class EgressProxy:
                 os.unlink(path)
             raise
         return path
+
+    @property
+    def connections_open(self) -> int:
+        """Connections open now, all keys together."""
+        return self._connections_open
 
     def _socket_directory(self) -> str:
         """The private directory (mode 0700), made again should a cleaner of /tmp remove it
@@ -319,7 +336,7 @@ class EgressProxy:
         if listener.closed or task is None:
             writer.transport.abort()
             return
-        cut = False
+        cut = counted = False
         try:
             if len(listener.connections) >= CONNECTIONS_PER_KEY:
                 raise ProxyRefusal(
@@ -327,7 +344,16 @@ class EgressProxy:
                     "Service Unavailable",
                     f"this command has {CONNECTIONS_PER_KEY} connections open already",
                 )
+            if self._connections_open >= self.connections_cap:
+                raise ProxyRefusal(
+                    503,
+                    "Service Unavailable",
+                    f"the server's proxy has {self.connections_cap} connections open for all "
+                    "commands already; retry once some close",
+                )
             listener.connections.add(task)
+            self._connections_open += 1
+            counted = True
             await self._proxy(listener, reader, writer)
         except ProxyRefusal as refusal:
             with contextlib.suppress(OSError):
@@ -343,6 +369,8 @@ class EgressProxy:
             logger.info("egress connection for %s failed", listener.key, exc_info=True)
         finally:
             listener.connections.discard(task)
+            if counted:
+                self._connections_open -= 1
             if cut:
                 writer.transport.abort()
             else:

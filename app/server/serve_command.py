@@ -53,10 +53,14 @@ def serve(host: str | None = None, port: int | None = None) -> None:
     except (PolicyFileError, OSError) as error:
         fail(str(error), EXIT_USAGE)
     configure_logging(settings.log_level, settings.log_format)
+    from app.process.descriptor_limit import raise_soft_limit
     from app.server.http_server import SWITCH_INTERVAL_SECONDS, limit_malloc_arenas, server_options
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     limit_malloc_arenas()
+    # Descriptors for many executions, viewers and proxy connections; the commands keep the
+    # limit the server was given (app/process/descriptor_limit.py).
+    raise_soft_limit()
     import uvicorn
 
     from app.cluster.identity import with_node_id

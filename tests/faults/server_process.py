@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,14 @@ def server_env(tmp: Path, database: ServerDatabase, **settings: Any) -> dict[str
 
 @contextlib.contextmanager
 def server_process(
-    env: dict[str, str], log_path: Path, port: int | None = None, cwd: Path = ROOT
+    env: dict[str, str],
+    log_path: Path,
+    port: int | None = None,
+    cwd: Path = ROOT,
+    open_files: tuple[int, int] | None = None,
 ) -> Iterator[ServerProcess]:
     """`cwd`: where the server is started (elsewhere than the checkout, `app` is found through
-    PYTHONPATH)."""
+    PYTHONPATH). `open_files`: the (soft, hard) RLIMIT_NOFILE it is started with."""
     port = port or free_port()
     if cwd != ROOT:
         env = {
@@ -75,6 +80,7 @@ def server_process(
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if open_files is None else _open_files_limit(open_files),
         )
     live = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
     try:
@@ -93,3 +99,10 @@ def server_process(
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)  # only this test's own server, by its pid
         process.wait(30)
+
+
+def _open_files_limit(limit: tuple[int, int]) -> Callable[[], None]:
+    def set_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+
+    return set_limit
