@@ -21,11 +21,28 @@ from app.core.errors import (
 MAX_PATH_BYTES = 4096
 
 
+# The kernel's view of processes: the server's own among them (its environment holds every
+# token). A sandboxed command sees there only its own processes; the files API, which runs as
+# the server, serves none of it (docs/sandbox.md#the-files-api). A read of such a file reads
+# what the kernel makes up for the reader, whatever its size says (0).
+PROCESS_FILES = "/proc"
+
+
 @dataclass(frozen=True, slots=True)
 class Located:
     requested: str
     path: str  # absolute, normalised, symlinks as written
     resolved: str  # symlinks followed (the parts that exist)
+    # The directories followed, the last name as written: where a link such as /dev/fd/3 or
+    # /proc/self lives, when `resolved` has gone on to what it names.
+    parent_resolved: str = ""
+
+    def in_process_files(self) -> str | None:
+        """The first of its paths within PROCESS_FILES, if one is."""
+        for candidate in (self.path, self.parent_resolved, self.resolved):
+            if candidate == PROCESS_FILES or candidate.startswith(PROCESS_FILES + "/"):
+                return candidate
+        return None
 
 
 def locate(requested: str, workspace: str) -> Located:
@@ -58,7 +75,9 @@ def locate(requested: str, workspace: str) -> Located:
             f"{path} leads to {shown}, a name that is not UTF-8: the file API names files by "
             "UTF-8 paths only"
         )
-    return Located(requested, path, resolved)
+    parent, name = os.path.split(path)
+    parent_resolved = os.path.join(os.path.realpath(parent), name) if name else resolved
+    return Located(requested, path, resolved, parent_resolved)
 
 
 def _utf8(text: str) -> bool:

@@ -31,6 +31,7 @@ from app.core.errors import (
 from app.core.random_ids import random_token
 from app.files.approval import WITHDRAWN_REASON, FileApprovals
 from app.files.paths import (
+    PROCESS_FILES,
     Located,
     locate,
     make_directories,
@@ -183,6 +184,14 @@ class FileService:
         (docs/policy.md#hard-links). A write never reaches them: it replaces the name it is
         given by a new file (`Upload`)."""
         # What no command can see, no file operation reaches either, whatever the rules say.
+        if (process_file := located.in_process_files()) is not None:
+            return FileVerdict(
+                "deny",
+                f"{process_file} is in {PROCESS_FILES}, which the files API never serves: a "
+                "sandboxed command sees there only its own processes (docs/sandbox.md)",
+                None,
+                process_file,
+            )
         for path in (located.path, located.resolved, *also):
             if (hidden := self._hidden.covering(path)) is not None:
                 return FileVerdict(

@@ -422,6 +422,33 @@ def test_a_symlink_escaping_the_workspace_is_judged_outside(
     assert traversal.status_code in (403, 404)
 
 
+def test_the_servers_processes_are_never_served_whatever_the_rules(
+    alice: httpx.Client, workspace: Path, files_rules: Any
+) -> None:
+    """/proc/self is the server (its environment holds every token); a window of
+    /proc/self/environ read at an offset returns it whatever its size says. Reached directly,
+    through /dev/fd (a link into /proc/self/fd) or through a link in the workspace, with every
+    path outside the workspace allowed: 403, for a read, a stat, a write and the dry run."""
+    link = workspace / "environ-link"
+    link.unlink(missing_ok=True)
+    link.symlink_to("/proc/self/environ")
+    files_rules({"outside": "allow"})
+    assert alice.get("/v1/files", params={"path": "/etc/hostname"}).status_code == 200
+    for path in ("/proc/self/environ", f"/proc/{os.getpid()}/cmdline", "/dev/fd/0", link.name):
+        read = alice.get("/v1/files", params={"path": path})
+        assert read.status_code == 403, (path, read.text)
+        assert error_of(read)["code"] == "policy_denied"
+        assert "which the files API never serves" in error_of(read)["message"]
+        stat = alice.get("/v1/files/stat", params={"path": path, "sha256": "true"})
+        assert stat.status_code == 403, (path, stat.text)
+        check = alice.get("/v1/files/check", params={"path": path, "access": "read"}).json()
+        assert check["verdict"] == "deny", (path, check)
+    write = alice.put("/v1/files", params={"path": "/proc/self/comm"}, content=b"renamed")
+    assert write.status_code == 403, write.text
+    with open("/proc/self/comm") as comm:
+        assert comm.read() != "renamed"
+
+
 def test_parents_makes_the_missing_directories(alice: httpx.Client, workspace: Path) -> None:
     made = alice.put(
         "/v1/files", params={"path": "pa/b/c.txt", "parents": "true"}, content=b"deep\n"
