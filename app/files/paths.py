@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from app.core.errors import (
     AppError,
     ConflictError,
+    DescriptorsExhaustedError,
     ForbiddenError,
     InvalidRequestError,
     NotFoundError,
     StorageFullError,
+    is_descriptors_exhausted,
 )
 
 # PATH_MAX on Linux: no longer path can name a file.
@@ -137,6 +139,8 @@ def os_error(error: OSError, path: str) -> AppError:
         return ForbiddenError(f"{path}: {reason} (the server's user may not do this)")
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return StorageFullError()
+    if is_descriptors_exhausted(error):
+        return DescriptorsExhaustedError()
     if error.errno == errno.ENAMETOOLONG:
         return InvalidRequestError(f"a part of the path is too long: {reason}")
     return ConflictError(f"{path}: {reason}")

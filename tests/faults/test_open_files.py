@@ -59,6 +59,8 @@ def test_a_server_out_of_descriptors_answers_503_and_recovers(
     ):
         earlier = client.post("/v1/executions", json={"command": "echo earlier"}).json()
         assert earlier["exit_code"] == 0
+        (tmp_path / "workspace" / "kept.txt").write_text("kept\n")
+        assert client.get("/v1/files", params={"path": "kept.txt"}).text == "kept\n"
         # Idle connections until the server holds every descriptor it may (its accept fails
         # then; the kernel keeps the rest waiting).
         port = int(server.base_url.rsplit(":", 1)[1])
@@ -80,6 +82,9 @@ def test_a_server_out_of_descriptors_answers_503_and_recovers(
             output = client.get(f"/v1/executions/{earlier['id']}/output")
             assert output.status_code == 503, output.text  # not 410: the log is still there
             assert output.json()["error"]["code"] == "descriptors_exhausted"
+            download = client.get("/v1/files", params={"path": "kept.txt"})
+            assert download.status_code == 503, download.text  # not 409 "conflict"
+            assert download.json()["error"]["code"] == "descriptors_exhausted"
         finally:
             for connection in held:
                 connection.close()
@@ -91,6 +96,7 @@ def test_a_server_out_of_descriptors_answers_503_and_recovers(
         again = client.post("/v1/executions", json={"command": "echo again"}).json()
         assert again["output"] == "again\n", again
         assert client.get(f"/v1/executions/{earlier['id']}/output").text == "earlier\n"
+        assert client.get("/v1/files", params={"path": "kept.txt"}).text == "kept\n"
         listed = client.get("/v1/executions", params={"limit": 10}).json()["data"]
         assert "echo refused" not in [item["command"] for item in listed]
     assert "Traceback" not in server.log()
