@@ -47,9 +47,16 @@ def seeded_data_dir(rows: int) -> Path:
     return data_dir
 
 
+# List reads per foreground call measured: a page takes a few ms, and 40 of them gave medians
+# whose ratio spread ×0.98-1.50 across rounds of the same two servers on a quiet machine
+# (200 each: ×1.01-1.04, bench/PROFILE.md, "The list at 100k rows, measured longer").
+LIST_CALLS_PER_CALL = 5
+
+
 def one_server(data_dir: Path | None, calls: int) -> tuple[float, float]:
-    """Whole-tree CPU (ms) per foreground `echo hi` and the median (ms) of the first page of
-    the executions list, over `calls` each after 10 warm-up calls."""
+    """Whole-tree CPU (ms) per foreground `echo hi` over `calls`, and the median (ms) of the
+    first page of the executions list over LIST_CALLS_PER_CALL × `calls`, after 10 warm-up
+    calls of each."""
     with (
         servers.shellgate(data_dir=data_dir, auto_background_ms="30000") as server,
         httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30) as client,
@@ -64,7 +71,7 @@ def one_server(data_dir: Path | None, calls: int) -> tuple[float, float]:
         time.sleep(0.3)
         cpu_ms = (server.tree_cpu_seconds() - before) * 1000 / calls
         latencies = []
-        for _ in range(calls):
+        for _ in range(calls * LIST_CALLS_PER_CALL):
             started = time.perf_counter()
             client.get("/v1/executions", params={"limit": 50}).raise_for_status()
             latencies.append((time.perf_counter() - started) * 1000)
