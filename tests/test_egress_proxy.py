@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import socket
 import stat
+import threading
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -351,6 +354,52 @@ async def test_all_commands_together_stay_under_the_servers_cap() -> None:
             for _, writer in tunnels:
                 writer.close()
     finally:
+        await proxy.aclose()
+
+
+async def test_slow_names_hold_neither_the_loops_resolver_nor_another_commands_lookups() -> None:
+    """Lookups run on the proxy's own threads, two at a time per command: a command whose
+    names resolve slowly waits for its own, and another command's name resolves meanwhile."""
+    release = threading.Event()
+    lookups: list[tuple[str, str]] = []
+
+    def resolve(host: str, port: int, type: int = 0) -> list[tuple[Any, ...]]:
+        lookups.append((host, threading.current_thread().name))
+        if host.startswith("slow"):
+            release.wait(WAIT)  # a DNS server that takes its time
+        return socket.getaddrinfo("127.0.0.1", port, type=type)
+
+    proxy = EgressProxy(resolve=resolve)
+    try:
+        async with Target() as target:
+            slow_names = [f"slow{number}.test" for number in range(3)]
+            slow_path = await proxy.open("run_1", [f"{name}:{target.port}" for name in slow_names])
+            fast_path = await proxy.open("run_2", [f"fast.test:{target.port}"])
+            waiting = []
+            for name in slow_names:
+                reader, writer = await asyncio.open_unix_connection(slow_path)
+                writer.write(f"CONNECT {name}:{target.port} HTTP/1.1\r\n\r\n".encode())
+                waiting.append((reader, writer))
+            for _ in range(WAIT * 100):
+                if len(lookups) >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_unix_connection(fast_path)
+            writer.write(f"CONNECT fast.test:{target.port} HTTP/1.1\r\n\r\n".encode())
+            async with asyncio.timeout(WAIT):
+                assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+            slow_started = [host for host, _ in lookups if host.startswith("slow")]
+            assert len(slow_started) == 2, lookups  # the third waits for one of them
+            release.set()
+            for reader, writer in waiting:
+                async with asyncio.timeout(WAIT):
+                    assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+                writer.close()
+        assert sorted(host for host, _ in lookups) == ["fast.test", *slow_names]
+        assert all(thread.startswith("shellgate-egress-dns") for _, thread in lookups), lookups
+    finally:
+        release.set()
         await proxy.aclose()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import os
@@ -21,8 +22,10 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.core.globs import compile_glob
 from app.process.descriptor_limit import current_soft_limit
@@ -44,6 +47,15 @@ PUMP_CHUNK = 64 * 1024
 DEFAULT_PORTS = (80, 443)
 # sockaddr_un.sun_path is 108 bytes with its NUL.
 UNIX_PATH_MAX = 107
+# Names are looked up on threads of the proxy's own, at most LOOKUPS_PER_KEY at once for one
+# command: the loop's resolver (libuv's four threads under uvloop) also serves the server's
+# webhooks, OIDC keys and cluster calls, and a command asking for names whose DNS answers
+# slowly (a wildcard admits the command author's own domain) held every one of them.
+RESOLVER_THREADS = 8
+LOOKUPS_PER_KEY = 2
+
+# socket.getaddrinfo's shape: (host, port, family, type) -> its list of results.
+Resolver = Callable[..., list[tuple[Any, ...]]]
 
 _KEY = re.compile(r"[A-Za-z0-9_-]+")
 _REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
@@ -137,6 +149,7 @@ class _Listener:
     refusals_unlisted: bool = False  # a refusal beyond REFUSED_KEPT was seen (and logged once)
     connections: set[asyncio.Task[None]] = field(default_factory=set)
     closed: bool = False
+    lookups: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(LOOKUPS_PER_KEY))
 
 
 def read_destination(head: bytes) -> _Destination:
@@ -240,9 +253,16 @@ async def relay(
 class EgressProxy:
     """The server's HTTP proxy for commands whose sandbox network is a host list."""
 
-    def __init__(self, connections_cap: int | None = None) -> None:
+    def __init__(
+        self, connections_cap: int | None = None, resolve: Resolver = socket.getaddrinfo
+    ) -> None:
         """`connections_cap`: the connections all keys may hold open together; by default a
-        DESCRIPTOR_SHARE-th of this process's open-files limit, two descriptors each."""
+        DESCRIPTOR_SHARE-th of this process's open-files limit, two descriptors each.
+        `resolve`: how a name is looked up (blocking, on the proxy's threads)."""
+        self._resolve = resolve
+        self._resolver_threads = ThreadPoolExecutor(
+            RESOLVER_THREADS, thread_name_prefix="shellgate-egress-dns"
+        )
         self._directory: str | None = None
         self._listeners: dict[str, _Listener] = {}
         self._sockets_made = 0
@@ -326,6 +346,8 @@ class EgressProxy:
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
+        # A lookup still waiting for its DNS ends on its own; nobody waits for it.
+        self._resolver_threads.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(
         self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -423,7 +445,11 @@ class EgressProxy:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                async with listener.lookups:
+                    found = await loop.run_in_executor(
+                        self._resolver_threads,
+                        functools.partial(self._resolve, host, port, type=socket.SOCK_STREAM),
+                    )
         except (OSError, TimeoutError) as error:
             raise ProxyRefusal(502, "Bad Gateway", f"cannot resolve {host}: {error}") from None
         addresses = [(family, str(sockaddr[0])) for family, _, _, _, sockaddr in found]
