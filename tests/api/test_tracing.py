@@ -36,7 +36,10 @@ PROMPTED_POLICY = {
 
 
 @pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
+def exporter(module_databases: Databases) -> InMemorySpanExporter:
+    """One per database's server: a server's stop shuts its tracer provider down, and with it
+    the exporter, which then drops every span (the next database's server got none of its
+    own when one exporter served both in one process)."""
     return InMemorySpanExporter()
 
 
