@@ -403,6 +403,27 @@ async def test_slow_names_hold_neither_the_loops_resolver_nor_another_commands_l
         await proxy.aclose()
 
 
+async def test_a_lookup_without_an_answer_in_time_is_a_502_that_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(egress, "CONNECT_TIMEOUT", 0.2)
+    release = threading.Event()
+
+    def resolve(host: str, port: int, type: int = 0) -> list[tuple[Any, ...]]:
+        release.wait(WAIT)
+        return socket.getaddrinfo("127.0.0.1", port, type=type)
+
+    proxy = EgressProxy(resolve=resolve)
+    try:
+        path = await proxy.open("run_1", ["slow.test:443"])
+        status, _, body = await ask(path, b"CONNECT slow.test:443 HTTP/1.1\r\n\r\n")
+        assert status == 502
+        assert b"cannot resolve slow.test: no answer within 0.2 s" in body
+    finally:
+        release.set()
+        await proxy.aclose()
+
+
 def test_the_servers_cap_is_a_share_of_its_open_files_limit() -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft == resource.RLIM_INFINITY:

@@ -450,7 +450,13 @@ class EgressProxy:
                         self._resolver_threads,
                         functools.partial(self._resolve, host, port, type=socket.SOCK_STREAM),
                     )
-        except (OSError, TimeoutError) as error:
+        except TimeoutError:
+            raise ProxyRefusal(
+                502,
+                "Bad Gateway",
+                f"cannot resolve {host}: no answer within {CONNECT_TIMEOUT:g} s",
+            ) from None
+        except OSError as error:
             raise ProxyRefusal(502, "Bad Gateway", f"cannot resolve {host}: {error}") from None
         addresses = [(family, str(sockaddr[0])) for family, _, _, _, sockaddr in found]
         if not addresses:
