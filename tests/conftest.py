@@ -33,6 +33,7 @@ from app.core.config import Settings
 from app.main import create_app
 from app.observability.tracing import Tracing
 from app.server.http_server import server_options
+from tests.cgroup_leftovers import remove_test_servers_cgroups
 from tests.databases import (
     Databases,
     PostgresDatabases,
@@ -144,6 +145,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if sqlite_only is None:
         kinds.append(pytest.param("postgres", id="postgres", marks=pytest.mark.postgres))
     metafunc.parametrize("database_kind", kinds, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_cgroups_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end, the cgroups of this session's servers that are still there (a server the
+    test killed cannot remove its own): tests/cgroup_leftovers.py."""
+    yield
+    remove_test_servers_cgroups(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")
