@@ -42,7 +42,9 @@ def cgroup_child_rlimits(limits: Limits) -> list[tuple[int, int, int]]:
 def instance_name(data_dir: Path) -> str:
     """`shellgate-<12 hex>` naming this data directory: the same after a restart, another for
     another server on the same host."""
-    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    # The path's bytes: a directory whose name is not UTF-8 has a name too (the same digest as
+    # `str(…).encode()` gave for every name that is).
+    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:12]
     return f"shellgate-{digest}"
 
 
