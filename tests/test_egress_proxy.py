@@ -424,6 +424,42 @@ async def test_a_lookup_without_an_answer_in_time_is_a_502_that_says_so(
         await proxy.aclose()
 
 
+async def test_lookups_past_their_timeout_keep_their_commands_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lookup that timed out still holds its thread until its DNS answers: the command keeps
+    its two slots until then, so ten timed-out lookups in a row take two threads, not the
+    pool, and another command's name still resolves."""
+    monkeypatch.setattr(egress, "CONNECT_TIMEOUT", 0.2)
+    release = threading.Event()
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int, type: int = 0) -> list[tuple[Any, ...]]:
+        lookups.append(host)
+        if host.startswith("slow"):
+            release.wait(WAIT)
+        return socket.getaddrinfo("127.0.0.1", port, type=type)
+
+    proxy = EgressProxy(resolve=resolve)
+    try:
+        async with Target() as target:
+            slow_path = await proxy.open("run_1", [f"slow.test:{target.port}"])
+            fast_path = await proxy.open("run_2", [f"fast.test:{target.port}"])
+            for _ in range(egress.RESOLVER_THREADS + 2):
+                connect = f"CONNECT slow.test:{target.port} HTTP/1.1\r\n\r\n".encode()
+                status, _, _ = await ask(slow_path, connect)
+                assert status == 502
+            assert lookups.count("slow.test") == egress.LOOKUPS_PER_KEY
+            reader, writer = await asyncio.open_unix_connection(fast_path)
+            writer.write(f"CONNECT fast.test:{target.port} HTTP/1.1\r\n\r\n".encode())
+            async with asyncio.timeout(WAIT):
+                assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+    finally:
+        release.set()
+        await proxy.aclose()
+
+
 def test_the_servers_cap_is_a_share_of_its_open_files_limit() -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft == resource.RLIM_INFINITY:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import ipaddress
 import logging
 import os
@@ -442,14 +441,9 @@ class EgressProxy:
                 "Forbidden",
                 f"{host}:{port} is not in this command's network list (docs/sandbox.md)",
             )
-        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                async with listener.lookups:
-                    found = await loop.run_in_executor(
-                        self._resolver_threads,
-                        functools.partial(self._resolve, host, port, type=socket.SOCK_STREAM),
-                    )
+                found = await self._look_up(listener, host, port)
         except TimeoutError:
             raise ProxyRefusal(
                 502,
@@ -481,6 +475,28 @@ class EgressProxy:
         except TimeoutError:
             failure = TimeoutError(f"no answer within {CONNECT_TIMEOUT:g} s")
         raise ProxyRefusal(502, "Bad Gateway", f"cannot connect to {host}:{port}: {failure}")
+
+    async def _look_up(self, listener: _Listener, host: str, port: int) -> list[tuple[Any, ...]]:
+        """`host`'s addresses, looked up on the proxy's threads. The key's slot is given back
+        when the lookup's thread is done, not when its caller stops waiting: a lookup past the
+        timeout still holds a thread, and a command whose lookups time out one after another
+        would otherwise take every thread of the pool from the other commands."""
+        await listener.lookups.acquire()
+        loop = asyncio.get_running_loop()
+
+        def give_back(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (shutdown)
+                loop.call_soon_threadsafe(listener.lookups.release)
+
+        try:
+            lookup = self._resolver_threads.submit(
+                self._resolve, host, port, type=socket.SOCK_STREAM
+            )
+        except BaseException:
+            listener.lookups.release()
+            raise
+        lookup.add_done_callback(give_back)
+        return await asyncio.wrap_future(lookup)
 
     def _refuse(self, listener: _Listener, host: str, port: int) -> None:
         """Keep the first REFUSED_KEPT distinct refusals and log each once."""
