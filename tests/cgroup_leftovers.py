@@ -18,16 +18,22 @@ from app.confinement.cgroups import CGROUP_ROOT, instance_name, own_cgroups
 from app.confinement.choice import choose_backend
 
 
-def _instances_present() -> set[str]:
-    """The `shellgate-*` cgroup names below this process's cgroups, in any hierarchy."""
+def own_cgroup_directories() -> list[Path]:
+    """This process's cgroup directory in each hierarchy, where its servers make their bases."""
     try:
         own = own_cgroups()
     except OSError:
-        return set()
+        return []
+    return [
+        (CGROUP_ROOT / controller if controller else CGROUP_ROOT) / path.lstrip("/")
+        for controller, path in own.items()
+    ]
+
+
+def _instances_present() -> set[str]:
+    """The `shellgate-*` cgroup names below this process's cgroups, in any hierarchy."""
     found: set[str] = set()
-    for controller, path in own.items():
-        mount = CGROUP_ROOT / controller if controller else CGROUP_ROOT
-        directory = mount / path.lstrip("/")
+    for directory in own_cgroup_directories():
         try:
             found.update(
                 entry.name

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.confinement.cgroups import CGROUP_ROOT, instance_name, own_cgroups
+from app.confinement.cgroups import instance_name
 from app.confinement.choice import choose_backend
 from app.confinement.units import Backend
-from tests.cgroup_leftovers import remove_test_servers_cgroups
+from tests.cgroup_leftovers import own_cgroup_directories, remove_test_servers_cgroups
 from tests.databases import ServerDatabase
 from tests.faults.server_process import server_env, server_process
 from tests.waiting import eventually
@@ -21,13 +21,7 @@ from tests.waiting import eventually
 
 def _bases(data_dir: Path) -> list[Path]:
     instance = instance_name(data_dir)
-    found = []
-    for controller, path in own_cgroups().items():
-        mount = CGROUP_ROOT / controller if controller else CGROUP_ROOT
-        base = mount / path.lstrip("/") / instance
-        if base.is_dir():
-            found.append(base)
-    return found
+    return [base for own in own_cgroup_directories() if (base := own / instance).is_dir()]
 
 
 def _members(base: Path) -> set[int]:

@@ -25,24 +25,23 @@ SOFT_LIMIT_CEILING = 1 << 20
 _inherited: int | None = None
 
 
-def raise_soft_limit() -> tuple[int, int]:
+def raise_soft_limit() -> None:
     """Raise this process's soft open-files limit to its hard one (at most SOFT_LIMIT_CEILING)
-    and remember the soft limit it was started with; return (that limit, the limit now). Call
-    once, before threads start; a later call changes nothing it remembered."""
+    and remember the soft limit it was started with. Call once, before threads start; a later
+    call changes nothing it remembered."""
     global _inherited
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if _inherited is None:
         _inherited = soft
     wanted = SOFT_LIMIT_CEILING if hard == resource.RLIM_INFINITY else min(hard, SOFT_LIMIT_CEILING)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-        except (ValueError, OSError) as error:
-            logger.warning("could not raise the open-files limit from %d: %s", soft, error)
-            return _inherited, soft
-        logger.info("open-files limit raised from %d to %d (hard %d)", soft, wanted, hard)
-        return _inherited, wanted
-    return _inherited, soft
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (ValueError, OSError) as error:
+        logger.warning("could not raise the open-files limit from %d: %s", soft, error)
+        return
+    logger.info("open-files limit raised from %d to %d (hard %d)", soft, wanted, hard)
 
 
 def inherited_soft_limit() -> int:
