@@ -132,6 +132,8 @@ class Services:
             cpu_seconds=settings.limit_cpu_seconds,
             file_size_mb=settings.limit_file_size_mb,
             open_files=settings.limit_open_files,
+            total_processes=settings.limit_total_processes,
+            total_memory_mb=settings.limit_total_memory_mb,
         )
         undo.callback(confinement.close)
         db = Database(make_engine(settings.resolved_database_url))

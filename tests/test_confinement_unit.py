@@ -21,6 +21,12 @@ from app.confinement import (
     resolve_limits,
 )
 from app.confinement.cgroups import CgroupBackend, _pids_in
+from app.confinement.shared_ceiling import (
+    default_total_memory_mb,
+    default_total_processes,
+    server_memory_ceiling_mb,
+    server_process_ceiling,
+)
 from app.core.errors import InvalidRequestError
 from app.process import ChildConfinement, ExitStatus
 
@@ -154,6 +160,67 @@ def test_a_unit_opens_after_its_base_cgroups_were_removed_from_outside(
     assert all(base.is_dir() for base in cgroup_backend.bases.values())
     rebuilt = [r.getMessage() for r in caplog.records if "removed from outside" in r.getMessage()]
     assert len(rebuilt) == len(cgroup_backend.bases), rebuilt
+
+
+def test_a_base_made_again_keeps_the_limits_of_all_commands_together(
+    cgroup_backend: CgroupBackend,
+) -> None:
+    shared = cgroup_backend.limit_together(processes=300, memory_mb=700)
+    pids_base = cgroup_backend.bases.get("pids") or cgroup_backend.bases[""]
+    memory_base = cgroup_backend.bases.get("memory") or cgroup_backend.bases[""]
+    memory_file = "memory.max" if cgroup_backend.version == 2 else "memory.limit_in_bytes"
+    for _ in range(2):  # as written at start, then again in a base made again
+        assert (pids_base / "pids.max").read_text().strip() == "300"
+        assert (memory_base / memory_file).read_text().strip() == str(700 << 20)
+        for base in cgroup_backend.bases.values():
+            base.rmdir()
+        unit = cgroup_backend.open_unit("ex_rebased", Limits(processes=20))
+        assert unit.release(kill=True)
+    assert (shared.processes, shared.memory_mb) == (300, 700)
+
+
+def _cgroup_tree(root: Path, values: dict[str, str]) -> Path:
+    """A directory tree standing for a hierarchy: `values` maps `a/b/file` to its content."""
+    (root / "cgroup.procs").parent.mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.procs").write_text("")
+    for name, content in values.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(content)
+    return root
+
+
+def test_the_servers_ceilings_are_the_tightest_of_its_cgroup_and_those_above(
+    tmp_path: Path,
+) -> None:
+    mount = _cgroup_tree(
+        tmp_path / "pids",
+        {"system/pids.max": "4915\n", "system/app/pids.max": "max\n", "system/app/own/x": ""},
+    )
+    ceiling = server_process_ceiling(mount / "system" / "app" / "own", mount)
+    assert ceiling == min(4915, *_kernel_pid_limits())
+    assert server_process_ceiling(None, None) == min(_kernel_pid_limits())
+    memory = _cgroup_tree(
+        tmp_path / "memory",
+        {
+            "a/memory.limit_in_bytes": str(2048 << 20),
+            "a/b/memory.limit_in_bytes": "9223372036854771712",  # v1's "none"
+        },
+    )
+    assert server_memory_ceiling_mb(memory / "a" / "b", memory, 1, host_mb=24000) == 2048
+    assert server_memory_ceiling_mb(memory / "a" / "b", memory, 1, host_mb=1000) == 1000
+    # The reserve: an eighth, at least 64 processes or 256 MB, at most half.
+    assert default_total_processes(4915) == 4915 - 614
+    assert default_total_processes(160) == 96
+    assert default_total_processes(100) == 50
+    assert default_total_memory_mb(24000) == 21000
+    assert default_total_memory_mb(1024) == 768
+    assert default_total_memory_mb(0) is None
+
+
+def _kernel_pid_limits() -> list[int]:
+    return [
+        int(Path(f"/proc/sys/kernel/{name}").read_text()) for name in ("pid_max", "threads-max")
+    ]
 
 
 def test_a_base_that_cannot_be_re_created_fails_the_unit_with_a_clear_error(

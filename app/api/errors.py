@@ -71,7 +71,8 @@ _STATUS_DESCRIPTIONS = {
     "not (`node_unreachable`), or a long command found no free command reader in time "
     "(`readers_busy`), or the OIDC issuer does not give the keys to check a JWT "
     "(`identity_provider_unavailable`), or the server reached its open-files limit "
-    "(`descriptors_exhausted`); retry after the `Retry-After` seconds.",
+    "(`descriptors_exhausted`), or the kernel refused it a process or a thread "
+    "(`processes_exhausted`); retry after the `Retry-After` seconds.",
     507: "The server's data storage is full (`storage_full`): nothing was started.",
 }
 _RETRY_AFTER = {
@@ -225,13 +226,23 @@ def _encodable(value: Any) -> Any:
     return value
 
 
+def _passing_shortage(error: Exception) -> errors.UnavailableError | None:
+    """The 503 for an error that is the host (or the server's own limits) out of descriptors,
+    processes or threads, not a fault of the request or the server's code."""
+    if errors.is_descriptors_exhausted(error):
+        return errors.DescriptorsExhaustedError()
+    reason = errors.processes_exhausted_reason(error)
+    return None if reason is None else errors.ProcessesExhaustedError(reason)
+
+
 async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     # Answered outside the request middleware: it names the request id itself.
     request_id = current_request_id()
-    if errors.is_descriptors_exhausted(error):
-        # Not a bug of the server's: a limit the commands' descriptors reached; it passes.
+    passing = _passing_shortage(error)
+    if passing is not None:
+        # Not a bug of the server's: a limit of the host's or its own was reached; it passes.
         logger.warning("%s %s: %s", request.method, request.url.path, error)
-        response = app_error_response(errors.DescriptorsExhaustedError())
+        response = app_error_response(passing)
         if request_id:
             response.headers["X-Request-ID"] = request_id
         return response

@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-06T21:03:46.098750Z",
+                "created_at": "2026-12-07T06:23:27.559647Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T21:03:46.133979Z",
+                "decided_at": "2026-12-07T06:23:27.570891Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_UDcrdHapGI1Iz8ZyLHIo",
-                "expires_at": "2026-12-06T21:13:46.098750Z",
+                "execution_id": "ex_0AXoWnZoc4eqsWTOHorA",
+                "expires_at": "2026-12-07T06:33:27.559647Z",
                 "file_operation_id": None,
-                "id": "ap_dX6uv_gMQQM7xH5shJ9x",
+                "id": "ap_1Z3rP4Ii50bmIcldvY1C",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -41,11 +41,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_lpUNuv0lkO1OaCbV1fTr",
-                "created_at": "2026-12-06T21:03:46.340000Z",
+                "approval_id": "ap_vN_K5P1cHVph58p4zTuC",
+                "created_at": "2026-12-07T06:23:27.783012Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T21:03:46.627808Z",
-                "id": "fo_kttK-7wLVPEVp_OMckkC",
+                "finished_at": "2026-12-07T06:23:27.899188Z",
+                "id": "fo_emQkJwk0Vxt39isjWECp",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -78,10 +78,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T21:03:46.633042Z",
+                "created_at": "2026-12-07T06:23:27.907690Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_1gltu8bPMQ8sW5mEd-aA",
+                "id": "se_UiDE5JKG1y2U2cqazzq1",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -193,14 +193,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T21:03:46.633042Z",
+                "updated_at": "2026-12-07T06:23:27.907690Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-06T21:13:46.647609Z",
-                    "id": "ap_lPp_28_VMtWyN8PvLPOa",
+                    "expires_at": "2026-12-07T06:33:27.925485Z",
+                    "id": "ap_UvEMoQd4fOG0lorD4Jf0",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
@@ -212,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-06T21:05:16.825456Z",
-                "ticket": "wst_ZqGotRqpN8RNQ6Cki-BhwLD88IKx4fB3",
+                "expires_at": "2026-12-07T06:24:57.999852Z",
+                "ticket": "wst_1uesj_c2rwvYUjGaYbOt_0PvNfZXojxT",
             }
         }
     },
@@ -221,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T21:03:46.005767Z",
+                "created_at": "2026-12-07T06:23:27.502407Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-06T21:03:46.073131Z",
+                "decided_at": "2026-12-07T06:23:27.545516Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_9A4zde2POZMW5tEicz_8",
-                "expires_at": "2026-12-06T21:13:46.005767Z",
+                "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
+                "expires_at": "2026-12-07T06:33:27.502407Z",
                 "file_operation_id": None,
-                "id": "ap_xAkTkGiPwnW7zt5RllpH",
+                "id": "ap_089W7tK6Eo2Aj5y9-7YI",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -249,11 +249,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_15Vc23vY2afTP02TQE2Q",
-                "created_at": "2026-12-06T21:03:46.524166Z",
+                "approval_id": "ap_wZ4jFVGPuHN8fEdsQH77",
+                "created_at": "2026-12-07T06:23:27.831144Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_af3SCKktbsxBjY4dIqVP",
+                "id": "fo_AO-jYNLP_x6Mv2zi3bvz",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -319,12 +319,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_aVw5r_hoSAxpX3lvzhz_","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_aVw5r_hoSAxpX3lvzhz_","wall_time_ms":15.457340000466502,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
-            "time: 0.02 "
+            '{"id":"ex_5Z1LVRMqj_qsDZOttvCO","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_5Z1LVRMqj_qsDZOttvCO","wall_time_ms":12.097193999920819,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-06T21:03:45.791308Z","started_at":"2026-12-06T21:03:45.791308Z","finished_at":"2026-12-06T21:03:45.812681Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-07T06:23:27.344627Z","started_at":"2026-12-07T06:23:27.344627Z","finished_at":"2026-12-07T06:23:27.352251Z"}\n'
             "\n"
         }
     },
@@ -332,16 +332,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-06T21:03:46.005767Z",
+                "created_at": "2026-12-07T06:23:27.502407Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_9A4zde2POZMW5tEicz_8",
-                "expires_at": "2026-12-06T21:13:46.005767Z",
+                "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
+                "expires_at": "2026-12-07T06:33:27.502407Z",
                 "file_operation_id": None,
-                "id": "ap_xAkTkGiPwnW7zt5RllpH",
+                "id": "ap_089W7tK6Eo2Aj5y9-7YI",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -812,6 +812,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "oidc_issuer": None,
                 "running_jobs": 0,
                 "sandbox": {"enforced": False, "landlock_abi": 7, "mechanisms": []},
+                "total_limits": {"memory_mb": 21092, "processes": 28672},
                 "version": "0.1.0",
             }
         }
@@ -821,11 +822,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.25725696e+08\n"
+            "process_virtual_memory_bytes 5.94120704e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.19808e+08\n"
+            "process_resident_memory_bytes 1.09395968e+08\n"
         }
     },
     "getPolicy": {
@@ -907,10 +908,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T21:03:46.633042Z",
+                "created_at": "2026-12-07T06:23:27.907690Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_1gltu8bPMQ8sW5mEd-aA",
+                "id": "se_UiDE5JKG1y2U2cqazzq1",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1014,7 +1015,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T21:03:46.633042Z",
+                "updated_at": "2026-12-07T06:23:27.907690Z",
             }
         }
     },
@@ -1117,16 +1118,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T21:03:46.005767Z",
+                        "created_at": "2026-12-07T06:23:27.502407Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_9A4zde2POZMW5tEicz_8",
-                        "expires_at": "2026-12-06T21:13:46.005767Z",
+                        "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
+                        "expires_at": "2026-12-07T06:33:27.502407Z",
                         "file_operation_id": None,
-                        "id": "ap_xAkTkGiPwnW7zt5RllpH",
+                        "id": "ap_089W7tK6Eo2Aj5y9-7YI",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1148,15 +1149,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_aVw5r_hoSAxpX3lvzhz_",
+                        "artifact": "artifact://ex_5Z1LVRMqj_qsDZOttvCO",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-06T21:03:45.791308Z",
+                        "created_at": "2026-12-07T06:23:27.344627Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-06T21:03:45.812681Z",
-                        "id": "ex_aVw5r_hoSAxpX3lvzhz_",
+                        "finished_at": "2026-12-07T06:23:27.352251Z",
+                        "id": "ex_5Z1LVRMqj_qsDZOttvCO",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1182,16 +1183,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-06T21:03:45.791308Z",
+                        "started_at": "2026-12-07T06:23:27.344627Z",
                         "state": "completed",
-                        "text": "hello\n\nWall time: 0.02 seconds",
+                        "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
                         "timeout_disabled": None,
                         "timeout_seconds": 300.0,
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 15.457340000466502,
+                        "wall_time_ms": 12.097193999920819,
                     }
                 ],
                 "next_cursor": None,
@@ -1203,11 +1204,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_zN3Rhxs8s_IHw1egmO5Z",
-                        "created_at": "2026-12-06T21:03:46.562257Z",
+                        "approval_id": "ap_qbvNsyH52AGQf3O5ztNd",
+                        "created_at": "2026-12-07T06:23:27.864481Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_7giht2M99Q1IYMKHG5dV",
+                        "id": "fo_q61d4enaYNa7aPp-guqq",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1230,7 +1231,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-06T21:03:45.725867Z",
+                        "created_at": "2026-12-07T06:23:27.302877Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1319,10 +1320,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-06T21:03:46.633042Z",
+                        "created_at": "2026-12-07T06:23:27.907690Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_1gltu8bPMQ8sW5mEd-aA",
+                        "id": "se_UiDE5JKG1y2U2cqazzq1",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1477,7 +1478,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-06T21:03:46.633042Z",
+                        "updated_at": "2026-12-07T06:23:27.907690Z",
                     }
                 ]
             }
@@ -1491,8 +1492,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-06T21:04:15.200248Z",
-                        "started_at": "2026-12-06T21:03:45.109736Z",
+                        "last_heartbeat": "2026-12-07T06:23:57.058129Z",
+                        "started_at": "2026-12-07T06:23:26.991655Z",
                         "stopping": False,
                         "url": None,
                         "version": "0.1.0",
@@ -1505,10 +1506,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-06T21:03:46.633042Z",
+                "created_at": "2026-12-07T06:23:27.907690Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_1gltu8bPMQ8sW5mEd-aA",
+                "id": "se_UiDE5JKG1y2U2cqazzq1",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1617,7 +1618,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-06T21:04:16.696756Z",
+                "updated_at": "2026-12-07T06:23:57.949463Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1776,29 +1777,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_dX6uv_gMQQM7xH5shJ9x",
+                        "approval_id": "ap_1Z3rP4Ii50bmIcldvY1C",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-06T21:03:46.098750Z",
+                        "created_at": "2026-12-07T06:23:27.559647Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_UDcrdHapGI1Iz8ZyLHIo",
+                        "execution_id": "ex_0AXoWnZoc4eqsWTOHorA",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_xAkTkGiPwnW7zt5RllpH",
+                        "approval_id": "ap_089W7tK6Eo2Aj5y9-7YI",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-06T21:03:46.005767Z",
+                        "created_at": "2026-12-07T06:23:27.502407Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_9A4zde2POZMW5tEicz_8",
+                        "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1901,7 +1902,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-06T21:03:46.237155Z",
+                "mtime": "2026-12-07T06:23:27.612707Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1912,11 +1913,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_zN3Rhxs8s_IHw1egmO5Z",
-                "created_at": "2026-12-06T21:03:46.562257Z",
+                "approval_id": "ap_qbvNsyH52AGQf3O5ztNd",
+                "created_at": "2026-12-07T06:23:27.864481Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_7giht2M99Q1IYMKHG5dV",
+                "id": "fo_q61d4enaYNa7aPp-guqq",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1935,10 +1936,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-06T21:03:46.202294Z",
+                "created_at": "2026-12-07T06:23:27.601540Z",
                 "execution_id": None,
-                "finished_at": "2026-12-06T21:03:46.246878Z",
-                "id": "fo_sONB1PORPZtcbBrO5cGF",
+                "finished_at": "2026-12-07T06:23:27.772444Z",
+                "id": "fo_LKiqRNGx7XuwyUcOzJBC",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1954,11 +1955,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_lpUNuv0lkO1OaCbV1fTr",
-                "created_at": "2026-12-06T21:03:46.340000Z",
+                "approval_id": "ap_vN_K5P1cHVph58p4zTuC",
+                "created_at": "2026-12-07T06:23:27.783012Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_kttK-7wLVPEVp_OMckkC",
+                "id": "fo_emQkJwk0Vxt39isjWECp",
                 "message": None,
                 "mode": None,
                 "op": "write",

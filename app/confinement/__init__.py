@@ -31,6 +31,11 @@ from app.confinement.cgroups import CgroupBackend, instance_name, own_cgroups
 from app.confinement.choice import Choice, choose_backend
 from app.confinement.limits import Limits, host_memory_mb, resolve_limits
 from app.confinement.monitor import Monitor
+from app.confinement.shared_ceiling import (
+    SharedCeiling,
+    default_total_memory_mb,
+    default_total_processes,
+)
 from app.confinement.standby import SandboxBuilder, SpawnAhead
 from app.confinement.units import Backend, Unit
 from app.process import StandbyShell
@@ -57,9 +62,11 @@ logger = logging.getLogger("shellgate.confinement")
 class Confinement:
     """The chosen backend, the server's limits (the ceiling of every request) and the monitor."""
 
-    def __init__(self, backend: Backend, ceiling: Limits) -> None:
+    def __init__(self, backend: Backend, ceiling: Limits, totals: Limits) -> None:
         self.backend = backend
         self.ceiling = ceiling
+        # All commands together (memory_mb and processes; None: no such limit).
+        self.totals = totals
         self.monitor = Monitor()
         self._spawn_ahead: SpawnAhead | None = None
 
@@ -159,9 +166,13 @@ def build_confinement(
     cpu_seconds: int,
     file_size_mb: int,
     open_files: int,
+    total_processes: int | None = None,
+    total_memory_mb: int | None = None,
 ) -> Confinement:
     """Choose the backend (logging why stronger ones were unavailable), remove what an earlier
-    server of this data directory left, and fix the server's limits (0 = none)."""
+    server of this data directory left, and fix the server's limits (0 = none) and, with a
+    cgroup backend, those of all commands together (None: what the server may use itself, less
+    its reserve: app/confinement/shared_ceiling.py)."""
     choice = choose_backend(data_dir, wanted)
     for reason in choice.reasons:
         logger.warning("confinement backend unavailable: %s", reason)
@@ -170,6 +181,13 @@ def build_confinement(
         # Half the host by default where a cgroup enforces it; under rlimit, whose address-space
         # limit breaks runtimes that reserve large ranges (V8, the JVM), only when asked for.
         memory_mb = host_memory_mb() // 2 if isinstance(backend, CgroupBackend) else 0
+    totals = Limits()
+    if isinstance(backend, CgroupBackend):
+        shared = _limit_together(backend, total_processes, total_memory_mb)
+        totals = Limits(memory_mb=shared.memory_mb, processes=shared.processes)
+        # One execution cannot use more than all of them together may.
+        memory_mb = _within(memory_mb, totals.memory_mb, "memory_mb")
+        processes = _within(processes, totals.processes, "processes")
     ceiling = Limits(
         memory_mb=memory_mb or None,
         processes=processes or None,
@@ -182,10 +200,41 @@ def build_confinement(
         logger.warning(
             "removed %d cgroups an earlier server left (their processes killed)", removed
         )
-    logger.info("confinement: %s, limits %s", backend.name, ceiling.as_dict())
+    logger.info(
+        "confinement: %s, limits %s, all commands together %s",
+        backend.name,
+        ceiling.as_dict(),
+        {"memory_mb": totals.memory_mb, "processes": totals.processes},
+    )
     if ceiling.processes is not None and not backend.enforces_processes():
         logger.warning(
             "the process limit is not enforced: the rlimit backend of a root server has none "
             "(root ignores RLIMIT_NPROC); give the server a delegated cgroup"
         )
-    return Confinement(backend, ceiling)
+    return Confinement(backend, ceiling, totals)
+
+
+def _limit_together(
+    backend: CgroupBackend, processes: int | None, memory_mb: int | None
+) -> SharedCeiling:
+    """The base cgroups' limits: as set (0: none), or derived from the server's own."""
+    process_ceiling, memory_ceiling_mb = backend.server_ceilings(host_memory_mb())
+    if processes is None:
+        processes = default_total_processes(process_ceiling)
+    if memory_mb is None:
+        memory_mb = default_total_memory_mb(memory_ceiling_mb)
+    return backend.limit_together(processes or None, memory_mb or None)
+
+
+def _within(value: int, total: int | None, name: str) -> int:
+    """A per-execution limit (0: none) no larger than the total."""
+    if total is None or (value and value <= total):
+        return value
+    logger.warning(
+        "the per-execution limit %s (%s) is above what all commands together may use (%d): "
+        "lowered to it",
+        name,
+        value or "none",
+        total,
+    )
+    return total

@@ -12,7 +12,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.confinement.limits import Limits, MiB, cpu_notice, memory_notice, process_notice
+from app.confinement.limits import (
+    FORK_REFUSED_NOTICE,
+    OUT_OF_MEMORY_NOTICE,
+    Limits,
+    MiB,
+    cpu_notice,
+    memory_notice,
+    process_notice,
+    total_memory_notice,
+    total_process_notice,
+)
+from app.confinement.shared_ceiling import (
+    SharedCeiling,
+    server_memory_ceiling_mb,
+    server_process_ceiling,
+)
 from app.confinement.units import (
     Backend,
     Unit,
@@ -130,6 +145,7 @@ class CgroupUnit(Unit):
         child: ChildConfinement,
         directories: dict[str, str],
         version: int,
+        shared: SharedCeiling | None = None,
     ) -> None:
         super().__init__(execution_id, limits, child)
         # controller (or "" for v2) → cgroup directory; strings, not `Path`s: a unit is made
@@ -143,6 +159,10 @@ class CgroupUnit(Unit):
         events = "memory.events" if version == 2 else "memory.oom_control"
         self._memory_events = f"{memory}/{events}" if memory is not None else None
         self._pids_events = f"{pids}/pids.events" if pids is not None else None
+        self._memory_dir, self._pids_dir = memory, pids
+        # The limits of all commands together, and the base's counters as the run starts.
+        self.shared = shared
+        self._shared_before = shared.counters() if shared is not None else None
 
     @property
     def watched(self) -> bool:
@@ -176,12 +196,60 @@ class CgroupUnit(Unit):
         text = _read(f"{directory}/cpuacct.usage").strip()
         return int(text) / 1e9 if text.isdigit() else None
 
+    def _own_memory_limit_reached(self) -> bool:
+        """Its own limit, not one above it: v2 counts `oom` in the cgroup whose limit was
+        reached; v1 a charge refused at its limit in `failcnt`, and its high-water mark is
+        at the limit."""
+        if self._memory_dir is None:
+            return False
+        if self.version == 2:
+            return _keyed(_read(f"{self._memory_dir}/memory.events")).get("oom", 0) > 0
+        limit = self.limits.memory_mb
+        peak = _read(f"{self._memory_dir}/memory.max_usage_in_bytes").strip()
+        failed = _read(f"{self._memory_dir}/memory.failcnt").strip()
+        return (failed.isdigit() and int(failed) > 0) or (
+            limit is not None and peak.isdigit() and int(peak) >= limit * MiB
+        )
+
+    def _memory_evidence(self) -> str | None:
+        """Which limit the kernel's OOM kill in this unit was for. The kill is counted in the
+        victim's cgroup whichever limit ran out, so a kill at the commands' shared limit or
+        the host's never reads as this execution's own."""
+        if not self._memory_killed():
+            return None
+        own = self.limits.memory_mb
+        if own is not None and self._own_memory_limit_reached():
+            return memory_notice(own)
+        shared, before = self.shared, self._shared_before
+        if shared is not None and before is not None and shared.memory_reached_since(before):
+            assert shared.memory_mb is not None
+            return total_memory_notice(shared.memory_mb)
+        return OUT_OF_MEMORY_NOTICE
+
+    def _process_evidence(self) -> str | None:
+        """Which limit refused a fork in this unit."""
+        own = self.limits.processes
+        shared = self.shared
+        total = shared.processes if shared is not None else None
+        if (own is None and total is None) or not self._process_limit_hit():
+            return None
+        if shared is not None and shared.local_fork_events:
+            # cgroup v2 since 6.12: the unit's count is its own limit's alone.
+            return process_notice(own) if own is not None else None
+        # cgroup v1 and older v2 count here a fork refused by any limit: the one reached is
+        # the one whose peak got to it.
+        peak = _read(f"{self._pids_dir}/pids.peak").strip()
+        if own is not None and (not peak.isdigit() or int(peak) >= own):
+            return process_notice(own)
+        if shared is not None and total is not None and shared.processes_reached():
+            return total_process_notice(total)
+        return FORK_REFUSED_NOTICE
+
     def check_running(self) -> str | None:
         limits = self.limits
-        if limits.memory_mb is not None and self._memory_killed():
-            return memory_notice(limits.memory_mb)
-        if limits.processes is not None and self._process_limit_hit():
-            return process_notice(limits.processes)
+        notice = self._memory_evidence() or self._process_evidence()
+        if notice is not None:
+            return notice
         if limits.cpu_seconds is not None:
             used = self._cpu_seconds_used()
             if used is not None and used >= limits.cpu_seconds:
@@ -195,7 +263,24 @@ class CgroupUnit(Unit):
             self.check_running()
             or signal_evidence(self.limits, status)
             or reported_evidence(self.limits, output_tail)
+            or self._shared_fork_evidence(status)
         )
+
+    def _shared_fork_evidence(self, status: ExitStatus) -> str | None:
+        """cgroup v2 since 6.12 counts a fork the commands' shared limit refused only in the
+        base: a failed run during which it refused one met that limit (the unit's own counter
+        never shows it, so the monitor could not stop the run for it)."""
+        shared, before = self.shared, self._shared_before
+        failed = status.exit_code != 0 or status.signal is not None
+        if (
+            failed
+            and shared is not None
+            and before is not None
+            and shared.processes is not None
+            and shared.forks_refused_since(before)
+        ):
+            return total_process_notice(shared.processes)
+        return None
 
     def members(self) -> set[int]:
         found: set[int] = set()
@@ -286,9 +371,35 @@ class CgroupBackend(Backend):
         self._base_names = {controller: str(base) for controller, base in bases.items()}
         self.version = version
         self.name = "cgroup2" if version == 2 else "cgroup1"
+        self.shared: SharedCeiling | None = None
 
     def enforces_processes(self) -> bool:
         return True
+
+    def server_ceilings(self, host_mb: int) -> tuple[int, int]:
+        """What the server's own cgroups (and those above them) and the host let its subtree
+        hold: processes and MB of memory."""
+        pids_key = "" if self.version == 2 else "pids"
+        memory_key = "" if self.version == 2 else "memory"
+
+        def own_and_mount(key: str) -> tuple[Path | None, Path | None]:
+            base = self.bases.get(key)
+            if base is None:
+                return None, None
+            return base.parent, _hierarchy_mount(base)
+
+        pids_dir, pids_mount = own_and_mount(pids_key)
+        memory_dir, memory_mount = own_and_mount(memory_key)
+        return (
+            server_process_ceiling(pids_dir, pids_mount),
+            server_memory_ceiling_mb(memory_dir, memory_mount, self.version, host_mb),
+        )
+
+    def limit_together(self, processes: int | None, memory_mb: int | None) -> SharedCeiling:
+        """Cap all units together (the base cgroups) at these limits (None: none)."""
+        self.shared = SharedCeiling(self._base_names, self.version, processes, memory_mb)
+        self.shared.apply()
+        return self.shared
 
     def open_unit(self, execution_id: str, limits: Limits) -> Unit:
         directories: dict[str, str] = {}
@@ -310,7 +421,7 @@ class CgroupBackend(Backend):
             cgroup_procs=tuple(f"{path}/cgroup.procs" for path in directories.values()),
             rlimits=tuple(self.rlimits(limits)),
         )
-        return CgroupUnit(execution_id, limits, child, directories, self.version)
+        return CgroupUnit(execution_id, limits, child, directories, self.version, self.shared)
 
     def rlimits(self, limits: Limits) -> list[tuple[int, int, int]]:
         return cgroup_child_rlimits(limits)
@@ -322,6 +433,8 @@ class CgroupBackend(Backend):
         parent: a server whose own cgroup is gone fails its executions with this error."""
         try:
             _create_base(base, self.version)
+            if self.shared is not None:
+                self.shared.apply_to(str(base))
         except OSError as error:
             raise OSError(
                 error.errno,
@@ -350,7 +463,7 @@ class CgroupBackend(Backend):
             cgroup_procs=tuple(f"{path}/cgroup.procs" for path in directories.values()),
             rlimits=unit.child.rlimits,
         )
-        return CgroupUnit(execution_id, unit.limits, child, directories, self.version)
+        return CgroupUnit(execution_id, unit.limits, child, directories, self.version, self.shared)
 
     def _apply(self, directories: dict[str, str], limits: Limits) -> None:
         if self.version == 2:
@@ -394,6 +507,17 @@ class CgroupBackend(Backend):
             unit.release(kill=True)
             removed += 1
         return removed
+
+
+def _hierarchy_mount(directory: Path) -> Path | None:
+    """The mount point of the cgroup hierarchy `directory` is in: its topmost parent that is a
+    cgroup (None outside any)."""
+    mounts = [
+        parent
+        for parent in directory.parents
+        if (parent / "cgroup.procs").exists() and not (parent.parent / "cgroup.procs").exists()
+    ]
+    return mounts[0] if mounts else None
 
 
 def _enable_child_controllers(directory: Path) -> None:

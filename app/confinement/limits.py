@@ -20,6 +20,25 @@ def process_notice(count: int) -> str:
     return f"Process limit of {count} reached"
 
 
+def total_memory_notice(mb: int) -> str:
+    return f"Memory limit of {mb} MB for all commands together reached"
+
+
+def total_process_notice(count: int) -> str:
+    return f"Process limit of {count} for all commands together reached"
+
+
+# The kernel ended the run at a limit that is not the server's to name: the host's memory, or a
+# limit of the server's own cgroup or of one above it.
+OUT_OF_MEMORY_NOTICE = (
+    "Killed by the kernel's out-of-memory killer: memory ran out beyond this server's limits "
+    "(the host's, or its own cgroup's)"
+)
+FORK_REFUSED_NOTICE = (
+    "A new process was refused by a limit beyond this server's (the host's, or its own cgroup's)"
+)
+
+
 def cpu_notice(seconds: int) -> str:
     return f"CPU time limit of {seconds} s reached"
 

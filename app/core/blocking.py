@@ -21,7 +21,9 @@ import asyncio
 import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Generic, TypeVar
+
+from app.core.errors import ProcessesExhaustedError, processes_exhausted_reason
 
 T = TypeVar("T")
 
@@ -33,9 +35,21 @@ class WorkerThreads:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
 
     async def run(self, work: Callable[[], T]) -> T:
-        """`work()` on one of the threads; its result or its exception."""
+        """`work()` on one of the threads; its result or its exception. A thread the kernel
+        would not start (the processes limit of the server's cgroup, its memory) is a
+        `ProcessesExhaustedError`, and the work never runs."""
         context = contextvars.copy_context()
-        future = asyncio.get_running_loop().run_in_executor(self._pool, context.run, work)
+        guarded = _Abandonable(context, work)
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._pool, guarded.run)
+        except RuntimeError as error:
+            reason = processes_exhausted_reason(error)
+            if reason is None:
+                raise
+            # The pool queued the work before it failed to start a thread for it: a thread
+            # free later would still run it, after the caller was told nothing was done.
+            guarded.abandoned = True
+            raise ProcessesExhaustedError(reason) from error
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -47,6 +61,20 @@ class WorkerThreads:
             if not future.cancelled():
                 future.exception()  # seen: its failure is not "never retrieved"
             raise
+
+
+class _Abandonable(Generic[T]):
+    """Work that does nothing once abandoned."""
+
+    def __init__(self, context: contextvars.Context, work: Callable[[], T]) -> None:
+        self.context = context
+        self.work = work
+        self.abandoned = False
+
+    def run(self) -> T:
+        if self.abandoned:
+            raise RuntimeError("abandoned: its caller was told it did not run")
+        return self.context.run(self.work)
 
 
 # As many as anyio's default limiter allows: the work is short, but a busy disk or a

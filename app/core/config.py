@@ -216,6 +216,10 @@ class Settings(BaseSettings):
     limit_cpu_seconds: int = Field(default=0, ge=0)
     limit_file_size_mb: int = Field(default=0, ge=0)
     limit_open_files: int = Field(default=65536, ge=0)
+    # All commands together, with a cgroup backend (docs/operations.md#confinement). None: what
+    # the server's own cgroup and the host allow it, less a reserve for the server; 0: none.
+    limit_total_memory_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    limit_total_processes: int | None = Field(default=None, ge=0, le=4194304)
     root_path: str = ""
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"

@@ -201,6 +201,30 @@ def is_descriptors_exhausted(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)
 
 
+class ProcessesExhaustedError(UnavailableError):
+    """The kernel refused the server a new process or thread: a limit on processes or memory
+    above the commands' own (the host's, or the server's cgroup's) is reached
+    (docs/operations.md#confinement)."""
+
+    code = "processes_exhausted"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"The server could not start a process ({reason}): the host's or its own cgroup's "
+            "limit on processes or memory is reached, and nothing was done. Retry in a moment."
+        )
+
+
+def processes_exhausted_reason(error: BaseException) -> str | None:
+    """Why the kernel refused the server a process or a thread (fork's EAGAIN or ENOMEM, a
+    thread that could not start), or None when `error` is something else."""
+    if isinstance(error, OSError) and error.errno in (errno.EAGAIN, errno.ENOMEM):
+        return error.strerror or str(error)
+    if isinstance(error, RuntimeError) and str(error) == "can't start new thread":
+        return "a thread could not start"
+    return None
+
+
 class LogOwnerUnreachableError(UnavailableError):
     """The log is on the disk of the replica that ran the execution (data directories not
     shared), and that replica does not answer."""

@@ -22,9 +22,11 @@ from app.core.errors import (
     InvalidRequestError,
     JobLimitReachedError,
     NotFoundError,
+    ProcessesExhaustedError,
     ShuttingDownError,
     StorageFullError,
     is_descriptors_exhausted,
+    processes_exhausted_reason,
 )
 from app.executions.completion import notify_columns
 from app.executions.context import Context
@@ -469,6 +471,9 @@ class Launcher:
                 raise  # refused before the spawn, or the record failed: the command was killed
             if is_descriptors_exhausted(error):
                 raise DescriptorsExhaustedError() from error
+            reason = processes_exhausted_reason(error)
+            if reason is not None:
+                raise ProcessesExhaustedError(reason) from error
             raise InvalidRequestError(f"could not start the command: {error.strerror}") from error
         live.process = process
         live.sandbox = plan.sandbox

@@ -54,6 +54,11 @@ class Info(BaseModel):
     execution_limits: dict[str, int | None] = Field(
         description="The server's per-execution limits (null: none); requests may only lower them."
     )
+    total_limits: dict[str, int | None] = Field(
+        description="What all running commands together may use (`memory_mb`, `processes`; "
+        "null: no such limit): the server keeps the rest for itself. Set with a cgroup "
+        "backend only (docs: operations.md, Confinement)."
+    )
     sandbox: SandboxInfo = Field(description="The kernel boundary around every command.")
     oidc_issuer: str | None = Field(
         default=None,

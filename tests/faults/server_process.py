@@ -64,9 +64,11 @@ def server_process(
     port: int | None = None,
     cwd: Path = ROOT,
     open_files: tuple[int, int] | None = None,
+    cgroups: tuple[Path, ...] = (),
 ) -> Iterator[ServerProcess]:
     """`cwd`: where the server is started (elsewhere than the checkout, `app` is found through
-    PYTHONPATH). `open_files`: the (soft, hard) RLIMIT_NOFILE it is started with."""
+    PYTHONPATH). `open_files`: the (soft, hard) RLIMIT_NOFILE it is started with. `cgroups`:
+    cgroup directories (the test's own, below its process's) it starts in."""
     port = port or free_port()
     if cwd != ROOT:
         env = {
@@ -80,7 +82,7 @@ def server_process(
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=None if open_files is None else _open_files_limit(open_files),
+            preexec_fn=_before_exec(open_files, cgroups) if open_files or cgroups else None,
         )
     live = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
     try:
@@ -101,8 +103,13 @@ def server_process(
         process.wait(30)
 
 
-def _open_files_limit(limit: tuple[int, int]) -> Callable[[], None]:
-    def set_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+def _before_exec(
+    open_files: tuple[int, int] | None, cgroups: tuple[Path, ...]
+) -> Callable[[], None]:
+    def prepare() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, open_files)
+        for directory in cgroups:
+            (directory / "cgroup.procs").write_text("0")  # this process, before the exec
 
-    return set_limit
+    return prepare

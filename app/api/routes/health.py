@@ -120,6 +120,10 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
         },
         confinement=services.confinement.name,
         execution_limits=services.confinement.ceiling.as_dict(),
+        total_limits={
+            "memory_mb": services.confinement.totals.memory_mb,
+            "processes": services.confinement.totals.processes,
+        },
         sandbox=SandboxInfo.model_validate(services.sandbox.status()),
         oidc_issuer=services.tokens.oidc.issuer if services.tokens.oidc else None,
     )
