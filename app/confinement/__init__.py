@@ -181,8 +181,15 @@ def build_confinement(
         # Half the host by default where a cgroup enforces it; under rlimit, whose address-space
         # limit breaks runtimes that reserve large ranges (V8, the JVM), only when asked for.
         memory_mb = host_memory_mb() // 2 if isinstance(backend, CgroupBackend) else 0
+    removed = backend.sweep_leftovers()
+    if removed:
+        logger.warning(
+            "removed %d cgroups an earlier server left (their processes killed)", removed
+        )
     totals = Limits()
     if isinstance(backend, CgroupBackend):
+        # After the sweep: a predecessor's commands still in the folder could hold more than
+        # the limit, which the kernel then refuses to set.
         shared = _limit_together(backend, total_processes, total_memory_mb)
         totals = Limits(memory_mb=shared.memory_mb, processes=shared.processes)
         # One execution cannot use more than all of them together may.
@@ -195,11 +202,6 @@ def build_confinement(
         file_size_mb=file_size_mb or None,
         open_files=open_files or None,
     )
-    removed = backend.sweep_leftovers()
-    if removed:
-        logger.warning(
-            "removed %d cgroups an earlier server left (their processes killed)", removed
-        )
     logger.info(
         "confinement: %s, limits %s, all commands together %s",
         backend.name,

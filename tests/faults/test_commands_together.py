@@ -102,13 +102,14 @@ def unit_processes(cgroup: Path, data_dir: Path, execution_id: str) -> int:
     return int(current.read_text()) if current.exists() else 0
 
 
+@pytest.mark.parametrize("sandbox", ["off", "on"], ids=["unsandboxed", "sandboxed"])
 def test_commands_meet_their_shared_limit_and_the_server_never_its_own(
-    tmp_path: Path, database: ServerDatabase
+    tmp_path: Path, database: ServerDatabase, sandbox: str
 ) -> None:
     with cgroup_of_the_test("pids") as cgroup:
         (cgroup / "pids.max").write_text(str(CGROUP_PROCESSES))
         # No shell started ahead: every call below is a fork of the server's own.
-        env = server_env(tmp_path, database, spawn_ahead="false")
+        env = server_env(tmp_path, database, spawn_ahead="false", sandbox=sandbox)
         with (
             server_process(env, tmp_path / "server.log", cgroups=(cgroup,)) as server,
             server.client() as client,
