@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,9 @@ def _after_reserve(ceiling: int, least_reserved: int) -> int:
 
 def server_process_ceiling(pids_dir: Path | None, mount: Path | None) -> int:
     """The most processes (threads included) the server's subtree may hold: its cgroup's and
-    its ancestors' `pids.max`, and the kernel's own pid limits."""
+    its ancestors' `pids.max`, the kernel's own pid limits, and for a server not run by root
+    its user's `RLIMIT_NPROC` (which its commands share: a cgroup backend gives them none of
+    their own)."""
     limits = [
         value
         for value in (
@@ -85,6 +88,9 @@ def server_process_ceiling(pids_dir: Path | None, mount: Path | None) -> int:
         )
         if value is not None
     ]
+    soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    if os.geteuid() != 0 and soft != resource.RLIM_INFINITY:
+        limits.append(soft)
     if pids_dir is not None and mount is not None:
         tightest = _tightest(_upward(pids_dir, mount), "pids.max")
         if tightest is not None:

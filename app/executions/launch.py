@@ -465,8 +465,10 @@ class Launcher:
             self.ctx.registry.release_job_slot(live)
             if session_call is not None:
                 session_call.abandon()
-            if not spawned:
-                live.log.finish()
+            if not spawned and existing:
+                live.log.finish()  # the approved record's log: it ran nothing
+            elif not spawned:
+                live.log.delete()  # no record will ever name it
             if spawned or not isinstance(error, OSError):
                 raise  # refused before the spawn, or the record failed: the command was killed
             if is_descriptors_exhausted(error):

@@ -97,6 +97,11 @@ def finished(client: httpx.Client, execution_id: str) -> dict[str, object]:
     return record
 
 
+def log_files(directory: Path) -> list[Path]:
+    """The files below `directory` (its shard folders are shared, and stay)."""
+    return sorted(path for path in directory.rglob("*") if path.is_file())
+
+
 def unit_processes(cgroup: Path, data_dir: Path, execution_id: str) -> int:
     current = cgroup / instance_name(data_dir) / execution_id / "pids.current"
     return int(current.read_text()) if current.exists() else 0
@@ -158,8 +163,11 @@ def test_a_fork_refused_above_the_servers_limits_is_not_called_the_commands_own(
             stop(server)
 
 
+# Cold: the first call, which needs a worker thread the kernel refuses. Warm: a thread waits
+# from an earlier call, and the fork itself is refused.
+@pytest.mark.parametrize("warm", [False, True], ids=["thread-refused", "fork-refused"])
 def test_a_server_refused_a_process_answers_503_and_serves_again(
-    tmp_path: Path, database: ServerDatabase
+    tmp_path: Path, database: ServerDatabase, warm: bool
 ) -> None:
     with cgroup_of_the_test("pids") as cgroup:
         env = server_env(tmp_path, database, spawn_ahead="false", limit_total_processes="0")
@@ -167,7 +175,11 @@ def test_a_server_refused_a_process_answers_503_and_serves_again(
             server_process(env, tmp_path / "server.log", cgroups=(cgroup,)) as server,
             server.client() as client,
         ):
+            if warm:
+                assert client.post("/v1/executions", json={"command": "true"}).status_code == 200
             before = client.get("/v1/executions").json()["data"]
+            logs = tmp_path / "data" / "artifacts"
+            files_before = log_files(logs)
             # What the commands left the server when nothing bounded them together.
             (cgroup / "pids.max").write_text("1")
             try:
@@ -180,6 +192,7 @@ def test_a_server_refused_a_process_answers_503_and_serves_again(
             assert "could not start a process" in error["message"], error
             assert refused.headers["Retry-After"].isdigit()
             assert client.get("/v1/executions").json()["data"] == before
+            assert log_files(logs) == files_before  # no log left for no record
 
             echo = client.post("/v1/executions", json={"command": "echo served"}).json()
             assert (echo["exit_code"], echo["output"]) == (0, "served\n"), echo
