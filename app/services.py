@@ -33,6 +33,7 @@ from app.cluster.heartbeat import fence_when_silent, heartbeat_forever
 from app.cluster.identity import with_node_id
 from app.cluster.notify import ApprovalRelay
 from app.confinement import Confinement, build_confinement
+from app.confinement.limits import MiB
 from app.core.auth import TokenBook
 from app.core.config import Settings
 from app.executions import ExecutionService
@@ -144,6 +145,14 @@ class Services:
         )
         metrics.watch_running_jobs(lambda: registry.running_jobs)
         metrics.watch_live_executions(lambda: len(registry.live))
+        shared = confinement.shared
+        if shared is not None:
+            metrics.watch_commands_together(
+                shared.processes_now,
+                shared.memory_now,
+                shared.processes,
+                None if shared.memory_mb is None else shared.memory_mb * MiB,
+            )
         policy = PolicyService(
             db,
             settings.policy_file,

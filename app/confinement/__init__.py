@@ -71,6 +71,11 @@ class Confinement:
         self._spawn_ahead: SpawnAhead | None = None
 
     @property
+    def shared(self) -> SharedCeiling | None:
+        """The folder all commands share and its limits (a cgroup backend), else None."""
+        return self.backend.shared if isinstance(self.backend, CgroupBackend) else None
+
+    @property
     def name(self) -> str:
         return self.backend.name
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import resource
 from collections.abc import Callable
@@ -200,6 +201,17 @@ class SharedCeiling:
         )
         memory = _keyed_count(f"{self._memory_dir}/memory.events.local", "oom")
         return Counters(memory=memory, processes=processes)
+
+    def processes_now(self) -> float:
+        """Processes (threads included) of all commands together; NaN when unreadable."""
+        value = _number(f"{self._pids_dir}/pids.current")
+        return math.nan if value is None else float(value)
+
+    def memory_now(self) -> float:
+        """Bytes charged to all commands together; NaN when unreadable."""
+        name = "memory.current" if self.version == 2 else "memory.usage_in_bytes"
+        value = _number(f"{self._memory_dir}/{name}")
+        return math.nan if value is None else float(value)
 
     def memory_reached_since(self, before: Counters) -> bool:
         """v2: the base's limit was reached since `before`. v1: its usage's high-water mark is

@@ -153,6 +153,38 @@ class Metrics:
         )
         gauge.set_function(read)
 
+    def watch_commands_together(
+        self,
+        processes: Callable[[], float],
+        memory_bytes: Callable[[], float],
+        processes_limit: int | None,
+        memory_limit_bytes: int | None,
+    ) -> None:
+        """What all commands together hold now, beside their shared limits (a cgroup backend:
+        docs/operations.md#all-commands-together); a limit that is none is not exported."""
+        Gauge(
+            "shellgate_commands_processes",
+            "Processes and threads of all commands together now",
+            registry=self.registry,
+        ).set_function(processes)
+        Gauge(
+            "shellgate_commands_memory_bytes",
+            "Memory charged to all commands together now",
+            registry=self.registry,
+        ).set_function(memory_bytes)
+        if processes_limit is not None:
+            Gauge(
+                "shellgate_commands_processes_limit",
+                "Processes all commands together may hold (SHELLGATE_LIMIT_TOTAL_PROCESSES)",
+                registry=self.registry,
+            ).set(processes_limit)
+        if memory_limit_bytes is not None:
+            Gauge(
+                "shellgate_commands_memory_limit_bytes",
+                "Memory all commands together may use (SHELLGATE_LIMIT_TOTAL_MEMORY_MB)",
+                registry=self.registry,
+            ).set(memory_limit_bytes)
+
     def watch_pending_approvals(self, read: Callable[[], int]) -> None:
         gauge = Gauge(
             "shellgate_pending_approvals",

@@ -280,6 +280,8 @@ class Info(WireModel):
     limits: dict[str, Any]
     confinement: str
     execution_limits: dict[str, int | None]
+    # memory_mb and processes of all commands together (empty from an older server)
+    total_limits: dict[str, int | None] = {}
 
     # --- files (docs/api.md#files) ----------------------------------------------------------------
     sandbox: dict[str, Any] | None = None  # the kernel boundary around every command

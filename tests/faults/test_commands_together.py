@@ -97,6 +97,13 @@ def finished(client: httpx.Client, execution_id: str) -> dict[str, object]:
     return record
 
 
+def metric(client: httpx.Client, name: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"/metrics has no {name}")
+
+
 def log_files(directory: Path) -> list[Path]:
     """The files below `directory` (its shard folders are shared, and stay)."""
     return sorted(path for path in directory.rglob("*") if path.is_file())
@@ -127,6 +134,9 @@ def test_commands_meet_their_shared_limit_and_the_server_never_its_own(
             holder = client.post("/v1/executions", json={"command": HOLD, "async": True}).json()
             data_dir = tmp_path / "data"
             wait_for(lambda: unit_processes(cgroup, data_dir, holder["id"]) >= 41)
+            # What operators watch: the commands' processes now, beside their limit.
+            assert metric(client, "shellgate_commands_processes") >= 41
+            assert metric(client, "shellgate_commands_processes_limit") == SHARED_PROCESSES
             forker = client.post("/v1/executions", json={"command": FORK_100, "timeout": 60}).json()
             assert forker["state"] == "failed", forker
             notice = f"Process limit of {SHARED_PROCESSES} for all commands together reached"
