@@ -15,6 +15,7 @@ import pytest
 from app.confinement import (
     Limits,
     Unit,
+    build_confinement,
     choose_backend,
     instance_name,
     own_cgroups,
@@ -215,6 +216,36 @@ def test_the_servers_ceilings_are_the_tightest_of_its_cgroup_and_those_above(
     assert default_total_memory_mb(24000) == 21000
     assert default_total_memory_mb(1024) == 768
     assert default_total_memory_mb(0) is None
+
+
+def test_a_total_above_the_servers_own_ceiling_is_kept_and_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="shellgate.confinement")
+    confinement = build_confinement(
+        tmp_path,
+        "auto",
+        memory_mb=None,
+        processes=512,
+        cpu_seconds=0,
+        file_size_mb=0,
+        open_files=0,
+        total_processes=4_000_000,
+    )
+    try:
+        if not isinstance(confinement.backend, CgroupBackend):
+            pytest.skip("no cgroup backend here: no shared limits")
+        assert confinement.totals.processes == 4_000_000
+        warned = [
+            r.getMessage() for r in caplog.records if "SHELLGATE_LIMIT_TOTAL_PROC" in r.getMessage()
+        ]
+        assert warned == [
+            f"SHELLGATE_LIMIT_TOTAL_PROCESSES (4000000) is above what the server's own cgroup and "
+            f"the host allow it ({min(_kernel_pid_limits())}): the commands can take what the "
+            "server needs before they meet it"
+        ]
+    finally:
+        confinement.close()
 
 
 def _kernel_pid_limits() -> list[int]:

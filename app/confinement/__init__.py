@@ -228,9 +228,23 @@ def _limit_together(
     process_ceiling, memory_ceiling_mb = backend.server_ceilings(host_memory_mb())
     if processes is None:
         processes = default_total_processes(process_ceiling)
+    elif processes > process_ceiling:
+        _beyond_the_server("SHELLGATE_LIMIT_TOTAL_PROCESSES", processes, process_ceiling)
     if memory_mb is None:
         memory_mb = default_total_memory_mb(memory_ceiling_mb)
+    elif memory_ceiling_mb and memory_mb > memory_ceiling_mb:
+        _beyond_the_server("SHELLGATE_LIMIT_TOTAL_MEMORY_MB", memory_mb, memory_ceiling_mb)
     return backend.limit_together(processes or None, memory_mb or None)
+
+
+def _beyond_the_server(setting: str, value: int, ceiling: int) -> None:
+    logger.warning(
+        "%s (%d) is above what the server's own cgroup and the host allow it (%d): the commands "
+        "can take what the server needs before they meet it",
+        setting,
+        value,
+        ceiling,
+    )
 
 
 def _within(value: int, total: int | None, name: str) -> int:
