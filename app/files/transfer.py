@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import BinaryIO
 
 from app.core.errors import ConflictError, NotFoundError
+from app.files.made_up import made_up_on_read, read_whole
 from app.files.paths import Located, os_error
 from app.sandbox.hidden import HiddenPaths
 
@@ -62,7 +63,8 @@ def open_regular(located: Located) -> tuple[BinaryIO, os.stat_result]:
     """The file a read will send, open, and its stat taken on that descriptor (so its link
     count is the one of the bytes sent, not of whatever the path leads to a moment later); a
     directory or a device/FIFO/socket is refused. Opened without blocking so that a FIFO
-    cannot hold the worker. The caller closes the file."""
+    cannot hold the worker. A file the kernel makes up on read is read first
+    (app/files/made_up.py). The caller closes the file."""
     try:
         fd = os.open(located.resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
@@ -73,6 +75,13 @@ def open_regular(located: Located) -> tuple[BinaryIO, os.stat_result]:
             raise ConflictError(f"{located.path} is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise ConflictError(f"{located.path} is not a regular file")
+        if made_up_on_read(fd):
+            copy, info = read_whole(fd, info, located.path)
+            os.close(fd)
+            fd = copy
+    except OSError as error:
+        os.close(fd)
+        raise os_error(error, located.path) from None
     except BaseException:
         os.close(fd)
         raise

@@ -449,6 +449,29 @@ def test_the_servers_processes_are_never_served_whatever_the_rules(
         assert comm.read() != "renamed"
 
 
+def test_a_file_the_kernel_makes_up_on_read_is_sent_whole_at_its_real_size(
+    alice: httpx.Client, files_rules: Any
+) -> None:
+    """sysfs says 4096 bytes for every attribute and gives the few it has: the download said
+    `Content-Length: 4096`, sent those and cut the connection, recorded as a file that shrank.
+    Its bytes are read first, and their size is the one announced, stat'd and recorded."""
+    files_rules({"outside": "allow"})
+    path = "/sys/class/net/lo/address"
+    real = Path(path).read_bytes()
+    assert os.stat(path).st_size != len(real)  # what this is about
+    read = alice.get("/v1/files", params={"path": path})
+    assert read.status_code == 200, read.text
+    assert read.content == real
+    assert read.headers["content-length"] == str(len(real))
+    stat = alice.get("/v1/files/stat", params={"path": path, "sha256": "true"}).json()
+    assert stat["size"] == len(real), stat
+    assert stat["sha256"] == hashlib.sha256(real).hexdigest()
+    ranged = alice.get("/v1/files", params={"path": path}, headers={"Range": "bytes=0-1"})
+    assert (ranged.status_code, ranged.content) == (206, real[:2])
+    records = alice.get("/v1/files/operations", params={"limit": 3}).json()["data"]
+    assert next(r["state"] for r in records if r["op"] == "read") == "completed", records
+
+
 def test_parents_makes_the_missing_directories(alice: httpx.Client, workspace: Path) -> None:
     made = alice.put(
         "/v1/files", params={"path": "pa/b/c.txt", "parents": "true"}, content=b"deep\n"
