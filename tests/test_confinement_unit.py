@@ -209,10 +209,10 @@ def test_the_servers_ceilings_are_the_tightest_of_its_cgroup_and_those_above(
     )
     assert server_memory_ceiling_mb(memory / "a" / "b", memory, 1, host_mb=24000) == 2048
     assert server_memory_ceiling_mb(memory / "a" / "b", memory, 1, host_mb=1000) == 1000
-    # The reserve: an eighth, at least 64 processes or 256 MB, at most half.
-    assert default_total_processes(4915) == 4915 - 614
-    assert default_total_processes(160) == 96
-    assert default_total_processes(100) == 50
+    # The reserve: an eighth, at least 256 processes or 256 MB, at most half.
+    assert default_total_processes(32768) == 32768 - 4096
+    assert default_total_processes(1024) == 1024 - 256
+    assert default_total_processes(160) == 80
     assert default_total_memory_mb(24000) == 21000
     assert default_total_memory_mb(1024) == 768
     assert default_total_memory_mb(0) is None

@@ -30,9 +30,11 @@ from app.process.kernel_files import read_kernel_file
 logger = logging.getLogger("shellgate.confinement")
 
 # What stays for the server and the rest of the host: an eighth of the ceiling, at least this
-# much (a server under load runs a few dozen threads and its helpers), at most half of it.
+# much, at most half of it. The server's thread pools at their caps are ≈ 125 threads (the
+# execution path's 40, anyio's 40, the database's up to 30, the proxy's resolvers, the log
+# writers, libuv's), besides its helper processes: 256 leaves it room under load.
 RESERVED_SHARE = 8
-RESERVED_PROCESSES = 64
+RESERVED_PROCESSES = 256
 RESERVED_MEMORY_MB = 256
 # cgroup v1 says "no memory limit" with the largest page-aligned counter (2^63 less a page).
 V1_NO_MEMORY_LIMIT = 1 << 62
