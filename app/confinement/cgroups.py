@@ -37,7 +37,7 @@ from app.confinement.units import (
 )
 from app.process import ChildConfinement, ExitStatus, kill_marked_processes, kill_processes
 from app.process.groups import wait_exited
-from app.process.kernel_files import read_kernel_file
+from app.process.kernel_files import keyed_values, read_kernel_file
 
 logger = logging.getLogger("shellgate.confinement")
 
@@ -86,15 +86,6 @@ def _read(path: str | Path) -> str:
     """A small kernel file's text, "" when it cannot be read."""
     data = read_kernel_file(path)
     return "" if data is None else data.decode("ascii", "replace")
-
-
-def _keyed(text: str) -> dict[str, int]:
-    values: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
-            values[parts[0]] = int(parts[1])
-    return values
 
 
 def _pids_in(directory: str) -> list[int]:
@@ -176,19 +167,19 @@ class CgroupUnit(Unit):
     def _memory_killed(self) -> bool:
         if self._memory_events is None:
             return False
-        return _keyed(_read(self._memory_events)).get("oom_kill", 0) > 0
+        return keyed_values(self._memory_events).get("oom_kill", 0) > 0
 
     def _process_limit_hit(self) -> bool:
         if self._pids_events is None:
             return False
-        return _keyed(_read(self._pids_events)).get("max", 0) > 0
+        return keyed_values(self._pids_events).get("max", 0) > 0
 
     def _cpu_seconds_used(self) -> float | None:
         if self.version == 2:
             directory = self._dir("")
             if directory is None:
                 return None
-            usage = _keyed(_read(f"{directory}/cpu.stat")).get("usage_usec")
+            usage = keyed_values(f"{directory}/cpu.stat").get("usage_usec")
             return None if usage is None else usage / 1e6
         directory = self.directories.get("cpuacct")
         if directory is None:
@@ -203,7 +194,7 @@ class CgroupUnit(Unit):
         if self._memory_dir is None:
             return False
         if self.version == 2:
-            return _keyed(_read(f"{self._memory_dir}/memory.events")).get("oom", 0) > 0
+            return keyed_values(f"{self._memory_dir}/memory.events").get("oom", 0) > 0
         limit = self.limits.memory_mb
         peak = _read(f"{self._memory_dir}/memory.max_usage_in_bytes").strip()
         failed = _read(f"{self._memory_dir}/memory.failcnt").strip()

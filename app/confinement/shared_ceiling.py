@@ -10,7 +10,7 @@ never the server's (docs/operations.md#confinement).
 
 The default is what the server may use itself, less a reserve for the server and the host: the
 tightest `pids.max` and memory limit of the server's cgroup and its ancestors, the kernel's pid
-limits and the host's memory.
+limits (and a non-root user's process limit) and the host's memory.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.confinement.limits import MiB
-from app.process.kernel_files import read_kernel_file
+from app.process.kernel_files import keyed_values, read_kernel_file
 
 logger = logging.getLogger("shellgate.confinement")
 
@@ -47,16 +47,6 @@ def _number(path: str | Path) -> int | None:
         return None
     text = data.strip()
     return int(text) if text.isdigit() else None
-
-
-def _keyed_count(path: str | Path, key: str) -> int:
-    """One `key value` line of a cgroup events file (0 when absent)."""
-    data = read_kernel_file(path) or b""
-    for line in data.decode("ascii", "replace").splitlines():
-        name, _, value = line.partition(" ")
-        if name == key and value.strip().isdigit():
-            return int(value)
-    return 0
 
 
 def _upward(directory: Path, mount: Path) -> list[Path]:
@@ -197,11 +187,11 @@ class SharedCeiling:
         if self.version != 2:
             return Counters(memory=0, processes=0)
         processes = (
-            _keyed_count(f"{self._pids_dir}/pids.events.local", "max")
+            keyed_values(f"{self._pids_dir}/pids.events.local").get("max", 0)
             if self.local_fork_events
             else 0
         )
-        memory = _keyed_count(f"{self._memory_dir}/memory.events.local", "oom")
+        memory = keyed_values(f"{self._memory_dir}/memory.events.local").get("oom", 0)
         return Counters(memory=memory, processes=processes)
 
     def processes_now(self) -> float:

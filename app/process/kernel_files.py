@@ -26,3 +26,15 @@ def read_kernel_file(path: str | Path) -> bytes | None:
     finally:
         os.close(fd)
     return b"".join(pieces)
+
+
+def keyed_values(path: str | Path) -> dict[str, int]:
+    """A flat-keyed kernel file (`key value` lines: a cgroup's `memory.events`, `pids.events`,
+    `cpu.stat`) as a dict; empty when it cannot be read."""
+    data = read_kernel_file(path)
+    values: dict[str, int] = {}
+    for line in (data or b"").decode("ascii", "replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            values[parts[0]] = int(parts[1])
+    return values
