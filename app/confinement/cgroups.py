@@ -252,7 +252,7 @@ class CgroupUnit(Unit):
             return self.hit
         return (
             self.check_running()
-            or signal_evidence(self.limits, status)
+            or signal_evidence(self.limits, status, cpu_seconds_used=self._cpu_seconds_used())
             or reported_evidence(self.limits, output_tail)
             or self._shared_fork_evidence(status)
         )

@@ -13,6 +13,9 @@ from app.process import ChildConfinement, ExitStatus, kill_marked_processes, mar
 from app.process.descriptor_limit import inherited_soft_limit
 from app.process.environment import EXECUTION_MARKER
 
+# What a command may have used of its CPU limit outside its cgroup: its process began as a
+# standby shell, whose first steps ran before it joined (milliseconds).
+CPU_MARGIN = 0.1
 # RLIMIT_CPU sends SIGXCPU at the soft limit; a process that ignores it dies of SIGKILL here.
 CPU_HARD_MARGIN = 2
 # Output lines by which a program reports a failed allocation (the rlimit backend's evidence:
@@ -72,14 +75,23 @@ def child_rlimits(
     return wanted
 
 
-def signal_evidence(limits: Limits, status: ExitStatus) -> str | None:
-    """SIGXCPU / SIGXFSZ killed the command (or, through bash's 128+N, its foreground child)."""
+def signal_evidence(
+    limits: Limits, status: ExitStatus, *, cpu_seconds_used: float | None = None
+) -> str | None:
+    """SIGXCPU / SIGXFSZ killed the command (or, through bash's 128+N, its foreground child).
+
+    `cpu_seconds_used`: the execution's CPU time, where the backend reads it from the kernel.
+    An exit status of 152 from a run that used less than its limit is then the command's own
+    (an `exit 152`), not the limit's: no process can reach the limit alone with less."""
 
     def died_of(sig: int) -> bool:
         return status.signal == sig or status.exit_code == 128 + sig
 
-    if limits.cpu_seconds is not None and died_of(signal.SIGXCPU):
-        return cpu_notice(limits.cpu_seconds)
+    cpu_seconds = limits.cpu_seconds
+    if cpu_seconds is not None and died_of(signal.SIGXCPU):
+        could_reach = cpu_seconds_used is None or cpu_seconds_used >= cpu_seconds - CPU_MARGIN
+        if status.signal == signal.SIGXCPU or could_reach:
+            return cpu_notice(cpu_seconds)
     if limits.file_size_mb is not None and died_of(signal.SIGXFSZ):
         return file_size_notice(limits.file_size_mb)
     return None
