@@ -147,6 +147,20 @@ class ExecutionService:
         """`POST /v1/executions`: checks, policy, then run (or hold for approval) and answer.
         `caller_gone` returns once the caller has left (held for approval, it stops waiting
         then: the approved command becomes a job)."""
+        # From its arrival, not only from its spawn on: a stop's drain waits for a call it
+        # accepted before the signal, so a quick command caught by a rolling restart while it
+        # was still being checked or spawned answers 200, not `lost` (docs/operations.md).
+        with contextlib.ExitStack() as on_its_way:
+            on_its_way.enter_context(self._changes.awaiting_command_end())
+            return await self._checked_and_run(principal, request, caller_gone, on_its_way)
+
+    async def _checked_and_run(
+        self,
+        principal: Principal,
+        request: ExecutionCreate,
+        caller_gone: CallerGone | None,
+        on_its_way: contextlib.ExitStack,
+    ) -> Outcome:
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
@@ -190,6 +204,8 @@ class ExecutionService:
                 )
         if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
             draft.shown_cwd, draft.shown_env = cwd, env
+            # Waiting for a person, not for a command: the stop answers it at once (202).
+            on_its_way.close()
             return await self._approval_flow.hold(
                 principal,
                 draft,

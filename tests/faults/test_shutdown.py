@@ -3,6 +3,7 @@ pending approvals, closes viewers with 1012, and exits within SHELLGATE_SHUTDOWN
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
@@ -262,6 +263,48 @@ def test_a_foreground_command_that_ends_within_the_drain_answers_200_not_202(
         assert isinstance(answered, httpx.Response), answered
         assert answered.status_code == 200, answered.text
         assert (answered.json()["state"], answered.json()["output"]) == ("completed", "done\n")
+
+
+def test_a_foreground_call_still_being_spawned_at_the_stop_answers_200_not_lost(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call accepted before the signal whose command was not started yet (its policy checked,
+    its spawn under way: slow under load) is one the drain waits for too. Before, the drain saw
+    no call waiting for a command, the stop went on at once, and the command, started right
+    after, was answered 202 and recorded `lost` though it ran to its end."""
+    settings = make_settings(tmp_path, database, shutdown_grace=300, shutdown_drain=30)
+    app = create_app(settings)
+    headers = {"Authorization": f"Bearer {AGENT}"}
+    spawning, go = threading.Event(), threading.Event()
+    with (
+        _serve_app(app) as base_url,
+        httpx.Client(base_url=base_url, headers=headers, timeout=60) as client,
+    ):
+        # The seam: the real spawn, held at its start until the test has begun the stop.
+        launcher = app.state.services.executions._launcher
+        spawn = launcher._spawn
+
+        async def held_spawn(*args: Any, **kwargs: Any) -> Any:
+            spawning.set()
+            await asyncio.to_thread(go.wait, 60)
+            return await spawn(*args, **kwargs)
+
+        monkeypatch.setattr(launcher, "_spawn", held_spawn)
+        results: dict[str, Any] = {}
+        call = _in_thread(
+            results, "call", lambda: client.post("/v1/executions", json={"command": "echo ran"})
+        )
+        _until(spawning.is_set, 30, "the spawn to begin")
+        app.state.stop_signal.fire()
+        _until(lambda: client.get("/readyz").status_code == 503, 30, "the stop")
+        go.set()
+        call.join(60)
+        answered = results["call"]
+        assert isinstance(answered, httpx.Response), answered
+        assert answered.status_code == 200, answered.text
+        assert (answered.json()["state"], answered.json()["output"]) == ("completed", "ran\n")
+        record = client.get(f"/v1/executions/{answered.json()['id']}").json()
+        assert record["state"] == "completed", record
 
 
 def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proof_command(
