@@ -25,7 +25,7 @@ from app.core.config import Settings
 from app.process import StandbyGone, StandbyShell, ulimit_steps
 from app.process.helper_children import process_stopped
 from app.process.signal_defaults import WRAPPER_IGNORED
-from app.process.standby import STANDBY_SCRIPT
+from app.process.standby import POSIX_SHELL, SANDBOX_ENTRY_SCRIPT, STANDBY_SCRIPT
 from app.sandbox import Sandbox
 from tests.waiting import eventually
 
@@ -178,10 +178,22 @@ def test_a_dismissed_standby_is_reaped_with_its_pipes_closed(tmp_path: Path) -> 
     assert shell.popen.stdout is not None and shell.popen.stdout.closed
 
 
-def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(tmp_path: Path) -> None:
-    shell = StandbyShell("/bin/bash", (str(tmp_path / "no-such-cgroup" / "cgroup.procs"),))
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
+def test_joining_a_cgroup_that_cannot_be_joined_ends_the_standby(
+    tmp_path: Path, sandboxed: bool
+) -> None:
+    """Sandboxed, the first stage (POSIX sh) joins the cgroups: a failure ends it with 126
+    before bwrap runs, as the plain standby's bash does."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path
+    )
+    prefix = Sandbox(settings).standby_prefix() if sandboxed else None
+    cgroup_procs = str(tmp_path / "no-such-cgroup" / "cgroup.procs")
+    shell = StandbyShell("/bin/bash", (cgroup_procs,), sandbox=prefix)
     try:
         assert shell.popen.wait(timeout=10) == 126
+        assert shell.popen.stderr is not None
+        assert cgroup_procs.encode() in shell.popen.stderr.read()
         with pytest.raises(StandbyGone):
             shell.claim(["/bin/true"], "/", {}, ":")
     finally:
@@ -294,8 +306,8 @@ def signals_ignored(pid: int) -> set[str]:
 def test_a_sandboxed_standby_execs_bwrap_itself_with_bwraps_signals_ignored(
     tmp_path: Path,
 ) -> None:
-    """The standby shell ignores bwrap's terminating signals with its own `trap ''` and execs
-    bwrap: no `env --ignore-signal` program started per standby (bench/PROFILE.md), and bwrap
+    """The standby's first stage ignores bwrap's terminating signals with its own `trap ''` and
+    execs bwrap: no `env --ignore-signal` program started per standby (bench/PROFILE.md), and bwrap
     still outlives a TERM to the group, its command starting with none ignored."""
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path
@@ -304,6 +316,8 @@ def test_a_sandboxed_standby_execs_bwrap_itself_with_bwraps_signals_ignored(
     assert prefix is not None
     assert prefix[0] == settings.sandbox_bwrap  # bwrap itself, nothing exec'd before it
     shell = StandbyShell("/bin/bash", (), sandbox=prefix)
+    # The first stage is POSIX sh, cheaper to start than bash (bench/PROFILE.md).
+    assert shell.popen.args[:2] == [POSIX_SHELL, str(SANDBOX_ENTRY_SCRIPT)]  # type: ignore[index]
     try:
         # The standby's own process is bwrap once it said `J` (its sandbox is built).
         exe = eventually(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import select
 import subprocess
@@ -33,6 +34,11 @@ __all__ = ["ENV_PROGRAM", "MEMORY_FILES", "STANDBY_SCRIPT", "StandbyGone", "Stan
 # standby.sh execs the command with ENV_PROGRAM (`env -i`: the exact environment, nothing of
 # bash's).
 STANDBY_SCRIPT = Path(__file__).parent / "standby.sh"
+# A sandboxed standby's first stage, in POSIX sh (it joins the cgroups and enters the sandbox).
+SANDBOX_ENTRY_SCRIPT = Path(__file__).parent / "standby_enter.sh"
+# The POSIX shell that runs it: where /bin/sh is bash, the entry costs what bash costs; where
+# there is none, the server's shell runs it.
+POSIX_SHELL = "/bin/sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 # How often a claim waiting for the shell's exec looks whether the shell was stopped.
 _STOPPED_CHECK_MS = 100
@@ -47,6 +53,11 @@ def _pwrite_all(fd: int, data: bytes) -> None:
     view, position = memoryview(data), 0
     while view[position:]:
         position += os.pwrite(fd, view[position:], position)
+
+
+@functools.cache
+def _standby_text() -> str:
+    return STANDBY_SCRIPT.read_text()
 
 
 class StandbyGone(Exception):
@@ -66,9 +77,10 @@ class StandbyShell:
         sandbox: list[str] | None = None,
     ) -> None:
         """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/, bwrap's
-        own, ending with its `--`). The shell execs it with WRAPPER_IGNORED ignored (its own
-        `trap ''`: no `env --ignore-signal` exec per standby), and its command then starts
-        with every signal at its default whatever `env_resets_signals` says."""
+        own, ending with its `--`), entered by `standby_enter.sh` in POSIX sh: it joins the
+        cgroups and execs the sandbox with WRAPPER_IGNORED ignored (its own `trap ''`: no `env
+        --ignore-signal` exec per standby); the command then starts with every signal at its
+        default whatever `env_resets_signals` says."""
         # The spec travels in a memory file the shell inherits, not a file in the data
         # directory: a file made and removed per command cost this VM's ext4 (no journal) a
         # scan of every recently freed inode at each later create (bench/PROFILE.md).
@@ -77,25 +89,31 @@ class StandbyShell:
             os.memfd_create("shellgate-standby-file", os.MFD_CLOEXEC) for _ in range(MEMORY_FILES)
         )
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
+        standby = [
+            str(status_write),
+            "reset" if sandbox or env_resets_signals() else "keep",
+            str(self._spec),
+            " ".join(map(str, self.memory_files)),
+        ]
+        environment = {"__SHELLGATE_CGROUPS": "\n".join(cgroup_procs), "PATH": os.defpath}
+        if sandbox:
+            # Inside, the standby shell runs its script's text: the script's path may be out
+            # of the sandbox's sight (under /tmp).
+            argv = [
+                POSIX_SHELL if os.access(POSIX_SHELL, os.X_OK) else shell,
+                str(SANDBOX_ENTRY_SCRIPT),
+                *sandbox,
+                *(shell, "--noprofile", "--norc", "-c", _standby_text(), str(STANDBY_SCRIPT)),
+                *standby,
+            ]
+            environment["__SHELLGATE_IGNORE"] = " ".join(WRAPPER_IGNORED)
+        else:
+            argv = [shell, "--noprofile", "--norc", str(STANDBY_SCRIPT), *standby]
         try:
             self.popen: subprocess.Popen[bytes] = subprocess.Popen(
-                [
-                    shell,
-                    "--noprofile",
-                    "--norc",
-                    str(STANDBY_SCRIPT),
-                    str(status_write),
-                    "reset" if sandbox or env_resets_signals() else "keep",
-                    str(self._spec),
-                    " ".join(map(str, self.memory_files)),
-                    *(sandbox or ()),
-                ],
+                argv,
                 cwd="/",
-                env={
-                    "__SHELLGATE_CGROUPS": "\n".join(cgroup_procs),
-                    "__SHELLGATE_IGNORE": " ".join(WRAPPER_IGNORED),
-                    "PATH": os.defpath,
-                },
+                env=environment,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -3,12 +3,10 @@
 # cgroups now, while nobody waits for it, then waits for a spec and execs the command in
 # place, so the command starts inside its cgroups without being moved there.
 #
-#   bash --noprofile --norc standby.sh STATUS_FD reset|keep SPEC_FD FILE_FDS [SANDBOX...]
+#   bash --noprofile --norc standby.sh STATUS_FD reset|keep SPEC_FD FILE_FDS
 #
-# SANDBOX: the argv of a sandbox (ending with bwrap's `--`) that the shell enters once in its
-# cgroups, before it says `J`: its command then starts inside a sandbox already built. The
-# shell execs it with the signals of __SHELLGATE_IGNORE ignored (bwrap must outlive a TERM to
-# the group: app/sandbox/bwrap.py), which its own `trap ''` does without an `env` exec.
+# In a sandbox, standby_enter.sh joins the cgroups and enters the sandbox first, then runs this
+# script's text (its path may be out of the sandbox's sight, under /tmp) with the same arguments.
 # `reset`: the command starts with every signal at its default (`env --default-signal`), not
 # with what the server inherited ignored (app/process/signal_defaults.py).
 # stdin: one line once the spec is in SPEC_FD, or EOF when the standby is dismissed.
@@ -30,20 +28,6 @@ for cgroup_procs in ${__SHELLGATE_CGROUPS-}; do
 done
 set +f
 unset -v IFS __SHELLGATE_CGROUPS cgroup_procs
-ignore=${__SHELLGATE_IGNORE-}
-unset -v __SHELLGATE_IGNORE
-if (($# > 4)); then
-  # Inside the cgroups now: the rest is the sandbox to wait in (app/sandbox/bwrap.py), and
-  # this script again, in there, which says `J` once the sandbox is built.
-  # Its text, not its path: the path may be out of the sandbox's sight (under /tmp).
-  IFS= read -r -d '' script <"$0"
-  if [[ -n $ignore ]]; then
-    # shellcheck disable=SC2086 # signal names, split on purpose
-    trap '' $ignore
-  fi
-  exec "${@:5}" "$BASH" --noprofile --norc -c "$script" "$0" "$1" "$2" "$3" "$4"
-fi
-unset -v ignore
 echo J >&"$status_fd"
 
 IFS= read -r _ || exit 0

@@ -117,8 +117,8 @@ class Sandbox:
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its
         command then starts with nothing to build); None when the sandbox is off. bwrap's
-        own argv: the standby shell ignores bwrap's signals itself before it execs it
-        (app/process/standby.sh), one exec fewer than `env --ignore-signal`."""
+        own argv: the standby's first stage ignores bwrap's signals itself before it execs it
+        (app/process/standby_enter.sh), one exec fewer than `env --ignore-signal`."""
         return self.standby_sandbox()[1]
 
     def standby_sandbox(self) -> tuple[Hashable, list[str] | None]:
