@@ -4,6 +4,7 @@ whose base cgroups were removed from outside (on the cgroup hierarchies this mac
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from app.confinement import (
 )
 from app.confinement.cgroups import CgroupBackend, _pids_in
 from app.confinement.shared_ceiling import (
+    SharedCeiling,
     default_total_memory_mb,
     default_total_processes,
     server_memory_ceiling_mb,
@@ -246,6 +248,60 @@ def test_a_total_above_the_servers_own_ceiling_is_kept_and_warned_about(
         ]
     finally:
         confinement.close()
+
+
+@pytest.mark.parametrize(
+    ("totals", "refused"),
+    [
+        ({"total_processes": 100}, "SHELLGATE_LIMIT_TOTAL_PROCESSES needs"),
+        ({"total_memory_mb": 500}, "SHELLGATE_LIMIT_TOTAL_MEMORY_MB needs"),
+        (
+            {"total_processes": 100, "total_memory_mb": 500},
+            "SHELLGATE_LIMIT_TOTAL_PROCESSES and SHELLGATE_LIMIT_TOTAL_MEMORY_MB need",
+        ),
+        ({"total_processes": 0, "total_memory_mb": 0}, None),
+        ({}, None),
+    ],
+)
+def test_a_total_the_operator_set_fails_a_start_without_cgroups(
+    tmp_path: Path, totals: dict[str, int], refused: str | None
+) -> None:
+    """Only a cgroup folder holds all commands: under `rlimit` a set total cannot hold, and the
+    start fails saying so rather than run without it; a derived or disabled one is no error."""
+    build = functools.partial(
+        build_confinement,
+        tmp_path,
+        "rlimit",
+        memory_mb=None,
+        processes=512,
+        cpu_seconds=0,
+        file_size_mb=0,
+        open_files=0,
+        **totals,
+    )
+    if refused is None:
+        confinement = build()
+        assert confinement.totals == Limits()
+        confinement.close()
+        return
+    with pytest.raises(OSError, match=refused + r" a cgroup backend .* confinement is rlimit"):
+        build()
+
+
+@pytest.mark.parametrize("set_by_the_operator", [False, True])
+def test_a_total_the_kernel_will_not_take_fails_the_start_only_when_it_was_set(
+    tmp_path: Path, set_by_the_operator: bool
+) -> None:
+    """A base whose limit file cannot be written (here: none there) leaves a derived total off,
+    reported as none; a total the operator set makes it an error naming the setting."""
+    shared = SharedCeiling({"pids": str(tmp_path / "absent")}, 1, processes=100, memory_mb=None)
+    required = ["SHELLGATE_LIMIT_TOTAL_PROCESSES"] if set_by_the_operator else []
+    if set_by_the_operator:
+        with pytest.raises(OSError, match="SHELLGATE_LIMIT_TOTAL_PROCESSES is set but cannot be"):
+            shared.apply(required=required)
+    else:
+        shared.apply(required=required)
+        assert shared.processes is None
 
 
 def _kernel_pid_limits() -> list[int]:

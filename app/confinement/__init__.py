@@ -32,6 +32,8 @@ from app.confinement.choice import Choice, choose_backend
 from app.confinement.limits import Limits, host_memory_mb, resolve_limits
 from app.confinement.monitor import Monitor
 from app.confinement.shared_ceiling import (
+    MEMORY_SETTING,
+    PROCESSES_SETTING,
     SharedCeiling,
     default_total_memory_mb,
     default_total_processes,
@@ -50,6 +52,7 @@ __all__ = [
     "choose_backend",
     "instance_name",
     "own_cgroups",
+    "require_shared_limits",
     "resolve_limits",
 ]
 
@@ -192,6 +195,7 @@ def build_confinement(
             "removed %d cgroups an earlier server left (their processes killed)", removed
         )
     totals = Limits()
+    require_shared_limits(backend, total_processes, total_memory_mb)
     if isinstance(backend, CgroupBackend):
         # After the sweep: a predecessor's commands still in the folder could hold more than
         # the limit, which the kernel then refuses to set.
@@ -225,16 +229,38 @@ def _limit_together(
     backend: CgroupBackend, processes: int | None, memory_mb: int | None
 ) -> SharedCeiling:
     """The base cgroups' limits: as set (0: none), or derived from the server's own."""
+    set_totals = (processes, memory_mb)
     process_ceiling, memory_ceiling_mb = backend.server_ceilings(host_memory_mb())
     if processes is None:
         processes = default_total_processes(process_ceiling)
     elif processes > process_ceiling:
-        _beyond_the_server("SHELLGATE_LIMIT_TOTAL_PROCESSES", processes, process_ceiling)
+        _beyond_the_server(PROCESSES_SETTING, processes, process_ceiling)
     if memory_mb is None:
         memory_mb = default_total_memory_mb(memory_ceiling_mb)
     elif memory_ceiling_mb and memory_mb > memory_ceiling_mb:
-        _beyond_the_server("SHELLGATE_LIMIT_TOTAL_MEMORY_MB", memory_mb, memory_ceiling_mb)
-    return backend.limit_together(processes or None, memory_mb or None)
+        _beyond_the_server(MEMORY_SETTING, memory_mb, memory_ceiling_mb)
+    return backend.limit_together(
+        processes or None, memory_mb or None, required=_set_by_the_operator(set_totals)
+    )
+
+
+def _set_by_the_operator(totals: tuple[int | None, int | None]) -> list[str]:
+    """The settings of the totals given a limit (not derived: None; not turned off: 0)."""
+    names = (PROCESSES_SETTING, MEMORY_SETTING)
+    return [name for name, value in zip(names, totals, strict=True) if value]
+
+
+def require_shared_limits(backend: Backend, processes: int | None, memory_mb: int | None) -> None:
+    """An OSError when the operator set a total (`SHELLGATE_LIMIT_TOTAL_*`) that `backend`
+    cannot hold: without a cgroup no folder holds all commands, and the start fails rather
+    than run without the limit it was asked for."""
+    asked = _set_by_the_operator((processes, memory_mb))
+    if asked and not isinstance(backend, CgroupBackend):
+        raise OSError(
+            f"{' and '.join(asked)} {'needs' if len(asked) == 1 else 'need'} a cgroup backend "
+            f"(cgroup1 or cgroup2), and confinement is {backend.name}: all commands together "
+            "are limited through the cgroup folder that holds theirs"
+        )
 
 
 def _beyond_the_server(setting: str, value: int, ceiling: int) -> None:

@@ -9,7 +9,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from app.confinement.limits import (
@@ -386,10 +386,13 @@ class CgroupBackend(Backend):
             server_memory_ceiling_mb(memory_dir, memory_mount, self.version, host_mb),
         )
 
-    def limit_together(self, processes: int | None, memory_mb: int | None) -> SharedCeiling:
-        """Cap all units together (the base cgroups) at these limits (None: none)."""
+    def limit_together(
+        self, processes: int | None, memory_mb: int | None, *, required: Collection[str] = ()
+    ) -> SharedCeiling:
+        """Cap all units together (the base cgroups) at these limits (None: none); `required`:
+        the settings the operator set, which must hold (`SharedCeiling.apply`)."""
         self.shared = SharedCeiling(self._base_names, self.version, processes, memory_mb)
-        self.shared.apply()
+        self.shared.apply(required=required)
         return self.shared
 
     def open_unit(self, execution_id: str, limits: Limits) -> Unit:

@@ -20,7 +20,7 @@ import logging
 import math
 import os
 import resource
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,9 @@ from app.confinement.limits import MiB
 from app.process.kernel_files import keyed_values, read_kernel_file
 
 logger = logging.getLogger("shellgate.confinement")
+
+PROCESSES_SETTING = "SHELLGATE_LIMIT_TOTAL_PROCESSES"
+MEMORY_SETTING = "SHELLGATE_LIMIT_TOTAL_MEMORY_MB"
 
 # What stays for the server and the rest of the host: an eighth of the ceiling, at least this
 # much, at most half of it. The server's thread pools at their caps are ≈ 125 threads (the
@@ -142,12 +145,18 @@ class SharedCeiling:
             f"{self._pids_dir}/pids.events.local"
         )
 
-    def apply(self) -> None:
-        """Write the limits into the base cgroups at start; a limit that cannot be written is
-        logged and reported as none (`GET /v1/info`)."""
-        if self.processes is not None and not self._try(self._write_processes):
+    def apply(self, *, required: Collection[str] = ()) -> None:
+        """Write the limits into the base cgroups at start. A limit derived by the server that
+        cannot be written is logged and reported as none (`GET /v1/info`); one the operator set
+        (its setting's name in `required`) is an OSError: the start fails rather than run
+        without the limit it was asked for."""
+        if self.processes is not None and not self._try(
+            self._write_processes, PROCESSES_SETTING, required
+        ):
             self.processes = None
-        if self.memory_mb is not None and not self._try(self._write_memory):
+        if self.memory_mb is not None and not self._try(
+            self._write_memory, MEMORY_SETTING, required
+        ):
             self.memory_mb = None
 
     def apply_to(self, base: str) -> None:
@@ -170,10 +179,14 @@ class SharedCeiling:
             _write_file(f"{self._memory_dir}/{swap}", "0" if self.version == 2 else value)
 
     @staticmethod
-    def _try(write: Callable[[], None]) -> bool:
+    def _try(write: Callable[[], None], setting: str, required: Collection[str]) -> bool:
         try:
             write()
         except OSError as error:
+            if setting in required:
+                raise OSError(
+                    error.errno, f"{setting} is set but cannot be applied: {error}"
+                ) from error
             logger.warning(
                 "could not limit all commands together: %s; only each execution's own limits apply",
                 error,

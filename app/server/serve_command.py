@@ -30,7 +30,7 @@ def fail(message: str, status: int) -> NoReturn:
 
 def serve(host: str | None = None, port: int | None = None) -> None:
     """Apply migrations and serve the API (uvicorn)."""
-    from app.confinement import choose_backend
+    from app.confinement import choose_backend, require_shared_limits
     from app.governance.service import PolicyFileError, read_policy_file
     from app.observability.logs import configure_logging
 
@@ -44,9 +44,12 @@ def serve(host: str | None = None, port: int | None = None) -> None:
         if settings.policy_file is not None:
             # Fail before uvicorn starts, with the file's problem and no traceback.
             read_policy_file(settings.policy_file)
-        if settings.confinement != "auto":
-            # A backend asked for by name must exist here: say why not, with no traceback.
-            choose_backend(settings.data_dir, settings.confinement)
+        totals = (settings.limit_total_processes, settings.limit_total_memory_mb)
+        if settings.confinement != "auto" or any(totals):
+            # A backend asked for by name must exist here, and one that can hold the totals
+            # the operator set: say why not, with no traceback.
+            choice = choose_backend(settings.data_dir, settings.confinement)
+            require_shared_limits(choice.backend, *totals)
     except ValidationError as error:
         # Never str(error): pydantic's text echoes the input, a token secret included.
         fail(describe_settings_error(error), EXIT_USAGE)

@@ -439,3 +439,25 @@ def test_a_backend_asked_for_by_name_that_is_missing_stops_serve_with_one_line(
     assert done.returncode == 2
     assert done.stderr.decode().startswith(f"shellgate: confinement {missing[0]}: ")
     assert done.stderr.decode().count("\n") == 1
+
+
+def test_a_total_set_where_no_cgroup_holds_the_commands_stops_serve_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """`SHELLGATE_LIMIT_TOTAL_PROCESSES` under `rlimit` cannot hold: the start fails, saying
+    so, rather than serve without the limit the operator asked for."""
+    env = {
+        **os.environ,
+        "SHELLGATE_CONFINEMENT": "rlimit",
+        "SHELLGATE_LIMIT_TOTAL_PROCESSES": "100",
+        "SHELLGATE_DATA_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "serve"], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith(
+        "shellgate: SHELLGATE_LIMIT_TOTAL_PROCESSES needs a cgroup backend (cgroup1 or cgroup2), "
+        "and confinement is rlimit"
+    )
+    assert done.stderr.decode().count("\n") == 1
