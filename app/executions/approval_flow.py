@@ -5,6 +5,7 @@ after a restart (the draft is stored with the record)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -129,6 +130,7 @@ class ApprovalFlow:
             # automated approver on the stream) finds the caller still holding on.
             caller = _Caller(asyncio.get_running_loop().create_future())
             self._waiters[execution_id] = caller
+        on_its_way = contextlib.ExitStack()
         try:
             await self._request(owner, draft, reason, execution_id)
             if caller is None:
@@ -151,6 +153,10 @@ class ApprovalFlow:
                 self._adopt_when_started(caller)
                 return Outcome(202, await self._reader.get(owner, execution_id))
             launch = await caller.answer
+            if launch is not None:
+                # Counted for a stop's drain by this call itself from now, before the count
+                # the decision kept while it started the command is let go (`settled`).
+                on_its_way.enter_context(self._changes.awaiting_command_end())
         except asyncio.CancelledError:
             if caller is not None:
                 caller.here = False
@@ -158,11 +164,14 @@ class ApprovalFlow:
                     self._adopt_when_started(caller)
             raise
         finally:
-            if caller is not None and self._waiters.get(execution_id) is caller:
-                self._waiters.pop(execution_id, None)
-        if launch is None:
-            return Outcome(200, await self._reader.get(owner, execution_id))
-        return await self._answers.answer(launch)
+            if caller is not None:
+                caller.release_count()
+                if self._waiters.get(execution_id) is caller:
+                    self._waiters.pop(execution_id, None)
+        with on_its_way:
+            if launch is None:
+                return Outcome(200, await self._reader.get(owner, execution_id))
+            return await self._answers.answer(launch)
 
     def _adopt_when_started(self, caller: _Caller) -> None:
         """The caller left after a decision took it. The decision read the caller's presence
@@ -340,6 +349,9 @@ class ApprovalFlow:
             return
         done = self._settling[approval.execution_id] = asyncio.Event()
         waiter = self._waiters.pop(approval.execution_id, None)
+        # A caller holds on for this decision: a stop's drain waits for what the decision
+        # starts, as for any foreground call, from now until the caller counts itself (`hold`).
+        counted = self._changes.command_wait() if waiter is not None and waiter.here else None
         launch: Launch | None = None
         failure: Exception | None = None
         try:
@@ -355,10 +367,15 @@ class ApprovalFlow:
             done.set()
             # A caller holding its request open always gets an answer, whatever happened.
             if waiter is not None and not waiter.answer.done():
+                if counted is not None:
+                    waiter.hand_count(counted)
+                    counted = None
                 if failure is not None:
                     waiter.answer.set_exception(failure)
                 else:
                     waiter.answer.set_result(launch)
+            if counted is not None:
+                counted()
 
     async def _start_or_reject(
         self, approval: Approval, *, caller_waiting: Callable[[], bool]
@@ -451,6 +468,23 @@ class _Caller:
     answer: asyncio.Future[Launch | None]
     here: bool = True  # False from the moment it is known to have left
     adopted: bool = False  # what the decision starts is looked after without it
+    # The drain's count of this call while its decision started the command (`settled`),
+    # let go by the caller once it counts itself; `finished`: it no longer takes one.
+    count: Callable[[], None] | None = None
+    finished: bool = False
+
+    def hand_count(self, release: Callable[[], None]) -> None:
+        """Takes the decision's count of this call, or lets it go if the caller is done."""
+        if self.finished:
+            release()
+        else:
+            self.count = release
+
+    def release_count(self) -> None:
+        self.finished = True
+        if self.count is not None:
+            self.count()
+            self.count = None
 
     def is_here(self) -> bool:
         return self.here

@@ -84,14 +84,31 @@ class StateChanges:
     @contextlib.contextmanager
     def awaiting_command_end(self) -> Iterator[None]:
         """Marks a foreground call waiting for its command's end, for the drain."""
-        self._command_waits += 1
-        self._no_command_waits.clear()
+        release = self.command_wait()
         try:
             yield
         finally:
+            release()
+
+    def command_wait(self) -> Callable[[], None]:
+        """Counts a foreground call on its way to its command's end, for the drain, until the
+        returned function is called (once; later calls do nothing). A count handed from one
+        task to another is let go only after the other counts itself: an `asyncio.Event` set
+        even for a moment wakes the drain, which then ends however soon it is cleared."""
+        self._command_waits += 1
+        self._no_command_waits.clear()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
             self._command_waits -= 1
             if self._command_waits == 0:
                 self._no_command_waits.set()
+
+        return release
 
     def refuse_new_work(self) -> None:
         """The stop's first step, at once: new work is refused from now on (`refusing`)."""

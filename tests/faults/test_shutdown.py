@@ -307,6 +307,68 @@ def test_a_foreground_call_still_being_spawned_at_the_stop_answers_200_not_lost(
         assert record["state"] == "completed", record
 
 
+def test_a_command_approved_just_before_the_stop_answers_its_waiting_caller_200(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision starts the command in the approver's request, then hands it to the caller
+    holding on: the drain counts that call through the spawn and the hand-over, so a command
+    approved as the stop begins answers 200 rather than 202 and `lost`."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    settings = make_settings(
+        tmp_path, database, shutdown_grace=300, shutdown_drain=30, policy_file=policy
+    )
+    app = create_app(settings)
+    spawning, go = threading.Event(), threading.Event()
+    with (
+        _serve_app(app) as base_url,
+        httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {AGENT}"}, timeout=60
+        ) as client,
+        httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {APPROVER}"}, timeout=60
+        ) as approver,
+    ):
+        launcher = app.state.services.executions._launcher
+        spawn = launcher._spawn
+
+        async def held_spawn(*args: Any, **kwargs: Any) -> Any:
+            spawning.set()
+            await asyncio.to_thread(go.wait, 60)
+            return await spawn(*args, **kwargs)
+
+        monkeypatch.setattr(launcher, "_spawn", held_spawn)
+        results: dict[str, Any] = {}
+        call = _in_thread(
+            results,
+            "call",
+            lambda: client.post("/v1/executions", json={"command": "echo needs-approval"}),
+        )
+
+        def pending() -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = approver.get(
+                "/v1/approvals", params={"state": "pending"}
+            ).json()["data"]
+            return found
+
+        _until(pending, 30, "the approval")
+        approval_id = pending()[0]["id"]
+        decision = _in_thread(
+            results, "decision", lambda: approver.post(f"/v1/approvals/{approval_id}/approve")
+        )
+        _until(spawning.is_set, 30, "the approved command's spawn to begin")
+        app.state.stop_signal.fire()
+        _until(lambda: client.get("/readyz").status_code == 503, 30, "the stop")
+        go.set()
+        call.join(60)
+        decision.join(60)
+        answered = results["call"]
+        assert isinstance(answered, httpx.Response), answered
+        assert answered.status_code == 200, answered.text
+        body = answered.json()
+        assert (body["state"], body["output"]) == ("completed", "needs-approval\n")
+
+
 def test_sigint_exits_within_the_grace_despite_a_stalled_request_and_a_term_proof_command(
     tmp_path: Path, database: ServerDatabase
 ) -> None:
