@@ -23,10 +23,12 @@ from app.confinement.cgroups import CgroupBackend
 from app.confinement.standby import SpawnAhead
 from app.core.config import Settings
 from app.process import StandbyGone, StandbyShell, ulimit_steps
+from app.process.exit_witness import wait_status
 from app.process.helper_children import process_stopped
 from app.process.signal_defaults import WRAPPER_IGNORED
 from app.process.standby import POSIX_SHELL, SANDBOX_ENTRY_SCRIPT, STANDBY_SCRIPT
 from app.sandbox import Sandbox
+from tests.pidfd_exit import kernel_keeps_exit_status
 from tests.waiting import eventually
 
 
@@ -335,6 +337,40 @@ def test_a_sandboxed_standby_execs_bwrap_itself_with_bwraps_signals_ignored(
     finally:
         shell.dismiss()
     assert (code, out.split(), err) == (0, [b"SigIgn:", b"0000000000000000"], b"")
+
+
+@pytest.mark.parametrize(
+    ("command", "bwraps_status", "the_commands"),
+    [("kill -SEGV $$", 139, -signal.SIGSEGV), ("exit 139", 139, 139), ("echo hi", 0, 0)],
+)
+def test_a_sandboxed_standby_witnesses_how_its_command_really_ended(
+    tmp_path: Path, command: str, bwraps_status: int, the_commands: int
+) -> None:
+    """bwrap passes its command's end on as an exit status; the witness (a pidfd of the
+    shell that becomes the command) says whether that was a signal."""
+    if not kernel_keeps_exit_status():
+        pytest.skip("this kernel keeps no exit status on a pidfd (before Linux 6.15)")
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path
+    )
+    shell = StandbyShell("/bin/bash", (), sandbox=Sandbox(settings).standby_prefix())
+    try:
+        # Built: bwrap, its init and the waiting shell, each the other's only child.
+        eventually(
+            lambda: os.readlink(f"/proc/{shell.pid}/exe").endswith("bwrap") or None,
+            what="the standby's sandbox",
+            within=15,
+        )
+        shell.claim(["/bin/bash", "-c", command], str(tmp_path), {}, ":")
+        witness = shell.take_witness()
+        assert witness is not None
+        code, _, _ = finish(shell)
+        status = wait_status(witness)
+        os.close(witness)
+    finally:
+        shell.dismiss()
+    assert code == bwraps_status
+    assert status is not None and os.waitstatus_to_exitcode(status) == the_commands
 
 
 def test_a_standby_is_taken_only_while_its_sandboxs_key_holds(tmp_path: Path) -> None:

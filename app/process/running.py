@@ -38,6 +38,7 @@ from typing import IO
 from ptyprocess import PtyProcess
 
 from app.process.confine_hooks import _bash_confinement_env, _child_setup, ulimit_steps
+from app.process.exit_witness import wait_status
 from app.process.groups import group_exists, process_start_ticks, signal_group
 from app.process.loop_read import LoopReader
 from app.process.priority import lower_group_priority, nice_prefix
@@ -110,6 +111,9 @@ class RunningProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         self._streams: dict[int, OutputStream] = {}
         self._pipes: dict[int, IO[bytes]] = {}  # the pipes' file objects, closed at their EOF
+        # A pidfd of the command where it is not the leader's own process (sandboxed in a
+        # standby): how it ended, which bwrap passes on only as an exit status.
+        self._witness: int | None = None
         if spec.pty:
             self._pty = PtyProcess.spawn(
                 spec.argv,
@@ -123,6 +127,7 @@ class RunningProcess:
         else:
             if standby is not None:
                 self._popen = _claim(standby, spec)
+                self._witness = standby.take_witness()
             else:
                 self._popen = _spawn_with_pipes(spec)
             assert self._popen.stdout is not None and self._popen.stderr is not None
@@ -140,7 +145,12 @@ class RunningProcess:
         if standby is None:  # a standby was lowered when it was started
             lower_group_priority(self.pid, spec.nice)
         self.start_ticks = process_start_ticks(self.pid)
-        self._pidfd = os.pidfd_open(self.pid)
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            if self._witness is not None:  # not left open for a process nobody will reap here
+                os.close(self._witness)
+            raise
         self._status: ExitStatus | None = None
         self._ended = False
         self._timer: asyncio.Handle | None = None
@@ -329,6 +339,12 @@ class RunningProcess:
             with contextlib.suppress(ValueError):
                 signal_group(self.pgid, signal.SIGKILL)
         _, raw_status = os.waitpid(self.pid, 0)  # exited: does not block
+        if self._witness is not None:
+            witnessed = wait_status(self._witness)
+            os.close(self._witness)
+            self._witness = None
+            if witnessed is not None:
+                raw_status = witnessed
         code = os.waitstatus_to_exitcode(raw_status)
         if code < 0:
             # Bash convention: killed by signal N reads as 128+N.

@@ -25,6 +25,7 @@ import select
 import subprocess
 from pathlib import Path
 
+from app.process.exit_witness import only_child, open_pidfd
 from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, WRAPPER_IGNORED, env_resets_signals
@@ -129,6 +130,9 @@ class StandbyShell:
         finally:
             os.close(status_write)
         self._status = status_read
+        self._sandboxed = bool(sandbox)
+        # A pidfd of the process that becomes the command, when sandboxed (`take_witness`).
+        self._witness: int | None = None
         lower_priority(self.popen.pid, nice)  # waiting: nothing forked yet
 
     @property
@@ -169,12 +173,19 @@ class StandbyShell:
                 _pwrite_all(self._spec, b"".join(os.fsencode(field) + b"\0" for field in fields))
             except OSError as error:  # no memory for it: the usual spawn
                 raise StandbyGone() from error
+            joined = b""
+            if self._sandboxed:
+                # Its sandbox built, the shell inside waits: the process the command will be.
+                joined = self._read_status(first_only=True)
+                if joined != b"J":
+                    raise StandbyGone()  # it ended before that
+                self._witness = self._open_witness()
             try:
                 self.popen.stdin.write(b"\n")
                 self.popen.stdin.close()
             except BrokenPipeError as error:
                 raise StandbyGone() from error
-            status = self._read_status()
+            status = joined + self._read_status()
         finally:
             self._close_spec()
         if not status.startswith(b"J"):
@@ -193,6 +204,21 @@ class StandbyShell:
         code = _FAILED_STEPS.get(step, errno.EINVAL)
         raise OSError(code, os.strerror(code))
 
+    def _open_witness(self) -> int | None:
+        """A pidfd of the shell waiting inside the sandbox, which execs the command in place:
+        bwrap (this standby's pid) → its init → that shell, each the only child of the one
+        before while it waits. None where it cannot be found (the sandbox still being built)."""
+        init = only_child(self.pid)
+        shell = only_child(init) if init is not None else None
+        return open_pidfd(shell) if shell is not None else None
+
+    def take_witness(self) -> int | None:
+        """The pidfd of the command's own process, now the caller's to close (None when the
+        standby was not sandboxed or it could not be opened): `exit_witness.wait_status`
+        tells how the command ended where bwrap would only pass it on as an exit status."""
+        witness, self._witness = self._witness, None
+        return witness
+
     def take_memory_files(self) -> tuple[int, ...]:
         """The memory files, now the caller's to close."""
         files, self.memory_files = self.memory_files, ()
@@ -202,13 +228,16 @@ class StandbyShell:
         for fd in self.take_memory_files():
             os.close(fd)
 
-    def _read_status(self) -> bytes:
-        """Everything on the status pipe up to its close (the exec, or the shell's end).
-        `StandbyGone` when the shell is stopped meanwhile: it would not go on until someone
-        resumes it, and the command waiting for it spawns the usual way instead."""
+    def _read_status(self, *, first_only: bool = False) -> bytes:
+        """Everything on the status pipe up to its close (the exec, or the shell's end), or,
+        `first_only`, its first byte (`J`: joined and, sandboxed, the sandbox built; empty when
+        the shell ended first), the pipe then kept open for the rest. `StandbyGone` when the
+        shell is stopped meanwhile: it would not go on until someone resumes it, and the
+        command waiting for it spawns the usual way instead."""
         pieces = []
         waiting = select.poll()
         waiting.register(self._status, select.POLLIN)
+        finished = True
         try:
             while True:
                 if not waiting.poll(_STOPPED_CHECK_MS):
@@ -218,12 +247,16 @@ class StandbyShell:
                         self.popen.kill()
                         raise StandbyGone()
                     continue
-                if not (piece := os.read(self._status, 64)):
+                if not (piece := os.read(self._status, 1 if first_only else 64)):
                     break
                 pieces.append(piece)
+                if first_only:
+                    finished = False
+                    break
         finally:
-            os.close(self._status)
-            self._status = -1
+            if finished:
+                os.close(self._status)
+                self._status = -1
         return b"".join(pieces)
 
     def dismiss(self) -> None:
@@ -243,6 +276,8 @@ class StandbyShell:
             self._status = -1
         self._close_spec()
         self.close_memory_files()
+        if (witness := self.take_witness()) is not None:
+            os.close(witness)
         for pipe in (self.popen.stdout, self.popen.stderr):
             if pipe is not None:
                 pipe.close()

@@ -22,7 +22,9 @@ from app.core.config import Settings
 from app.sandbox import Sandbox, SandboxUnavailable
 from tests.api.test_mcp import call, text_of
 from tests.conftest import ADMIN, AGENT, TOKENS, LiveServer, free_port, make_settings, serve
+from tests.conftest import run_foreground as run
 from tests.databases import Databases, ServerDatabase
+from tests.pidfd_exit import kernel_keeps_exit_status
 from tests.test_serve_defaults import ServerProcess, server_environment, wait_until_ready
 from tests.waiting import eventually
 
@@ -298,6 +300,21 @@ def test_a_term_reaches_the_command_which_ends_in_its_own_time(operator: ServerP
         assert agent.post(f"/v1/executions/{job['id']}/cancel").status_code in (200, 202)
         ended = agent.get(f"/v1/executions/{job['id']}", params={"wait": 20}).json()
     assert "cleaned" in ended["output"], ended
+
+
+def test_a_command_that_kills_itself_is_recorded_with_its_signal(operator: ServerProcess) -> None:
+    """bwrap passes a death by signal N on as exit status 128 + N; the record still says the
+    signal, read from a pidfd of the command itself (Linux 6.15+), and an `exit 139` stays an
+    exit status. Warm-up calls first, so that the calls measured take a standby."""
+    if not kernel_keeps_exit_status():
+        pytest.skip("this kernel keeps no exit status on a pidfd (before Linux 6.15)")
+    with operator.client() as agent:
+        for _ in range(3):
+            run(agent, "true")
+        killed = run(agent, "kill -SEGV $$")
+        exited = run(agent, "exit 139")
+    assert (killed["exit_code"], killed["signal"], killed["state"]) == (139, 11, "failed")
+    assert (exited["exit_code"], exited["signal"], exited["state"]) == (139, None, "failed")
 
 
 def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
