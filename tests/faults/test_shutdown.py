@@ -265,6 +265,22 @@ def test_a_foreground_command_that_ends_within_the_drain_answers_200_not_202(
         assert (answered.json()["state"], answered.json()["output"]) == ("completed", "done\n")
 
 
+def _hold_spawns(
+    app: Any, monkeypatch: pytest.MonkeyPatch, spawning: threading.Event, go: threading.Event
+) -> None:
+    """The seam: the server's real spawn, held at its start (`spawning` set) until `go`, so
+    that a test can begin the stop while a command is on its way."""
+    launcher = app.state.services.executions._launcher
+    spawn = launcher._spawn
+
+    async def held_spawn(*args: Any, **kwargs: Any) -> Any:
+        spawning.set()
+        await asyncio.to_thread(go.wait, 60)
+        return await spawn(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "_spawn", held_spawn)
+
+
 def test_a_foreground_call_still_being_spawned_at_the_stop_answers_200_not_lost(
     tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,16 +296,7 @@ def test_a_foreground_call_still_being_spawned_at_the_stop_answers_200_not_lost(
         _serve_app(app) as base_url,
         httpx.Client(base_url=base_url, headers=headers, timeout=60) as client,
     ):
-        # The seam: the real spawn, held at its start until the test has begun the stop.
-        launcher = app.state.services.executions._launcher
-        spawn = launcher._spawn
-
-        async def held_spawn(*args: Any, **kwargs: Any) -> Any:
-            spawning.set()
-            await asyncio.to_thread(go.wait, 60)
-            return await spawn(*args, **kwargs)
-
-        monkeypatch.setattr(launcher, "_spawn", held_spawn)
+        _hold_spawns(app, monkeypatch, spawning, go)
         results: dict[str, Any] = {}
         call = _in_thread(
             results, "call", lambda: client.post("/v1/executions", json={"command": "echo ran"})
@@ -329,15 +336,7 @@ def test_a_command_approved_just_before_the_stop_answers_its_waiting_caller_200(
             base_url=base_url, headers={"Authorization": f"Bearer {APPROVER}"}, timeout=60
         ) as approver,
     ):
-        launcher = app.state.services.executions._launcher
-        spawn = launcher._spawn
-
-        async def held_spawn(*args: Any, **kwargs: Any) -> Any:
-            spawning.set()
-            await asyncio.to_thread(go.wait, 60)
-            return await spawn(*args, **kwargs)
-
-        monkeypatch.setattr(launcher, "_spawn", held_spawn)
+        _hold_spawns(app, monkeypatch, spawning, go)
         results: dict[str, Any] = {}
         call = _in_thread(
             results,
