@@ -207,7 +207,8 @@ class StandbyShell:
     def _open_witness(self) -> int | None:
         """A pidfd of the shell waiting inside the sandbox, which execs the command in place:
         bwrap (this standby's pid) → its init → that shell, each the only child of the one
-        before while it waits. None where it cannot be found (the sandbox still being built)."""
+        before while it waits. None where it cannot be found (a kernel without the /proc
+        list of children, or a sandbox that runs more than the one shell)."""
         init = only_child(self.pid)
         shell = only_child(init) if init is not None else None
         return open_pidfd(shell) if shell is not None else None
