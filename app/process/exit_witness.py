@@ -5,16 +5,15 @@ the sandbox's PID namespace, the command), and bwrap passes its end on as an exi
 128 + N for a death by signal N. Waiting for bwrap alone, the record of a command that died of
 SIGSEGV (or of SIGXCPU at its CPU limit) would say that it exited with 139 (or 152). Since Linux
 6.15 the kernel keeps a process's wait status on its pidfd once it has exited, whoever reaps
-it (`PIDFD_GET_INFO` with `PIDFD_INFO_EXIT`): a pidfd of the command, opened while it waits to
-be given its command, tells how it really ended. On an older kernel the query says nothing and
-the caller keeps bwrap's status.
+it (`PIDFD_GET_INFO` with `PIDFD_INFO_EXIT`): a pidfd of the shell that execs the command,
+which the kernel hands the server with that shell's first word (app/process/standby.py), tells
+how the command really ended. On an older kernel the query says nothing and the caller keeps
+bwrap's status.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import os
 import struct
 from collections.abc import Callable
 from typing import Any, Final
@@ -57,20 +56,3 @@ def wait_status(pidfd: int) -> int | None:
         return None
     (status,) = struct.unpack_from("=i", info, _EXIT_CODE_OFFSET)
     return int(status)
-
-
-def only_child(pid: int) -> int | None:
-    """The one child of `pid`, or None (none, several, or unreadable)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as listing:
-            children = listing.read().split()
-    except OSError:
-        return None
-    return int(children[0]) if len(children) == 1 else None
-
-
-def open_pidfd(pid: int) -> int | None:
-    """A pidfd of `pid` (close-on-exec), or None when it is gone or pidfds are not there."""
-    with contextlib.suppress(OSError, AttributeError):
-        return os.pidfd_open(pid)
-    return None

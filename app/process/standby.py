@@ -22,10 +22,11 @@ import errno
 import functools
 import os
 import select
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
-from app.process.exit_witness import only_child, open_pidfd
 from app.process.helper_children import process_stopped
 from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, WRAPPER_IGNORED, env_resets_signals
@@ -41,6 +42,11 @@ SANDBOX_ENTRY_SCRIPT = Path(__file__).parent / "standby_enter.sh"
 # there is none, the server's shell runs it.
 POSIX_SHELL = "/bin/sh"
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
+# <asm-generic/socket.h> (x86, arm, riscv; not in Python 3.11's socket module): a pidfd of
+# the sender with each message on a Unix socket.
+SO_PASSPIDFD = 76
+SCM_PIDFD = 0x04
+_PIDFD_BYTES = 4
 # How often a claim waiting for the shell's exec looks whether the shell was stopped.
 _STOPPED_CHECK_MS = 100
 # Memory files each standby holds for its command, should the caller hand it any: a command
@@ -54,6 +60,18 @@ def _pwrite_all(fd: int, data: bytes) -> None:
     view, position = memoryview(data), 0
     while view[position:]:
         position += os.pwrite(fd, view[position:], position)
+
+
+def _status_channel(*, witnessed: bool) -> tuple[int, int]:
+    """The status channel's two ends (read, write), close-on-exec. `witnessed`: a socket pair
+    whose reading end gets, with each message, a pidfd of the process that sent it
+    (`SO_PASSPIDFD`, Linux 6.5+; without it, no witness); otherwise a pipe."""
+    if not witnessed:
+        return os.pipe2(os.O_CLOEXEC)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(OSError):
+        ours.setsockopt(socket.SOL_SOCKET, SO_PASSPIDFD, 1)
+    return ours.detach(), theirs.detach()
 
 
 @functools.cache
@@ -89,7 +107,7 @@ class StandbyShell:
         self.memory_files: tuple[int, ...] = tuple(
             os.memfd_create("shellgate-standby-file", os.MFD_CLOEXEC) for _ in range(MEMORY_FILES)
         )
-        status_read, status_write = os.pipe2(os.O_CLOEXEC)
+        status_read, status_write = _status_channel(witnessed=bool(sandbox))
         standby = [
             str(status_write),
             "reset" if sandbox or env_resets_signals() else "keep",
@@ -175,11 +193,11 @@ class StandbyShell:
                 raise StandbyGone() from error
             joined = b""
             if self._sandboxed:
-                # Its sandbox built, the shell inside waits: the process the command will be.
+                # Its sandbox built, the shell inside waits, and the kernel handed over a pidfd
+                # of it with its `J` (`_receive_joined`): the process the command will be.
                 joined = self._read_status(first_only=True)
                 if joined != b"J":
                     raise StandbyGone()  # it ended before that
-                self._witness = self._open_witness()
             try:
                 self.popen.stdin.write(b"\n")
                 self.popen.stdin.close()
@@ -204,14 +222,25 @@ class StandbyShell:
         code = _FAILED_STEPS.get(step, errno.EINVAL)
         raise OSError(code, os.strerror(code))
 
-    def _open_witness(self) -> int | None:
-        """A pidfd of the shell waiting inside the sandbox, which execs the command in place:
-        bwrap (this standby's pid) → its init → that shell, each the only child of the one
-        before while it waits. None where it cannot be found (a kernel without the /proc
-        list of children, or a sandbox that runs more than the one shell)."""
-        init = only_child(self.pid)
-        shell = only_child(init) if init is not None else None
-        return open_pidfd(shell) if shell is not None else None
+    def _receive_joined(self) -> bytes:
+        """The first byte on the status channel (`J`) and, from the kernel, a pidfd of the
+        process that wrote it (`SO_PASSPIDFD`): the shell waiting inside the sandbox, which
+        execs the command in place. No pidfd before Linux 6.5."""
+        channel = socket.socket(fileno=self._status)
+        try:
+            data, ancillary, _, _ = channel.recvmsg(
+                1, socket.CMSG_SPACE(_PIDFD_BYTES), socket.MSG_CMSG_CLOEXEC
+            )
+        finally:
+            channel.detach()  # the descriptor stays this object's, closed by `_read_status`
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SCM_PIDFD and len(payload) >= 4:
+                pidfd = int.from_bytes(payload[:_PIDFD_BYTES], sys.byteorder, signed=True)
+                if self._witness is None:
+                    self._witness = pidfd
+                else:
+                    os.close(pidfd)
+        return data
 
     def take_witness(self) -> int | None:
         """The pidfd of the command's own process, now the caller's to close (None when the
@@ -248,7 +277,11 @@ class StandbyShell:
                         self.popen.kill()
                         raise StandbyGone()
                     continue
-                if not (piece := os.read(self._status, 1 if first_only else 64)):
+                if first_only and self._sandboxed:
+                    piece = self._receive_joined()
+                else:
+                    piece = os.read(self._status, 1 if first_only else 64)
+                if not piece:
                     break
                 pieces.append(piece)
                 if first_only:
