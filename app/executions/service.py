@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from app.approvals.service import ApprovalService
@@ -150,17 +151,20 @@ class ExecutionService:
         # From its arrival, not only from its spawn on: a stop's drain waits for a call it
         # accepted before the signal, so a quick command caught by a rolling restart while it
         # was still being checked or spawned answers 200, not `lost` (docs/operations.md).
-        with contextlib.ExitStack() as on_its_way:
-            on_its_way.enter_context(self._changes.awaiting_command_end())
+        on_its_way = self._changes.command_wait()
+        try:
             return await self._checked_and_run(principal, request, caller_gone, on_its_way)
+        finally:
+            on_its_way()
 
     async def _checked_and_run(
         self,
         principal: Principal,
         request: ExecutionCreate,
         caller_gone: CallerGone | None,
-        on_its_way: contextlib.ExitStack,
+        on_its_way: Callable[[], None],
     ) -> Outcome:
+        """`submit`'s work; `on_its_way` lets go of the call's count for the drain."""
         session = await self._admit(principal, request.command, request.env, request.session)
         session_pty = session.pty if session is not None else None
         draft = drafts.draft_from_request(request, session_pty=session_pty)
@@ -205,7 +209,7 @@ class ExecutionService:
         if judgement.approval == RuleAction.prompt or draft.sandbox_request is not None:
             draft.shown_cwd, draft.shown_env = cwd, env
             # Waiting for a person, not for a command: the stop answers it at once (202).
-            on_its_way.close()
+            on_its_way()
             return await self._approval_flow.hold(
                 principal,
                 draft,

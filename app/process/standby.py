@@ -39,8 +39,9 @@ STANDBY_SCRIPT = Path(__file__).parent / "standby.sh"
 # A sandboxed standby's first stage, in POSIX sh (it joins the cgroups and enters the sandbox).
 SANDBOX_ENTRY_SCRIPT = Path(__file__).parent / "standby_enter.sh"
 # The POSIX shell that runs it: where /bin/sh is bash, the entry costs what bash costs; where
-# there is none, the server's shell runs it.
+# there is none, the server's shell runs it (None here).
 POSIX_SHELL = "/bin/sh"
+_ENTRY_SHELL = POSIX_SHELL if os.access(POSIX_SHELL, os.X_OK) else None
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
 # <asm-generic/socket.h> (x86, arm, riscv; not in Python 3.11's socket module): a pidfd of
 # the sender with each message on a Unix socket.
@@ -119,7 +120,7 @@ class StandbyShell:
             # Inside, the standby shell runs its script's text: the script's path may be out
             # of the sandbox's sight (under /tmp).
             argv = [
-                POSIX_SHELL if os.access(POSIX_SHELL, os.X_OK) else shell,
+                _ENTRY_SHELL or shell,
                 str(SANDBOX_ENTRY_SCRIPT),
                 *sandbox,
                 *(shell, "--noprofile", "--norc", "-c", _standby_text(), str(STANDBY_SCRIPT)),
@@ -234,7 +235,7 @@ class StandbyShell:
         finally:
             channel.detach()  # the descriptor stays this object's, closed by `_read_status`
         for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == SCM_PIDFD and len(payload) >= 4:
+            if level == socket.SOL_SOCKET and kind == SCM_PIDFD and len(payload) >= _PIDFD_BYTES:
                 pidfd = int.from_bytes(payload[:_PIDFD_BYTES], sys.byteorder, signed=True)
                 if self._witness is None:
                     self._witness = pidfd
@@ -244,7 +245,7 @@ class StandbyShell:
 
     def take_witness(self) -> int | None:
         """The pidfd of the command's own process, now the caller's to close (None when the
-        standby was not sandboxed or it could not be opened): `exit_witness.wait_status`
+        standby was not sandboxed or the kernel handed none over): `exit_witness.wait_status`
         tells how the command ended where bwrap would only pass it on as an exit status."""
         witness, self._witness = self._witness, None
         return witness
@@ -259,9 +260,10 @@ class StandbyShell:
             os.close(fd)
 
     def _read_status(self, *, first_only: bool = False) -> bytes:
-        """Everything on the status pipe up to its close (the exec, or the shell's end), or,
-        `first_only`, its first byte (`J`: joined and, sandboxed, the sandbox built; empty when
-        the shell ended first), the pipe then kept open for the rest. `StandbyGone` when the
+        """Everything on the status channel up to its close (the exec, or the shell's end),
+        or, `first_only` (a sandboxed standby: `_receive_joined`), its first byte (`J`: the
+        sandbox built; empty when the shell ended first), the channel then kept open for the
+        rest. `StandbyGone` when the
         shell is stopped meanwhile: it would not go on until someone resumes it, and the
         command waiting for it spawns the usual way instead."""
         pieces = []
@@ -277,10 +279,7 @@ class StandbyShell:
                         self.popen.kill()
                         raise StandbyGone()
                     continue
-                if first_only and self._sandboxed:
-                    piece = self._receive_joined()
-                else:
-                    piece = os.read(self._status, 1 if first_only else 64)
+                piece = self._receive_joined() if first_only else os.read(self._status, 64)
                 if not piece:
                     break
                 pieces.append(piece)
