@@ -25,8 +25,9 @@ from app.core.config import Settings
 from app.process import StandbyGone, StandbyShell, ulimit_steps
 from app.process.exit_witness import wait_status
 from app.process.helper_children import process_stopped
+from app.process.posix_shell import POSIX_SHELL
 from app.process.signal_defaults import WRAPPER_IGNORED
-from app.process.standby import POSIX_SHELL, SANDBOX_ENTRY_SCRIPT, STANDBY_SCRIPT
+from app.process.standby import SANDBOX_ENTRY_SCRIPT, STANDBY_SCRIPT
 from app.sandbox import Sandbox
 from tests.pidfd_exit import kernel_keeps_exit_status
 from tests.waiting import eventually

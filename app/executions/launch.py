@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,6 +53,7 @@ from app.output.artifact_log import ArtifactLog
 from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
 from app.process.environment import build_environment
+from app.process.exit_witness import witness_channel
 from app.sandbox import Sandbox, SandboxProfile
 from app.sandbox.bwrap import SpawnBinds
 from app.sandbox.host_list import hosts_of, proxy_environment
@@ -352,6 +354,7 @@ class Launcher:
                     unit, shell = confinement.open_unit(live.id, plan.limits), None
                 opened[:] = [unit]
                 spawned_argv, spawned_env = argv, env
+                witness: tuple[int, int] | None = None
                 if shell is not None and session_call is not None:
                     try:
                         spawned_env = session_call.env_with_files(shell.memory_files)
@@ -364,8 +367,11 @@ class Launcher:
                     # Through the shell that joins the cgroups before it execs bwrap
                     # (app/process/confine.sh): the spawn keeps its vfork.
                     binds = SpawnBinds(writable, readable, egress_socket)
+                    # How the command itself ends, which bwrap passes on only as an exit
+                    # status: its process says so from inside (app/process/exit_witness.py).
+                    witness = witness_channel()
                     spawned_argv = sandbox.launch(
-                        self.ctx.settings.shell, profile, argv, plan.cwd, binds
+                        self.ctx.settings.shell, profile, argv, plan.cwd, binds, witness[1]
                     )
                 spec = SpawnSpec(
                     argv=spawned_argv,
@@ -377,6 +383,7 @@ class Launcher:
                     confinement=unit.child,
                     nice=self.ctx.settings.command_nice,
                     keep_memory_files=spawned_env is not env,
+                    pass_fds=() if witness is None else (witness[1],),
                 )
                 # Unsandboxed, nothing in the kernel ends it with this server: the watcher does.
                 watched = profile is None
@@ -384,7 +391,12 @@ class Launcher:
                     fence_watch.spawning(live.id)
                 try:
                     process = RunningProcess(
-                        spec, live.accept_output, live.accept_exit, live.loop, shell
+                        spec,
+                        live.accept_output,
+                        live.accept_exit,
+                        live.loop,
+                        shell,
+                        None if witness is None else witness[0],
                     )
                     if shell is not None and session_call is not None:
                         session_call.adopt_files(shell.take_memory_files())
@@ -397,6 +409,9 @@ class Launcher:
                     if watched:
                         fence_watch.ended(live.id)
                     raise
+                finally:
+                    if witness is not None:  # the command's copy is the only one left
+                        os.close(witness[1])
                 if watched:
                     fence_watch.spawned(live.id, process.pgid)
                 metrics.labelled(metrics.spawns, "spawn" if shell is None else "standby").inc()

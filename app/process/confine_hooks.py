@@ -105,6 +105,10 @@ def _child_setup(spec: SpawnSpec, pty: bool) -> Callable[[], None] | None:
             _restore_default_signals()
             if spec.nice > 0:  # before exec: nothing it starts can run at the server's
                 os.nice(spec.nice)
+            # ptyprocess keeps `pass_fds` open through the fork but, unlike `Popen`, leaves
+            # them close-on-exec.
+            for fd in spec.pass_fds:
+                os.set_inheritable(fd, True)
         if confined:
             assert confinement is not None
             _enter_confinement(confinement)

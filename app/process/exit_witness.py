@@ -9,12 +9,22 @@ it (`PIDFD_GET_INFO` with `PIDFD_INFO_EXIT`): a pidfd of the shell that execs th
 which the kernel hands the server with that shell's first word (app/process/standby.py), tells
 how the command really ended. On an older kernel the query says nothing and the caller keeps
 bwrap's status.
+
+The channel that word travels on is a Unix socket whose reading end asks for the sender's
+pidfd with each message (`SO_PASSPIDFD`, Linux 6.5+): the kernel names the sender, so nothing
+the command does can stand in for it. A standby's shell writes it once its sandbox is built; a
+command spawned without a standby writes it from a stage of POSIX sh in front of it inside the
+sandbox (app/sandbox/bwrap.py, `WITNESS_STAGE`), read once bwrap has ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
+import socket
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -26,6 +36,11 @@ _IOC_READ_WRITE: Final = 3
 PIDFD_GET_INFO: Final = (_IOC_READ_WRITE << 30) | (_INFO_SIZE << 16) | (0xFF << 8) | 11
 PIDFD_INFO_EXIT: Final = 1 << 3
 _EXIT_CODE_OFFSET: Final = 60
+# <asm-generic/socket.h> (x86, arm, riscv; not in Python 3.11's socket module): a pidfd of
+# the sender with each message on a Unix socket.
+SO_PASSPIDFD: Final = 76
+SCM_PIDFD: Final = 0x04
+_PIDFD_BYTES: Final = 4
 
 
 def _ioctl() -> Callable[[int, int, Any], int] | None:
@@ -56,3 +71,38 @@ def wait_status(pidfd: int) -> int | None:
         return None
     (status,) = struct.unpack_from("=i", info, _EXIT_CODE_OFFSET)
     return int(status)
+
+
+def witness_channel() -> tuple[int, int]:
+    """A channel's two ends (read, write), close-on-exec: a socket pair whose reading end gets,
+    with each message, a pidfd of the process that sent it (none before Linux 6.5)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(OSError):
+        ours.setsockopt(socket.SOL_SOCKET, SO_PASSPIDFD, 1)
+    return ours.detach(), theirs.detach()
+
+
+def receive_with_pidfd(channel: int, *, wait: bool = True) -> tuple[bytes, int | None]:
+    """One byte from `channel` (empty at its end) and the pidfd of the process that sent it,
+    now the caller's to close (None when the kernel attached none). Without `wait`, nothing
+    there yet reads as `(b"", None)`."""
+    endpoint = socket.socket(fileno=channel)
+    try:
+        data, ancillary, _, _ = endpoint.recvmsg(
+            1,
+            socket.CMSG_SPACE(_PIDFD_BYTES),
+            socket.MSG_CMSG_CLOEXEC | (0 if wait else socket.MSG_DONTWAIT),
+        )
+    except BlockingIOError:
+        return b"", None
+    finally:
+        endpoint.detach()  # the descriptor stays the caller's
+    pidfd: int | None = None
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SCM_PIDFD and len(payload) >= _PIDFD_BYTES:
+            received = int.from_bytes(payload[:_PIDFD_BYTES], sys.byteorder, signed=True)
+            if pidfd is None:
+                pidfd = received
+            else:
+                os.close(received)
+    return data, pidfd

@@ -38,7 +38,7 @@ from typing import IO
 from ptyprocess import PtyProcess
 
 from app.process.confine_hooks import _bash_confinement_env, _child_setup, ulimit_steps
-from app.process.exit_witness import wait_status
+from app.process.exit_witness import receive_with_pidfd, wait_status
 from app.process.groups import group_exists, process_start_ticks, signal_group
 from app.process.loop_read import LoopReader
 from app.process.priority import lower_group_priority, nice_prefix
@@ -96,6 +96,7 @@ class RunningProcess:
         on_exit: Callable[[ExitStatus], None],
         loop: asyncio.AbstractEventLoop,
         standby: StandbyShell | None = None,
+        witness_channel: int | None = None,
     ) -> None:
         """With `standby`, the command is exec'd by that shell (already in the cgroups of
         `spec.confinement`, whose limits its claim sets) instead of spawned here."""
@@ -111,45 +112,51 @@ class RunningProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         self._streams: dict[int, OutputStream] = {}
         self._pipes: dict[int, IO[bytes]] = {}  # the pipes' file objects, closed at their EOF
-        # A pidfd of the command where it is not the leader's own process (sandboxed in a
-        # standby): how it ended, which bwrap passes on only as an exit status.
+        # A pidfd of the command where it is not the leader's own process (sandboxed): how it
+        # ended, which bwrap passes on only as an exit status. From the standby that ran it, or
+        # (spawned without one) from `witness_channel`, the reading end of the channel the
+        # command's process said its word on from inside the sandbox (app/sandbox/bwrap.py),
+        # read in `_reap`, once bwrap has ended. Both are this object's to close.
         self._witness: int | None = None
-        if spec.pty:
-            self._pty = PtyProcess.spawn(
-                spec.argv,
-                cwd=spec.cwd,
-                env=spec.env,
-                dimensions=(spec.rows, spec.cols),
-                preexec_fn=_child_setup(spec, pty=True),
-            )
-            self.pid: int = self._pty.pid
-            self._streams[self._pty.fd] = OutputStream.pty
-        else:
-            if standby is not None:
-                self._popen = _claim(standby, spec)
-                self._witness = standby.take_witness()
-            else:
-                self._popen = _spawn_with_pipes(spec)
-            assert self._popen.stdout is not None and self._popen.stderr is not None
-            self.pid = self._popen.pid
-            self._pipes = {pipe.fileno(): pipe for pipe in (self._popen.stdout, self._popen.stderr)}
-            self._streams[self._popen.stdout.fileno()] = OutputStream.stdout
-            self._streams[self._popen.stderr.fileno()] = OutputStream.stderr
-            for fd in self._streams:
-                with contextlib.suppress(OSError):  # capped by /proc/sys/fs/pipe-max-size
-                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        for fd in self._streams:
-            os.set_blocking(fd, False)
-        # start_new_session / pty.fork make the child a session (and group) leader.
-        self.pgid = self.pid
-        if standby is None:  # a standby was lowered when it was started
-            lower_group_priority(self.pid, spec.nice)
-        self.start_ticks = process_start_ticks(self.pid)
+        self._witness_channel = witness_channel
         try:
+            if spec.pty:
+                self._pty = PtyProcess.spawn(
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=spec.env,
+                    dimensions=(spec.rows, spec.cols),
+                    preexec_fn=_child_setup(spec, pty=True),
+                    pass_fds=spec.pass_fds,
+                )
+                self.pid: int = self._pty.pid
+                self._streams[self._pty.fd] = OutputStream.pty
+            else:
+                if standby is not None:
+                    self._popen = _claim(standby, spec)
+                    self._witness = standby.take_witness()
+                else:
+                    self._popen = _spawn_with_pipes(spec)
+                assert self._popen.stdout is not None and self._popen.stderr is not None
+                self.pid = self._popen.pid
+                self._pipes = {
+                    pipe.fileno(): pipe for pipe in (self._popen.stdout, self._popen.stderr)
+                }
+                self._streams[self._popen.stdout.fileno()] = OutputStream.stdout
+                self._streams[self._popen.stderr.fileno()] = OutputStream.stderr
+                for fd in self._streams:
+                    with contextlib.suppress(OSError):  # capped by /proc/sys/fs/pipe-max-size
+                        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            for fd in self._streams:
+                os.set_blocking(fd, False)
+            # start_new_session / pty.fork make the child a session (and group) leader.
+            self.pgid = self.pid
+            if standby is None:  # a standby was lowered when it was started
+                lower_group_priority(self.pid, spec.nice)
+            self.start_ticks = process_start_ticks(self.pid)
             self._pidfd = os.pidfd_open(self.pid)
-        except OSError:
-            if self._witness is not None:  # not left open for a process nobody will reap here
-                os.close(self._witness)
+        except BaseException:
+            self._close_witness()  # not left open for a process nobody will reap here
             raise
         self._status: ExitStatus | None = None
         self._ended = False
@@ -339,17 +346,25 @@ class RunningProcess:
             with contextlib.suppress(ValueError):
                 signal_group(self.pgid, signal.SIGKILL)
         _, raw_status = os.waitpid(self.pid, 0)  # exited: does not block
-        if self._witness is not None:
-            witnessed = wait_status(self._witness)
-            os.close(self._witness)
-            self._witness = None
-            if witnessed is not None:
-                raw_status = witnessed
+        if self._witness is None and self._witness_channel is not None:
+            # Said before the command's exec, if ever, so there by now: bwrap has ended.
+            word, self._witness = receive_with_pidfd(self._witness_channel, wait=False)
+            if word != b"J":
+                self._close_witness()
+        if self._witness is not None and (witnessed := wait_status(self._witness)) is not None:
+            raw_status = witnessed
+        self._close_witness()
         code = os.waitstatus_to_exitcode(raw_status)
         if code < 0:
             # Bash convention: killed by signal N reads as 128+N.
             return ExitStatus(exit_code=128 - code, signal=-code)
         return ExitStatus(exit_code=code, signal=None)
+
+    def _close_witness(self) -> None:
+        for fd in (self._witness, self._witness_channel):
+            if fd is not None:
+                os.close(fd)
+        self._witness = self._witness_channel = None
 
     def _watch_dying_group(self) -> None:
         """The group was just sent SIGKILL: its members' last bytes are in the pipes or on their
@@ -446,6 +461,7 @@ def _spawn_with_pipes(spec: SpawnSpec) -> subprocess.Popen[bytes]:
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=spec.pass_fds,
             preexec_fn=None if bash_env is not None else _child_setup(spec, pty=False),
         )
     except subprocess.SubprocessError as error:

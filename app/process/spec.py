@@ -55,3 +55,6 @@ class SpawnSpec:
     nice: int = 0  # levels below the server (app/process/priority.py)
     # Exec'd by a standby: its memory files stay open in the command (app/process/standby.py).
     keep_memory_files: bool = False
+    # Descriptors the spawned process keeps at their numbers (a witness channel's writing end,
+    # app/process/exit_witness.py); the server closes its own copies after the spawn.
+    pass_fds: tuple[int, ...] = ()

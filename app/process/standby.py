@@ -22,12 +22,12 @@ import errno
 import functools
 import os
 import select
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
+from app.process.exit_witness import receive_with_pidfd, witness_channel
 from app.process.helper_children import process_stopped
+from app.process.posix_shell import POSIX_SHELL
 from app.process.priority import lower_priority
 from app.process.signal_defaults import ENV_PROGRAM, WRAPPER_IGNORED, env_resets_signals
 
@@ -38,16 +38,7 @@ __all__ = ["ENV_PROGRAM", "MEMORY_FILES", "STANDBY_SCRIPT", "StandbyGone", "Stan
 STANDBY_SCRIPT = Path(__file__).parent / "standby.sh"
 # A sandboxed standby's first stage, in POSIX sh (it joins the cgroups and enters the sandbox).
 SANDBOX_ENTRY_SCRIPT = Path(__file__).parent / "standby_enter.sh"
-# The POSIX shell that runs it: where /bin/sh is bash, the entry costs what bash costs; where
-# there is none, the server's shell runs it (None here).
-POSIX_SHELL = "/bin/sh"
-_ENTRY_SHELL = POSIX_SHELL if os.access(POSIX_SHELL, os.X_OK) else None
 _FAILED_STEPS = {b"cwd": errno.ENOENT, b"limits": errno.EPERM}
-# <asm-generic/socket.h> (x86, arm, riscv; not in Python 3.11's socket module): a pidfd of
-# the sender with each message on a Unix socket.
-SO_PASSPIDFD = 76
-SCM_PIDFD = 0x04
-_PIDFD_BYTES = 4
 # How often a claim waiting for the shell's exec looks whether the shell was stopped.
 _STOPPED_CHECK_MS = 100
 # Memory files each standby holds for its command, should the caller hand it any: a command
@@ -64,15 +55,10 @@ def _pwrite_all(fd: int, data: bytes) -> None:
 
 
 def _status_channel(*, witnessed: bool) -> tuple[int, int]:
-    """The status channel's two ends (read, write), close-on-exec. `witnessed`: a socket pair
-    whose reading end gets, with each message, a pidfd of the process that sent it
-    (`SO_PASSPIDFD`, Linux 6.5+; without it, no witness); otherwise a pipe."""
-    if not witnessed:
-        return os.pipe2(os.O_CLOEXEC)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(OSError):
-        ours.setsockopt(socket.SOL_SOCKET, SO_PASSPIDFD, 1)
-    return ours.detach(), theirs.detach()
+    """The status channel's two ends (read, write), close-on-exec. `witnessed`: one that hands
+    over a pidfd of the sender with each message (app/process/exit_witness.py); otherwise a
+    pipe."""
+    return witness_channel() if witnessed else os.pipe2(os.O_CLOEXEC)
 
 
 @functools.cache
@@ -120,7 +106,7 @@ class StandbyShell:
             # Inside, the standby shell runs its script's text: the script's path may be out
             # of the sandbox's sight (under /tmp).
             argv = [
-                _ENTRY_SHELL or shell,
+                POSIX_SHELL or shell,  # where there is none, the server's shell
                 str(SANDBOX_ENTRY_SCRIPT),
                 *sandbox,
                 *(shell, "--noprofile", "--norc", "-c", _standby_text(), str(STANDBY_SCRIPT)),
@@ -227,20 +213,12 @@ class StandbyShell:
         """The first byte on the status channel (`J`) and, from the kernel, a pidfd of the
         process that wrote it (`SO_PASSPIDFD`): the shell waiting inside the sandbox, which
         execs the command in place. No pidfd before Linux 6.5."""
-        channel = socket.socket(fileno=self._status)
-        try:
-            data, ancillary, _, _ = channel.recvmsg(
-                1, socket.CMSG_SPACE(_PIDFD_BYTES), socket.MSG_CMSG_CLOEXEC
-            )
-        finally:
-            channel.detach()  # the descriptor stays this object's, closed by `_read_status`
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == SCM_PIDFD and len(payload) >= _PIDFD_BYTES:
-                pidfd = int.from_bytes(payload[:_PIDFD_BYTES], sys.byteorder, signed=True)
-                if self._witness is None:
-                    self._witness = pidfd
-                else:
-                    os.close(pidfd)
+        data, pidfd = receive_with_pidfd(self._status)  # the descriptor stays this object's
+        if pidfd is not None:
+            if self._witness is None:
+                self._witness = pidfd
+            else:
+                os.close(pidfd)
         return data
 
     def take_witness(self) -> int | None:

@@ -108,11 +108,14 @@ class Sandbox:
         argv: list[str],
         cwd: str,
         binds: SpawnBinds = NO_BINDS,
+        witness_fd: int | None = None,
     ) -> list[str]:
         """What a spawn runs: `shell` confines itself (app/process/confine.sh), ignores bwrap's
         signals and execs the sandbox of `profile` with `binds` around `argv` (a host list's
-        egress socket is opened by `egress`)."""
-        return shell_launch(shell, profile, argv, cwd, binds=binds, bwrap=self._bwrap)
+        egress socket is opened by `egress`); `witness_fd`: see `shell_launch`."""
+        return shell_launch(
+            shell, profile, argv, cwd, binds=binds, bwrap=self._bwrap, witness_fd=witness_fd
+        )
 
     def standby_prefix(self) -> list[str] | None:
         """What a standby shell runs behind so that it waits inside the default sandbox (its

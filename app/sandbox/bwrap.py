@@ -34,6 +34,7 @@ import stat
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
+from app.process.posix_shell import POSIX_SHELL
 from app.process.signal_defaults import WRAPPER_IGNORED
 from app.sandbox.host_list import EGRESS_SOCKET, relay_argv
 from app.sandbox.profile import SandboxProfile
@@ -44,7 +45,15 @@ ENV_PROGRAM = "/usr/bin/env"
 # to the group does; SIGCHLD is not among them (bwrap waits for its child).
 _IGNORED_BY_BWRAP = ",".join(WRAPPER_IGNORED)
 # The shell's way to the same: dispositions set to ignore survive the exec into bwrap.
-IGNORE_THEN_EXEC = f"trap '' {' '.join(WRAPPER_IGNORED)}; exec \"$@\""
+_IGNORE = f"trap '' {' '.join(WRAPPER_IGNORED)}"
+IGNORE_THEN_EXEC = f'{_IGNORE}; exec "$@"'
+# Where a spawn's witness channel (app/process/exit_witness.py) is inside the sandbox: a single
+# digit, the most the witness stage's POSIX sh can name (app/process/posix_shell.py).
+WITNESS_FD = 3
+# The witness stage: the process that becomes the command says `J` on the channel, whose reading
+# end gets a pidfd of it from the kernel, then closes it (the command never holds it) and execs
+# what follows. A failed word costs only the witness: its error is not the command's output.
+WITNESS_STAGE = f'printf J 2>/dev/null >&{WITNESS_FD}; exec {WITNESS_FD}>&- "$@"'
 # Always private: a tmpfs of the sandbox's own.
 PRIVATE_TMP = "/tmp"
 # Mounted afresh inside: nothing of the host's shows through.
@@ -207,16 +216,32 @@ def shell_launch(
     *,
     binds: SpawnBinds = NO_BINDS,
     bwrap: str = BWRAP,
+    witness_fd: int | None = None,
 ) -> list[str]:
     """`argv` run in the sandbox of `profile` with `binds`, through `shell` (which confines
     itself first: app/process/confine.sh), the shell ignoring bwrap's signals before it execs
     it. With an egress socket, the relay to it (app/sandbox/egress_relay.py) runs before the
-    signals are reset: it keeps bwrap's ignored, and it ends with the sandbox."""
+    signals are reset: it keeps bwrap's ignored, and it ends with the sandbox.
+
+    `witness_fd`: the writing end of a witness channel (app/process/exit_witness.py), which the
+    spawn passes on: the witness stage says `J` on it from the process that becomes the command,
+    so that the server can read how the command itself ended where bwrap passes on only an exit
+    status. None, or no POSIX shell on the host: no stage, no witness."""
     relay = relay_argv() if binds.egress_socket is not None else []
+    enter, witness = IGNORE_THEN_EXEC, []
+    if witness_fd is not None and POSIX_SHELL is not None:
+        if witness_fd != WITNESS_FD:
+            # Moved to WITNESS_FD for bwrap and everything after it (bwrap leaves the
+            # descriptors it is given open in the sandbox), not left open at both numbers;
+            # should it be missing, the command runs all the same, without a witness.
+            moved = f"{{ exec {WITNESS_FD}>&{witness_fd} {witness_fd}>&-; }} 2>/dev/null"
+            enter = f'{_IGNORE}; {moved}; exec "$@"'
+        witness = [POSIX_SHELL, "-c", WITNESS_STAGE, "shellgate-witness"]
     return [
-        *(shell, "-c", IGNORE_THEN_EXEC, "shellgate-sandbox"),
+        *(shell, "-c", enter, "shellgate-sandbox"),
         *bwrap_prefix(profile, cwd, binds=binds, bwrap=bwrap),
         *relay,
+        *witness,
         *inner_reset(),
         *argv,
     ]

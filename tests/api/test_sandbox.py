@@ -21,6 +21,7 @@ import pytest
 from app.core.config import Settings
 from app.sandbox import Sandbox, SandboxUnavailable
 from tests.api.test_mcp import call, text_of
+from tests.api.test_spawn_ahead import spawns
 from tests.conftest import ADMIN, AGENT, TOKENS, LiveServer, free_port, make_settings, serve
 from tests.conftest import run_foreground as run
 from tests.databases import Databases, ServerDatabase
@@ -315,6 +316,30 @@ def test_a_command_that_kills_itself_is_recorded_with_its_signal(operator: Serve
         exited = run(agent, "exit 139")
     assert (killed["exit_code"], killed["signal"], killed["state"]) == (139, 11, "failed")
     assert (exited["exit_code"], exited["signal"], exited["state"]) == (139, None, "failed")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"limits": {"processes": 100}}, {"pty": True}],
+    ids=["limits-of-its-own", "pty"],
+)
+def test_a_command_spawned_without_a_standby_is_recorded_with_its_signal(
+    operator: ServerProcess, fields: dict[str, object]
+) -> None:
+    """The same for a command no standby runs (limits other than the server's, a terminal):
+    its process says its word from inside the sandbox before its exec, and the kernel hands
+    the server a pidfd of it with the word. Before, such a spawn recorded `signal: null`."""
+    if not kernel_keeps_exit_status():
+        pytest.skip("this kernel keeps no exit status on a pidfd (before Linux 6.15)")
+    spawned_before = spawns(operator, "spawn")
+    with operator.client() as agent:
+        killed = run(agent, "kill -SEGV $$", **fields)
+        exited = run(agent, "exit 139", **fields)
+        fine = run(agent, "echo fine", **fields)
+    assert spawns(operator, "spawn") == spawned_before + 3  # none ran in a standby
+    assert (killed["exit_code"], killed["signal"], killed["state"]) == (139, 11, "failed")
+    assert (exited["exit_code"], exited["signal"], exited["state"]) == (139, None, "failed")
+    assert (fine["exit_code"], fine["signal"], fine["output"].strip()) == (0, None, "fine")
 
 
 def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(

@@ -22,6 +22,7 @@ from app.process.standby import STANDBY_SCRIPT
 from tests.conftest import ADMIN, LiveServer, make_settings, serve
 from tests.conftest import run_foreground as run
 from tests.databases import SQLITE
+from tests.test_serve_defaults import ServerProcess
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.sqlite_only("a process and cgroup matter, not the database")
@@ -75,7 +76,7 @@ def one_standby(server: LiveServer) -> int:
     return pid
 
 
-def spawns(server: LiveServer, how: str) -> float:
+def spawns(server: LiveServer | ServerProcess, how: str) -> float:
     with server.client(ADMIN) as client:
         text = client.get("/metrics").text
     for family in text_string_to_metric_families(text):
