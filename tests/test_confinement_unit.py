@@ -70,9 +70,13 @@ def test_the_instance_name_follows_the_data_dir(tmp_path: Path) -> None:
     ("status", "notice"),
     [
         (ExitStatus(exit_code=152, signal=signal.SIGXCPU), "CPU time limit of 2 s reached"),
-        (ExitStatus(exit_code=152, signal=None), "CPU time limit of 2 s reached"),
-        (ExitStatus(exit_code=153, signal=None), "File size limit of 10 MB reached"),
-        (ExitStatus(exit_code=1, signal=None), None),
+        (ExitStatus(152, None, passed_on=True), "CPU time limit of 2 s reached"),
+        (ExitStatus(exit_code=153, signal=signal.SIGXFSZ), "File size limit of 10 MB reached"),
+        (ExitStatus(153, None, passed_on=True), "File size limit of 10 MB reached"),
+        # The command's own `exit 152` / `exit 153`: bash would have reported a death.
+        (ExitStatus(exit_code=152, signal=None), None),
+        (ExitStatus(exit_code=153, signal=None), None),
+        (ExitStatus(1, None, passed_on=True), None),
     ],
 )
 def test_rlimit_evidence_is_the_signal_of_the_limit(status: ExitStatus, notice: str | None) -> None:

@@ -78,14 +78,21 @@ def child_rlimits(
 def signal_evidence(
     limits: Limits, status: ExitStatus, *, cpu_seconds_used: float | None = None
 ) -> str | None:
-    """SIGXCPU / SIGXFSZ killed the command (or, through bash's 128+N, its foreground child).
+    """SIGXCPU / SIGXFSZ killed the command, as the kernel reported its end.
+
+    An exit status of 128 + N is a death by N only where it is a wrapper's report of the end
+    (`status.passed_on`: a sandboxed command whose own status could not be read). Anywhere
+    else it is what the command exited with: bash execs a lone command, whose death by a
+    signal is then the status itself, and reports the death of any other (`line 1: 4242 File
+    size limit exceeded`, read by `reported_evidence`) before it exits 128 + N; an `exit 153`
+    is neither.
 
     `cpu_seconds_used`: the execution's CPU time, where the backend reads it from the kernel.
-    An exit status of 152 from a run that used less than its limit is then the command's own
-    (an `exit 152`), not the limit's: no process can reach the limit alone with less."""
+    A 152 passed on from a run that used less than its limit is then not the limit's either:
+    no process can reach the limit alone with less."""
 
     def died_of(sig: int) -> bool:
-        return status.signal == sig or status.exit_code == 128 + sig
+        return status.signal == sig or (status.passed_on and status.exit_code == 128 + sig)
 
     cpu_seconds = limits.cpu_seconds
     if cpu_seconds is not None and died_of(signal.SIGXCPU):

@@ -384,6 +384,7 @@ class Launcher:
                     nice=self.ctx.settings.command_nice,
                     keep_memory_files=spawned_env is not env,
                     pass_fds=() if witness is None else (witness[1],),
+                    sandboxed=profile is not None,
                 )
                 # Unsandboxed, nothing in the kernel ends it with this server: the watcher does.
                 watched = profile is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import logging
@@ -119,6 +120,7 @@ class RunningProcess:
         # read in `_reap`, once bwrap has ended. Both are this object's to close.
         self._witness: int | None = None
         self._witness_channel = witness_channel
+        self._sandboxed = spec.sandboxed
         try:
             if spec.pty:
                 self._pty = PtyProcess.spawn(
@@ -351,14 +353,13 @@ class RunningProcess:
             word, self._witness = receive_with_pidfd(self._witness_channel, wait=False)
             if word != b"J":
                 self._close_witness()
-        if self._witness is not None and (witnessed := wait_status(self._witness)) is not None:
-            raw_status = witnessed
+        witnessed = None if self._witness is None else wait_status(self._witness)
         self._close_witness()
-        code = os.waitstatus_to_exitcode(raw_status)
+        code = os.waitstatus_to_exitcode(raw_status if witnessed is None else witnessed)
         if code < 0:
             # Bash convention: killed by signal N reads as 128+N.
             return ExitStatus(exit_code=128 - code, signal=-code)
-        return ExitStatus(exit_code=code, signal=None)
+        return ExitStatus(code, None, passed_on=self._sandboxed and witnessed is None)
 
     def _close_witness(self) -> None:
         for fd in (self._witness, self._witness_channel):
@@ -440,7 +441,7 @@ class RunningProcess:
         assert self._status is not None
         status = self._status
         if cut is not None:
-            status = ExitStatus(status.exit_code, status.signal, cut)
+            status = dataclasses.replace(status, output_cut=cut)
         on_exit = self._on_exit
         # The callbacks are the execution's bound methods, and the execution holds this
         # process: left in place, that cycle kept both (windows, buffers, file objects) until

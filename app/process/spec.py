@@ -31,6 +31,11 @@ class ExitStatus:
     exit_code: int | None
     signal: int | None
     output_cut: OutputCut | None = None
+    # The exit code is a wrapper's report of the command's end, not the command's own: bwrap
+    # passes a death by signal N on as 128 + N, and the server could not read the command's
+    # own status (app/process/exit_witness.py: before Linux 6.15). Such a 128 + N may be a
+    # death by N; any other exit status is what the command (bash) exited with.
+    passed_on: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,3 +63,6 @@ class SpawnSpec:
     # Descriptors the spawned process keeps at their numbers (a witness channel's writing end,
     # app/process/exit_witness.py); the server closes its own copies after the spawn.
     pass_fds: tuple[int, ...] = ()
+    # The process is bwrap (directly, or behind a standby's first stage) and the command runs
+    # in its sandbox: its exit status is bwrap's report unless a witness reads the command's.
+    sandboxed: bool = False

@@ -342,6 +342,26 @@ def test_a_command_spawned_without_a_standby_is_recorded_with_its_signal(
     assert (fine["exit_code"], fine["signal"], fine["output"].strip()) == (0, None, "fine")
 
 
+def test_a_limits_signal_is_read_from_the_command_not_from_bwraps_exit_status(
+    operator: ServerProcess,
+) -> None:
+    """bwrap passes a death by SIGXFSZ on as exit status 153, which a command may also exit
+    with itself. With the command's own status read (Linux 6.15+), only the real death is the
+    file size limit's."""
+    if not kernel_keeps_exit_status():
+        pytest.skip("this kernel keeps no exit status on a pidfd (before Linux 6.15)")
+    limits = {"file_size_mb": 10}
+    with operator.client() as agent:
+        own = run(agent, "exit 153", limits=limits)
+        # `exec`: the writer's death is the command's own end (bash would report it, and its
+        # report is evidence of its own).
+        hit = run(agent, "exec head -c 30000000 /dev/zero > file-size-probe.bin", limits=limits)
+        run(agent, "rm -f file-size-probe.bin")
+    assert (own["exit_code"], own["signal"], own["notices"]) == (153, None, [])
+    assert (hit["exit_code"], hit["signal"]) == (153, signal.SIGXFSZ)
+    assert hit["notices"] == ["File size limit of 10 MB reached"]
+
+
 def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
     operator: ServerProcess,
 ) -> None:
