@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from app.services import Services
 from app.store import crud
 from app.store.models import Approval, ApprovalState, Execution, ExecutionState
 from tests.cluster.replicas import fresh_database
-from tests.conftest import AGENT, make_settings
+from tests.conftest import AGENT, APPROVER, make_settings
 from tests.databases import SQLITE, ServerDatabase
 from tests.end_reports import deliveries, end_reported, submit_job
 
@@ -240,3 +240,69 @@ def test_a_terminal_write_that_lost_reports_nothing(
     assert counted == {"cancelled": 1.0, "rejected": None}, counted
     assert finished == ["cancelled"], finished
     assert len(delivered) == 1, delivered
+
+
+async def _polled_while_deciding(
+    tmp_path: Path, database: ServerDatabase, patch: Callable[[object, str, Any], None]
+) -> tuple[str, httpx.Response, httpx.Response]:
+    """A foreground call awaits approval; the approve request is held right after it wrote the
+    decision, before it hands it to the execution, while the replicas' polling fallback runs
+    (it reads the committed decision). Returns the record's state after the poll, then the
+    approver's and the caller's answers."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    app = create_app(make_settings(tmp_path, database, policy_file=policy))
+    async with app.router.lifespan_context(app):
+        services: Services = app.state.services
+        approvals = services.approvals
+        settle = approvals.settle_subject
+        written, goes_on = asyncio.Event(), asyncio.Event()
+
+        async def held_once_written(approval: Approval) -> None:
+            if not written.is_set():  # the approve request's own hand-over
+                written.set()
+                await goes_on.wait()
+            await settle(approval)
+
+        patch(approvals, "settle_subject", held_once_written)
+        transport = httpx.ASGITransport(app=app)
+
+        def client(token: str) -> httpx.AsyncClient:
+            headers = {"Authorization": f"Bearer {token}"}
+            return httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers)
+
+        async with client(AGENT) as agent, client(APPROVER) as approver:
+            requests = approvals.subscribe()
+            waiting = asyncio.ensure_future(
+                agent.post(
+                    "/v1/executions", json={"command": "rm -rf /nonexistent-x", "approval_wait": 20}
+                )
+            )
+            await asyncio.wait_for(requests.get(), 10)
+            (approval,) = await services.db.call(crud.pending_approvals)
+            assert approval.execution_id is not None
+            approving = asyncio.ensure_future(approver.post(f"/v1/approvals/{approval.id}/approve"))
+            await asyncio.wait_for(written.wait(), 10)
+            await services.relay.poll_once(approvals, datetime.now(UTC) - timedelta(minutes=1))
+            for _ in range(50):  # whatever the poll started has its turns
+                await asyncio.sleep(0.01)
+            record = await services.db.call(crud.get_execution, execution_id=approval.execution_id)
+            assert record is not None
+            goes_on.set()
+            approved, answered = await asyncio.wait_for(asyncio.gather(approving, waiting), 20)
+    return record.state, approved, answered
+
+
+def test_the_polling_fallback_leaves_a_decision_to_the_request_writing_it(
+    tmp_path: Path, database: ServerDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command starts in the approver's request, as designed, not in a task of the poll's
+    that read the decision between its write and its hand-over (the command's trace then had
+    no request for a parent: CI saw `test_an_approval_wait_is_a_child_span` fail so)."""
+    state, approved, answered = asyncio.run(
+        _polled_while_deciding(tmp_path, database, monkeypatch.setattr)
+    )
+    assert state == ExecutionState.awaiting_approval.value  # the poll started nothing
+    assert approved.status_code == 200, approved.text
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["state"] == "completed"

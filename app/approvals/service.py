@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
@@ -130,6 +130,13 @@ class ApprovalService:
         self._subjects: dict[str, SettledHandler] = {}
         self._announced = tuple(listeners)
         self._published: OrderedDict[str, str] = OrderedDict()
+        # Approvals whose decision this process is writing and handing to their subject now
+        # (`_settle`), each with how many requests are at it. The replicas' polling fallback
+        # (app/cluster/notify.py) reads a decision as soon as it is committed, and would
+        # otherwise settle it from a task of its own before the request that made it does:
+        # the command would start outside the approver's request (its trace a root of its
+        # own, CI saw it), in a race the request then only waits out.
+        self._deciding: Counter[str] = Counter()
 
     def settles(self, subject: ApprovalSubject, handler: SettledHandler) -> None:
         """`handler` settles the decided approvals of `subject`: called once per subject, by
@@ -357,6 +364,31 @@ class ApprovalService:
         notify_subject: bool = True,
         remembered_rule: str | None = None,
     ) -> Approval:
+        self._deciding[approval_id] += 1
+        try:
+            return await self._write_decision(
+                approval_id,
+                state,
+                decided_by=decided_by,
+                reason=reason,
+                notify_subject=notify_subject,
+                remembered_rule=remembered_rule,
+            )
+        finally:
+            self._deciding[approval_id] -= 1
+            if not self._deciding[approval_id]:
+                del self._deciding[approval_id]
+
+    async def _write_decision(
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        *,
+        decided_by: str,
+        reason: str | None,
+        notify_subject: bool,
+        remembered_rule: str | None,
+    ) -> Approval:
         # The conditional UPDATE (pending → decided) is the single arbiter between approvers,
         # the expiry timer and a cancel racing for the same approval.
         changed = await self._db.call(
@@ -398,6 +430,13 @@ class ApprovalService:
             await self.settle_subject(approval)
         return approval
 
+    async def settle_missed(self, approval: Approval) -> None:
+        """The polling fallback's `settle_subject`: a decision this process is writing now is
+        left to the request writing it (which settles it, or, should it fail before, leaves
+        it to the next poll)."""
+        if approval.id not in self._deciding:
+            await self.settle_subject(approval)
+
     async def settle_subject(self, approval: Approval) -> None:
         """Hand a decided approval to the handler of its subject kind."""
         handler = self._subjects.get(approval.subject)
@@ -424,8 +463,8 @@ class ApprovalService:
         """An approval another replica requested or decided: this replica's listeners hear of
         it once, its expiry is kept here too (any replica may expire it; the conditional
         UPDATE lets one win), and a decision settles the execution if it is this node's."""
-        if self._published.get(approval.id) == approval.state:
-            return
+        if self._published.get(approval.id) == approval.state or approval.id in self._deciding:
+            return  # heard already, or this process's own decision on its way (`_settle`)
         self._remember(approval)
         if approval.state == ApprovalState.pending:
             if approval.id not in self._expiry:

@@ -131,7 +131,7 @@ class ApprovalRelay:
             store.decided_but_waiting, me=self._cluster.node_id, cutoff=self._cluster.cutoff()
         )
         for approval in unsettled:
-            self._spawn(approvals.settle_subject(approval))
+            self._spawn(approvals.settle_missed(approval))
 
     # --- bookkeeping --------------------------------------------------------------------------
 
