@@ -319,9 +319,7 @@ class Services:
                     settings.shell,
                     services.settings.data_dir,
                     settings.command_nice,
-                    sandbox=(
-                        services.sandbox.standby_sandbox if services.sandbox.enforced else None
-                    ),
+                    sandbox=(services.sandbox.standby_spawn if services.sandbox.enforced else None),
                     count=settings.spawn_ahead_shells,
                 )
             # After the lost executions are recorded: their ends are due too.

@@ -384,7 +384,7 @@ def test_a_standby_is_taken_only_while_its_sandboxs_key_holds(tmp_path: Path) ->
         Limits(),
         "/bin/bash",
         tmp_path,
-        sandbox=lambda: (built[0], None),
+        sandbox=lambda: (built[0], None, ()),
         count=1,
     )
     asked: list[str] = []

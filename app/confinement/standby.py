@@ -42,10 +42,11 @@ STANDBY_PREFIX = "ex_standby_"
 LEGACY_SPEC_DIRECTORY = "standby"
 
 
-# Builds, for one standby, the key of the sandbox it waits in and that sandbox's argv prefix
-# (`Sandbox.standby_sandbox`): built per standby, as a spawn builds its own, so that a hidden
-# path made since the server started is covered.
-SandboxBuilder = Callable[[], tuple[Hashable, list[str] | None]]
+# Builds, for one standby, the key of the sandbox it waits in, that sandbox's argv prefix and
+# the descriptors the argv names (its seccomp filter's pipe), which the spawn passes on and the
+# caller then closes (`Sandbox.standby_spawn`): built per standby, as a spawn builds its own, so
+# that a hidden path made since the server started is covered.
+SandboxBuilder = Callable[[], tuple[Hashable, list[str] | None, tuple[int, ...]]]
 
 
 @dataclass
@@ -174,13 +175,19 @@ class SpawnAhead:
                 self._discard(standby)
 
     def _make(self) -> Standby:
-        key, prefix = self._sandbox() if self._sandbox is not None else (None, None)
-        unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
+        key, prefix, files = self._sandbox() if self._sandbox is not None else (None, None, ())
         try:
-            shell = StandbyShell(self._shell, unit.child.cgroup_procs, self._nice, prefix)
-        except BaseException:
-            unit.release(kill=True)
-            raise
+            unit = self._backend.open_unit(STANDBY_PREFIX + random_token(12), self._limits)
+            try:
+                shell = StandbyShell(
+                    self._shell, unit.child.cgroup_procs, self._nice, prefix, pass_fds=files
+                )
+            except BaseException:
+                unit.release(kill=True)
+                raise
+        finally:
+            for fd in files:  # the standby's own copies are all it needs
+                os.close(fd)
         return Standby(unit, shell, key)
 
     def _discard(self, standby: Standby) -> None:

@@ -355,6 +355,9 @@ class Launcher:
                 opened[:] = [unit]
                 spawned_argv, spawned_env = argv, env
                 witness: tuple[int, int] | None = None
+                # What the spawn passes on and this thread then closes (the witness channel's
+                # writing end, the seccomp filter's pipe).
+                passed: tuple[int, ...] = ()
                 if shell is not None and session_call is not None:
                     try:
                         spawned_env = session_call.env_with_files(shell.memory_files)
@@ -370,8 +373,16 @@ class Launcher:
                     # How the command itself ends, which bwrap passes on only as an exit
                     # status: its process says so from inside (app/process/exit_witness.py).
                     witness = witness_channel()
+                    seccomp = sandbox.seccomp_pipe()
+                    passed = (witness[1], *(() if seccomp is None else (seccomp,)))
                     spawned_argv = sandbox.launch(
-                        self.ctx.settings.shell, profile, argv, plan.cwd, binds, witness[1]
+                        self.ctx.settings.shell,
+                        profile,
+                        argv,
+                        plan.cwd,
+                        binds,
+                        witness_fd=witness[1],
+                        seccomp_fd=seccomp,
                     )
                 spec = SpawnSpec(
                     argv=spawned_argv,
@@ -383,7 +394,7 @@ class Launcher:
                     confinement=unit.child,
                     nice=self.ctx.settings.command_nice,
                     keep_memory_files=spawned_env is not env,
-                    pass_fds=() if witness is None else (witness[1],),
+                    pass_fds=passed,
                     sandboxed=profile is not None,
                 )
                 # Unsandboxed, nothing in the kernel ends it with this server: the watcher does.
@@ -411,8 +422,8 @@ class Launcher:
                         fence_watch.ended(live.id)
                     raise
                 finally:
-                    if witness is not None:  # the command's copy is the only one left
-                        os.close(witness[1])
+                    for fd in passed:  # the command's copies are the only ones left
+                        os.close(fd)
                 if watched:
                     fence_watch.spawned(live.id, process.pgid)
                 metrics.labelled(metrics.spawns, "spawn" if shell is None else "standby").inc()

@@ -13,11 +13,14 @@ class ShortRun:
     output: str  # stdout and stderr, merged; or why it could not run
 
 
-def run_briefly(argv: list[str], *, cwd: str = "/", timeout: float = 10) -> ShortRun:
+def run_briefly(
+    argv: list[str], *, cwd: str = "/", timeout: float = 10, pass_fds: tuple[int, ...] = ()
+) -> ShortRun:
     try:
         done = subprocess.run(
             argv,
             cwd=cwd,
+            pass_fds=pass_fds,
             env={"PATH": "/usr/bin:/bin"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -81,12 +81,14 @@ class StandbyShell:
         cgroup_procs: tuple[str, ...],
         nice: int = 0,
         sandbox: list[str] | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         """`sandbox`: the argv prefix of the sandbox the shell waits in (app/sandbox/, bwrap's
         own, ending with its `--`), entered by `standby_enter.sh` in POSIX sh: it joins the
         cgroups and execs the sandbox with WRAPPER_IGNORED ignored (its own `trap ''`: no `env
         --ignore-signal` exec per standby); the command then starts with every signal at its
-        default whatever `env_resets_signals` says."""
+        default whatever `env_resets_signals` says. `pass_fds`: descriptors the sandbox's argv
+        names (its seccomp filter's pipe), passed on to it; the caller keeps its own copies."""
         # The spec travels in a memory file the shell inherits, not a file in the data
         # directory: a file made and removed per command cost this VM's ext4 (no journal) a
         # scan of every recently freed inode at each later create (bench/PROFILE.md).
@@ -123,7 +125,7 @@ class StandbyShell:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_write, self._spec, *self.memory_files),
+                pass_fds=(status_write, self._spec, *self.memory_files, *pass_fds),
                 start_new_session=True,
                 close_fds=True,
             )

@@ -18,12 +18,14 @@ from app.sandbox.bwrap import (
     resolved_now,
     sandbox_argv,
     shell_launch,
+    with_seccomp,
 )
 from app.sandbox.defaults import default_profile
 from app.sandbox.egress import EgressProxy
 from app.sandbox.host_list import hosts_of
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
+from app.sandbox.seccomp import host_program, program_pipe
 
 # What `GET /v1/info` names as the parts the boundary is built from.
 MECHANISMS = (
@@ -76,7 +78,17 @@ class Sandbox:
         argv = sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap)
         if tuple(argv) in _BUILT:
             return
-        probe = run_briefly(argv)
+        # With the seccomp filter, as every command gets it: a kernel that cannot install one
+        # stops the start here, not each command later.
+        seccomp = self.seccomp_pipe()
+        try:
+            probe = run_briefly(
+                sandbox_argv(self.default, ["true"], "/", bwrap=self._bwrap, seccomp_fd=seccomp),
+                pass_fds=() if seccomp is None else (seccomp,),
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         if probe.exit_code != 0:
             said = probe.output.splitlines()[-1] if probe.output else f"exit {probe.exit_code}"
             raise SandboxUnavailable(
@@ -84,6 +96,11 @@ class Sandbox:
                 f"allow unprivileged user namespaces, or {OFF_HINT}"
             )
         _BUILT.add(tuple(argv))
+
+    def seccomp_pipe(self) -> int | None:
+        """What one spawn's bwrap reads its seccomp filter from (app/sandbox/seccomp.py), the
+        caller's to pass on and close; None when the sandbox is off or this host has none."""
+        return program_pipe() if self.enforced else None
 
     def profile_for(
         self, draft_record: dict[str, Any] | None, session_record: dict[str, Any] | None
@@ -109,12 +126,20 @@ class Sandbox:
         cwd: str,
         binds: SpawnBinds = NO_BINDS,
         witness_fd: int | None = None,
+        seccomp_fd: int | None = None,
     ) -> list[str]:
         """What a spawn runs: `shell` confines itself (app/process/confine.sh), ignores bwrap's
         signals and execs the sandbox of `profile` with `binds` around `argv` (a host list's
-        egress socket is opened by `egress`); `witness_fd`: see `shell_launch`."""
+        egress socket is opened by `egress`); `witness_fd`, `seccomp_fd`: see `shell_launch`."""
         return shell_launch(
-            shell, profile, argv, cwd, binds=binds, bwrap=self._bwrap, witness_fd=witness_fd
+            shell,
+            profile,
+            argv,
+            cwd,
+            binds=binds,
+            bwrap=self._bwrap,
+            witness_fd=witness_fd,
+            seccomp_fd=seccomp_fd,
         )
 
     def standby_prefix(self) -> list[str] | None:
@@ -141,6 +166,15 @@ class Sandbox:
         if self.standby_key() == key:
             self._standby_built = (key, argv)
         return key, list(argv)
+
+    def standby_spawn(self) -> tuple[Hashable, list[str] | None, tuple[int, ...]]:
+        """`standby_sandbox()` for one standby to spawn now: its argv names the seccomp filter's
+        pipe, returned with it for the spawn to pass on (and the caller to close after)."""
+        key, argv = self.standby_sandbox()
+        if argv is None:
+            return key, None, ()
+        seccomp = self.seccomp_pipe()
+        return key, with_seccomp(argv, seccomp), () if seccomp is None else (seccomp,)
 
     def standby_key(self) -> Hashable:
         """What the default sandbox's mounts depend on now (`cover_key`): a standby built
@@ -177,9 +211,10 @@ class Sandbox:
 
     def status(self) -> dict[str, Any]:
         """`GET /v1/info`'s `sandbox`."""
+        mechanisms = [*MECHANISMS, *(["seccomp"] if host_program() is not None else [])]
         return {
             "enforced": self.enforced,
-            "mechanisms": list(MECHANISMS) if self.enforced else [],
+            "mechanisms": mechanisms if self.enforced else [],
             "landlock_abi": landlock_abi(),
         }
 

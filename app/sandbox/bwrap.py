@@ -13,6 +13,8 @@ What the sandbox is made of:
   `/tmp` (a tmpfs that ends with the command), the profile's `write` paths bound writable, then
   each hidden path covered (an empty read-only tmpfs over a directory, `/dev/null` over a
   file), so hidden wins over writable.
+- a seccomp filter, read by bwrap from a pipe each spawn passes it (`--seccomp FD`,
+  app/sandbox/seccomp.py).
 
 Signals: the server signals the execution's process group (TERM, a grace, KILL), and bwrap
 stays in that group (no `--new-session`: the server already gives each execution a session of
@@ -86,14 +88,17 @@ class SpawnBinds:
 NO_BINDS = SpawnBinds()
 
 
-def sandbox_prefix(profile: SandboxProfile, cwd: str, *, bwrap: str = BWRAP) -> list[str]:
+def sandbox_prefix(
+    profile: SandboxProfile, cwd: str, *, bwrap: str = BWRAP, seccomp_fd: int | None = None
+) -> list[str]:
     """The argv up to and including bwrap's `--`: what comes after it runs in the sandbox, in
-    `cwd` (which must exist: bwrap fails rather than run elsewhere)."""
+    `cwd` (which must exist: bwrap fails rather than run elsewhere). `seccomp_fd`: see
+    `with_seccomp`."""
     return [
         ENV_PROGRAM,
         f"--ignore-signal={_IGNORED_BY_BWRAP}",
         "--",
-        *bwrap_prefix(profile, cwd, bwrap=bwrap),
+        *with_seccomp(bwrap_prefix(profile, cwd, bwrap=bwrap), seccomp_fd),
     ]
 
 
@@ -201,11 +206,26 @@ def inner_reset() -> list[str]:
     return [ENV_PROGRAM, "--default-signal", "--"]
 
 
+def with_seccomp(prefix: list[str], seccomp_fd: int | None) -> list[str]:
+    """`prefix` (bwrap's argv, bwrap first) with bwrap told to install the seccomp filter it
+    reads from `seccomp_fd` (app/sandbox/seccomp.py) before it execs the command; `prefix`
+    itself when there is none."""
+    if seccomp_fd is None:
+        return prefix
+    return [prefix[0], "--seccomp", str(seccomp_fd), *prefix[1:]]
+
+
 def sandbox_argv(
-    profile: SandboxProfile, argv: list[str], cwd: str, *, bwrap: str = BWRAP
+    profile: SandboxProfile,
+    argv: list[str],
+    cwd: str,
+    *,
+    bwrap: str = BWRAP,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """`argv` run in the sandbox of `profile`, in `cwd`."""
-    return [*sandbox_prefix(profile, cwd, bwrap=bwrap), *inner_reset(), *argv]
+    prefix = sandbox_prefix(profile, cwd, bwrap=bwrap, seccomp_fd=seccomp_fd)
+    return [*prefix, *inner_reset(), *argv]
 
 
 def shell_launch(
@@ -217,6 +237,7 @@ def shell_launch(
     binds: SpawnBinds = NO_BINDS,
     bwrap: str = BWRAP,
     witness_fd: int | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """`argv` run in the sandbox of `profile` with `binds`, through `shell` (which confines
     itself first: app/process/confine.sh), the shell ignoring bwrap's signals before it execs
@@ -226,7 +247,8 @@ def shell_launch(
     `witness_fd`: the writing end of a witness channel (app/process/exit_witness.py), which the
     spawn passes on: the witness stage says `J` on it from the process that becomes the command,
     so that the server can read how the command itself ended where bwrap passes on only an exit
-    status. None, or no POSIX shell on the host: no stage, no witness."""
+    status. None, or no POSIX shell on the host: no stage, no witness. `seccomp_fd`: see
+    `with_seccomp`."""
     relay = relay_argv() if binds.egress_socket is not None else []
     enter, witness = IGNORE_THEN_EXEC, []
     if witness_fd is not None and POSIX_SHELL is not None:
@@ -239,7 +261,7 @@ def shell_launch(
         witness = [POSIX_SHELL, "-c", WITNESS_STAGE, "shellgate-witness"]
     return [
         *(shell, "-c", enter, "shellgate-sandbox"),
-        *bwrap_prefix(profile, cwd, binds=binds, bwrap=bwrap),
+        *with_seccomp(bwrap_prefix(profile, cwd, binds=binds, bwrap=bwrap), seccomp_fd),
         *relay,
         *witness,
         *inner_reset(),

@@ -7,7 +7,9 @@ the MCP `bash` tool."""
 
 from __future__ import annotations
 
+import errno
 import json
+import platform
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import pytest
 
 from app.core.config import Settings
 from app.sandbox import Sandbox, SandboxUnavailable
+from app.sandbox.seccomp import host_program
 from tests.api.test_mcp import call, text_of
 from tests.api.test_spawn_ahead import spawns
 from tests.conftest import ADMIN, AGENT, TOKENS, LiveServer, free_port, make_settings, serve
@@ -360,6 +363,33 @@ def test_a_limits_signal_is_read_from_the_command_not_from_bwraps_exit_status(
     assert (own["exit_code"], own["signal"], own["notices"]) == (153, None, [])
     assert (hit["exit_code"], hit["signal"]) == (153, signal.SIGXFSZ)
     assert hit["notices"] == ["File size limit of 10 MB reached"]
+
+
+IO_URING_SETUP = (
+    "python3 -I -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True);"
+    " print(libc.syscall(425, 1, 0), ctypes.get_errno())'"
+)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"limits": {"processes": 100}}, {"pty": True}],
+    ids=["standby", "spawned-without-one", "pty"],
+)
+def test_io_uring_answers_enosys_in_the_sandbox(
+    operator: ServerProcess, fields: dict[str, object]
+) -> None:
+    """The seccomp filter bwrap installs, whichever way the command was spawned (a standby for
+    the warm calls' limits, a spawn of its own for other limits, a terminal)."""
+    if host_program() is None:
+        pytest.skip(f"no seccomp filter for {platform.machine()}")
+    with operator.client() as agent:
+        assert "seccomp" in agent.get("/v1/info").json()["sandbox"]["mechanisms"]
+        for _ in range(2):
+            run(agent, "true")
+        probe = run(agent, IO_URING_SETUP, **fields)
+    assert probe["exit_code"] == 0, probe
+    assert probe["output"].split() == ["-1", str(errno.ENOSYS)], probe["output"]
 
 
 def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
