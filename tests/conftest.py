@@ -55,6 +55,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on `port`. `free_port` hands out a port
+    that is free now: a server started as a process binds it only once its start is done, a
+    second or two later, and in that window another test's server (the suite runs on two
+    workers) may take the same port and answer the first one's readiness probe."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    listening.add(f"socket:[{fields[9]}]")  # 0A: LISTEN
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in listening:
+                return True
+    return False
+
+
 @dataclass
 class LiveServer:
     base_url: str

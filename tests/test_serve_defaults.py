@@ -20,7 +20,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.conftest import AGENT, APPROVER, TOKENS, free_port
+from tests.conftest import AGENT, APPROVER, TOKENS, free_port, listens_on
 
 START_SECONDS = 60
 
@@ -114,10 +114,14 @@ def wait_until_ready(live: ServerProcess) -> None:
         if live.process.poll() is not None:
             pytest.fail(f"server exited {live.process.returncode}: {live.log_lines()[-20:]}")
         try:
-            if httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200:
-                return
+            answered = httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
+            answered = False
+        if answered:
+            port = int(live.base_url.rsplit(":", 1)[1])
+            if listens_on(live.process.pid, port):
+                return
+            # Another test's server took the port first: this one will say so and exit.
         time.sleep(0.1)  # polling a port that has no event to await
     pytest.fail("server did not become ready")
 

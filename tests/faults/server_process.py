@@ -17,10 +17,12 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import AGENT, TOKENS, free_port
+from tests.conftest import AGENT, TOKENS, free_port, listens_on
 from tests.databases import ServerDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
+# Starts on a fresh port after another server took the one `free_port` gave (`listens_on`).
+START_ATTEMPTS = 3
 
 
 @dataclass
@@ -69,12 +71,38 @@ def server_process(
     """`cwd`: where the server is started (elsewhere than the checkout, `app` is found through
     PYTHONPATH). `open_files`: the (soft, hard) RLIMIT_NOFILE it is started with. `cgroups`:
     cgroup directories (the test's own, below its process's) it starts in."""
-    port = port or free_port()
     if cwd != ROOT:
         env = {
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
         }
+    # A port the test did not name may be taken by another test's server before this one binds
+    # it (`listens_on`): then this one exits, and starts again on another.
+    for attempt in range(1 if port else START_ATTEMPTS):
+        live = _start(env, log_path, port or free_port(), cwd, open_files, cgroups)
+        try:
+            if _ready(live):
+                break
+        except BaseException:
+            _kill(live.process)
+            raise
+        _kill(live.process)
+        if attempt == START_ATTEMPTS - 1 or port:
+            raise RuntimeError(f"another server took the port each time:\n{live.log()}")
+    try:
+        yield live
+    finally:
+        _kill(live.process)
+
+
+def _start(
+    env: dict[str, str],
+    log_path: Path,
+    port: int,
+    cwd: Path,
+    open_files: tuple[int, int] | None,
+    cgroups: tuple[Path, ...],
+) -> ServerProcess:
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
@@ -84,23 +112,32 @@ def server_process(
             stderr=subprocess.STDOUT,
             preexec_fn=_before_exec(open_files, cgroups) if open_files or cgroups else None,
         )
-    live = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited at start:\n{live.log()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{live.base_url}/healthz", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start:\n{live.log()}")
-            time.sleep(0.05)
-        yield live
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)  # only this test's own server, by its pid
-        process.wait(30)
+    return ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
+
+
+def _ready(live: ServerProcess) -> bool:
+    """True once `live` answers on its port; False when another process holds the port (and
+    `live` exited for it, or answers nothing of its own)."""
+    process, port = live.process, int(live.base_url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + 60
+    while True:
+        mine = listens_on(process.pid, port)
+        if process.poll() is not None:
+            if "address already in use" in live.log():
+                return False
+            raise RuntimeError(f"server exited at start:\n{live.log()}")
+        with contextlib.suppress(httpx.TransportError):
+            if mine and httpx.get(f"{live.base_url}/healthz", timeout=2).status_code == 200:
+                return True
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start:\n{live.log()}")
+        time.sleep(0.05)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)  # only this test's own server, by its pid
+    process.wait(30)
 
 
 def _before_exec(
