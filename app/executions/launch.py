@@ -100,6 +100,18 @@ class _Plan:
     sandbox: SandboxProfile | None  # None: the sandbox is off
 
 
+def _witness_and_filter(sandbox: Sandbox) -> tuple[tuple[int, int], int | None]:
+    """A witness channel (app/process/exit_witness.py) and the seccomp filter's pipe for one
+    sandboxed spawn without a standby; neither is left open when the other cannot be made."""
+    witness = witness_channel()
+    try:
+        return witness, sandbox.seccomp_pipe()
+    except BaseException:
+        for fd in witness:
+            os.close(fd)
+        raise
+
+
 @dataclass
 class Launcher:
     ctx: Context
@@ -372,8 +384,11 @@ class Launcher:
                     binds = SpawnBinds(writable, readable, egress_socket)
                     # How the command itself ends, which bwrap passes on only as an exit
                     # status: its process says so from inside (app/process/exit_witness.py).
-                    witness = witness_channel()
-                    seccomp = sandbox.seccomp_pipe()
+                    try:
+                        witness, seccomp = _witness_and_filter(sandbox)
+                    except OSError:  # no descriptor left for them: nothing runs
+                        confinement.close_unit(unit, kill=True)
+                        raise
                     passed = (witness[1], *(() if seccomp is None else (seccomp,)))
                     spawned_argv = sandbox.launch(
                         self.ctx.settings.shell,

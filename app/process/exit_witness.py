@@ -85,7 +85,8 @@ def witness_channel() -> tuple[int, int]:
 def receive_with_pidfd(channel: int, *, wait: bool = True) -> tuple[bytes, int | None]:
     """One byte from `channel` (empty at its end) and the pidfd of the process that sent it,
     now the caller's to close (None when the kernel attached none). Without `wait`, nothing
-    there yet reads as `(b"", None)`."""
+    there yet reads as `(b"", None)`, as does a channel that fails: no witness, never an
+    error (the caller keeps the status it has, or spawns without the standby)."""
     endpoint = socket.socket(fileno=channel)
     try:
         data, ancillary, _, _ = endpoint.recvmsg(
@@ -93,7 +94,7 @@ def receive_with_pidfd(channel: int, *, wait: bool = True) -> tuple[bytes, int |
             socket.CMSG_SPACE(_PIDFD_BYTES),
             socket.MSG_CMSG_CLOEXEC | (0 if wait else socket.MSG_DONTWAIT),
         )
-    except BlockingIOError:
+    except OSError:  # BlockingIOError included
         return b"", None
     finally:
         endpoint.detach()  # the descriptor stays the caller's

@@ -243,9 +243,8 @@ class StandbyShell:
         """Everything on the status channel up to its close (the exec, or the shell's end),
         or, `first_only` (a sandboxed standby: `_receive_joined`), its first byte (`J`: the
         sandbox built; empty when the shell ended first), the channel then kept open for the
-        rest. `StandbyGone` when the
-        shell is stopped meanwhile: it would not go on until someone resumes it, and the
-        command waiting for it spawns the usual way instead."""
+        rest. `StandbyGone` when the shell is stopped meanwhile: it would not go on until
+        someone resumes it, and the command waiting for it spawns the usual way instead."""
         pieces = []
         waiting = select.poll()
         waiting.register(self._status, select.POLLIN)
