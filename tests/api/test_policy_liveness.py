@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from app.policy.engine import PolicyDocument, RuleAction, evaluate
-from app.policy.reader_process import OVER_LIMIT, CommandReaders
+from app.policy.reader_process import OVER_LIMIT, CommandReaders, ReadingBudget
 from app.policy.shell.syntax import clear_segment_cache, read_command
 from app.process.line_child import LineChild
 from tests.api.test_binary_stream_liveness import health_latencies
@@ -80,9 +80,12 @@ async def test_a_reading_past_its_deadline_or_memory_is_a_limit_never_allowed() 
             verdict = evaluate(permissive, hostile, readings={hostile: reading})
             assert verdict.approval is RuleAction.prompt
             assert OVER_LIMIT in verdict.reason
-            # The stopped child was replaced: the next command is read as usual.
+            # The stopped child was replaced: the next command is read as usual. With a budget
+            # of its own: the 1 s deadline is the hostile read's, and a new child's first read
+            # (its start, its first parse) took longer than that once in CI on a loaded VM.
             command = "echo ok; rm -rf /nonexistent-x " + "&& true " * 200
-            again = await readers.read(command)
+            now = asyncio.get_running_loop().time()
+            again = await readers.read(command, ReadingBudget("again", now + 30, 30.0))
     finally:
         await readers.close()
     clear_segment_cache()
