@@ -18,6 +18,7 @@ from app.core.errors import (
     StorageFullError,
     is_descriptors_exhausted,
 )
+from app.files.no_links import LinkOnPath, open_directory
 
 # PATH_MAX on Linux: no longer path can name a file.
 MAX_PATH_BYTES = 4096
@@ -113,14 +114,22 @@ def missing_directories(located: Located) -> list[str]:
 def make_directories(directories: list[str], shown: str) -> None:
     """Make each of `directories` (outermost first) that is still missing (blocking). A part
     that exists by now is taken as it is; one that is not a directory fails as the upload
-    would."""
+    would. Each is made in its parent as opened without following a link
+    (app/files/no_links.py)."""
     for directory in directories:
+        parent, name = os.path.split(directory)
         try:
-            os.mkdir(directory, 0o755)
+            parent_fd = open_directory(parent)
+        except OSError as error:
+            raise os_error(error, shown) from None
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
         except FileExistsError:
             continue
         except OSError as error:
             raise os_error(error, shown) from None
+        finally:
+            os.close(parent_fd)
 
 
 def workspace_roots(workspace: str) -> tuple[str, ...]:
@@ -131,6 +140,12 @@ def workspace_roots(workspace: str) -> tuple[str, ...]:
 def os_error(error: OSError, path: str) -> AppError:
     """An OSError as the client's error: what went wrong with which path, never a 500."""
     reason = error.strerror or str(error)
+    if isinstance(error, LinkOnPath):
+        return ConflictError(
+            f"{path} changed after it was judged: {error.part} is a symbolic link now, which "
+            "the files API does not follow (docs/api.md#files); nothing was read or written, "
+            "ask again"
+        )
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         return NotFoundError(f"{path}: no such file or directory")
     if error.errno == errno.EISDIR:

@@ -8,20 +8,28 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import BinaryIO
 
 from app.core.errors import ConflictError, NotFoundError
 from app.files.made_up import made_up_on_read, read_whole
+from app.files.no_links import (
+    LinkOnPath,
+    open_directory,
+    open_in,
+    open_without_links,
+    stat_without_links,
+)
 from app.files.paths import Located, os_error
 from app.sandbox.hidden import HiddenPaths
 
 HASH_CHUNK_BYTES = 1024 * 1024
 NEW_FILE_MODE = 0o644
 TEMP_SUFFIX = ".shellgate-upload"
+TEMP_NAME_ATTEMPTS = 100
 
 
 def _kind(mode: int) -> str:
@@ -53,7 +61,7 @@ def judged_links(located: Located, hidden: HiddenPaths) -> Links | None:
     nowhere yet: the operation itself reports that). The operation checks again on the
     descriptor it reads (`open_regular`) or on the stat it answers (`describe`)."""
     try:
-        info = os.stat(located.resolved)
+        info = stat_without_links(located.resolved)
     except OSError:
         return None
     return links_of(info, hidden)
@@ -64,9 +72,10 @@ def open_regular(located: Located) -> tuple[BinaryIO, os.stat_result]:
     count is the one of the bytes sent, not of whatever the path leads to a moment later); a
     directory or a device/FIFO/socket is refused. Opened without blocking so that a FIFO
     cannot hold the worker. A file the kernel makes up on read is read first
-    (app/files/made_up.py). The caller closes the file."""
+    (app/files/made_up.py). No link on the way is followed (app/files/no_links.py). The
+    caller closes the file."""
     try:
-        fd = os.open(located.resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_without_links(located.resolved, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise os_error(error, located.path) from None
     try:
@@ -117,7 +126,7 @@ def describe(located: Located, *, with_sha256: bool, hidden: HiddenPaths) -> Fil
     """The answer is taken from one stat, or, with the hash, from the descriptor hashed: its
     `links` are those of what it describes."""
     try:
-        info = os.stat(located.resolved)
+        info = stat_without_links(located.resolved)
         symlink = os.path.islink(located.path)
         kind = _kind(info.st_mode)
         digest = None
@@ -142,33 +151,44 @@ def describe(located: Located, *, with_sha256: bool, hidden: HiddenPaths) -> Fil
 
 
 class Upload:
-    """One upload: `open()`, `write()` each chunk, then `commit()` or `abort()`."""
+    """One upload: `open()`, `write()` each chunk, then `commit()` or `abort()`. Everything
+    after `open()` happens in the directory it opened (a descriptor, reached without following
+    a link: app/files/no_links.py), so a link put on the path meanwhile leads nowhere."""
 
     def __init__(self, located: Located, mode: int | None) -> None:
         self._target = located.resolved
         self._shown = located.path
         self.mode = mode
+        self._directory: int | None = None
         self._fd: int | None = None
-        self._temp: str | None = None
+        self._temp: str | None = None  # its name in the directory
         self._digest = hashlib.sha256()
         self.size = 0
 
     def open(self) -> None:
         """Refuse a target that is a directory or not a regular file, or whose directory does
         not exist, before a byte is read; then create the temporary file beside it."""
+        parent, name = os.path.split(self._target)
         try:
-            existing = os.stat(self._target)
+            self._directory = open_directory(parent)
+        except FileNotFoundError:
+            raise NotFoundError(f"the directory of {self._shown} does not exist") from None
+        except OSError as error:
+            raise os_error(error, self._shown) from None
+        try:
+            existing: os.stat_result | None = os.stat(
+                name, dir_fd=self._directory, follow_symlinks=False
+            )
         except FileNotFoundError:
             existing = None
         except OSError as error:
             raise os_error(error, self._shown) from None
         if existing is not None and stat.S_ISDIR(existing.st_mode):
             raise ConflictError(f"{self._shown} is a directory")
+        if existing is not None and stat.S_ISLNK(existing.st_mode):
+            raise os_error(LinkOnPath(self._target), self._shown)
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             raise ConflictError(f"{self._shown} is not a regular file")
-        directory, name = os.path.split(self._target)
-        if not os.path.isdir(directory):
-            raise NotFoundError(f"the directory of {self._shown} does not exist")
         if self.mode is None and existing is not None and existing.st_nlink == 1:
             # Less setuid and setgid, as a command's write would leave it (the kernel clears
             # them): new content never runs as the old file's owner or group. A file with other
@@ -177,12 +197,22 @@ class Upload:
             self.mode = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
         elif self.mode is None:
             self.mode = NEW_FILE_MODE
-        try:
-            self._fd, self._temp = tempfile.mkstemp(
-                prefix=f".{name[:100]}.", suffix=TEMP_SUFFIX, dir=directory
-            )
-        except OSError as error:
-            raise os_error(error, self._shown) from None
+        self._fd, self._temp = self._create_temporary(name)
+
+    def _create_temporary(self, name: str) -> tuple[int, str]:
+        """A new file beside the target, by a name no one else uses (as `mkstemp` makes it,
+        but in the opened directory)."""
+        assert self._directory is not None
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+        for _ in range(TEMP_NAME_ATTEMPTS):
+            temp = f".{name[:100]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+            try:
+                return open_in(self._directory, temp, flags, 0o600, shown=self._shown), temp
+            except FileExistsError:
+                continue
+            except OSError as error:
+                raise os_error(error, self._shown) from None
+        raise ConflictError(f"no free temporary name beside {self._shown}")
 
     def write(self, chunk: bytes) -> None:
         assert self._fd is not None
@@ -200,20 +230,25 @@ class Upload:
         """Durably in place: data synced, mode set, renamed over the target, directory synced.
         Returns the sha256 of what was written."""
         assert self._fd is not None and self._temp is not None and self.mode is not None
+        assert self._directory is not None
+        name = os.path.basename(self._target)
         try:
             os.fchmod(self._fd, self.mode)
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
-            os.replace(self._temp, self._target)
+            os.replace(self._temp, name, src_dir_fd=self._directory, dst_dir_fd=self._directory)
             self._temp = None
-            directory = os.open(os.path.dirname(self._target), os.O_RDONLY | os.O_CLOEXEC)
+            # An O_PATH descriptor cannot be synced: the directory opened for reading, from it.
+            directory = os.open(".", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self._directory)
             try:
                 os.fsync(directory)
             finally:
                 os.close(directory)
         except OSError as error:
             raise os_error(error, self._shown) from None
+        finally:
+            self._close_directory()
         return self._digest.hexdigest()
 
     def abort(self) -> None:
@@ -222,7 +257,13 @@ class Upload:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
-        if self._temp is not None:
+        if self._temp is not None and self._directory is not None:
             with contextlib.suppress(OSError):
-                os.unlink(self._temp)
+                os.unlink(self._temp, dir_fd=self._directory)
             self._temp = None
+        self._close_directory()
+
+    def _close_directory(self) -> None:
+        if self._directory is not None:
+            os.close(self._directory)
+            self._directory = None

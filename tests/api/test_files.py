@@ -744,3 +744,67 @@ def test_names_with_unusual_characters_are_taken_literally(
         assert put.status_code == 201, (name, put.text)
         assert (workspace / name).read_bytes() == name.encode()
         assert alice.get("/v1/files", params={"path": name}).content == name.encode()
+
+
+# --- a path that changes between its judgement and the operation ------------------------------
+
+
+def swap_for_link(directory: Path, target: str) -> None:
+    """What a command in the workspace can do at any moment: put a symlink where a directory
+    was (the directory itself kept aside)."""
+    directory.rename(directory.with_name(directory.name + ".aside"))
+    directory.symlink_to(target)
+
+
+def test_a_directory_swapped_for_a_link_after_the_judgement_is_never_followed_on_read(
+    live: LiveServer, carol: httpx.Client, outside: Path
+) -> None:
+    """The approver is shown `d/environ`, a plain file; while the read waits for the decision,
+    `d` becomes a link to /proc/self. The read must not follow it to the server's own
+    environment (every token): before, the approved read opened the path anew, links and
+    all, and sent it."""
+    (outside / "d").mkdir()
+    (outside / "d" / "environ").write_text("harmless")
+    path = str(outside / "d" / "environ")
+
+    def read() -> httpx.Response:
+        with live.client(AGENT) as client:
+            return client.get("/v1/files", params={"path": path})
+
+    waiting = in_background(read)
+    approval = pending_file_approval(carol, path)
+    swap_for_link(outside / "d", "/proc/self")
+    carol.post(f"/v1/approvals/{approval['id']}/approve", json={})
+    response = waiting.result(timeout=30)
+    assert response.status_code == 409, response.text[:300]
+    assert b"SHELLGATE" not in response.content and b"PATH=" not in response.content
+    assert "changed" in error_of(response)["message"], response.text
+    with live.client(AGENT) as client:
+        operations = client.get("/v1/files/operations").json()["data"]
+    record = next(op for op in operations if op["approval_id"] == approval["id"])
+    assert record["state"] == "failed", record
+
+
+def test_a_directory_swapped_for_a_link_after_the_judgement_is_never_followed_on_write(
+    live: LiveServer, carol: httpx.Client, outside: Path
+) -> None:
+    """The same for an upload: the approver allowed `d/note`; `d` then became a link to
+    another directory (a hidden one, such as ~/.ssh, in an attack). Nothing is written there."""
+    (outside / "d").mkdir()
+    elsewhere = outside / "elsewhere"
+    elsewhere.mkdir()
+    path = str(outside / "d" / "note")
+
+    def write() -> httpx.Response:
+        with live.client(AGENT) as client:
+            return client.put("/v1/files", params={"path": path}, content=b"planted")
+
+    waiting = in_background(write)
+    approval = pending_file_approval(carol, path)
+    swap_for_link(outside / "d", str(elsewhere))
+    carol.post(f"/v1/approvals/{approval['id']}/approve", json={})
+    response = waiting.result(timeout=30)
+    assert response.status_code == 409, response.text
+    assert "changed" in error_of(response)["message"], response.text
+    assert list(elsewhere.iterdir()) == []
+    assert list((outside / "d.aside").iterdir()) == []
