@@ -4,10 +4,19 @@ a call saved compares it with the current one a slice at a time: before, both we
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 from pathlib import Path
 
-from app.sessions.snapshot import SNAPSHOT_END, install_state
+import pytest
+
+from app.sessions.snapshot import (
+    SNAPSHOT_END,
+    NotOwnFile,
+    copy_state_into,
+    install_saved_memory,
+    install_state,
+)
 
 SIZE = 20 * 1024 * 1024
 
@@ -50,3 +59,65 @@ def test_a_changed_snapshot_replaces_the_state(tmp_path: Path) -> None:
         assert state.read_bytes() == new, name
         assert not saved.exists(), name
         assert peak < 4 * 1024 * 1024, (name, peak)
+
+
+# --- names a command put in the session's directory (app/sessions/snapshot.py) ----------------
+
+
+def _memory_file(content: bytes) -> int:
+    fd = os.memfd_create("saved")
+    os.write(fd, content)
+    return fd
+
+
+def test_a_state_that_is_a_link_or_a_fifo_is_never_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.env"
+    secret.write_text("LEAKED=s3cr3t\n")
+    state = tmp_path / "state.sh"
+    state.symlink_to(secret)
+    into = os.memfd_create("state")
+    try:
+        with pytest.raises(NotOwnFile):
+            copy_state_into(state, into)
+        assert os.fstat(into).st_size == 0
+        state.unlink()
+        os.mkfifo(state)  # opened without O_NONBLOCK, the read would wait for a writer
+        with pytest.raises(NotOwnFile):
+            copy_state_into(state, into)
+        copy_state_into(tmp_path / "absent.sh", into)  # no state yet: nothing, no error
+    finally:
+        os.close(into)
+
+
+def test_a_saved_snapshot_that_is_a_link_changes_nothing(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"export X=1\n" + SNAPSHOT_END)
+    saved, state = tmp_path / "state.next", tmp_path / "state.sh"
+    saved.symlink_to(elsewhere)
+    state.write_bytes(b"export OLD=1\n" + SNAPSHOT_END)
+    with pytest.raises(NotOwnFile):
+        install_state(saved, state)
+    assert state.read_bytes() == b"export OLD=1\n" + SNAPSHOT_END
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_working_file_that_is_not_a_file_is_replaced_never_written_through(
+    tmp_path: Path, kind: str
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    working, state = tmp_path / "state.next", tmp_path / "state.sh"
+    if kind == "link":
+        working.symlink_to(victim)
+    else:
+        os.mkfifo(working)
+    state.symlink_to(victim)  # compared with, never read through either
+    content = b"export NEW=1\n" + SNAPSHOT_END
+    saved = _memory_file(content)
+    try:
+        install_saved_memory(saved, state, working)
+    finally:
+        os.close(saved)
+    assert victim.read_text() == "precious\n"
+    assert not state.is_symlink() and state.read_bytes() == content
+    assert not working.exists()

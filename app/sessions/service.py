@@ -78,7 +78,13 @@ from app.schemas import (
 )
 from app.sessions.runner import runner_tool
 from app.sessions.sandbox_approval import SessionSandboxApprovals
-from app.sessions.snapshot import copy_state_into, install_saved_memory, install_state
+from app.sessions.snapshot import (
+    NotOwnFile,
+    copy_state_into,
+    install_saved_memory,
+    install_state,
+    open_own_file,
+)
 from app.store import crud
 from app.store.db import Database
 from app.store.models import Approval, ApprovalState, ShellSession
@@ -96,6 +102,8 @@ NEXT_STATE_FILE = "state.next"
 SCRATCH_FILE = "scratch.names"
 # With `keep_cwd`, the owning call's last working directory (`$PWD`, written by its EXIT trap).
 CWD_FILE = "cwd.next"
+# The most of it read: a path longer than the kernel's PATH_MAX names no directory.
+MAX_CWD_BYTES = 4096
 DELETE_WAIT_SECONDS = 5.0
 
 # The script each call runs (see the module docstring), shipped next to this module.
@@ -241,12 +249,20 @@ class _Call:
         if reset:
             state.unlink(missing_ok=True)
         elif commit and self._save_to is not None:
-            if self._files:
-                install_saved_memory(self._files[1], state, self._save_to)
-            else:
-                # Absent when no call saved yet and this one died before its EXIT trap.
-                with contextlib.suppress(FileNotFoundError):
+            try:
+                if self._files:
+                    install_saved_memory(self._files[1], state, self._save_to)
+                else:
                     install_state(self._save_to, state)
+            except FileNotFoundError:
+                pass  # no call saved yet, and this one died before its EXIT trap
+            except NotOwnFile as error:
+                # Its command put something else there (app/sessions/snapshot.py).
+                logger.warning(
+                    "session %s: %s is not a file the server made; the state stays as it was",
+                    self._session_id,
+                    error.filename,
+                )
             if self._cwd_to is not None:
                 ended_in = _last_directory(self._cwd_to, self._files[3] if self._files else None)
         self._empty_working_files()
@@ -261,7 +277,11 @@ class _Call:
         for working in (self._save_to, self._scratch, self._cwd_to):
             if working is not None:
                 with contextlib.suppress(OSError):
-                    os.truncate(working, 0)
+                    fd = open_own_file(working, os.O_WRONLY)
+                    try:
+                        os.ftruncate(fd, 0)
+                    finally:
+                        os.close(fd)
 
 
 def _last_directory(written: Path, memory_file: int | None) -> str | None:
@@ -272,7 +292,13 @@ def _last_directory(written: Path, memory_file: int | None) -> str | None:
         if memory_file is not None:
             ended_in = os.pread(memory_file, os.fstat(memory_file).st_size, 0).decode("utf-8")
         else:
-            ended_in = written.read_bytes().decode("utf-8")
+            fd = open_own_file(written)
+            try:
+                ended_in = os.pread(fd, MAX_CWD_BYTES + 1, 0).decode("utf-8")
+            finally:
+                os.close(fd)
+            if len(ended_in) > MAX_CWD_BYTES:
+                return None
     except (OSError, UnicodeDecodeError):
         return None
     if not ended_in.startswith("/") or "\0" in ended_in or not os.path.isdir(ended_in):

@@ -10,12 +10,19 @@ session keeps the state it had rather than an empty or cut one.
 A snapshot is as large as what the session's commands export and define (50 MB of exported
 variable is one `export`): it is compared a slice at a time, never read whole twice
 (RELIABILITY.md, "One request against all the others").
+
+The session's directory is the server's, but a sandboxed call spawned without a standby has it
+bound in to write its snapshot: its command can put anything there by any name, a symbolic
+link or a FIFO included. The server follows no link there and opens nothing there but regular
+files (`open_own_file`): a `state.sh` made a link to a hidden file (an operator's `.env`) was
+read through it into the next call's shell, and a `state.next` made a link was written through.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
 # The last line of every snapshot the wrapper finished writing (a comment when sourced).
@@ -23,23 +30,60 @@ SNAPSHOT_END = b"# end of the session's snapshot\n"
 _SLICE = 1024 * 1024
 
 
+class NotOwnFile(OSError):
+    """A name in the session's directory that is not a regular file (a link, a FIFO, a
+    directory): something a command put there, never opened by the server."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.EINVAL, "not a regular file the server made", str(path))
+
+
+def open_own_file(path: Path, flags: int = os.O_RDONLY) -> int:
+    """A regular file of the session's directory, opened with `flags`, never through a link
+    (ELOOP, raised as NotOwnFile) nor blocking on a FIFO; NotOwnFile for anything else that
+    is not a regular file. OSError as the kernel says otherwise (FileNotFoundError when absent,
+    unless `flags` create it)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise NotOwnFile(path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotOwnFile(path)
+    return fd
+
+
 def install_state(saved: Path, state: Path) -> None:
     """Make `saved` (what the owning call's EXIT trap wrote) the session's state, when the
     trap finished writing it. Most calls change nothing: then the snapshot is left as it is
-    (no rename, no journal write). The caller empties `saved`."""
-    with saved.open("rb") as source:
-        if not _finished(source.fileno()) or _same_as_state(source.fileno(), state):
+    (no rename, no journal write). The caller empties `saved`. One that is not a regular file
+    changes nothing (NotOwnFile)."""
+    source = open_own_file(saved)
+    try:
+        if not _finished(source) or _same_as_state(source, state):
             return
+    finally:
+        os.close(source)
+    # Renamed by name: were `saved` swapped for a link meanwhile, the state would be that
+    # link, which nothing here reads through.
     os.replace(saved, state)
 
 
 def install_saved_memory(saved_fd: int, state: Path, working: Path) -> None:
     """The same for a snapshot saved into a memory file: copied to `working` (in the
-    session's directory, beside `state`) and renamed over the state when it differs."""
+    session's directory, beside `state`) and renamed over the state when it differs. A
+    `working` that is not a regular file is removed first, never written through."""
     if not _finished(saved_fd) or _same_as_state(saved_fd, state):
         return
     # It holds the session's variables, secrets included: owner-only, as the wrapper's are.
-    target = os.open(working, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        target = open_own_file(working, flags)
+    except NotOwnFile:
+        os.unlink(working)  # a link or a FIFO goes; a directory stays, and the state with it
+        target = open_own_file(working, flags | os.O_EXCL)
     try:
         os.fchmod(target, 0o600)
         _copy(saved_fd, target)
@@ -50,9 +94,16 @@ def install_saved_memory(saved_fd: int, state: Path, working: Path) -> None:
 
 def copy_state_into(state: Path, fd: int) -> None:
     """The session's snapshot (none yet: nothing) into the empty memory file `fd`, from its
-    start; the file's own offset stays at 0 (the command opens it by a path of its own)."""
-    with contextlib.suppress(FileNotFoundError), state.open("rb") as source:
-        _copy(source.fileno(), fd)
+    start; the file's own offset stays at 0 (the command opens it by a path of its own).
+    NotOwnFile when `state` is not a regular file."""
+    try:
+        source = open_own_file(state)
+    except FileNotFoundError:
+        return
+    try:
+        _copy(source, fd)
+    finally:
+        os.close(source)
 
 
 def _finished(fd: int) -> bool:
@@ -63,10 +114,13 @@ def _finished(fd: int) -> bool:
 
 def _same_as_state(saved_fd: int, state: Path) -> bool:
     try:
-        with state.open("rb") as current:
-            return _same_content(saved_fd, current.fileno())
-    except FileNotFoundError:
+        current = open_own_file(state)
+    except (FileNotFoundError, NotOwnFile):
         return False
+    try:
+        return _same_content(saved_fd, current)
+    finally:
+        os.close(current)
 
 
 def _same_content(one: int, other: int) -> bool:
