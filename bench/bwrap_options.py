@@ -25,6 +25,7 @@ from pathlib import Path
 from app.core.config import Settings
 from app.sandbox.bwrap import BWRAP, bwrap_prefix
 from app.sandbox.defaults import default_profile
+from app.sandbox.program import ServerFiles, server_files
 from app.sandbox.seccomp import host_program, program_pipe
 
 # Stands for the seccomp pipe's descriptor in a variant's argv (a pipe per run).
@@ -54,9 +55,21 @@ def variants(workspace: Path) -> dict[str, list[str]]:
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None, data_dir=workspace / "data", workspace=workspace
     )
-    full = bwrap_prefix(default_profile(settings), str(workspace))
+    profile = default_profile(settings)
+    full = bwrap_prefix(profile, str(workspace))
     own_dev = full.index("--dev")
-    found = {"full": full}
+    # `make run`'s layout: the server's package, client, virtualenv, migrations and npm
+    # packages inside the workspace, each bound read-only again (app/sandbox/program.py).
+    inside = [workspace / name for name in ("app", "shellgate", ".venv", "migrations", "npm")]
+    for directory in inside:
+        directory.mkdir(exist_ok=True)
+    holding = ServerFiles(tuple(map(str, inside)), server_files().read_at_start)
+    found = {
+        "full": full,
+        "the workspace holding the server's program": bwrap_prefix(
+            profile, str(workspace), server=holding
+        ),
+    }
     if host_program() is not None:
         found["with the seccomp filter"] = [full[0], "--seccomp", SECCOMP, *full[1:]]
     return found | {

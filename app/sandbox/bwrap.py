@@ -10,8 +10,9 @@ What the sandbox is made of:
 - its own IPC namespace, and with network `off` or a host list its own network namespace
   (loopback only; a host list's proxy is bound in: app/sandbox/host_list.py);
 - its own mount namespace: the host read-only (`--ro-bind / /`), a minimal `/dev`, a private
-  `/tmp` (a tmpfs that ends with the command), the profile's `write` paths bound writable, then
-  each hidden path covered (an empty read-only tmpfs over a directory, `/dev/null` over a
+  `/tmp` (a tmpfs that ends with the command), the profile's `write` paths bound writable, the
+  server's own program read-only again where a writable path holds it (app/sandbox/program.py),
+  then each hidden path covered (an empty read-only tmpfs over a directory, `/dev/null` over a
   file), so hidden wins over writable.
 - a seccomp filter, read by bwrap from a pipe each spawn passes it (`--seccomp FD`,
   app/sandbox/seccomp.py).
@@ -40,6 +41,7 @@ from app.process.posix_shell import POSIX_SHELL
 from app.process.signal_defaults import WRAPPER_IGNORED
 from app.sandbox.host_list import EGRESS_SOCKET, relay_argv
 from app.sandbox.profile import SandboxProfile
+from app.sandbox.program import ServerFiles, server_files
 
 BWRAP = "/usr/bin/bwrap"
 ENV_PROGRAM = "/usr/bin/env"
@@ -103,10 +105,17 @@ def sandbox_prefix(
 
 
 def bwrap_prefix(
-    profile: SandboxProfile, cwd: str, *, binds: SpawnBinds = NO_BINDS, bwrap: str = BWRAP
+    profile: SandboxProfile,
+    cwd: str,
+    *,
+    binds: SpawnBinds = NO_BINDS,
+    bwrap: str = BWRAP,
+    server: ServerFiles | None = None,
 ) -> list[str]:
     """`sandbox_prefix` without the signals ignored, with `binds`: for a caller that ignores
-    them itself before it execs this."""
+    them itself before it execs this. `server`: the server's own files (`server_files()`
+    unless given)."""
+    server = server_files() if server is None else server
     hidden = sorted({_real(path) for path in profile.hidden}, key=len)
     write = sorted(
         {
@@ -133,6 +142,13 @@ def bwrap_prefix(
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
     for path in write:
         argv += ["--bind", path, path]
+
+    def writable(path: str) -> bool:
+        return any(_within(path, tree) for tree in write)
+
+    for path in server.program:
+        if writable(path) and not any(_within(path, h) for h in hidden):
+            argv += ["--ro-bind", path, path]
     bound = [*write]
 
     def visible(path: str) -> bool:
@@ -153,7 +169,8 @@ def bwrap_prefix(
             continue
         if os.path.isdir(path):
             argv += ["--tmpfs", path]
-        elif os.path.lexists(path):
+        elif os.path.lexists(path) or (path in server.read_at_start and writable(path)):
+            # Absent, a file the server reads at its start is covered too: bwrap makes it.
             argv += ["--ro-bind", "/dev/null", path]
         else:
             continue

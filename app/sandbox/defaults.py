@@ -5,11 +5,10 @@ or of the credentials listed in `SHELLGATE_SANDBOX_HIDDEN`, and the network of
 
 from __future__ import annotations
 
-import os
-
 from app.core.auth import GENERATED_TOKEN_FILE
 from app.core.config import Settings
 from app.sandbox.profile import SandboxProfile
+from app.sandbox.program import settings_file
 
 
 def server_paths(settings: Settings) -> tuple[str, ...]:
@@ -19,7 +18,7 @@ def server_paths(settings: Settings) -> tuple[str, ...]:
     paths = [
         str(settings.data_dir),
         str(settings.data_dir / GENERATED_TOKEN_FILE),
-        os.path.abspath(".env"),
+        settings_file(),
     ]
     if settings.policy_file is not None:
         paths.append(str(settings.policy_file))

@@ -1,0 +1,97 @@
+"""The server's own program is never writable by a command (app/sandbox/program.py), in a real
+bwrap: where a writable path holds it (a workspace that is the server's checkout), it is bound
+read-only again; the `.env` the server reads at its start is covered even while absent; and
+`python -m app` does not import modules from its working directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import app
+from app.core.config import Settings
+from app.sandbox import Sandbox, SandboxUnavailable
+from app.sandbox.bwrap import bwrap_prefix
+from app.sandbox.profile import SandboxProfile
+from app.sandbox.program import ServerFiles, program_paths, server_files, settings_file
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, data_dir=tmp_path / "data", workspace=tmp_path
+    )
+    try:
+        Sandbox(settings).check()
+    except SandboxUnavailable as error:
+        pytest.skip(str(error))
+    workspace = tmp_path / "ws"
+    (workspace / "venv" / "lib").mkdir(parents=True)
+    (workspace / "venv" / "lib" / "module.py").write_text("print('as shipped')\n")
+    return workspace
+
+
+def run(workspace: Path, server: ServerFiles, script: str) -> str:
+    profile = SandboxProfile(
+        network="off", write=(str(workspace),), hidden=tuple(server.read_at_start)
+    )
+    argv = [*bwrap_prefix(profile, str(workspace), server=server), "/bin/sh", "-c", script]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout + done.stderr
+
+
+def test_the_program_in_a_writable_tree_is_read_only_and_the_rest_is_not(
+    workspace: Path,
+) -> None:
+    server = ServerFiles(program=(str(workspace / "venv"),), read_at_start=())
+    output = run(
+        workspace,
+        server,
+        "echo 'print(1)' >> venv/lib/module.py; touch venv/new.py; touch mine.txt && echo mine",
+    )
+    assert output.count("Read-only file system") == 2, output
+    assert "mine" in output
+    assert (workspace / "venv" / "lib" / "module.py").read_text() == "print('as shipped')\n"
+    assert not (workspace / "venv" / "new.py").exists()
+    assert (workspace / "mine.txt").exists()
+
+
+def test_a_settings_file_absent_is_covered_and_no_command_makes_it(workspace: Path) -> None:
+    settings = workspace / ".env"
+    server = ServerFiles(program=(), read_at_start=(str(settings),))
+    output = run(workspace, server, "echo SHELLGATE_SANDBOX=off > .env; cat .env")
+    assert "SHELLGATE_SANDBOX" not in output
+    assert settings.read_bytes() == b""  # the empty file bwrap mounted over
+
+
+def test_the_program_paths_are_those_of_this_server() -> None:
+    paths = program_paths()
+    assert str(Path(app.__file__).resolve().parent) in paths
+    assert os.path.realpath(sys.prefix) in paths
+    assert str(REPO / "migrations") in paths  # a checkout's (an editable install here)
+    assert all(os.path.isdir(path) for path in paths)
+    assert server_files().read_at_start == (os.path.realpath(settings_file()),)
+
+
+def test_python_m_app_imports_nothing_from_its_working_directory(tmp_path: Path) -> None:
+    """A module a command dropped in the workspace, the server's working directory, is not
+    imported by the next `python -m app` (here `rich`, which the CLI imports)."""
+    marker = tmp_path / "imported"
+    (tmp_path / "rich.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "serve" in done.stdout
+    assert not marker.exists()
