@@ -160,9 +160,12 @@ def bwrap_prefix(
 
     real_cwd = _real(cwd)
     if not visible(real_cwd) and not any(_within(real_cwd, h) for h in hidden):
-        # A directory under the host's /tmp outside the workspace: there, read-only.
-        argv += ["--ro-bind", real_cwd, real_cwd]
-        bound.append(real_cwd)
+        # Under a mount of the sandbox's own (its private /tmp, its /dev): the host's directory
+        # is not in sight there, and bound in it would show what that mount hides (in the
+        # host's /tmp, other programs' sockets: a tmux server's takes keystrokes). The command
+        # starts in an empty directory of that name instead; under /proc none can be made, and
+        # bwrap refuses to start.
+        argv += ["--dir", real_cwd]
     covered: list[str] = []
     for path in hidden:
         if any(_within(path, done) for done in covered) or not visible(path):

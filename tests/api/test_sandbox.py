@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import platform
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,6 +277,59 @@ def test_a_write_inside_the_workspace_lands_and_tmp_is_private(operator: ServerP
     assert record["exit_code"] == 0, record
     assert (operator.cwd / f"inside-{tag}").read_text() == "in\n"
     assert not host_tmp.exists()  # the command's /tmp is its own
+
+
+@pytest.fixture
+def host_tmp_socket() -> Iterator[Path]:
+    """A directory in the host's /tmp with a file and a listening Unix socket, as a tmux server
+    keeps (`/tmp/tmux-<uid>/default`, which takes keystrokes for the operator's shell)."""
+    directory = Path(tempfile.mkdtemp(prefix="shellgate-host-tmp-", dir="/tmp"))
+    (directory / "notes.txt").write_text("the host's\n")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(directory / "default"))
+    listener.listen()
+    try:
+        yield directory
+    finally:
+        listener.close()
+        shutil.rmtree(directory)
+
+
+CONNECT = (
+    "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"default\")' "
+    "2>/dev/null && echo connected"
+)
+
+
+def test_a_cwd_in_the_hosts_tmp_starts_in_an_empty_private_directory(
+    operator: ServerProcess, host_tmp_socket: Path
+) -> None:
+    """Before, the host's directory was bound in read-only: the command listed its files and
+    connected to its socket."""
+    command = f"pwd; ls -A; {CONNECT}; touch mine && echo wrote"
+    with operator.client() as agent:
+        record = agent.post(
+            "/v1/executions", json={"command": command, "cwd": str(host_tmp_socket)}
+        ).json()
+    assert record["exit_code"] == 0, record
+    assert record["output"] == f"{host_tmp_socket}\nwrote\n", record["output"]
+    assert sorted(os.listdir(host_tmp_socket)) == ["default", "notes.txt"]
+
+
+def test_a_session_that_moved_to_tmp_never_sees_the_hosts(
+    operator: ServerProcess, host_tmp_socket: Path
+) -> None:
+    """A `keep_cwd` session's `cd /tmp` made the next call's cwd the host's /tmp, bound in
+    whole: every host program's sockets and files in sight."""
+    looks = (
+        f"pwd; ls -A | grep -c shellgate-host-tmp; test -S {host_tmp_socket}/default && echo seen"
+    )
+    with operator.client() as agent:
+        session = agent.post("/v1/sessions", json={"keep_cwd": True}).json()["id"]
+        moved = agent.post("/v1/executions", json={"command": "cd /tmp", "session": session})
+        assert moved.json()["exit_code"] == 0, moved.text
+        record = agent.post("/v1/executions", json={"command": looks, "session": session}).json()
+    assert record["output"] == "/tmp\n0\n", record["output"]
 
 
 def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
