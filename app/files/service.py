@@ -61,6 +61,7 @@ from app.policy.file_rules import (
     stricter,
 )
 from app.sandbox.hidden import HiddenPaths
+from app.sandbox.program import program_paths
 from app.schemas.files import FileOperationPublic
 from app.store import crud
 from app.store.db import Database
@@ -155,6 +156,8 @@ class FileService:
         self._approvals = file_approvals
         self.max_bytes = settings.files_max_bytes
         self._hidden_of: tuple[PolicyDocument, HiddenPaths] | None = None
+        # Read-only to every command wherever it lies (app/sandbox/program.py): to uploads too.
+        self._program = HiddenPaths(program_paths())
 
     @property
     def _hidden(self) -> HiddenPaths:
@@ -192,6 +195,16 @@ class FileService:
                 None,
                 process_file,
             )
+        if access == "write":
+            for path in (located.path, located.resolved, *also):
+                if (program := self._program.covering(path)) is not None:
+                    return FileVerdict(
+                        "deny",
+                        f"{program} is the server's own program, which no command may change "
+                        "and no upload either (docs/sandbox.md#the-servers-program)",
+                        None,
+                        path,
+                    )
         for path in (located.path, located.resolved, *also):
             if (hidden := self._hidden.covering(path)) is not None:
                 return FileVerdict(

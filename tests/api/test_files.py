@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -808,3 +810,35 @@ def test_a_directory_swapped_for_a_link_after_the_judgement_is_never_followed_on
     assert "changed" in error_of(response)["message"], response.text
     assert list(elsewhere.iterdir()) == []
     assert list((outside / "d.aside").iterdir()) == []
+
+
+def test_the_servers_own_program_is_never_written_whatever_the_rules(
+    alice: httpx.Client, files_rules: Any
+) -> None:
+    """What no command can change (its package, its virtualenv: docs/sandbox.md), no upload
+    changes either, even with every path allowed; it can still be read."""
+    files_rules({"outside": "allow"})
+    package = Path(__file__).resolve().parents[2] / "app"
+    planted = package / f"planted-{os.getpid()}-{id(alice)}.py"
+    targets = [planted, Path(sys.prefix) / "planted.pth"]
+    try:
+        for target in targets:
+            write = alice.put("/v1/files", params={"path": str(target)}, content=b"import os\n")
+            assert write.status_code == 403, write.text
+            assert "the server's own program" in error_of(write)["message"]
+            assert not target.exists()
+        made = alice.put(
+            "/v1/files",
+            params={"path": str(package / "new-dir" / "x.py"), "parents": "true"},
+            content=b"",
+        )
+        assert made.status_code == 403 and not (package / "new-dir").exists(), made.text
+        check = alice.get("/v1/files/check", params={"path": str(planted), "access": "write"})
+        assert check.json()["verdict"] == "deny", check.text
+        read = alice.get("/v1/files", params={"path": str(package / "__init__.py")})
+        assert read.status_code == 200 and b"__version__" in read.content
+    finally:
+        for target in targets:
+            target.unlink(missing_ok=True)
+        if (package / "new-dir").exists():
+            shutil.rmtree(package / "new-dir")
