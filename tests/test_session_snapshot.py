@@ -100,6 +100,19 @@ def test_a_saved_snapshot_that_is_a_link_changes_nothing(tmp_path: Path) -> None
     assert state.read_bytes() == b"export OLD=1\n" + SNAPSHOT_END
 
 
+def test_a_working_file_that_is_a_directory_leaves_the_state_as_it_was(tmp_path: Path) -> None:
+    working, state = tmp_path / "state.next", tmp_path / "state.sh"
+    working.mkdir()
+    state.write_bytes(b"export OLD=1\n" + SNAPSHOT_END)
+    saved = _memory_file(b"export NEW=1\n" + SNAPSHOT_END)
+    try:
+        with pytest.raises(NotOwnFile):
+            install_saved_memory(saved, state, working)
+    finally:
+        os.close(saved)
+    assert state.read_bytes() == b"export OLD=1\n" + SNAPSHOT_END
+
+
 @pytest.mark.parametrize("kind", ["link", "fifo"])
 def test_a_working_file_that_is_not_a_file_is_replaced_never_written_through(
     tmp_path: Path, kind: str

@@ -82,7 +82,10 @@ def install_saved_memory(saved_fd: int, state: Path, working: Path) -> None:
     try:
         target = open_own_file(working, flags)
     except NotOwnFile:
-        os.unlink(working)  # a link or a FIFO goes; a directory stays, and the state with it
+        try:
+            os.unlink(working)  # a link or a FIFO goes
+        except OSError as error:  # a directory stays, and the state with it
+            raise NotOwnFile(working) from error
         target = open_own_file(working, flags | os.O_EXCL)
     try:
         os.fchmod(target, 0o600)
