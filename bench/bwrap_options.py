@@ -60,9 +60,10 @@ def variants(workspace: Path) -> dict[str, list[str]]:
     own_dev = full.index("--dev")
     # `make run`'s layout: the server's package, client, virtualenv, migrations and npm
     # packages inside the workspace, each bound read-only again (app/sandbox/program.py).
-    inside = [workspace / name for name in ("app", "shellgate", ".venv", "migrations", "npm")]
+    names = ("app", "sdk/shellgate", ".venv", "migrations", "node_modules")
+    inside = [workspace / name for name in names]
     for directory in inside:
-        directory.mkdir(exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
     holding = ServerFiles(tuple(map(str, inside)), server_files().read_at_start)
     found = {
         "full": full,

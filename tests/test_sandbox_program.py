@@ -37,9 +37,9 @@ def workspace(tmp_path: Path) -> Path:
     return workspace
 
 
-def run(workspace: Path, server: ServerFiles, script: str) -> str:
+def run(workspace: Path, server: ServerFiles, script: str, hidden: tuple[str, ...] = ()) -> str:
     profile = SandboxProfile(
-        network="off", write=(str(workspace),), hidden=tuple(server.read_at_start)
+        network="off", write=(str(workspace),), hidden=(*server.read_at_start, *hidden)
     )
     argv = [*bwrap_prefix(profile, str(workspace), server=server), "/bin/sh", "-c", script]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -60,6 +60,30 @@ def test_the_program_in_a_writable_tree_is_read_only_and_the_rest_is_not(
     assert (workspace / "venv" / "lib" / "module.py").read_text() == "print('as shipped')\n"
     assert not (workspace / "venv" / "new.py").exists()
     assert (workspace / "mine.txt").exists()
+
+
+def test_no_parent_of_a_protected_path_can_be_moved_aside(workspace: Path) -> None:
+    """A mount point cannot be renamed, but the directory above one could: a command moved
+    `sdk` aside (the real `sdk/shellgate` with it, on the host) and made an `sdk/shellgate` of
+    its own for the server to import; or moved a nested hidden directory's parent aside, after
+    which no sandbox covered the real one. Each directory on the way is pinned (bound onto
+    itself) and stays writable."""
+    program = workspace / "sdk" / "shellgate"
+    program.mkdir(parents=True)
+    (program / "__init__.py").write_text("shipped\n")
+    secret = workspace / "conf" / "deep" / "secret.env"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("TOKEN=1\n")
+    server = ServerFiles(program=(str(program),), read_at_start=())
+    moves = "mv sdk sdk2; mv conf conf2; mv conf/deep conf/deep2; mv sdk/shellgate sdk/x"
+    output = run(
+        workspace, server, f"{moves}; touch sdk/mine conf/mine && echo wrote", (str(secret),)
+    )
+    assert output.count("Device or resource busy") == 4, output
+    assert "wrote" in output
+    assert sorted(os.listdir(workspace)) == ["conf", "sdk", "venv"]
+    assert (program / "__init__.py").read_text() == "shipped\n"
+    assert secret.read_text() == "TOKEN=1\n"
 
 
 def test_a_settings_file_absent_is_covered_and_no_command_makes_it(workspace: Path) -> None:

@@ -146,9 +146,11 @@ def bwrap_prefix(
     def writable(path: str) -> bool:
         return any(_within(path, tree) for tree in write)
 
-    for path in server.program:
-        if writable(path) and not any(_within(path, h) for h in hidden):
-            argv += ["--ro-bind", path, path]
+    program = [
+        path
+        for path in server.program
+        if writable(path) and not any(_within(path, h) for h in hidden)
+    ]
     bound = [*write]
 
     def visible(path: str) -> bool:
@@ -158,6 +160,23 @@ def bwrap_prefix(
             return any(_within(path, bind) for bind in bound)
         return True
 
+    covered: list[str] = []
+    covers: list[list[str]] = []
+    for path in hidden:
+        if any(_within(path, done) for done in covered) or not visible(path):
+            continue
+        if os.path.isdir(path):
+            covers.append(["--tmpfs", path])
+        elif os.path.lexists(path) or (path in server.read_at_start and writable(path)):
+            # Absent, a file the server reads at its start is covered too: bwrap makes it.
+            covers.append(["--ro-bind", "/dev/null", path])
+        else:
+            continue
+        covered.append(path)
+    for ancestor in _pins([*program, *covered], write):
+        argv += ["--bind", ancestor, ancestor]
+    for path in program:
+        argv += ["--ro-bind", path, path]
     real_cwd = _real(cwd)
     if not visible(real_cwd) and not any(_within(real_cwd, h) for h in hidden):
         # Under a mount of the sandbox's own (its private /tmp, its /dev): the host's directory
@@ -166,18 +185,8 @@ def bwrap_prefix(
         # starts in an empty directory of that name instead; under /proc none can be made, and
         # bwrap refuses to start.
         argv += ["--dir", real_cwd]
-    covered: list[str] = []
-    for path in hidden:
-        if any(_within(path, done) for done in covered) or not visible(path):
-            continue
-        if os.path.isdir(path):
-            argv += ["--tmpfs", path]
-        elif os.path.lexists(path) or (path in server.read_at_start and writable(path)):
-            # Absent, a file the server reads at its start is covered too: bwrap makes it.
-            argv += ["--ro-bind", "/dev/null", path]
-        else:
-            continue
-        covered.append(path)
+    for cover in covers:
+        argv += cover
     for path in sorted({_real(extra) for extra in binds.writable}, key=len):
         if os.path.isdir(path):
             argv += ["--bind", path, path]
@@ -192,6 +201,26 @@ def bwrap_prefix(
             argv += ["--remount-ro", path]
     argv += ["--chdir", cwd, "--"]
     return argv
+
+
+def _pins(protected: Iterable[str], write: list[str]) -> list[str]:
+    """The directories between a writable tree's root and each protected path in it (a cover,
+    the server's program), outermost first, each to be bound onto itself. A mount point cannot
+    be renamed or removed, but a directory that only holds one can: a command could otherwise
+    move a protected path's parent aside and make a directory of its own in its place, where
+    the server, which finds its files by path on the host, would take it for its own (and the
+    real one, moved, would no longer be covered). The roots are mount points already."""
+    found: set[str] = set()
+    for path in protected:
+        for tree in write:
+            if path == tree or not _within(path, tree):
+                continue
+            ancestor = os.path.dirname(path)
+            while ancestor != tree and len(ancestor) > len(tree):
+                if ancestor not in write:
+                    found.add(ancestor)
+                ancestor = os.path.dirname(ancestor)
+    return sorted((path for path in found if os.path.isdir(path)), key=len)
 
 
 def resolved_now(path: str) -> tuple[str, bool] | None:
