@@ -6,9 +6,11 @@ retry."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from app.sandbox.profile import SandboxProfile
+from app.sandbox.program import program_paths
 
 # What the C library and the common tools print for EROFS and EACCES.
 REFUSAL_MARKS = ("Read-only file system", "Permission denied")
@@ -20,10 +22,22 @@ def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
         return None
     network = profile.network if isinstance(profile.network, str) else ", ".join(profile.network)
     writable = ", ".join([*profile.write, "/tmp (private)"])
+    trees = [os.path.realpath(path) for path in profile.write]
+    held = [
+        path
+        for path in program_paths()
+        if any(path == tree or path.startswith(tree.rstrip("/") + "/") for tree in trees)
+    ]
+    # No request can widen these (app/sandbox/program.py): say so, or the caller would ask.
+    program = (
+        f", the server's own program in it read-only whatever is asked ({', '.join(held)})"
+        if held
+        else ""
+    )
     return (
         "the command may have failed on a sandbox refusal: it ran with the profile "
-        f"write [{writable}], network {network}, and everything else read-only or hidden "
-        "(docs/sandbox.md); ask for more with the request's `sandbox` rather than retry"
+        f"write [{writable}]{program}, network {network}, and everything else read-only or "
+        "hidden (docs/sandbox.md); ask for more with the request's `sandbox` rather than retry"
     )
 
 

@@ -40,12 +40,16 @@ def test_a_command_cannot_change_the_program_the_server_runs(
     attack = (
         f"sed -i '2i touch {escaped}' {FIRST_STAGE}; touch app/planted.py; "
         "touch migrations/planted.py; echo SHELLGATE_SANDBOX=off > .env; "
-        "touch mine.txt && echo wrote-mine"
+        "touch mine.txt && echo wrote-mine; false"
     )
     with checkout.client() as agent:
         record = agent.post("/v1/executions", json={"command": attack}).json()
         assert record["output"].count("Read-only file system") == 3, record["output"]
         assert "wrote-mine" in record["output"]
+        # The refusal's notice says no request widens it (the workspace is the profile's write).
+        notice = next(notice for notice in record["notices"] if "sandbox refusal" in notice)
+        assert "the server's own program in it read-only whatever is asked" in notice, notice
+        assert str(checkout.cwd / "app") in notice
         for _ in range(3):  # standbys made after it start with the first stage
             time.sleep(1)
             done = agent.post("/v1/executions", json={"command": "echo still-works"}).json()
