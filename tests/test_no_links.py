@@ -156,3 +156,21 @@ def test_directories_made_for_parents_are_made_where_judged_or_not_at_all(tree: 
     assert sorted(os.listdir(tree / "secret")) == ["file.txt"]
     make_directories([str(tree / "a/b.aside/new"), str(tree / "a/b.aside/new/x")], "shown")
     assert (tree / "a" / "b.aside" / "new" / "x").is_dir()
+
+
+def test_an_upload_whose_temporary_file_was_replaced_is_not_recorded_as_landed(
+    tree: Path,
+) -> None:
+    """A command in the directory can rename a file of its own over the upload's temporary
+    file, by its name, before the commit renames that name over the target."""
+    located = locate("a/b/new.txt", str(tree))
+    upload = Upload(located, None)
+    upload.open()
+    upload.write(b"sent")
+    (temporary,) = [name for name in os.listdir(tree / "a" / "b") if "shellgate" in name]
+    (tree / "a" / "b" / "theirs").write_bytes(b"theirs")
+    os.replace(tree / "a" / "b" / "theirs", tree / "a" / "b" / temporary)
+    with pytest.raises(ConflictError, match="the upload did not land"):
+        upload.commit()
+    upload.abort()
+    assert (tree / "a" / "b" / "new.txt").read_bytes() == b"theirs"

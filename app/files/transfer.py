@@ -228,17 +228,27 @@ class Upload:
 
     def commit(self) -> str:
         """Durably in place: data synced, mode set, renamed over the target, directory synced.
-        Returns the sha256 of what was written."""
+        Returns the sha256 of what was written. A temporary file that someone else's file
+        replaced by its name (a command in the same directory can) is not recorded as the
+        upload: the rename put theirs in place, and that is a ConflictError."""
         assert self._fd is not None and self._temp is not None and self.mode is not None
         assert self._directory is not None
         name = os.path.basename(self._target)
         try:
             os.fchmod(self._fd, self.mode)
             os.fsync(self._fd)
+            ours = os.fstat(self._fd)
             os.close(self._fd)
             self._fd = None
             os.replace(self._temp, name, src_dir_fd=self._directory, dst_dir_fd=self._directory)
             self._temp = None
+            landed = os.stat(name, dir_fd=self._directory, follow_symlinks=False)
+            if (landed.st_dev, landed.st_ino) != (ours.st_dev, ours.st_ino):
+                raise ConflictError(
+                    f"{self._shown}: the upload's temporary file was replaced by another while "
+                    "it was written, and that other file is what now stands there; the upload "
+                    "did not land"
+                )
             # An O_PATH descriptor cannot be synced: the directory opened for reading, from it.
             directory = os.open(".", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self._directory)
             try:
