@@ -240,14 +240,37 @@ def resolved_now(path: str) -> tuple[str, bool] | None:
 
 def cover_key(profile: SandboxProfile) -> Hashable:
     """What `bwrap_prefix` of `profile` depends on in the filesystem: where each writable and
-    hidden path leads now and whether it is a directory. Two equal keys mean the same mounts;
-    a hidden path made (or a symlink turned elsewhere) since changes it. One `open(O_PATH)`,
+    hidden path leads now and whether it is a directory, and which file each hidden path is.
+    Two equal keys mean the same mounts; a hidden path made (or a symlink turned elsewhere)
+    since changes it, and so does a hidden file replaced by a rename (an editor's save, `docker
+    login`, git's credential store): the kernel detaches a mount whose path another namespace
+    replaces, so a sandbox built before would show the new file uncovered. One `open(O_PATH)`,
     `readlink` and `fstat` a path: cheaper than `os.path.realpath`'s walk."""
     return (
         profile.network,
         tuple(resolved_now(path) for path in profile.write),
-        tuple(resolved_now(path) for path in profile.hidden),
+        tuple(_identity_now(path) for path in profile.hidden),
     )
+
+
+def _identity_now(path: str) -> tuple[str, bool, int, int] | None:
+    """`resolved_now`, with the device and inode of what `path` leads to."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        return (
+            os.readlink(f"/proc/self/fd/{fd}"),
+            stat.S_ISDIR(info.st_mode),
+            info.st_dev,
+            info.st_ino,
+        )
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def inner_reset() -> list[str]:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,6 +331,33 @@ def test_a_session_that_moved_to_tmp_never_sees_the_hosts(
         assert moved.json()["exit_code"] == 0, moved.text
         record = agent.post("/v1/executions", json={"command": looks, "session": session}).json()
     assert record["output"] == "/tmp\n0\n", record["output"]
+
+
+def test_a_hidden_file_replaced_on_the_host_stays_hidden_from_the_next_command(
+    operator: ServerProcess,
+) -> None:
+    """The operator saves the `.env` (an editor writes a new file and renames it over the old),
+    while standbys wait in sandboxes built before: the kernel detaches a cover whose path is
+    replaced from another namespace, so those sandboxes showed the new file. A standby whose
+    hidden files changed is not used."""
+    settings_file = operator.cwd / ".env"
+    if not settings_file.exists():
+        settings_file.write_text("")
+    with operator.client() as agent:
+        agent.post("/v1/executions", json={"command": "true"})  # standbys built from now on
+        time.sleep(1.5)  # are ready, with the file as it is covered
+        saved = operator.cwd / ".env.saving"
+        saved.write_text("SECRET_IN_ENV=s3cr3t\n")
+        os.replace(saved, settings_file)
+        try:
+            records = [
+                agent.post("/v1/executions", json={"command": "cat .env"}).json() for _ in range(3)
+            ]
+        finally:
+            settings_file.unlink()
+    for record in records:
+        assert "s3cr3t" not in record["output"], record["output"]
+        assert "Permission denied" in record["output"], record["output"]
 
 
 def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
