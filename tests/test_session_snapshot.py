@@ -134,3 +134,28 @@ def test_a_working_file_that_is_not_a_file_is_replaced_never_written_through(
     assert victim.read_text() == "precious\n"
     assert not state.is_symlink() and state.read_bytes() == content
     assert not working.exists()
+
+
+def test_the_directory_a_call_ended_in_is_read_no_further_than_a_path(tmp_path: Path) -> None:
+    """What the EXIT trap leaves (`cwd.next`, or a standby's memory file) is the command's to
+    write: 64 MiB there was read whole into the server's memory."""
+    from app.sessions.service import _last_directory
+
+    huge = os.memfd_create("cwd")
+    try:
+        os.write(huge, str(tmp_path).encode() + b"/" * (64 * 1024 * 1024))
+        tracemalloc.start()
+        try:
+            assert _last_directory(tmp_path / "cwd.next", huge) is None
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 1024 * 1024, peak
+        exact = os.memfd_create("cwd")
+        os.write(exact, str(tmp_path).encode())
+        assert _last_directory(tmp_path / "cwd.next", exact) == str(tmp_path)
+        os.close(exact)
+        (tmp_path / "cwd.next").write_text(str(tmp_path))
+        assert _last_directory(tmp_path / "cwd.next", None) == str(tmp_path)
+    finally:
+        os.close(huge)

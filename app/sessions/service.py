@@ -289,16 +289,18 @@ def _last_directory(written: Path, memory_file: int | None) -> str | None:
     names a directory that still exists: a call that ended in a directory it then removed
     leaves the session's cwd where it was."""
     try:
+        # Never more than a path's length: the command can write a gigabyte there.
         if memory_file is not None:
-            ended_in = os.pread(memory_file, os.fstat(memory_file).st_size, 0).decode("utf-8")
+            raw = os.pread(memory_file, MAX_CWD_BYTES + 1, 0)
         else:
             fd = open_own_file(written)
             try:
-                ended_in = os.pread(fd, MAX_CWD_BYTES + 1, 0).decode("utf-8")
+                raw = os.pread(fd, MAX_CWD_BYTES + 1, 0)
             finally:
                 os.close(fd)
-            if len(ended_in) > MAX_CWD_BYTES:
-                return None
+        if len(raw) > MAX_CWD_BYTES:
+            return None
+        ended_in = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     if not ended_in.startswith("/") or "\0" in ended_in or not os.path.isdir(ended_in):
