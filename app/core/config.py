@@ -36,8 +36,27 @@ DEFAULT_SANDBOX_HIDDEN = (
     "~/.pgpass",
     "~/.npmrc",
     "~/.pypirc",
+    "~/.config/gh",
+    "~/.cargo/credentials.toml",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.vault-token",
+    "~/.gem/credentials",
+    "~/.config/rclone",
+    "~/.password-store",
+    # Sockets that take a peer for the user it runs as (its uid, from the kernel, is the
+    # server's whatever the namespaces) and reach past the sandbox: a container runtime, a
+    # database's peer or socket login, the service manager and the buses it answers on (start
+    # a unit: a command run outside), a user's own runtime directory (its systemd and D-Bus,
+    # its ssh and gpg agents, rootless podman). No network namespace covers a socket's path.
     "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
     "/run/postgresql",
+    "/run/mysqld",
+    "/run/redis",
+    "/run/dbus",
+    "/run/systemd/private",
+    "/run/user",
 )
 
 

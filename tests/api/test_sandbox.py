@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from stat import S_ISSOCK
 from typing import Any
 
 import pytest
@@ -358,6 +359,68 @@ def test_a_hidden_file_replaced_on_the_host_stays_hidden_from_the_next_command(
     for record in records:
         assert "s3cr3t" not in record["output"], record["output"]
         assert "Permission denied" in record["output"], record["output"]
+
+
+# Where hosts keep sockets that take a peer for the user it runs as and reach past the sandbox
+# (a database's socket login, a container runtime, the service manager, a user's own buses),
+# whatever the default list says: the test's own list, so that a default that misses one fails.
+PEER_SOCKET_PLACES = (
+    "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/run/postgresql",
+    "/run/mysqld",
+    "/run/redis",
+    "/run/dbus",
+    "/run/systemd/private",
+    *(
+        f"/run/user/{name}"
+        for name in (os.listdir("/run/user") if os.path.isdir("/run/user") else ())
+    ),
+)
+
+
+def _peer_sockets_on_this_machine() -> list[str]:
+    """The Unix sockets this machine has at (or directly in) those places."""
+    found = []
+    for path in PEER_SOCKET_PLACES:
+        try:
+            names = [os.path.join(path, name) for name in os.listdir(path)]
+        except NotADirectoryError:
+            names = [path]
+        except OSError:
+            continue
+        found += [
+            name for name in names if os.path.exists(name) and S_ISSOCK(os.lstat(name).st_mode)
+        ]
+    return found
+
+
+def test_the_hosts_sockets_in_the_default_list_take_no_connection(operator: ServerProcess) -> None:
+    """A Unix socket's path is reachable whatever the network namespace, and the peer uid
+    the kernel reports is the server's: MariaDB's socket logged a sandboxed command in as
+    `root@localhost` (`unix_socket` authentication) while only PostgreSQL's was hidden."""
+    sockets = _peer_sockets_on_this_machine()
+    if not sockets:
+        pytest.skip("none of those sockets on this machine")
+    attempt = (
+        "import socket, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    try:\n"
+        "        s.connect(path)\n"
+        "        print('connected', path)\n"
+        "    except OSError as error:\n"
+        "        print('refused', path, error.errno)\n"
+    )
+    (operator.cwd / "attempt.py").write_text(attempt)
+    with operator.client() as agent:
+        record = agent.post(
+            "/v1/executions", json={"command": f"python3 attempt.py {' '.join(sockets)}"}
+        ).json()
+    assert record["exit_code"] == 0, record
+    assert "connected" not in record["output"], record["output"]
+    assert record["output"].count("refused") == len(sockets), record["output"]
 
 
 def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
