@@ -282,6 +282,14 @@ class Services:
             await anyio.to_thread.run_sync(services.sandbox.check)
             if not services.sandbox.enforced:
                 logger.warning("SHELLGATE_SANDBOX=off: commands run unsandboxed (docs/sandbox.md)")
+            elif os.geteuid() == 0:
+                # The namespaces keep the host's uid for files: what root may read, they read.
+                logger.warning(
+                    "the server runs as root: a sandboxed command is root to the host's files, "
+                    "and reads whatever root may that is not hidden (/etc/shadow, other users' "
+                    "homes, databases' files); run shellgate as an unprivileged user "
+                    "(docs/sandbox.md#what-remains-outside)"
+                )
             await anyio.to_thread.run_sync(
                 upgrade_if_behind, services.db.engine, settings.resolved_database_url
             )

@@ -423,6 +423,20 @@ def test_the_hosts_sockets_in_the_default_list_take_no_connection(operator: Serv
     assert record["output"].count("refused") == len(sockets), record["output"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as root only where its tests do")
+def test_a_server_run_as_root_warns_that_its_commands_read_as_root(
+    operator: ServerProcess,
+) -> None:
+    """The namespaces keep the host's uid for files: a root server's commands read
+    /etc/shadow. Not a boundary the sandbox can draw, so the start says it."""
+    warnings = [line for line in operator.log_lines() if "the server runs as root" in line]
+    assert len(warnings) == 1, operator.log_lines()
+    assert "run shellgate as an unprivileged user" in warnings[0]
+    with operator.client() as agent:
+        record = agent.post("/v1/executions", json={"command": "head -c 5 /etc/shadow"}).json()
+    assert record["exit_code"] == 0, record  # what the warning is about
+
+
 def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
     target = REPO / f".sandbox-refused-{uuid.uuid4().hex[:12]}"
     with operator.client() as agent:
