@@ -5,24 +5,47 @@ or of the credentials listed in `SHELLGATE_SANDBOX_HIDDEN`, and the network of
 
 from __future__ import annotations
 
+import os
+
 from app.core.auth import GENERATED_TOKEN_FILE
 from app.core.config import Settings
 from app.sandbox.profile import SandboxProfile
 from app.sandbox.program import settings_file
 
+# SQLite's files beside a database: its write-ahead log and shared memory, its rollback journal.
+_SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
+
 
 def server_paths(settings: Settings) -> tuple[str, ...]:
     """What belongs to the server and never to a command: the data dir (the database, every
-    output log, the session snapshots, the generated token file), the policy file, and the
-    `.env` settings file the server read at its start."""
+    output log, the session snapshots, the generated token file), a SQLite database kept
+    elsewhere (`SHELLGATE_DATABASE_URL`) with its journals, the policy file, and the `.env`
+    settings file the server read at its start."""
     paths = [
         str(settings.data_dir),
         str(settings.data_dir / GENERATED_TOKEN_FILE),
         settings_file(),
     ]
+    database = sqlite_file(settings.resolved_database_url)
+    data_dir = os.path.abspath(settings.data_dir)
+    if database is not None and not database.startswith(data_dir.rstrip("/") + "/"):
+        paths += [database + sidecar for sidecar in _SQLITE_SIDECARS]
     if settings.policy_file is not None:
         paths.append(str(settings.policy_file))
     return tuple(paths)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL (`sqlite:///path`, `sqlite+pysqlite:////abs`), absolute; None
+    for another database or an in-memory one. A command that could write it would write the
+    registry itself: the policy's versions, the approvals and their decisions."""
+    scheme, separator, rest = url.partition(":///")
+    if not separator or scheme.split("+")[0] != "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    return os.path.abspath(path)
 
 
 def default_profile(settings: Settings) -> SandboxProfile:

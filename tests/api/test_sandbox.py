@@ -441,6 +441,30 @@ def test_a_server_run_as_root_warns_that_its_commands_read_as_root(
     assert record["exit_code"] == 0, record  # what the warning is about
 
 
+@pytest.fixture(scope="module")
+def registry_in_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The registry a SQLite file the operator put in the workspace, outside the data dir."""
+    cwd = tmp_path_factory.mktemp("registry-in-workspace")
+    yield from _served(cwd, ServerDatabase("sqlite", f"sqlite:///{cwd / 'registry.db'}"))
+
+
+def test_a_sqlite_registry_outside_the_data_dir_is_hidden_too(
+    registry_in_workspace: ServerProcess,
+) -> None:
+    """Its policy versions, approvals and decisions were a file the workspace's commands could
+    read and write: a command could have approved its own prompts in it."""
+    registry = registry_in_workspace.cwd / "registry.db"
+    assert registry.exists()
+    command = "head -c 15 registry.db; echo; ls -la registry.db*; echo x >> registry.db"
+    with registry_in_workspace.client() as agent:
+        record = agent.post("/v1/executions", json={"command": command}).json()
+        assert "SQLite format" not in record["output"], record["output"]
+        assert "Permission denied" in record["output"], record["output"]
+        assert agent.get("/v1/executions", params={"limit": 1}).status_code == 200
+    assert str(registry) in record["sandbox"]["hidden"]
+    assert registry.read_bytes().startswith(b"SQLite format 3")
+
+
 def test_a_refused_write_gets_a_notice_naming_the_profile(operator: ServerProcess) -> None:
     target = REPO / f".sandbox-refused-{uuid.uuid4().hex[:12]}"
     with operator.client() as agent:
