@@ -19,8 +19,8 @@ _SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
 def server_paths(settings: Settings) -> tuple[str, ...]:
     """What belongs to the server and never to a command: the data dir (the database, every
     output log, the session snapshots, the generated token file), a SQLite database kept
-    elsewhere (`SHELLGATE_DATABASE_URL`) with its journals, the policy file, and the `.env`
-    settings file the server read at its start."""
+    elsewhere (`SHELLGATE_DATABASE_URL`) with its journals, the policy file, the CA bundle
+    the deliveries trust, and the `.env` settings file the server read at its start."""
     paths = [
         str(settings.data_dir),
         str(settings.data_dir / GENERATED_TOKEN_FILE),
@@ -32,6 +32,9 @@ def server_paths(settings: Settings) -> tuple[str, ...]:
         paths += [database + sidecar for sidecar in _SQLITE_SIDECARS]
     if settings.policy_file is not None:
         paths.append(str(settings.policy_file))
+    if settings.notify_ca_file is not None:
+        # Read at each delivery: a command that wrote it would pick whom the server trusts.
+        paths.append(str(settings.notify_ca_file))
     return tuple(paths)
 
 
