@@ -86,6 +86,29 @@ def test_no_parent_of_a_protected_path_can_be_moved_aside(workspace: Path) -> No
     assert secret.read_text() == "TOKEN=1\n"
 
 
+def test_nothing_within_a_read_only_tree_is_pinned_writable(workspace: Path) -> None:
+    """A program path inside another (a virtualenv inside the package) and a hidden file inside
+    it: the outer tree is bound read-only whole, and no directory in it is bound writable onto
+    itself to pin the inner ones (which read-only already keeps in place)."""
+    outer = workspace / "app"
+    inner = outer / "vendor" / "venv"
+    inner.mkdir(parents=True)
+    secret = outer / "vendor" / "secret"
+    secret.write_text("TOKEN=1\n")
+    server = ServerFiles(program=(str(outer), str(inner)), read_at_start=())
+    profile = SandboxProfile(network="off", write=(str(workspace),), hidden=(str(secret),))
+    argv = bwrap_prefix(profile, str(workspace), server=server)
+    assert ["--bind", str(outer / "vendor"), str(outer / "vendor")] not in [
+        argv[index : index + 3] for index in range(len(argv))
+    ]
+    script = (
+        "touch app/vendor/venv/x; touch app/vendor/y; mv app/vendor app/v2; cat app/vendor/secret"
+    )
+    output = run(workspace, server, script, (str(secret),))
+    assert output.count("Read-only file system") == 3, output
+    assert "TOKEN" not in output
+
+
 def test_a_settings_file_absent_is_covered_and_no_command_makes_it(workspace: Path) -> None:
     settings = workspace / ".env"
     server = ServerFiles(program=(), read_at_start=(str(settings),))

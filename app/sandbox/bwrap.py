@@ -151,6 +151,8 @@ def bwrap_prefix(
         for path in server.program
         if writable(path) and not any(_within(path, h) for h in hidden)
     ]
+    # One inside another is read-only with it (and nothing in a read-only tree can be moved).
+    program = [path for path in program if not any(path != o and _within(path, o) for o in program)]
     bound = [*write]
 
     def visible(path: str) -> bool:
@@ -173,7 +175,7 @@ def bwrap_prefix(
         else:
             continue
         covered.append(path)
-    for ancestor in _pins([*program, *covered], write):
+    for ancestor in _pins([*program, *covered], write, program):
         argv += ["--bind", ancestor, ancestor]
     for path in program:
         argv += ["--ro-bind", path, path]
@@ -203,13 +205,14 @@ def bwrap_prefix(
     return argv
 
 
-def _pins(protected: Iterable[str], write: list[str]) -> list[str]:
+def _pins(protected: Iterable[str], write: list[str], read_only: list[str]) -> list[str]:
     """The directories between a writable tree's root and each protected path in it (a cover,
     the server's program), outermost first, each to be bound onto itself. A mount point cannot
     be renamed or removed, but a directory that only holds one can: a command could otherwise
     move a protected path's parent aside and make a directory of its own in its place, where
     the server, which finds its files by path on the host, would take it for its own (and the
-    real one, moved, would no longer be covered). The roots are mount points already."""
+    real one, moved, would no longer be covered). The roots are mount points already, and
+    nothing inside a `read_only` tree can be moved."""
     found: set[str] = set()
     for path in protected:
         for tree in write:
@@ -217,7 +220,7 @@ def _pins(protected: Iterable[str], write: list[str]) -> list[str]:
                 continue
             ancestor = os.path.dirname(path)
             while ancestor != tree and len(ancestor) > len(tree):
-                if ancestor not in write:
+                if ancestor not in write and not any(_within(ancestor, o) for o in read_only):
                     found.add(ancestor)
                 ancestor = os.path.dirname(ancestor)
     return sorted((path for path in found if os.path.isdir(path)), key=len)
