@@ -126,6 +126,23 @@ def test_the_program_paths_are_those_of_this_server() -> None:
     assert server_files().read_at_start == (os.path.realpath(settings_file()),)
 
 
+def test_an_interpreter_without_a_name_or_prefix_makes_no_working_directory_read_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An embedding interpreter may leave `sys.executable` and its prefixes empty: resolved as
+    they are, they would name the working directory (the workspace, perhaps) and its parent."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("executable", "prefix", "exec_prefix", "base_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, "")
+    program_paths.cache_clear()
+    try:
+        paths = program_paths()
+    finally:
+        program_paths.cache_clear()
+    assert str(tmp_path) not in paths and str(tmp_path.parent) not in paths
+    assert str(Path(app.__file__).resolve().parent) in paths
+
+
 def test_python_m_app_imports_nothing_from_its_working_directory(tmp_path: Path) -> None:
     """A module a command dropped in the workspace, the server's working directory, is not
     imported by the next `python -m app` (here `rich`, which the CLI imports)."""

@@ -39,14 +39,19 @@ def program_paths() -> tuple[str, ...]:
     it, those that exist: the package, the client package it installs beside it, the
     virtualenv and the interpreter's own prefix, the migrations and the console's npm
     packages of a checkout."""
-    found = [_APP, *(_APP.parent / name for name in _BESIDE)]
-    client = importlib.util.find_spec("shellgate")
+    found = [str(_APP), *(str(_APP.parent / name) for name in _BESIDE)]
+    try:
+        client = importlib.util.find_spec("shellgate")
+    except (ImportError, ValueError):  # a module of that name without a spec
+        client = None
     if client is not None and client.submodule_search_locations:
-        found += [Path(location) for location in client.submodule_search_locations]
-    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-    found += [Path(prefix) for prefix in prefixes]
-    found.append(Path(os.path.realpath(sys.executable)).parent)
-    real = {os.path.realpath(path) for path in found}
+        found += list(client.submodule_search_locations)
+    found += [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    if sys.executable:
+        found.append(os.path.dirname(os.path.realpath(sys.executable)))
+    # Only absolute names: an empty prefix (an embedding interpreter's) would resolve to the
+    # working directory, the workspace itself perhaps, and make it read-only whole.
+    real = {os.path.realpath(path) for path in found if os.path.isabs(path)}
     return tuple(sorted(path for path in real if os.path.isdir(path)))
 
 
