@@ -229,16 +229,8 @@ def _pins(protected: Iterable[str], write: list[str], read_only: list[str]) -> l
 def resolved_now(path: str) -> tuple[str, bool] | None:
     """Where `path` leads now, as the kernel resolves it (every symlink followed), and whether
     that is a directory; None when it leads nowhere (absent, dangling, not searchable)."""
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}"), stat.S_ISDIR(os.fstat(fd).st_mode)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    found = _identity_now(path)
+    return None if found is None else found[:2]
 
 
 def cover_key(profile: SandboxProfile) -> Hashable:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from sqlalchemy.engine import make_url
+
 from app.core.auth import GENERATED_TOKEN_FILE
 from app.core.config import Settings
 from app.sandbox.profile import SandboxProfile
@@ -42,13 +44,10 @@ def sqlite_file(url: str) -> str | None:
     """The file of a SQLite URL (`sqlite:///path`, `sqlite+pysqlite:////abs`), absolute; None
     for another database or an in-memory one. A command that could write it would write the
     registry itself: the policy's versions, the approvals and their decisions."""
-    scheme, separator, rest = url.partition(":///")
-    if not separator or scheme.split("+")[0] != "sqlite":
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
-    path = rest.split("?", 1)[0]
-    if not path or path == ":memory:":
-        return None
-    return os.path.abspath(path)
+    return os.path.abspath(parsed.database)
 
 
 def default_profile(settings: Settings) -> SandboxProfile:

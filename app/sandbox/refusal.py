@@ -6,9 +6,9 @@ retry."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
+from app.sandbox.hidden import HiddenPaths
 from app.sandbox.profile import SandboxProfile
 from app.sandbox.program import program_paths
 
@@ -22,12 +22,8 @@ def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
         return None
     network = profile.network if isinstance(profile.network, str) else ", ".join(profile.network)
     writable = ", ".join([*profile.write, "/tmp (private)"])
-    trees = [os.path.realpath(path) for path in profile.write]
-    held = [
-        path
-        for path in program_paths()
-        if any(path == tree or path.startswith(tree.rstrip("/") + "/") for tree in trees)
-    ]
+    trees = HiddenPaths(profile.write)  # (a set of trees: whatever lies under one)
+    held = [path for path in program_paths() if trees.covering(path) is not None]
     # No request can widen these (app/sandbox/program.py): say so, or the caller would ask.
     program = (
         f", the server's own program in it read-only whatever is asked ({', '.join(held)})"

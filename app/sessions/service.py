@@ -259,7 +259,7 @@ class _Call:
             except NotOwnFile as error:
                 # Its command put something else there (app/sessions/snapshot.py).
                 logger.warning(
-                    "session %s: %s is not a file the server made; the state stays as it was",
+                    "session %s: %s is not a regular file; the state stays as it was",
                     self._session_id,
                     error.filename,
                 )

@@ -32,10 +32,10 @@ _SLICE = 1024 * 1024
 
 class NotOwnFile(OSError):
     """A name in the session's directory that is not a regular file (a link, a FIFO, a
-    directory): something a command put there, never opened by the server."""
+    directory): the server makes only regular files there, and opens nothing else."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(errno.EINVAL, "not a regular file the server made", str(path))
+        super().__init__(errno.EINVAL, "not a regular file", str(path))
 
 
 def open_own_file(path: Path, flags: int = os.O_RDONLY) -> int:
