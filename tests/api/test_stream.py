@@ -10,6 +10,7 @@ import hashlib
 import json
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -370,13 +371,18 @@ STREAM_CODES = {0: "stdout", 1: "stderr", 2: "pty"}
 
 
 async def watch_binary(
-    server: LiveServer, execution_id: str, **params: object
+    server: LiveServer,
+    execution_id: str,
+    after_first_frame: Callable[[], object] = lambda: None,
+    **params: object,
 ) -> tuple[list[tuple[str, int, bytes]], list[Frame]]:
     """`?format=binary`: the output messages as (stream, offset, bytes), and the JSON frames."""
     outputs: list[tuple[str, int, bytes]] = []
     frames: list[Frame] = []
     url = stream_url(server, execution_id, format="binary", **params)
     async with connect(url, additional_headers=auth()) as ws:
+        frames.append(json.loads(await ws.recv()))
+        after_first_frame()
         async for message in ws:
             if isinstance(message, bytes):
                 code, offset = struct.unpack(">BQ", message[:9])
@@ -420,10 +426,19 @@ async def test_the_binary_format_sends_the_log_bytes_as_they_are(server: LiveSer
 
 @pytest.mark.anyio
 async def test_the_binary_format_follows_a_live_run_from_an_offset(server: LiveServer) -> None:
-    command, expected = digits_job(chunks=20, chunk_bytes=50_000, pause=0.02)
+    # The run writes 100,000 bytes, waits for the test's gate, then writes 400,000 more: the
+    # viewer joins while it runs whatever the machine's load (a fixed pause was outrun once, on
+    # a loaded CI, and the viewer met a finished run), and its offset lies in the part to come.
+    gate = server.settings.workspace / f"binary-gate-{time.monotonic_ns()}"
+    command = (
+        "head -c 100000 /dev/zero | tr '\\0' 1; "
+        f"for i in $(seq 1 600); do [ -e {gate} ] && break; sleep 0.05; done; "
+        "head -c 400000 /dev/zero | tr '\\0' 2"
+    )
+    expected = b"1" * 100_000 + b"2" * 400_000
     job = await start_job(server, command)
     with anyio.fail_after(60):
-        outputs, frames = await watch_binary(server, job, offset=123_457)
+        outputs, frames = await watch_binary(server, job, gate.touch, offset=123_457)
     assert contiguous(outputs, start=123_457) == expected[123_457:]
     assert frames[0] == {"type": "state", "state": "running"}
     assert frames[-1] == {"type": "exit", "state": "completed", "exit_code": 0, "signal": None}
