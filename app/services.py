@@ -54,6 +54,7 @@ from app.notifications.approvals import ApprovalNotifier
 from app.observability.metrics import Metrics
 from app.observability.tracing import TRACING_OFF, Tracing
 from app.output.sink_worker import WINDOW_PROCESS
+from app.process.environment import inheritance_of, withheld_names
 from app.process.reserved_signals import restore_reserved_signals
 from app.sandbox import Sandbox
 from app.sandbox.defaults import default_profile
@@ -289,6 +290,14 @@ class Services:
                     "and reads whatever root may that is not hidden (/etc/shadow, other users' "
                     "homes, databases' files); run shellgate as an unprivileged user "
                     "(docs/sandbox.md#what-remains-outside)"
+                )
+            withheld = withheld_names(inheritance_of(settings))
+            if withheld:
+                # Names only: an operator who meant a command to have one passes it by name.
+                logger.info(
+                    "commands do not inherit these variables of the server's: %s "
+                    "(SHELLGATE_COMMAND_ENV_PASS passes one; docs/api.md#the-process)",
+                    ", ".join(withheld),
                 )
             await anyio.to_thread.run_sync(
                 upgrade_if_behind, services.db.engine, settings.resolved_database_url

@@ -20,6 +20,7 @@ from app.core.host_globs import check_host_glob
 Role = Literal["agent", "approver", "admin"]
 ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
 OWNER_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+VARIABLE_GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!-]{1,256}")
 MIN_SECRET_LENGTH = 16
 # Credentials a command has no business reading, hidden from every command by default
 # (docs/sandbox.md); sockets that hand out the host (docker) or the database (postgresql).
@@ -62,6 +63,28 @@ DEFAULT_SANDBOX_HIDDEN = (
     "/run/systemd/private",
     "/run/user",
 )
+
+# The server's variables that hold or point at credentials, as case-insensitive globs: none
+# reaches a command unless `SHELLGATE_COMMAND_ENV_PASS` names it (docs/api.md#the-process). An
+# operator's `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `PGPASSWORD` or `DATABASE_URL` is not
+# every agent's.
+DEFAULT_COMMAND_ENV_EXCLUDE = (
+    "*KEY*",
+    "*SECRET*",
+    "*TOKEN*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*PASSPHRASE*",
+    "*CREDENTIAL*",
+    "*_PWD",
+    "*_AUTH",
+    "*_AUTH_*",
+    "*DATABASE_URL*",
+    "*_DSN",
+    "GPG_AGENT_INFO",
+)
+# What a command inherits of the server's environment before those are dropped.
+CommandInherit = Literal["all", "core", "none"]
 
 
 class TokenEntry:
@@ -244,6 +267,15 @@ class Settings(BaseSettings):
     limit_total_memory_mb: int | None = Field(default=None, ge=0, le=1 << 40)
     limit_total_processes: int | None = Field(default=None, ge=0, le=4194304)
     root_path: str = ""
+    # What a command inherits of the server's environment (docs/api.md#the-process): `all` of it,
+    # the `core` variables (PATH, HOME, USER, LANG, …) or `none`, less the names the exclude
+    # globs match (credentials by default), plus whatever the pass globs name. Case-insensitive
+    # comma-separated globs; `SHELLGATE_*` never passes.
+    command_env_inherit: CommandInherit = "all"
+    command_env_exclude: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_COMMAND_ENV_EXCLUDE)
+    )
+    command_env_pass: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     forwarded_allow_ips: str = "127.0.0.1"
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
@@ -302,6 +334,23 @@ class Settings(BaseSettings):
                 raise ValueError(
                     "only sqlite:///<path> and postgresql://… (postgresql+psycopg://…) URLs "
                     "are supported"
+                )
+        return value
+
+    @field_validator("command_env_exclude", "command_env_pass", mode="before")
+    @classmethod
+    def _split_name_globs(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [glob.strip() for glob in value.split(",") if glob.strip()]
+        return value
+
+    @field_validator("command_env_exclude", "command_env_pass")
+    @classmethod
+    def _name_globs(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            if not VARIABLE_GLOB.fullmatch(glob):
+                raise ValueError(
+                    f"{glob!r} is not a variable name glob (letters, digits, _, and * ? [ ])"
                 )
         return value
 

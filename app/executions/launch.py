@@ -52,7 +52,7 @@ from app.observability.events import execution_event
 from app.output.artifact_log import ArtifactLog
 from app.output.window import OutputSink
 from app.process import RunningProcess, SpawnSpec, StandbyGone, StandbyShell, boot_id
-from app.process.environment import build_environment
+from app.process.environment import Inheritance, build_environment, inheritance_of
 from app.process.exit_witness import witness_channel
 from app.sandbox import Sandbox, SandboxProfile
 from app.sandbox.bwrap import SpawnBinds
@@ -121,9 +121,11 @@ class Launcher:
     # Recorded with each process, so that restart recovery kills groups of this boot only.
     boot: str = field(default_factory=boot_id)
     intents: IntentJournal = field(init=False)
+    inheritance: Inheritance = field(init=False)
 
     def __post_init__(self) -> None:
         self.intents = IntentJournal(self.ctx.settings.data_dir, self.ctx.settings.node_id)
+        self.inheritance = inheritance_of(self.ctx.settings)
 
     async def launch(
         self,
@@ -461,7 +463,10 @@ class Launcher:
                 session_call.env
                 if session_call is not None
                 else build_environment(
-                    execution_id=live.id, caller_env=plan.expanded.env, pty=draft.pty
+                    execution_id=live.id,
+                    caller_env=plan.expanded.env,
+                    pty=draft.pty,
+                    inheritance=self.inheritance,
                 )
             )
             if egress_socket is not None:

@@ -1,4 +1,5 @@
-"""The environment a command runs with: host env minus noise, non-interactive defaults, the
+"""The environment a command runs with: what it inherits of the server's (never the server's
+own settings, and no credential unless the operator passes it), non-interactive defaults, the
 caller's variables, then guard keys the caller cannot override (docs/api.md#the-process)."""
 
 from __future__ import annotations
@@ -6,6 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from app.core.config import DEFAULT_COMMAND_ENV_EXCLUDE, CommandInherit, Settings
 
 EXECUTION_MARKER = "SHELLGATE_EXECUTION_ID"
 
@@ -14,6 +19,54 @@ _SKIPPED_HOST_KEYS = frozenset(
 )
 # The server's own credentials and settings never leak into commands.
 _SKIPPED_HOST_PREFIXES = ("SHELLGATE_", "BASH_FUNC_")
+
+# `core` inheritance: what a shell and the usual tools need to run as the server's user.
+CORE_VARIABLES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+)
+
+
+@dataclass(frozen=True)
+class Inheritance:
+    """Which of the server's variables a command inherits: `inherit` picks the base (all of them,
+    the core ones, none), `exclude` drops names from it, and `passed` names go through whatever
+    the other two say. All three are case-insensitive globs."""
+
+    inherit: CommandInherit = "all"
+    exclude: tuple[str, ...] = DEFAULT_COMMAND_ENV_EXCLUDE
+    passed: tuple[str, ...] = ()
+
+    def admits(self, name: str) -> bool:
+        if _matches(name, self.passed):
+            return True
+        if self.inherit == "none" or (
+            self.inherit == "core" and not _matches(name, CORE_VARIABLES)
+        ):
+            return False
+        return not _matches(name, self.exclude)
+
+
+def inheritance_of(settings: Settings) -> Inheritance:
+    return Inheritance(
+        settings.command_env_inherit,
+        tuple(settings.command_env_exclude),
+        tuple(settings.command_env_pass),
+    )
+
+
+def _matches(name: str, globs: tuple[str, ...]) -> bool:
+    folded = name.upper()
+    return any(fnmatchcase(folded, glob.upper()) for glob in globs)
+
 
 _FALSE = shutil.which("false") or "false"
 
@@ -80,38 +133,49 @@ GUARD_KEYS = (
 PTY_DROPPED_KEYS = ("GIT_EDITOR", "GPG_TTY", "CI", "NO_COLOR")
 
 
-def host_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
+def host_environment(
+    inheritance: Inheritance, source: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The host's variables a command inherits (a fresh dict: callers change it)."""
     if source is not None:
-        return _without_noise(source)
-    return dict(_process_environment())
+        return _without_noise(source, inheritance)
+    return dict(_process_environment(inheritance))
 
 
-def _without_noise(source: Mapping[str, str]) -> dict[str, str]:
+def withheld_names(inheritance: Inheritance) -> list[str]:
+    """The server's variables no command inherits, besides its own settings and shell noise."""
+    whole = _without_noise(os.environ, Inheritance("all", (), ()))
+    return sorted(name for name in whole if not inheritance.admits(name))
+
+
+def _without_noise(source: Mapping[str, str], inheritance: Inheritance) -> dict[str, str]:
     return {
         key: value
         for key, value in dict(source).items()
-        if key not in _SKIPPED_HOST_KEYS and not key.startswith(_SKIPPED_HOST_PREFIXES)
+        if key not in _SKIPPED_HOST_KEYS
+        and not key.startswith(_SKIPPED_HOST_PREFIXES)
+        and inheritance.admits(key)
     }
 
 
 # Reading `os.environ` decodes every name and value on each call (≈ 30-100 µs per execution,
 # bench/PROFILE.md, "Lean hot routes"); comparing its raw bytes mapping with the one last seen
-# is ≈ 1 µs, so the filtered copy is rebuilt only when the environment changed.
-_last_seen: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+# is ≈ 1 µs, so the filtered copy is rebuilt only when the environment (or the inheritance)
+# changed.
+_last_seen: tuple[dict[bytes, bytes], Inheritance, dict[str, str]] | None = None
 
 
-def _process_environment() -> dict[str, str]:
+def _process_environment(inheritance: Inheritance) -> dict[str, str]:
     global _last_seen
     raw = getattr(os.environ, "_data", None)  # CPython's encoded mapping behind os.environ
     if not isinstance(raw, dict):
-        return _without_noise(os.environ)
+        return _without_noise(os.environ, inheritance)
     seen = _last_seen
-    if seen is not None and seen[0] == raw:
-        return seen[1]
+    if seen is not None and seen[1] == inheritance and seen[0] == raw:
+        return seen[2]
     snapshot = dict(raw)
-    filtered = _without_noise(os.environ)
-    _last_seen = (snapshot, filtered)
+    filtered = _without_noise(os.environ, inheritance)
+    _last_seen = (snapshot, inheritance, filtered)
     return filtered
 
 
@@ -120,9 +184,9 @@ def build_environment(
     execution_id: str,
     caller_env: Mapping[str, str] | None,
     pty: bool,
-    base: Mapping[str, str] | None = None,
+    inheritance: Inheritance,
 ) -> dict[str, str]:
-    env = host_environment(base)
+    env = host_environment(inheritance)
     if pty:
         for key in PTY_DROPPED_KEYS:
             env.pop(key, None)

@@ -66,7 +66,7 @@ from app.executions.ports import CallRequest, SessionCall, SessionContext
 from app.executions.registry import LiveExecution, Registry
 from app.governance.service import PolicyService
 from app.policy.env_rules import validate_env
-from app.process.environment import build_environment
+from app.process.environment import build_environment, inheritance_of
 from app.sandbox import Sandbox
 from app.schemas import (
     ApprovalSummary,
@@ -322,6 +322,7 @@ class SessionService:
         sandbox_approvals: SessionSandboxApprovals | None = None,
     ) -> None:
         self.settings = settings
+        self._inheritance = inheritance_of(settings)
         # A session's calls run in the profile it was given at its creation.
         self._sandbox = sandbox if sandbox is not None else Sandbox(settings)
         self.db = db
@@ -558,7 +559,12 @@ class SessionService:
             runtime.lease = execution_id
             save_to = directory / NEXT_STATE_FILE
         runtime.calls[execution_id] = None
-        session_env = build_environment(execution_id=execution_id, caller_env=context.env, pty=pty)
+        session_env = build_environment(
+            execution_id=execution_id,
+            caller_env=context.env,
+            pty=pty,
+            inheritance=self._inheritance,
+        )
         # The call's own env reaches the wrapper under other names: it is applied after the
         # restore (so it wins over the saved state) and left out of the next snapshot.
         overlay: dict[str, str] = {}
@@ -567,6 +573,7 @@ class SessionService:
                 execution_id=execution_id,
                 caller_env={**context.env, **call.caller_env},
                 pty=pty,
+                inheritance=self._inheritance,
             )
             overlay = {
                 key: value for key, value in with_call.items() if session_env.get(key) != value
