@@ -5,9 +5,15 @@ BIN := $(VENV)/bin
 # Two installs into one venv: serving needs the runtime dependencies only; tests and linters
 # need the [dev] extra (a superset). A PostgreSQL SHELLGATE_DATABASE_URL adds its driver.
 DEV_STAMP := $(VENV)/.installed
-# The server also reads its settings from .env: so does this, when the environment has no URL.
+# The server also reads its settings from .env: so does this, for a setting the environment
+# does not hold (the file's last line for it).
 ENV_FILE ?= .env
-DATABASE_URL := $(or $(SHELLGATE_DATABASE_URL),$(shell sed -n 's/^[[:space:]]*SHELLGATE_DATABASE_URL[[:space:]]*=[[:space:]]*//p' $(ENV_FILE) 2>/dev/null | tail -n 1))
+setting = $(or $($(1)),$(shell sed -n 's/^[[:space:]]*$(1)[[:space:]]*=[[:space:]]*//p' $(ENV_FILE) 2>/dev/null | tail -n 1))
+DATABASE_URL := $(call setting,SHELLGATE_DATABASE_URL)
+# Commands work in ./workspace unless a workspace is set, not in this checkout: what an agent
+# wrote here (this Makefile, setup.py, the tests, .git's config and hooks) would run as whoever
+# next runs make, the tests or git in it.
+DEFAULT_WORKSPACE := $(if $(call setting,SHELLGATE_WORKSPACE),,$(CURDIR)/workspace)
 RUNTIME_EXTRAS := $(if $(findstring postgresql,$(DATABASE_URL)),[postgres],)
 RUNTIME_STAMP := $(VENV)/.installed-runtime$(if $(RUNTIME_EXTRAS),-postgres,)
 # The console's xterm.js files (served from node_modules/, no build step).
@@ -55,7 +61,8 @@ console-deps: $(NODE_STAMP)
 # Serving needs no npm: without it the console falls back to a plain log view.
 run: $(RUNTIME_STAMP)
 	@$(MAKE) --no-print-directory console-deps || echo "warning: console without xterm.js (no npm)"
-	$(BIN)/shellgate serve
+	$(if $(DEFAULT_WORKSPACE),mkdir -p '$(DEFAULT_WORKSPACE)')
+	$(if $(DEFAULT_WORKSPACE),SHELLGATE_WORKSPACE='$(DEFAULT_WORKSPACE)') $(BIN)/shellgate serve
 
 # Two workers (pytest-xdist): most of a test's time is a server starting or a command
 # waiting, so two halves overlap even on two cores (CI: 16 min serial, 10 in two).

@@ -1,6 +1,6 @@
 """`make run` installs what serving needs, no more: the client (sdk/) and the runtime
 dependencies, plus the PostgreSQL driver when the database URL names PostgreSQL; `make test`
-installs [dev]."""
+installs [dev]. `make run`'s commands work in a directory of their own, not in the checkout."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def planned(target: str, *make_arguments: str, **env: str) -> str:
     """The commands make would run for `target` if pyproject.toml had just changed."""
     environment = {key: value for key, value in os.environ.items() if key != "MAKEFLAGS"}
     environment.pop("SHELLGATE_DATABASE_URL", None)
+    environment.pop("SHELLGATE_WORKSPACE", None)
     environment.update(env)
     result = subprocess.run(
         ["make", "--dry-run", "--what-if=pyproject.toml", target, *make_arguments],
@@ -71,6 +72,27 @@ def test_make_run_reads_the_database_url_from_the_env_file(
     env_file = tmp_path / ".env"
     env_file.write_text(f"SHELLGATE_LOG_LEVEL=info\n{line}\n")
     assert install in planned("run", f"ENV_FILE={env_file}")
+
+
+def test_make_run_gives_commands_a_workspace_apart_from_the_checkout(tmp_path: Path) -> None:
+    # An agent's writes to the checkout (the Makefile, setup.py, .git/hooks) would run as the
+    # operator at the next make, test run or git command there.
+    no_env_file = f"ENV_FILE={tmp_path / 'absent.env'}"
+    workspace = ROOT / "workspace"
+    plan = planned("run", no_env_file)
+    assert f"mkdir -p '{workspace}'" in plan
+    assert f"SHELLGATE_WORKSPACE='{workspace}' .venv/bin/shellgate serve" in plan
+
+
+def test_make_run_keeps_a_workspace_the_operator_set(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("SHELLGATE_WORKSPACE=/srv/agents\n")
+    for plan in (
+        planned("run", f"ENV_FILE={env_file}"),
+        planned("run", f"ENV_FILE={tmp_path / 'absent.env'}", SHELLGATE_WORKSPACE="/srv/agents"),
+    ):
+        assert "SHELLGATE_WORKSPACE=" not in plan and "mkdir" not in plan
+        assert ".venv/bin/shellgate serve" in plan
 
 
 def test_every_dependency_is_locked_at_a_version_its_range_allows() -> None:
