@@ -89,6 +89,34 @@ def test_an_ordinary_variable_is_inherited_by_default(name: str) -> None:
     assert host_environment(DEFAULT, {name: "x"}) == {name: "x"}
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "redis://:s3cret@cache:6379/0",
+        "http://proxy-user:s3cret@proxy.internal:3128",
+        "amqp://app:s3cret@broker/vhost",
+        "postgresql+psycopg://app:s3cret@db/app?sslmode=require",
+    ],
+)
+def test_a_url_with_a_password_is_not_inherited_under_any_name(value: str) -> None:
+    assert host_environment(DEFAULT, {"CACHE": value}) == {}
+    assert host_environment(Inheritance(passed=("CACHE",)), {"CACHE": value}) == {"CACHE": value}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://proxy.internal:3128",
+        "https://user@example.com/path",
+        "git@github.com:org/repo.git",
+        "/usr/bin:/bin",
+        "https://example.com/a:b@c",
+    ],
+)
+def test_a_url_without_a_password_is_inherited(value: str) -> None:
+    assert host_environment(DEFAULT, {"PLACE": value}) == {"PLACE": value}
+
+
 def test_core_keeps_a_shells_own_variables_and_a_passed_name_goes_through_anything() -> None:
     source = {"PATH": "/bin", "LC_TIME": "C", "JAVA_HOME": "/j", "GH_TOKEN": "t", "NPM_TOKEN": "n"}
     core = Inheritance("core", passed=("gh_token",))

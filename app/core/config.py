@@ -269,8 +269,9 @@ class Settings(BaseSettings):
     root_path: str = ""
     # What a command inherits of the server's environment (docs/api.md#the-process): `all` of it,
     # the `core` variables (PATH, HOME, USER, LANG, …) or `none`, less the names the exclude
-    # globs match (credentials by default), plus whatever the pass globs name. Case-insensitive
-    # comma-separated globs; `SHELLGATE_*` never passes.
+    # globs match (credentials by default) and values that are URLs with a password, plus
+    # whatever the pass globs name. Case-insensitive comma-separated globs; `SHELLGATE_*` never
+    # passes.
     command_env_inherit: CommandInherit = "all"
     command_env_exclude: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_COMMAND_ENV_EXCLUDE)

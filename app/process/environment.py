@@ -5,6 +5,7 @@ caller's variables, then guard keys the caller cannot override (docs/api.md#the-
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,24 +36,30 @@ CORE_VARIABLES = (
 )
 
 
+# A URL that carries a password (`redis://:secret@cache`, `http://user:secret@proxy:3128`): a
+# credential whatever the variable is called.
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+
+
 @dataclass(frozen=True)
 class Inheritance:
     """Which of the server's variables a command inherits: `inherit` picks the base (all of them,
-    the core ones, none), `exclude` drops names from it, and `passed` names go through whatever
-    the other two say. All three are case-insensitive globs."""
+    the core ones, none), `exclude` drops names from it, as does a value that is a URL with a
+    password, and `passed` names go through whatever the others say. Names are matched with
+    case-insensitive globs."""
 
     inherit: CommandInherit = "all"
     exclude: tuple[str, ...] = DEFAULT_COMMAND_ENV_EXCLUDE
     passed: tuple[str, ...] = ()
 
-    def admits(self, name: str) -> bool:
+    def admits(self, name: str, value: str) -> bool:
         if _matches(name, self.passed):
             return True
         if self.inherit == "none" or (
             self.inherit == "core" and not _matches(name, CORE_VARIABLES)
         ):
             return False
-        return not _matches(name, self.exclude)
+        return not _matches(name, self.exclude) and not _URL_WITH_PASSWORD.search(value)
 
 
 def inheritance_of(settings: Settings) -> Inheritance:
@@ -144,8 +151,9 @@ def host_environment(
 
 def withheld_names(inheritance: Inheritance) -> list[str]:
     """The server's variables no command inherits, besides its own settings and shell noise."""
-    whole = _without_noise(os.environ, Inheritance("all", (), ()))
-    return sorted(name for name in whole if not inheritance.admits(name))
+    everything = Inheritance("all", (), ("*",))
+    whole = _without_noise(os.environ, everything)
+    return sorted(name for name, value in whole.items() if not inheritance.admits(name, value))
 
 
 def _without_noise(source: Mapping[str, str], inheritance: Inheritance) -> dict[str, str]:
@@ -154,7 +162,7 @@ def _without_noise(source: Mapping[str, str], inheritance: Inheritance) -> dict[
         for key, value in dict(source).items()
         if key not in _SKIPPED_HOST_KEYS
         and not key.startswith(_SKIPPED_HOST_PREFIXES)
-        and inheritance.admits(key)
+        and inheritance.admits(key, value)
     }
 
 

@@ -27,6 +27,7 @@ CREDENTIALS = {
     "DATABASE_URL": "postgresql://u:inherited-7@db/app",
     "SSH_AUTH_SOCK": "/tmp/ssh-inherited-8/agent.1",
     "github_token": "lower-case-inherited-9",
+    "CACHE_URL": "redis://:inherited-0@cache:6379/0",
 }
 ORDINARY = {"GIT_AUTHOR_NAME": "Ada", "INHERITED_ORDINARY": "kept"}
 VALUE_OF_A_CREDENTIAL = re.compile(r"inherited-[0-9]")
