@@ -58,7 +58,7 @@ def variants(workspace: Path) -> dict[str, list[str]]:
     profile = default_profile(settings)
     full = bwrap_prefix(profile, str(workspace))
     own_dev = full.index("--dev")
-    # `make run`'s layout: the server's package, client, virtualenv, migrations and npm
+    # A workspace set to the checkout: the server's package, client, virtualenv, migrations and npm
     # packages inside the workspace, each bound read-only again (app/sandbox/program.py).
     names = ("app", "sdk/shellgate", ".venv", "migrations", "node_modules")
     inside = [workspace / name for name in names]
