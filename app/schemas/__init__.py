@@ -50,6 +50,7 @@ from app.schemas.sandbox import (
 )
 from app.schemas.service import (
     Caller,
+    EnvironmentInfo,
     Health,
     Info,
     NodePublic,
@@ -88,6 +89,7 @@ __all__ = [
     "Caller",
     "CdRewrite",
     "EnvVerdictPublic",
+    "EnvironmentInfo",
     "ErrorBody",
     "ErrorResponse",
     "ExecutionCreate",

@@ -38,6 +38,27 @@ class Caller(BaseModel):
     role: Literal["admin", "approver", "agent"]
 
 
+class EnvironmentInfo(BaseModel):
+    """What a command inherits of the server's environment (docs: api.md, The process)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    inherit: Literal["all", "core", "none"] = Field(
+        description="The base: all of the server's variables, the core ones (PATH, HOME, USER, "
+        "LANG, ...) or none (`SHELLGATE_COMMAND_ENV_INHERIT`)."
+    )
+    exclude: list[str] = Field(
+        description="Case-insensitive name globs kept back from commands, credentials by "
+        "default (`SHELLGATE_COMMAND_ENV_EXCLUDE`); a value that is a URL with a password is "
+        "kept back too."
+    )
+    passed: list[str] = Field(
+        alias="pass",
+        description="Name globs inherited whatever the other two say "
+        "(`SHELLGATE_COMMAND_ENV_PASS`).",
+    )
+
+
 class Info(BaseModel):
     version: str
     caller: Caller = Field(description="The token's principal: its name and role.")
@@ -60,6 +81,10 @@ class Info(BaseModel):
         "backend only (docs: operations.md, Confinement)."
     )
     sandbox: SandboxInfo = Field(description="The kernel boundary around every command.")
+    environment: EnvironmentInfo = Field(
+        description="What a command inherits of the server's environment; never the "
+        "server's own SHELLGATE_* settings. A request's `env` is added to it as sent."
+    )
     oidc_issuer: str | None = Field(
         default=None,
         description="The OpenID Connect issuer whose JWTs are accepted beside the static "

@@ -285,6 +285,8 @@ class Info(WireModel):
 
     # --- files (docs/api.md#files) ----------------------------------------------------------------
     sandbox: dict[str, Any] | None = None  # the kernel boundary around every command
+    # what a command inherits of the server's environment: inherit, exclude, pass
+    environment: dict[str, Any] | None = None
     oidc_issuer: str | None = None  # the JWT issuer accepted beside static tokens, if any
 
 

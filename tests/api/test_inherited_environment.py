@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.core.config import DEFAULT_COMMAND_ENV_EXCLUDE
 from tests.api.test_sandbox import _served
 from tests.databases import SQLITE
 from tests.test_serve_defaults import ServerProcess
@@ -48,9 +49,9 @@ def served(tmp_path: Path, server_env: None) -> Iterator[ServerProcess]:
 @pytest.fixture
 def served_core(tmp_path: Path, server_env: None) -> Iterator[ServerProcess]:
     """`core` inheritance, and a credential and a glob of names passed."""
-    (tmp_path / "work").mkdir()
+    (tmp_path / "core").mkdir()
     yield from _served(
-        tmp_path / "work",
+        tmp_path / "core",
         SQLITE,
         command_env_inherit="core",
         command_env_pass="GITHUB_TOKEN, INHERITED_*",
@@ -120,3 +121,13 @@ def test_a_passed_name_reaches_commands_and_core_keeps_only_the_core(
     assert env["PATH"] and env["HOME"]
     assert "GIT_AUTHOR_NAME" not in env and "OPENAI_API_KEY" not in env
     assert "SHELLGATE_TOKENS" not in env
+
+
+def test_info_says_what_commands_inherit(served: ServerProcess, served_core: ServerProcess) -> None:
+    with served.client() as client:
+        default = client.get("/v1/info").json()["environment"]
+    with served_core.client() as client:
+        narrowed = client.get("/v1/info").json()["environment"]
+    assert default == {"inherit": "all", "exclude": list(DEFAULT_COMMAND_ENV_EXCLUDE), "pass": []}
+    assert narrowed["inherit"] == "core"
+    assert narrowed["pass"] == ["GITHUB_TOKEN", "INHERITED_*"]

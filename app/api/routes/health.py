@@ -15,7 +15,16 @@ from app.api.operation_ids import operation_id
 from app.api.strict_route import StrictJsonRoute
 from app.core.errors import AppError, DatabaseUnavailableError, ShuttingDownError, StorageFullError
 from app.executions.tool_description import execution_tool
-from app.schemas import Caller, Health, Info, NodePublic, NodesPublic, Readiness, ToolObject
+from app.schemas import (
+    Caller,
+    EnvironmentInfo,
+    Health,
+    Info,
+    NodePublic,
+    NodesPublic,
+    Readiness,
+    ToolObject,
+)
 from app.schemas.sandbox import SandboxInfo
 from app.services import Services
 from app.store import crud
@@ -125,6 +134,11 @@ async def info(principal: PrincipalDep, services: ServicesDep) -> Info:
             "processes": services.confinement.totals.processes,
         },
         sandbox=SandboxInfo.model_validate(services.sandbox.status()),
+        environment=EnvironmentInfo(
+            inherit=settings.command_env_inherit,
+            exclude=settings.command_env_exclude,
+            passed=settings.command_env_pass,
+        ),
         oidc_issuer=services.tokens.oidc.issuer if services.tokens.oidc else None,
     )
 
