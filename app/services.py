@@ -284,11 +284,12 @@ class Services:
             if not services.sandbox.enforced:
                 logger.warning("SHELLGATE_SANDBOX=off: commands run unsandboxed (docs/sandbox.md)")
             elif os.geteuid() == 0:
-                # The namespaces keep the host's uid for files: what root may read, they read.
+                # The namespaces keep the host's uid for files: with every capability dropped,
+                # permissions are checked as for any user, but uid 0 owns most of the host.
                 logger.warning(
-                    "the server runs as root: a sandboxed command is root to the host's files, "
-                    "and reads whatever root may that is not hidden (/etc/shadow, other users' "
-                    "homes, databases' files); run shellgate as an unprivileged user "
+                    "the server runs as root: a sandboxed command owns what root owns on the "
+                    "host, and reads whatever of it is not hidden (root's home, keys and "
+                    "settings only root may read); run shellgate as an unprivileged user "
                     "(docs/sandbox.md#what-remains-outside)"
                 )
             withheld = withheld_names(inheritance_of(settings))

@@ -428,17 +428,26 @@ def test_the_hosts_sockets_in_the_default_list_take_no_connection(operator: Serv
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as root only where its tests do")
-def test_a_server_run_as_root_warns_that_its_commands_read_as_root(
+def test_a_server_run_as_root_warns_that_its_commands_read_what_root_owns(
     operator: ServerProcess,
 ) -> None:
-    """The namespaces keep the host's uid for files: a root server's commands read
-    /etc/shadow. Not a boundary the sandbox can draw, so the start says it."""
+    """The namespaces keep the host's uid for files: a root server's commands read what root
+    owns, however private. Not a boundary the sandbox can draw, so the start says it. With
+    every capability dropped, another user's private file stays closed to them."""
     warnings = [line for line in operator.log_lines() if "the server runs as root" in line]
     assert len(warnings) == 1, operator.log_lines()
     assert "run shellgate as an unprivileged user" in warnings[0]
+    roots, nobodys = operator.cwd / "only-root-reads", operator.cwd / "only-nobody-reads"
+    for path in (roots, nobodys):
+        path.write_text("private\n", encoding="utf-8")
+        path.chmod(0o600)
+    os.chown(nobodys, 65534, 65534)
     with operator.client() as agent:
-        record = agent.post("/v1/executions", json={"command": "head -c 5 /etc/shadow"}).json()
-    assert record["exit_code"] == 0, record  # what the warning is about
+        record = agent.post(
+            "/v1/executions", json={"command": f"cat {roots}; cat {nobodys}"}
+        ).json()
+    assert record["output"].startswith("private\n"), record  # what the warning is about
+    assert "Permission denied" in record["output"], record
 
 
 @pytest.fixture(scope="module")
