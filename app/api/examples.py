@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-07T06:23:27.559647Z",
+                "created_at": "2026-12-07T21:32:51.716128Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-07T06:23:27.570891Z",
+                "decided_at": "2026-12-07T21:32:51.721108Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_0AXoWnZoc4eqsWTOHorA",
-                "expires_at": "2026-12-07T06:33:27.559647Z",
+                "execution_id": "ex_mc0GpYlkyOlF6YhTUjhF",
+                "expires_at": "2026-12-07T21:42:51.716128Z",
                 "file_operation_id": None,
-                "id": "ap_1Z3rP4Ii50bmIcldvY1C",
+                "id": "ap__0sO-FiSkMNYoe2wgH0L",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -41,11 +41,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_vN_K5P1cHVph58p4zTuC",
-                "created_at": "2026-12-07T06:23:27.783012Z",
+                "approval_id": "ap_7P46MP5fbdIAftf2xKTE",
+                "created_at": "2026-12-07T21:32:51.756891Z",
                 "execution_id": None,
-                "finished_at": "2026-12-07T06:23:27.899188Z",
-                "id": "fo_emQkJwk0Vxt39isjWECp",
+                "finished_at": "2026-12-07T21:32:51.801933Z",
+                "id": "fo_BwvMYXr7BzjoBmgi2gP3",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -78,10 +78,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T06:23:27.907690Z",
+                "created_at": "2026-12-07T21:32:51.805466Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_UiDE5JKG1y2U2cqazzq1",
+                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -193,14 +193,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T06:23:27.907690Z",
+                "updated_at": "2026-12-07T21:32:51.805466Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-07T06:33:27.925485Z",
-                    "id": "ap_UvEMoQd4fOG0lorD4Jf0",
+                    "expires_at": "2026-12-07T21:42:51.811790Z",
+                    "id": "ap_Z9dnsgdqAuIkM-kSSk5k",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
@@ -212,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-07T06:24:57.999852Z",
-                "ticket": "wst_1uesj_c2rwvYUjGaYbOt_0PvNfZXojxT",
+                "expires_at": "2026-12-07T21:34:21.887422Z",
+                "ticket": "wst_S3ZUGysHwktDa4Sd41Mlpp5qNVNv6aJv",
             }
         }
     },
@@ -221,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-07T06:23:27.502407Z",
+                "created_at": "2026-12-07T21:32:51.693203Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-07T06:23:27.545516Z",
+                "decided_at": "2026-12-07T21:32:51.709765Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
-                "expires_at": "2026-12-07T06:33:27.502407Z",
+                "execution_id": "ex_142b9AmIUOccBrAbo1Od",
+                "expires_at": "2026-12-07T21:42:51.693203Z",
                 "file_operation_id": None,
-                "id": "ap_089W7tK6Eo2Aj5y9-7YI",
+                "id": "ap_eMfQZrt02VrfCZvJM5sS",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -249,11 +249,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_wZ4jFVGPuHN8fEdsQH77",
-                "created_at": "2026-12-07T06:23:27.831144Z",
+                "approval_id": "ap_6ewg9tPDHy0k1sXb4iIY",
+                "created_at": "2026-12-07T21:32:51.778959Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_AO-jYNLP_x6Mv2zi3bvz",
+                "id": "fo_n8QOYr5UVvnmb5A-4T4e",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -300,8 +300,68 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "/root/.pgpass",
                         "/root/.npmrc",
                         "/root/.pypirc",
+                        "/root/.config/gh",
+                        "/root/.cargo/credentials.toml",
+                        "/root/.terraform.d/credentials.tfrc.json",
+                        "/root/.vault-token",
+                        "/root/.gem/credentials",
+                        "/root/.config/rclone",
+                        "/root/.password-store",
+                        "/root/.config/op",
+                        "/root/.local/share/keyrings",
+                        "/root/.config/glab-cli",
+                        "/root/.config/hub",
+                        "/root/.config/containers/auth.json",
+                        "/root/.dockercfg",
+                        "/root/.config/doctl",
+                        "/root/.config/hcloud",
+                        "/root/.fly",
+                        "/root/.oci",
+                        "/root/.s3cfg",
+                        "/root/.boto",
+                        "/root/.databrickscfg",
+                        "/root/.kaggle",
+                        "/root/.m2/settings.xml",
+                        "/root/.m2/settings-security.xml",
+                        "/root/.gradle/gradle.properties",
+                        "/root/.yarnrc.yml",
+                        "/root/.composer/auth.json",
+                        "/root/.config/composer/auth.json",
+                        "/root/.cache/huggingface/token",
+                        "/root/.huggingface/token",
+                        "/root/.codex",
+                        "/root/.claude/.credentials.json",
+                        "/root/.claude.json",
+                        "/root/.gemini",
+                        "/root/.config/github-copilot",
+                        "/root/.mozilla",
+                        "/root/.config/google-chrome",
+                        "/root/.config/chromium",
+                        "/root/.config/BraveSoftware",
+                        "/root/.bash_history",
+                        "/root/.zsh_history",
+                        "/root/.local/share/fish/fish_history",
+                        "/root/.python_history",
+                        "/root/.node_repl_history",
+                        "/root/.psql_history",
+                        "/root/.mysql_history",
+                        "/root/.sqlite_history",
+                        "/root/.rediscli_history",
+                        "/etc/shadow",
+                        "/etc/gshadow",
                         "/run/docker.sock",
+                        "/run/containerd",
+                        "/run/podman",
+                        "/run/crio",
+                        "/run/k3s",
+                        "/run/libvirt",
+                        "/run/snapd.socket",
                         "/run/postgresql",
+                        "/run/mysqld",
+                        "/run/redis",
+                        "/run/dbus",
+                        "/run/systemd/private",
+                        "/run/user",
                     ],
                     "network": "off",
                     "write": ["/home/agent/project"],
@@ -319,12 +379,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_5Z1LVRMqj_qsDZOttvCO","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_5Z1LVRMqj_qsDZOttvCO","wall_time_ms":12.097193999920819,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_GanzWlkNYc_k_h4-nTHM","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_GanzWlkNYc_k_h4-nTHM","wall_time_ms":7.516091999605123,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-07T06:23:27.344627Z","started_at":"2026-12-07T06:23:27.344627Z","finished_at":"2026-12-07T06:23:27.352251Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-07T21:32:51.629578Z","started_at":"2026-12-07T21:32:51.629578Z","finished_at":"2026-12-07T21:32:51.634909Z"}\n'
             "\n"
         }
     },
@@ -332,16 +392,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-07T06:23:27.502407Z",
+                "created_at": "2026-12-07T21:32:51.693203Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
-                "expires_at": "2026-12-07T06:33:27.502407Z",
+                "execution_id": "ex_142b9AmIUOccBrAbo1Od",
+                "expires_at": "2026-12-07T21:42:51.693203Z",
                 "file_operation_id": None,
-                "id": "ap_089W7tK6Eo2Aj5y9-7YI",
+                "id": "ap_eMfQZrt02VrfCZvJM5sS",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -784,6 +844,25 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "caller": {"name": "alice", "role": "agent"},
                 "cluster_running_jobs": None,
                 "confinement": "cgroup1",
+                "environment": {
+                    "exclude": [
+                        "*KEY*",
+                        "*SECRET*",
+                        "*TOKEN*",
+                        "*PASSWORD*",
+                        "*PASSWD*",
+                        "*PASSPHRASE*",
+                        "*CREDENTIAL*",
+                        "*_PWD",
+                        "*_AUTH",
+                        "*_AUTH_*",
+                        "*DATABASE_URL*",
+                        "*_DSN",
+                        "GPG_AGENT_INFO",
+                    ],
+                    "inherit": "all",
+                    "pass": [],
+                },
                 "execution_limits": {
                     "cpu_seconds": None,
                     "file_size_mb": None,
@@ -822,11 +901,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.94120704e+08\n"
+            "process_virtual_memory_bytes 5.94194432e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.09395968e+08\n"
+            "process_resident_memory_bytes 1.09596672e+08\n"
         }
     },
     "getPolicy": {
@@ -908,10 +987,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T06:23:27.907690Z",
+                "created_at": "2026-12-07T21:32:51.805466Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_UiDE5JKG1y2U2cqazzq1",
+                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1015,7 +1094,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T06:23:27.907690Z",
+                "updated_at": "2026-12-07T21:32:51.805466Z",
             }
         }
     },
@@ -1118,16 +1197,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-07T06:23:27.502407Z",
+                        "created_at": "2026-12-07T21:32:51.693203Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
-                        "expires_at": "2026-12-07T06:33:27.502407Z",
+                        "execution_id": "ex_142b9AmIUOccBrAbo1Od",
+                        "expires_at": "2026-12-07T21:42:51.693203Z",
                         "file_operation_id": None,
-                        "id": "ap_089W7tK6Eo2Aj5y9-7YI",
+                        "id": "ap_eMfQZrt02VrfCZvJM5sS",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1149,15 +1228,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_5Z1LVRMqj_qsDZOttvCO",
+                        "artifact": "artifact://ex_GanzWlkNYc_k_h4-nTHM",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-07T06:23:27.344627Z",
+                        "created_at": "2026-12-07T21:32:51.629578Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-07T06:23:27.352251Z",
-                        "id": "ex_5Z1LVRMqj_qsDZOttvCO",
+                        "finished_at": "2026-12-07T21:32:51.634909Z",
+                        "id": "ex_GanzWlkNYc_k_h4-nTHM",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1183,7 +1262,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-07T06:23:27.344627Z",
+                        "started_at": "2026-12-07T21:32:51.629578Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1192,7 +1271,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 12.097193999920819,
+                        "wall_time_ms": 7.516091999605123,
                     }
                 ],
                 "next_cursor": None,
@@ -1204,11 +1283,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_qbvNsyH52AGQf3O5ztNd",
-                        "created_at": "2026-12-07T06:23:27.864481Z",
+                        "approval_id": "ap_AAb2wzyRY0atwd2ErKhb",
+                        "created_at": "2026-12-07T21:32:51.789153Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_q61d4enaYNa7aPp-guqq",
+                        "id": "fo_b9Al_lhj-ovowwsVqI2C",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1231,7 +1310,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-07T06:23:27.302877Z",
+                        "created_at": "2026-12-07T21:32:51.613842Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1320,10 +1399,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-07T06:23:27.907690Z",
+                        "created_at": "2026-12-07T21:32:51.805466Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_UiDE5JKG1y2U2cqazzq1",
+                        "id": "se_v9Z_NLTo_GGZVvGDfuQN",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1478,7 +1557,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-07T06:23:27.907690Z",
+                        "updated_at": "2026-12-07T21:32:51.805466Z",
                     }
                 ]
             }
@@ -1492,8 +1571,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-07T06:23:57.058129Z",
-                        "started_at": "2026-12-07T06:23:26.991655Z",
+                        "last_heartbeat": "2026-12-07T21:33:21.526774Z",
+                        "started_at": "2026-12-07T21:32:51.477733Z",
                         "stopping": False,
                         "url": None,
                         "version": "0.1.0",
@@ -1506,10 +1585,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T06:23:27.907690Z",
+                "created_at": "2026-12-07T21:32:51.805466Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_UiDE5JKG1y2U2cqazzq1",
+                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1618,7 +1697,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T06:23:57.949463Z",
+                "updated_at": "2026-12-07T21:33:21.845766Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1777,29 +1856,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap_1Z3rP4Ii50bmIcldvY1C",
+                        "approval_id": "ap__0sO-FiSkMNYoe2wgH0L",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-07T06:23:27.559647Z",
+                        "created_at": "2026-12-07T21:32:51.716128Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_0AXoWnZoc4eqsWTOHorA",
+                        "execution_id": "ex_mc0GpYlkyOlF6YhTUjhF",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_089W7tK6Eo2Aj5y9-7YI",
+                        "approval_id": "ap_eMfQZrt02VrfCZvJM5sS",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-07T06:23:27.502407Z",
+                        "created_at": "2026-12-07T21:32:51.693203Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_WFnGO_NmKrh1n5eRTcWO",
+                        "execution_id": "ex_142b9AmIUOccBrAbo1Od",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1902,7 +1981,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-07T06:23:27.612707Z",
+                "mtime": "2026-12-07T21:32:51.741065Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1913,11 +1992,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_qbvNsyH52AGQf3O5ztNd",
-                "created_at": "2026-12-07T06:23:27.864481Z",
+                "approval_id": "ap_AAb2wzyRY0atwd2ErKhb",
+                "created_at": "2026-12-07T21:32:51.789153Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_q61d4enaYNa7aPp-guqq",
+                "id": "fo_b9Al_lhj-ovowwsVqI2C",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -1936,10 +2015,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-07T06:23:27.601540Z",
+                "created_at": "2026-12-07T21:32:51.736511Z",
                 "execution_id": None,
-                "finished_at": "2026-12-07T06:23:27.772444Z",
-                "id": "fo_LKiqRNGx7XuwyUcOzJBC",
+                "finished_at": "2026-12-07T21:32:51.751937Z",
+                "id": "fo_LJgLcXRd9O9A9HOVdMbI",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -1955,11 +2034,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_vN_K5P1cHVph58p4zTuC",
-                "created_at": "2026-12-07T06:23:27.783012Z",
+                "approval_id": "ap_7P46MP5fbdIAftf2xKTE",
+                "created_at": "2026-12-07T21:32:51.756891Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_emQkJwk0Vxt39isjWECp",
+                "id": "fo_BwvMYXr7BzjoBmgi2gP3",
                 "message": None,
                 "mode": None,
                 "op": "write",
