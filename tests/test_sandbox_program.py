@@ -117,6 +117,23 @@ def test_a_settings_file_absent_is_covered_and_no_command_makes_it(workspace: Pa
     assert settings.read_bytes() == b""  # the empty file bwrap mounted over
 
 
+def test_a_settings_file_that_is_a_dangling_link_is_covered_where_it_leads(
+    workspace: Path,
+) -> None:
+    """The server resolves `.env` at its start; a link to a file not made yet would otherwise
+    let a command make the settings of the next start where the link leads."""
+    link, target = workspace / ".env", workspace / "settings" / "real.env"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    server = ServerFiles(program=(), read_at_start=(os.path.realpath(link),))
+    profile = SandboxProfile(network="off", write=(str(workspace),), hidden=(str(link),))
+    argv = [*bwrap_prefix(profile, str(workspace), server=server), "/bin/sh", "-c"]
+    script = "echo SHELLGATE_SANDBOX=off > settings/real.env; cat settings/real.env"
+    done = subprocess.run([*argv, script], capture_output=True, text=True, timeout=60, check=False)
+    assert "SHELLGATE_SANDBOX" not in done.stdout + done.stderr
+    assert target.read_bytes() == b""  # the empty file bwrap mounted over
+
+
 def test_the_program_paths_are_those_of_this_server() -> None:
     paths = program_paths()
     assert str(Path(app.__file__).resolve().parent) in paths

@@ -474,7 +474,9 @@ class Launcher:
             # A standby waits in the default sandbox: it runs only what that sandbox fits. A
             # session's directory is no obstacle: the standby hands the state over in memory
             # files.
-            standby_fits = not draft.pty and sandbox.fits_standby(profile, plan.cwd, bool(readable))
+            standby_key = (
+                None if draft.pty else sandbox.standby_fit(profile, plan.cwd, bool(readable))
+            )
             check_directory(plan.cwd)
             if not storage.has_room():
                 raise StorageFullError()
@@ -484,8 +486,8 @@ class Launcher:
             # A standby's sandbox is the one a spawn would build now only while the filesystem
             # its mounts came from is unchanged (a hidden path made since is not covered in it).
             process = spawn(
-                confinement.take_standby(live.id, plan.limits, sandbox.standby_key)
-                if standby_fits
+                confinement.take_standby(live.id, plan.limits, standby_key)
+                if standby_key is not None
                 else None,
                 env,
             )
