@@ -122,8 +122,8 @@ class Confinement:
         sandbox_key: Callable[[], Hashable] | None = None,
     ) -> tuple[Unit, StandbyShell] | None:
         """A unit for `execution_id` with a shell already in it, waiting in a sandbox built
-        from what `sandbox_key` gives now (`Sandbox.standby_key`; None: no sandbox), or None
-        (open a unit)."""
+        from what `sandbox_key` gives (`Sandbox.standby_fit`'s key; None: no sandbox), or
+        None (open a unit)."""
         if self._spawn_ahead is None:
             return None
         standby = self._spawn_ahead.take(execution_id, limits, sandbox_key)

@@ -108,9 +108,9 @@ class SpawnAhead:
     ) -> Standby | None:
         """A ready standby, its unit now `execution_id`'s; None when there is none for
         these limits, or its sandbox was built from another key than `sandbox_key()` gives
-        now (`Sandbox.standby_key`: a hidden path made since, a symlink turned elsewhere),
-        which is then discarded (spawn the usual way). The key is worked out only when there
-        is a standby to compare it with."""
+        (`Sandbox.standby_key` as the spawn's fit worked it out, `Sandbox.standby_fit`: a
+        hidden path made since, a symlink turned elsewhere), which is then discarded (spawn
+        the usual way). It is called only when there is a standby to compare it with."""
         with self._wanted:
             if not self._ready or limits != self._limits:
                 return None

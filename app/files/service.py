@@ -61,7 +61,7 @@ from app.policy.file_rules import (
     stricter,
 )
 from app.sandbox.hidden import HiddenPaths
-from app.sandbox.program import program_paths
+from app.sandbox.program import server_files
 from app.schemas.files import FileOperationPublic
 from app.store import crud
 from app.store.db import Database
@@ -157,7 +157,7 @@ class FileService:
         self.max_bytes = settings.files_max_bytes
         self._hidden_of: tuple[PolicyDocument, HiddenPaths] | None = None
         # Read-only to every command wherever it lies (app/sandbox/program.py): to uploads too.
-        self._program = HiddenPaths(program_paths())
+        self._program = HiddenPaths(server_files().program)
 
     @property
     def _hidden(self) -> HiddenPaths:

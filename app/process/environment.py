@@ -151,18 +151,22 @@ def host_environment(
 
 def withheld_names(inheritance: Inheritance) -> list[str]:
     """The server's variables no command inherits, besides its own settings and shell noise."""
-    everything = Inheritance("all", (), ("*",))
-    whole = _without_noise(os.environ, everything)
-    return sorted(name for name, value in whole.items() if not inheritance.admits(name, value))
+    return sorted(
+        name
+        for name, value in os.environ.items()
+        if not _is_noise(name) and not inheritance.admits(name, value)
+    )
+
+
+def _is_noise(key: str) -> bool:
+    return key in _SKIPPED_HOST_KEYS or key.startswith(_SKIPPED_HOST_PREFIXES)
 
 
 def _without_noise(source: Mapping[str, str], inheritance: Inheritance) -> dict[str, str]:
     return {
         key: value
         for key, value in dict(source).items()
-        if key not in _SKIPPED_HOST_KEYS
-        and not key.startswith(_SKIPPED_HOST_PREFIXES)
-        and inheritance.admits(key, value)
+        if not _is_noise(key) and inheritance.admits(key, value)
     }
 
 

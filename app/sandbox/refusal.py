@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from app.sandbox.hidden import HiddenPaths
 from app.sandbox.profile import SandboxProfile
-from app.sandbox.program import program_paths
+from app.sandbox.program import server_files
 
 # What the C library and the common tools print for EROFS and EACCES.
 REFUSAL_MARKS = ("Read-only file system", "Permission denied")
@@ -23,7 +23,7 @@ def refusal_notice(profile: SandboxProfile, output: str) -> str | None:
     network = profile.network if isinstance(profile.network, str) else ", ".join(profile.network)
     writable = ", ".join([*profile.write, "/tmp (private)"])
     trees = HiddenPaths(profile.write)  # (a set of trees: whatever lies under one)
-    held = [path for path in program_paths() if trees.covering(path) is not None]
+    held = [path for path in server_files().program if trees.covering(path) is not None]
     # No request can widen these (app/sandbox/program.py): say so, or the caller would ask.
     program = (
         f", the server's own program in it read-only whatever is asked ({', '.join(held)})"
