@@ -13,6 +13,14 @@ A system call made through another ABI than the host's own (32-bit x86 through `
 x32's numbers on x86-64, 32-bit ARM on arm64) would pass a filter written in the native numbers,
 so every one answers ENOSYS: 32-bit programs do not run in the sandbox.
 
+A mode change that sets the set-user-ID or set-group-ID bit (`chmod u+s`, `g+s`) answers EPERM.
+Inside the sandbox a command is the server's own user, with the host's uid: a set-user-ID program
+it left in the workspace would run as that user (root, for a root server) for whoever executes
+it on the host, where the workspace is not mounted `nosuid` as it is in the sandbox. The mode
+is a number in a register, so the filter can test it; a file created with those bits loses them
+at its first write (the kernel drops them for a writer without `CAP_FSETID`), so only the
+`chmod` calls need it.
+
 On an architecture without a table here (neither x86-64 nor arm64) there is no filter: the
 sandbox is the namespaces alone, and `GET /v1/info` does not list `seccomp`.
 """
@@ -53,6 +61,14 @@ DENIED: Final = {
         "request_key": 218,
     },
 }
+# The calls that change a file's mode, and which of their arguments is the mode (<linux/syscalls.h>:
+# chmod(path, mode), fchmod(fd, mode), fchmodat(dirfd, path, mode), fchmodat2(…, mode, flags)).
+# arm64 has no plain `chmod`.
+MODE_SETTERS: Final = {
+    "x86_64": {"chmod": (90, 1), "fchmod": (91, 1), "fchmodat": (268, 2), "fchmodat2": (452, 2)},
+    "aarch64": {"fchmod": (52, 1), "fchmodat": (53, 2), "fchmodat2": (452, 2)},
+}
+SET_ID_BITS: Final = 0o6000  # S_ISUID | S_ISGID
 # x32 system calls on x86-64: the native numbers with this bit set.
 _X32_SYSCALL_BIT: Final = 0x40000000
 
@@ -60,44 +76,69 @@ _X32_SYSCALL_BIT: Final = 0x40000000
 _LOAD_WORD: Final = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JUMP_IF_EQUAL: Final = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JUMP_IF_AT_LEAST: Final = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JUMP_IF_ANY_BIT: Final = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RETURN: Final = 0x06  # BPF_RET | BPF_K
 _ALLOW: Final = 0x7FFF0000  # SECCOMP_RET_ALLOW
 _NOT_THERE: Final = 0x00050000 | errno.ENOSYS  # SECCOMP_RET_ERRNO
-# Offsets in `struct seccomp_data`.
+_REFUSED: Final = 0x00050000 | errno.EPERM
+# Offsets in `struct seccomp_data`: the number, the arch word, then six 64-bit arguments, whose
+# low word comes first on these little-endian machines (a mode is 32 bits wide).
 _NUMBER: Final = 0
 _ARCH: Final = 4
+_ARGUMENTS: Final = 16
+
+# An instruction whose jumps name the instructions they go to, resolved by `_assemble`.
+_Step = tuple[int, str | None, str | None, int]
+_NEXT = None
 
 
-def _instruction(code: int, if_true: int, if_false: int, value: int) -> bytes:
-    """One `struct sock_filter`: the jumps count the instructions skipped after this one."""
-    return struct.pack("=HBBI", code, if_true, if_false, value)
+def _argument(index: int) -> int:
+    return _ARGUMENTS + 8 * index
+
+
+def _assemble(steps: list[tuple[str | None, _Step]]) -> bytes:
+    """The program as `struct sock_filter`s: each step may carry a label, and a jump names the
+    label it goes to (or `_NEXT`); classic BPF counts the instructions skipped, forward only."""
+    at = {label: index for index, (label, _) in enumerate(steps) if label is not None}
+    program = []
+    for index, (_, (code, if_true, if_false, value)) in enumerate(steps):
+        skips = [0 if target is _NEXT else at[target] - index - 1 for target in (if_true, if_false)]
+        assert all(0 <= skip <= 255 for skip in skips), (index, skips)
+        program.append(struct.pack("=HBBI", code, *skips, value))
+    return b"".join(program)
 
 
 def build_program(machine: str) -> bytes | None:
     """The filter for `machine` (`platform.machine()`), None when there is no table for it."""
     if machine not in AUDIT_ARCH:
         return None
-    denied = sorted(DENIED[machine].values())
-    count = len(denied)
-    # The number's checks come last before ALLOW and NOT_THERE: each jumps to NOT_THERE by
-    # skipping the checks after it and ALLOW.
-    number_checks = [
-        _instruction(_JUMP_IF_EQUAL, count - index, 0, number)
-        for index, number in enumerate(denied)
+    steps: list[tuple[str | None, _Step]] = [
+        (None, (_LOAD_WORD, _NEXT, _NEXT, _ARCH)),
+        (None, (_JUMP_IF_EQUAL, _NEXT, "not there", AUDIT_ARCH[machine])),  # another ABI
+        (None, (_LOAD_WORD, _NEXT, _NEXT, _NUMBER)),
     ]
     if machine == "x86_64":
-        number_checks.insert(0, _instruction(_JUMP_IF_AT_LEAST, count + 1, 0, _X32_SYSCALL_BIT))
-    return b"".join(
-        [
-            _instruction(_LOAD_WORD, 0, 0, _ARCH),
-            # Another ABI: past the number's load, its checks and ALLOW.
-            _instruction(_JUMP_IF_EQUAL, 0, 1 + len(number_checks) + 1, AUDIT_ARCH[machine]),
-            _instruction(_LOAD_WORD, 0, 0, _NUMBER),
-            *number_checks,
-            _instruction(_RETURN, 0, 0, _ALLOW),
-            _instruction(_RETURN, 0, 0, _NOT_THERE),
+        steps.append((None, (_JUMP_IF_AT_LEAST, "not there", _NEXT, _X32_SYSCALL_BIT)))
+    steps += [
+        (None, (_JUMP_IF_EQUAL, "not there", _NEXT, number))
+        for number in sorted(DENIED[machine].values())
+    ]
+    setters = sorted(MODE_SETTERS[machine].values())
+    steps += [(None, (_JUMP_IF_EQUAL, f"mode {index}", _NEXT, number)) for number, index in setters]
+    # Classic BPF jumps forward only: the mode checks sit between two ALLOWs, before the
+    # returns they go to.
+    steps.append((None, (_RETURN, _NEXT, _NEXT, _ALLOW)))
+    for index in sorted({index for _, index in setters}):
+        steps += [
+            (f"mode {index}", (_LOAD_WORD, _NEXT, _NEXT, _argument(index))),
+            (None, (_JUMP_IF_ANY_BIT, "refused", "mode allowed", SET_ID_BITS)),
         ]
-    )
+    steps += [
+        ("mode allowed", (_RETURN, _NEXT, _NEXT, _ALLOW)),
+        ("not there", (_RETURN, _NEXT, _NEXT, _NOT_THERE)),
+        ("refused", (_RETURN, _NEXT, _NEXT, _REFUSED)),
+    ]
+    return _assemble(steps)
 
 
 @functools.cache

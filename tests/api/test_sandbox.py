@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from stat import S_ISSOCK
+from stat import S_ISGID, S_ISSOCK, S_ISUID
 from typing import Any
 
 import pytest
@@ -589,6 +589,31 @@ def test_io_uring_answers_enosys_in_the_sandbox(
         probe = run(agent, IO_URING_SETUP, **fields)
     assert probe["exit_code"] == 0, probe
     assert probe["output"].split() == ["-1", str(errno.ENOSYS)], probe["output"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"limits": {"processes": 100}}, {"pty": True}],
+    ids=["standby", "spawned-without-one", "pty"],
+)
+def test_no_command_leaves_a_set_user_id_program_in_the_workspace(
+    operator: ServerProcess, fields: dict[str, object]
+) -> None:
+    """Inside the sandbox a command has the server's uid: a set-user-ID copy of a program it
+    left in the workspace would run as the server (as root, for a root server) for any local
+    user who runs it, outside the sandbox. The filter refuses the mode."""
+    if host_program() is None:
+        pytest.skip(f"no seccomp filter for {platform.machine()}")
+    name = f"setuid-{uuid.uuid4().hex[:8]}"
+    with operator.client() as agent:
+        for _ in range(2):
+            run(agent, "true")
+        tried = run(agent, f"cp /bin/true {name} && chmod u+s,g+s {name}", **fields)
+        host_mode = (operator.cwd / name).stat().st_mode
+        run(agent, f"rm -f {name}")
+    assert tried["exit_code"] == 1, tried
+    assert "Operation not permitted" in tried["output"], tried["output"]
+    assert host_mode & (S_ISUID | S_ISGID) == 0, oct(host_mode)
 
 
 def test_a_command_reads_its_owners_artifact_inside_the_hidden_data_dir(
