@@ -142,7 +142,7 @@ def test_serve_reaches_healthz_without_the_cli_clients_or_alembic(
     stderr_path = tmp_path / "server.err"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve"], cwd=tmp_path, env=env, stderr=stderr
+            [sys.executable, "-P", "-m", "app", "serve"], cwd=tmp_path, env=env, stderr=stderr
         )
     try:
         url = f"http://127.0.0.1:{port}"
@@ -238,7 +238,7 @@ def test_only_a_plain_serve_skips_the_cli(args: list[str], options: dict[str, st
 
 
 def test_serve_help_and_usage_errors_still_come_from_the_cli() -> None:
-    run = [sys.executable, "-m", "app", "serve"]
+    run = [sys.executable, "-P", "-m", "app", "serve"]
     shown = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "Overrides SHELLGATE_PORT" in shown.stdout, shown.stderr
     refused = subprocess.run([*run, "--port", "x"], capture_output=True, text=True, timeout=60)

@@ -176,3 +176,71 @@ def test_python_m_app_imports_nothing_from_its_working_directory(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert "serve" in done.stdout
     assert not marker.exists()
+
+
+def serve_refusal(
+    cwd: Path, *python_options: str, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """`python [options] -m app serve` in `cwd`, which should stop before serving (60 s)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SHELLGATE_")}
+    env.update({f"SHELLGATE_{key.upper()}": value for key, value in settings.items()})
+    return subprocess.run(
+        [sys.executable, *python_options, "-m", "app", "serve"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_python_m_app_will_not_serve_from_a_directory_its_commands_write(tmp_path: Path) -> None:
+    """`python -m app` imports `app` from its working directory before the installed package:
+    with the workspace there (its default), a command could leave an `app` package that the
+    next start runs as the server, outside the sandbox. So it stops, saying how to start, and
+    makes nothing (not even the data directory)."""
+    refused = serve_refusal(tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(f"shellgate: started as `python -m app` in {tmp_path}")
+    assert "`shellgate serve` or `python -P -m app serve`" in refused.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_started_another_way_the_launch_directory_is_not_a_reason_to_stop(
+    tmp_path: Path,
+) -> None:
+    """`-P` leaves the working directory off the path; a workspace elsewhere and the sandbox
+    off expose nothing of the start. Each goes on to the next check: the data directory, which
+    the test makes one that cannot be made."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for options, settings in (
+        (("-P",), {}),
+        ((), {"workspace": str(workspace)}),
+        ((), {"sandbox": "off"}),
+    ):
+        ran = serve_refusal(tmp_path, *options, **settings, data_dir="/proc/no-such/data")
+        assert ran.returncode == 2, (options, settings, ran.stderr)
+        assert "cannot use the data directory /proc/no-such/data" in ran.stderr, ran.stderr
+
+
+def test_with_p_a_planted_app_package_in_the_working_directory_is_not_run(
+    tmp_path: Path,
+) -> None:
+    """The start the refusal asks for: `python -P -m app` runs the installed package, not an
+    `app` a command left in the workspace."""
+    marker = tmp_path / "planted-ran"
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "app", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "serve" in done.stdout
+    assert not marker.exists()

@@ -67,7 +67,7 @@ def run_serve(
     cwd: Path, env: dict[str, str], timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app", "serve"],
+        [sys.executable, "-P", "-m", "app", "serve"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -87,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     stderr_path = cwd / "server.log"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve"],
+            [sys.executable, "-P", "-m", "app", "serve"],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any
 
 from app.core.config import Settings
@@ -26,6 +27,7 @@ from app.sandbox.egress import EgressProxy
 from app.sandbox.host_list import hosts_of
 from app.sandbox.landlock import landlock_abi
 from app.sandbox.profile import SandboxProfile
+from app.sandbox.program import launch_directory
 from app.sandbox.seccomp import host_program, program_pipe
 
 # What `GET /v1/info` names as the parts the boundary is built from.
@@ -97,6 +99,23 @@ class Sandbox:
                 f"allow unprivileged user namespaces, or {OFF_HINT}"
             )
         _BUILT.add(tuple(argv))
+
+    def exposed_launch(self) -> str | None:
+        """The reason the server must not serve, when it was started as `python -m app` from
+        a directory its commands can write (app/sandbox/program.py, `launch_directory`); None
+        when the sandbox is off (commands are the server's user then) or nothing is exposed."""
+        here = launch_directory()
+        if not self.enforced or here is None:
+            return None
+        trees = [Path(os.path.realpath(tree)) for tree in self.default.write]
+        if not any(Path(here).is_relative_to(tree) for tree in trees):
+            return None
+        return (
+            f"started as `python -m app` in {here}, which commands can write (the workspace): "
+            "an `app` package a command left there would run as this server, outside the "
+            "sandbox, at its next start; start it with `shellgate serve` or "
+            "`python -P -m app serve`, or from another directory (docs/sandbox.md)"
+        )
 
     def seccomp_pipe(self) -> int | None:
         """What one spawn's bwrap reads its seccomp filter from (app/sandbox/seccomp.py), the

@@ -13,6 +13,12 @@ The settings file the server reads at its start (`.env` in its working directory
 commands like the rest of its files; absent, a command in a workspace that holds it could make
 one (`SHELLGATE_SANDBOX=off`) for the next start to read. So it is covered even then: bwrap
 makes the empty file it mounts over, which stays, empty, in the host's tree.
+
+`python -m app` puts its working directory first on `sys.path`, before the installed package:
+an `app` package a command left there would be the program the next start runs, as the
+server, outside any sandbox. Started that way from a directory commands can write (the
+workspace, when `SHELLGATE_WORKSPACE` is not set), the server refuses to start
+(`launch_directory`); `shellgate serve` and `python -P -m app` do not look there.
 """
 
 from __future__ import annotations
@@ -53,6 +59,19 @@ def program_paths() -> tuple[str, ...]:
     # working directory, the workspace itself perhaps, and make it read-only whole.
     real = {os.path.realpath(path) for path in found if os.path.isabs(path)}
     return tuple(sorted(path for path in real if os.path.isdir(path)))
+
+
+def launch_directory() -> str | None:
+    """The directory the next start of this server would import `app` from before the real
+    one: its working directory, when it was started as `python -m app` without `-P` (or `-I`)
+    and the package it runs is not that directory's own `app` (a checkout's, which is bound
+    read-only like the rest of the program); None otherwise (`shellgate serve`)."""
+    main = sys.modules.get("__main__")
+    started_as = getattr(getattr(main, "__spec__", None), "name", None)
+    if sys.flags.safe_path or started_as != "app.__main__":
+        return None
+    here = os.path.realpath(os.getcwd())
+    return None if str(_APP) == os.path.join(here, "app") else here
 
 
 def settings_file() -> str:

@@ -55,6 +55,11 @@ def serve(host: str | None = None, port: int | None = None) -> None:
         fail(describe_settings_error(error), EXIT_USAGE)
     except (PolicyFileError, OSError) as error:
         fail(str(error), EXIT_USAGE)
+    from app.sandbox import Sandbox, SandboxUnavailable
+
+    sandbox = Sandbox(settings)
+    if (exposed := sandbox.exposed_launch()) is not None:
+        fail(exposed, EXIT_USAGE)  # before anything is made or started
     configure_logging(settings.log_level, settings.log_format)
     from app.process.descriptor_limit import raise_soft_limit
     from app.server.http_server import SWITCH_INTERVAL_SECONDS, limit_malloc_arenas, server_options
@@ -93,10 +98,8 @@ def serve(host: str | None = None, port: int | None = None) -> None:
             f"as node {node_id}; stop it first, or give this one its own SHELLGATE_DATA_DIR",
             EXIT_START_FAILED,
         )
-    from app.sandbox import Sandbox, SandboxUnavailable
-
     try:
-        Sandbox(settings).check()
+        sandbox.check()
     except SandboxUnavailable as error:
         fail(str(error), EXIT_START_FAILED)
     app = create_app(settings)

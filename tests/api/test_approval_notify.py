@@ -227,7 +227,7 @@ def test_the_server_does_not_start_with_an_approval_url_off_the_allow_list(
         }
     )
     result = subprocess.run(
-        [sys.executable, "-m", "app", "serve"],
+        [sys.executable, "-P", "-m", "app", "serve"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

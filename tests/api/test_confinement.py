@@ -440,7 +440,7 @@ def test_a_backend_asked_for_by_name_that_is_missing_stops_serve_with_one_line(
         pytest.skip("every backend is available on this machine")
     env = {**os.environ, "SHELLGATE_CONFINEMENT": missing[0], "SHELLGATE_DATA_DIR": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "app", "serve"], env=env, capture_output=True, timeout=60
+        [sys.executable, "-P", "-m", "app", "serve"], env=env, capture_output=True, timeout=60
     )
     assert done.returncode == 2
     assert done.stderr.decode().startswith(f"shellgate: confinement {missing[0]}: ")
@@ -459,7 +459,7 @@ def test_a_total_set_where_no_cgroup_holds_the_commands_stops_serve_with_one_lin
         "SHELLGATE_DATA_DIR": str(tmp_path),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "app", "serve"], env=env, capture_output=True, timeout=60
+        [sys.executable, "-P", "-m", "app", "serve"], env=env, capture_output=True, timeout=60
     )
     assert done.returncode == 2
     assert done.stderr.decode().startswith(

@@ -443,7 +443,7 @@ def test_the_server_does_not_start_with_a_bad_policy_file(tmp_path: Path) -> Non
         "SHELLGATE_POLICY_FILE": str(path),
     }
     finished = subprocess.run(
-        [sys.executable, "-m", "app", "serve"],
+        [sys.executable, "-P", "-m", "app", "serve"],
         env=env,
         capture_output=True,
         text=True,

@@ -55,7 +55,7 @@ class ServerProcess:
         }
         # Its own session: SIGKILLing it must not touch the test runner's group.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve"], env=env, start_new_session=True
+            [sys.executable, "-P", "-m", "app", "serve"], env=env, start_new_session=True
         )
         try:
             eventually(self._ready, what="the server's readiness", within=30, interval=0.1)

@@ -99,7 +99,11 @@ def network_on(
     )
 
 
-def _served(cwd: Path, database: ServerDatabase, **settings: str) -> Iterator[ServerProcess]:
+def _served(
+    cwd: Path, database: ServerDatabase, *, safe_path: bool = True, **settings: str
+) -> Iterator[ServerProcess]:
+    """`python -P -m app serve` in `cwd`, as docs/operations.md starts it; `safe_path=False`
+    for a checkout's layout, where `python -m app` runs the `app` package `cwd` holds."""
     port = free_port()
     env = server_environment(tokens=TOKENS, port=str(port), **settings)
     env.update(database.environment())
@@ -107,7 +111,7 @@ def _served(cwd: Path, database: ServerDatabase, **settings: str) -> Iterator[Se
     stderr_path = cwd.parent / f"{cwd.name}-server.log"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve"],
+            [sys.executable, *(["-P"] if safe_path else []), "-m", "app", "serve"],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -667,7 +671,7 @@ def test_the_server_refuses_to_start_when_bwrap_cannot_build_it(tmp_path: Path) 
         tokens=TOKENS, port=str(free_port()), sandbox_bwrap="/nonexistent/bwrap"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "app", "serve"],
+        [sys.executable, "-P", "-m", "app", "serve"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

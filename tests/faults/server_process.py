@@ -105,7 +105,7 @@ def _start(
 ) -> ServerProcess:
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            [sys.executable, "-P", "-m", "app", "serve", "--port", str(port)],
             cwd=cwd,
             env=env,
             stdout=log,

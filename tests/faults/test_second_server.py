@@ -21,7 +21,7 @@ def test_a_second_server_on_the_same_data_dir_refuses_and_leaves_the_first_worki
         job = client.post("/v1/executions", json={"command": "sleep 30", "async": True})
         assert job.status_code == 202, job.text
         second = subprocess.run(
-            [sys.executable, "-m", "app", "serve", "--port", str(free_port())],
+            [sys.executable, "-P", "-m", "app", "serve", "--port", str(free_port())],
             cwd=ROOT,
             env=env,
             capture_output=True,
