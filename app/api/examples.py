@@ -14,16 +14,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -target=module.dns",
-                "created_at": "2026-12-07T21:32:51.716128Z",
+                "created_at": "2026-12-07T23:40:45.591945Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-07T21:32:51.721108Z",
+                "decided_at": "2026-12-07T23:40:45.603451Z",
                 "decided_by": "carol",
                 "decision_reason": "DNS only, reviewed",
                 "env": {},
-                "execution_id": "ex_mc0GpYlkyOlF6YhTUjhF",
-                "expires_at": "2026-12-07T21:42:51.716128Z",
+                "execution_id": "ex_8dLTD-kQVYOME4ximHft",
+                "expires_at": "2026-12-07T23:50:45.591945Z",
                 "file_operation_id": None,
-                "id": "ap__0sO-FiSkMNYoe2wgH0L",
+                "id": "ap_ZL4TYAJb4KXx8aOmTTDh",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -41,11 +41,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "cancelOperation": {
         "200": {
             "application/json": {
-                "approval_id": "ap_7P46MP5fbdIAftf2xKTE",
-                "created_at": "2026-12-07T21:32:51.756891Z",
+                "approval_id": "ap_wurvyrk06mlegJIJd0Ws",
+                "created_at": "2026-12-07T23:40:45.666411Z",
                 "execution_id": None,
-                "finished_at": "2026-12-07T21:32:51.801933Z",
-                "id": "fo_BwvMYXr7BzjoBmgi2gP3",
+                "finished_at": "2026-12-07T23:40:45.776804Z",
+                "id": "fo_1A5QqhKwWLfdIEjTJsDR",
                 "message": "Approval expired by alice: file operation cancelled by its requester",
                 "mode": None,
                 "op": "write",
@@ -78,10 +78,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T21:32:51.805466Z",
+                "created_at": "2026-12-07T23:40:45.783218Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
+                "id": "se_l0DqD3OiwOvEJQiPExpT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -193,14 +193,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T21:32:51.805466Z",
+                "updated_at": "2026-12-07T23:40:45.783218Z",
             }
         },
         "202": {
             "application/json": {
                 "approval": {
-                    "expires_at": "2026-12-07T21:42:51.811790Z",
-                    "id": "ap_Z9dnsgdqAuIkM-kSSk5k",
+                    "expires_at": "2026-12-07T23:50:45.797828Z",
+                    "id": "ap_K0ptjAXaxI6WM4jQEtIP",
                     "reason": "Sandbox escalation requested for a new session: network on",
                     "state": "pending",
                 },
@@ -212,8 +212,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "createWsTicket": {
         "201": {
             "application/json": {
-                "expires_at": "2026-12-07T21:34:21.887422Z",
-                "ticket": "wst_S3ZUGysHwktDa4Sd41Mlpp5qNVNv6aJv",
+                "expires_at": "2026-12-07T23:42:15.868120Z",
+                "ticket": "wst_9GzdPQrLm2PWHme7ariRAsciSwY312l9",
             }
         }
     },
@@ -221,16 +221,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-07T21:32:51.693203Z",
+                "created_at": "2026-12-07T23:40:45.553237Z",
                 "cwd": "/home/agent/project",
-                "decided_at": "2026-12-07T21:32:51.709765Z",
+                "decided_at": "2026-12-07T23:40:45.581581Z",
                 "decided_by": "carol",
                 "decision_reason": "not in this change window",
                 "env": {},
-                "execution_id": "ex_142b9AmIUOccBrAbo1Od",
-                "expires_at": "2026-12-07T21:42:51.693203Z",
+                "execution_id": "ex_GwtdVV1IQCMJ4GDBld6p",
+                "expires_at": "2026-12-07T23:50:45.553237Z",
                 "file_operation_id": None,
-                "id": "ap_eMfQZrt02VrfCZvJM5sS",
+                "id": "ap_zi8VXr6kLFgzCcZBsun_",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -249,11 +249,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {"application/octet-stream": "buy milk\n"},
         "202": {
             "application/json": {
-                "approval_id": "ap_6ewg9tPDHy0k1sXb4iIY",
-                "created_at": "2026-12-07T21:32:51.778959Z",
+                "approval_id": "ap_PmCRgIwajARgUhnfizZM",
+                "created_at": "2026-12-07T23:40:45.713489Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_n8QOYr5UVvnmb5A-4T4e",
+                "id": "fo_eWafPgj4a7ur5-_FGF-_",
                 "message": None,
                 "mode": None,
                 "op": "read",
@@ -379,12 +379,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "id: 3\n"
             "event: end\n"
             "data: "
-            '{"id":"ex_GanzWlkNYc_k_h4-nTHM","state":"completed","mode":"foreground","owner":"alice","command":"echo '
-            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_GanzWlkNYc_k_h4-nTHM","wall_time_ms":7.516091999605123,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
+            '{"id":"ex_Sx4IT_u2QKYtVvBSFqrf","state":"completed","mode":"foreground","owner":"alice","command":"echo '
+            'hello","cwd":"/home/agent/project","pty":false,"session":null,"node":"node-a","exit_code":0,"signal":null,"timed_out":false,"output":"hello\\n","truncated":false,"total_bytes":6,"total_lines":2,"output_bytes":6,"output_lines":2,"elided_bytes":0,"artifact":"artifact://ex_Sx4IT_u2QKYtVvBSFqrf","wall_time_ms":11.135752999962278,"timeout_seconds":300.0,"requested_timeout_seconds":null,"timeout_disabled":null,"notices":[],"limits":{"memory_mb":12052,"processes":512,"cpu_seconds":null,"file_size_mb":null,"open_files":65536},"confinement":"cgroup1","sandbox":null,"is_error":false,"text":"hello\\n\\nWall '
             "time: 0.01 "
             'seconds","approval":null,"reason":"No '
             "rule matched; default "
-            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-07T21:32:51.629578Z","started_at":"2026-12-07T21:32:51.629578Z","finished_at":"2026-12-07T21:32:51.634909Z"}\n'
+            'allow","remembered_rule":null,"notify_url":null,"notify_state":null,"notifications":[],"created_at":"2026-12-07T23:40:45.406269Z","started_at":"2026-12-07T23:40:45.406269Z","finished_at":"2026-12-07T23:40:45.411612Z"}\n'
             "\n"
         }
     },
@@ -392,16 +392,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "command": "terraform apply -auto-approve",
-                "created_at": "2026-12-07T21:32:51.693203Z",
+                "created_at": "2026-12-07T23:40:45.553237Z",
                 "cwd": "/home/agent/project",
                 "decided_at": None,
                 "decided_by": None,
                 "decision_reason": None,
                 "env": {},
-                "execution_id": "ex_142b9AmIUOccBrAbo1Od",
-                "expires_at": "2026-12-07T21:42:51.693203Z",
+                "execution_id": "ex_GwtdVV1IQCMJ4GDBld6p",
+                "expires_at": "2026-12-07T23:50:45.553237Z",
                 "file_operation_id": None,
-                "id": "ap_eMfQZrt02VrfCZvJM5sS",
+                "id": "ap_zi8VXr6kLFgzCcZBsun_",
                 "kind": "command",
                 "pty": False,
                 "reason": "Prompt required by bash pattern: terraform apply*",
@@ -858,6 +858,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "*_AUTH_*",
                         "*DATABASE_URL*",
                         "*_DSN",
+                        "*_PAT",
+                        "*_PAT_*",
+                        "*WEBHOOK*",
+                        "*COOKIE*",
                         "GPG_AGENT_INFO",
                     ],
                     "inherit": "all",
@@ -901,11 +905,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "text/plain": "# HELP process_virtual_memory_bytes Virtual memory size "
             "in bytes.\n"
             "# TYPE process_virtual_memory_bytes gauge\n"
-            "process_virtual_memory_bytes 5.94194432e+08\n"
+            "process_virtual_memory_bytes 5.95222528e+08\n"
             "# HELP process_resident_memory_bytes Resident memory "
             "size in bytes.\n"
             "# TYPE process_resident_memory_bytes gauge\n"
-            "process_resident_memory_bytes 1.09596672e+08\n"
+            "process_resident_memory_bytes 1.1026432e+08\n"
         }
     },
     "getPolicy": {
@@ -987,10 +991,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T21:32:51.805466Z",
+                "created_at": "2026-12-07T23:40:45.783218Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo"},
-                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
+                "id": "se_l0DqD3OiwOvEJQiPExpT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1094,7 +1098,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T21:32:51.805466Z",
+                "updated_at": "2026-12-07T23:40:45.783218Z",
             }
         }
     },
@@ -1197,16 +1201,16 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-07T21:32:51.693203Z",
+                        "created_at": "2026-12-07T23:40:45.553237Z",
                         "cwd": "/home/agent/project",
                         "decided_at": None,
                         "decided_by": None,
                         "decision_reason": None,
                         "env": {},
-                        "execution_id": "ex_142b9AmIUOccBrAbo1Od",
-                        "expires_at": "2026-12-07T21:42:51.693203Z",
+                        "execution_id": "ex_GwtdVV1IQCMJ4GDBld6p",
+                        "expires_at": "2026-12-07T23:50:45.553237Z",
                         "file_operation_id": None,
-                        "id": "ap_eMfQZrt02VrfCZvJM5sS",
+                        "id": "ap_zi8VXr6kLFgzCcZBsun_",
                         "kind": "command",
                         "pty": False,
                         "reason": "Prompt required by bash pattern: terraform apply*",
@@ -1228,15 +1232,15 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "approval": None,
-                        "artifact": "artifact://ex_GanzWlkNYc_k_h4-nTHM",
+                        "artifact": "artifact://ex_Sx4IT_u2QKYtVvBSFqrf",
                         "command": "echo hello",
                         "confinement": "cgroup1",
-                        "created_at": "2026-12-07T21:32:51.629578Z",
+                        "created_at": "2026-12-07T23:40:45.406269Z",
                         "cwd": "/home/agent/project",
                         "elided_bytes": 0,
                         "exit_code": 0,
-                        "finished_at": "2026-12-07T21:32:51.634909Z",
-                        "id": "ex_GanzWlkNYc_k_h4-nTHM",
+                        "finished_at": "2026-12-07T23:40:45.411612Z",
+                        "id": "ex_Sx4IT_u2QKYtVvBSFqrf",
                         "is_error": False,
                         "limits": {
                             "cpu_seconds": None,
@@ -1262,7 +1266,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "sandbox": None,
                         "session": None,
                         "signal": None,
-                        "started_at": "2026-12-07T21:32:51.629578Z",
+                        "started_at": "2026-12-07T23:40:45.406269Z",
                         "state": "completed",
                         "text": "hello\n\nWall time: 0.01 seconds",
                         "timed_out": False,
@@ -1271,7 +1275,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "total_bytes": 6,
                         "total_lines": 2,
                         "truncated": False,
-                        "wall_time_ms": 7.516091999605123,
+                        "wall_time_ms": 11.135752999962278,
                     }
                 ],
                 "next_cursor": None,
@@ -1283,11 +1287,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "application/json": {
                 "data": [
                     {
-                        "approval_id": "ap_AAb2wzyRY0atwd2ErKhb",
-                        "created_at": "2026-12-07T21:32:51.789153Z",
+                        "approval_id": "ap_tBX2W-6LIfSJG4YEYtcn",
+                        "created_at": "2026-12-07T23:40:45.733492Z",
                         "execution_id": None,
                         "finished_at": None,
-                        "id": "fo_b9Al_lhj-ovowwsVqI2C",
+                        "id": "fo_1zk69NQifug-Y2YxwecS",
                         "message": None,
                         "mode": None,
                         "op": "stat",
@@ -1310,7 +1314,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "author": "root",
-                        "created_at": "2026-12-07T21:32:51.613842Z",
+                        "created_at": "2026-12-07T23:40:45.379271Z",
                         "document": {
                             "critical": "prompt",
                             "default": "allow",
@@ -1399,10 +1403,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "busy": False,
-                        "created_at": "2026-12-07T21:32:51.805466Z",
+                        "created_at": "2026-12-07T23:40:45.783218Z",
                         "cwd": "/home/agent/project",
                         "env": {"PROJECT": "demo"},
-                        "id": "se_v9Z_NLTo_GGZVvGDfuQN",
+                        "id": "se_l0DqD3OiwOvEJQiPExpT",
                         "keep_cwd": True,
                         "limits": {},
                         "owner": "alice",
@@ -1557,7 +1561,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                             },
                             "name": "bash_run",
                         },
-                        "updated_at": "2026-12-07T21:32:51.805466Z",
+                        "updated_at": "2026-12-07T23:40:45.783218Z",
                     }
                 ]
             }
@@ -1571,8 +1575,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                         "alive": True,
                         "current": True,
                         "id": "node-a",
-                        "last_heartbeat": "2026-12-07T21:33:21.526774Z",
-                        "started_at": "2026-12-07T21:32:51.477733Z",
+                        "last_heartbeat": "2026-12-07T23:41:15.280972Z",
+                        "started_at": "2026-12-07T23:40:45.236426Z",
                         "stopping": False,
                         "url": None,
                         "version": "0.1.0",
@@ -1585,10 +1589,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "busy": False,
-                "created_at": "2026-12-07T21:32:51.805466Z",
+                "created_at": "2026-12-07T23:40:45.783218Z",
                 "cwd": "/home/agent/project",
                 "env": {"PROJECT": "demo", "STAGE": "test"},
-                "id": "se_v9Z_NLTo_GGZVvGDfuQN",
+                "id": "se_l0DqD3OiwOvEJQiPExpT",
                 "keep_cwd": True,
                 "limits": {},
                 "owner": "alice",
@@ -1697,7 +1701,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                     },
                     "name": "bash_run",
                 },
-                "updated_at": "2026-12-07T21:33:21.845766Z",
+                "updated_at": "2026-12-07T23:41:15.820694Z",
             }
         },
         "request": {"application/json": {"env": {"PROJECT": "demo", "STAGE": "test"}}},
@@ -1856,29 +1860,29 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "data": [
                     {
                         "agrees": True,
-                        "approval_id": "ap__0sO-FiSkMNYoe2wgH0L",
+                        "approval_id": "ap_ZL4TYAJb4KXx8aOmTTDh",
                         "command": "terraform apply -target=module.dns",
-                        "created_at": "2026-12-07T21:32:51.716128Z",
+                        "created_at": "2026-12-07T23:40:45.591945Z",
                         "decided_by": "carol",
                         "draft_reason": "Allowed by bash pattern: terraform apply -target=*",
                         "draft_remembered_rule": None,
                         "draft_rule": {"approval": "allow", "match": "terraform apply -target=*"},
                         "draft_verdict": "allow",
-                        "execution_id": "ex_mc0GpYlkyOlF6YhTUjhF",
+                        "execution_id": "ex_8dLTD-kQVYOME4ximHft",
                         "human": "approved",
                         "requested_by": "alice",
                     },
                     {
                         "agrees": False,
-                        "approval_id": "ap_eMfQZrt02VrfCZvJM5sS",
+                        "approval_id": "ap_zi8VXr6kLFgzCcZBsun_",
                         "command": "terraform apply -auto-approve",
-                        "created_at": "2026-12-07T21:32:51.693203Z",
+                        "created_at": "2026-12-07T23:40:45.553237Z",
                         "decided_by": "carol",
                         "draft_reason": "No rule matched; default allow",
                         "draft_remembered_rule": None,
                         "draft_rule": None,
                         "draft_verdict": "allow",
-                        "execution_id": "ex_142b9AmIUOccBrAbo1Od",
+                        "execution_id": "ex_GwtdVV1IQCMJ4GDBld6p",
                         "human": "denied",
                         "requested_by": "alice",
                     },
@@ -1981,7 +1985,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "200": {
             "application/json": {
                 "mode": "0644",
-                "mtime": "2026-12-07T21:32:51.741065Z",
+                "mtime": "2026-12-07T23:40:45.644264Z",
                 "path": "/home/agent/project/notes/todo.txt",
                 "resolved_path": "/home/agent/project/notes/todo.txt",
                 "sha256": None,
@@ -1992,11 +1996,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_AAb2wzyRY0atwd2ErKhb",
-                "created_at": "2026-12-07T21:32:51.789153Z",
+                "approval_id": "ap_tBX2W-6LIfSJG4YEYtcn",
+                "created_at": "2026-12-07T23:40:45.733492Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_b9Al_lhj-ovowwsVqI2C",
+                "id": "fo_1zk69NQifug-Y2YxwecS",
                 "message": None,
                 "mode": None,
                 "op": "stat",
@@ -2015,10 +2019,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "201": {
             "application/json": {
                 "approval_id": None,
-                "created_at": "2026-12-07T21:32:51.736511Z",
+                "created_at": "2026-12-07T23:40:45.637044Z",
                 "execution_id": None,
-                "finished_at": "2026-12-07T21:32:51.751937Z",
-                "id": "fo_LJgLcXRd9O9A9HOVdMbI",
+                "finished_at": "2026-12-07T23:40:45.657746Z",
+                "id": "fo_Inw1CjzWm6oR0nymBl4v",
                 "message": None,
                 "mode": "0644",
                 "op": "write",
@@ -2034,11 +2038,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         },
         "202": {
             "application/json": {
-                "approval_id": "ap_7P46MP5fbdIAftf2xKTE",
-                "created_at": "2026-12-07T21:32:51.756891Z",
+                "approval_id": "ap_wurvyrk06mlegJIJd0Ws",
+                "created_at": "2026-12-07T23:40:45.666411Z",
                 "execution_id": None,
                 "finished_at": None,
-                "id": "fo_BwvMYXr7BzjoBmgi2gP3",
+                "id": "fo_1A5QqhKwWLfdIEjTJsDR",
                 "message": None,
                 "mode": None,
                 "op": "write",

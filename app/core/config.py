@@ -127,6 +127,12 @@ DEFAULT_COMMAND_ENV_EXCLUDE = (
     "*_AUTH_*",
     "*DATABASE_URL*",
     "*_DSN",
+    # A personal access token (`GITHUB_PAT`, `AZURE_DEVOPS_EXT_PAT`); `*PAT*` would take `PATH`.
+    "*_PAT",
+    "*_PAT_*",
+    # A webhook's URL is its credential (`SLACK_WEBHOOK_URL`: anyone holding it may post).
+    "*WEBHOOK*",
+    "*COOKIE*",
     "GPG_AGENT_INFO",
 )
 # What a command inherits of the server's environment before those are dropped.
