@@ -110,6 +110,44 @@ DEFAULT_SANDBOX_HIDDEN = (
     "/run/user",
 )
 
+# What only root may read on most hosts, hidden too when the server runs as root: its commands
+# have uid 0 on the host's files (with every capability dropped they pass no other user's
+# permissions, but root's own files are theirs), and a server run as another user cannot
+# read these anyway (docs/sandbox.md#what-remains-outside). The host's keys (sshd's, TLS's),
+# cluster administrators' credentials, VPN and Wi-Fi secrets, the Kerberos keytab, the
+# password hashes' backups, and other containers' filesystems.
+ROOT_SANDBOX_HIDDEN = (
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/ssl/private",
+    "/etc/pki/tls/private",
+    "/etc/letsencrypt",
+    "/etc/kubernetes",
+    "/etc/rancher",
+    "/var/lib/rancher",
+    "/var/lib/kubelet/pki",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+    "/etc/ipsec.secrets",
+    "/etc/krb5.keytab",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/var/backups",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/containers",
+)
+
+
+def default_sandbox_hidden() -> list[str]:
+    """`SHELLGATE_SANDBOX_HIDDEN` unless set: the credential stores, and for a root server
+    what only root may read besides."""
+    return [*DEFAULT_SANDBOX_HIDDEN, *(ROOT_SANDBOX_HIDDEN if os.geteuid() == 0 else ())]
+
+
 # The server's variables that hold or point at credentials, as case-insensitive globs: none
 # reaches a command unless `SHELLGATE_COMMAND_ENV_PASS` names it (docs/api.md#the-process). An
 # operator's `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `PGPASSWORD` or `DATABASE_URL` is not
@@ -306,9 +344,7 @@ class Settings(BaseSettings):
     sandbox_network: Annotated[Literal["on", "off"] | tuple[str, ...], NoDecode] = "off"
     # Paths no command may see besides the data dir, the token file and the policy file,
     # comma-separated; `~` is the server's home (docs/sandbox.md).
-    sandbox_hidden: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: list(DEFAULT_SANDBOX_HIDDEN)
-    )
+    sandbox_hidden: Annotated[list[str], NoDecode] = Field(default_factory=default_sandbox_hidden)
     limit_memory_mb: int | None = Field(default=None, ge=0)  # None: half the host (cgroups)
     limit_processes: int = Field(default=512, ge=0)
     limit_cpu_seconds: int = Field(default=0, ge=0)

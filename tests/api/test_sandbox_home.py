@@ -10,6 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from app.core.config import (
+    DEFAULT_SANDBOX_HIDDEN,
+    ROOT_SANDBOX_HIDDEN,
+    Settings,
+    default_sandbox_hidden,
+)
 from tests.api.test_sandbox import _served
 from tests.databases import SQLITE
 from tests.test_serve_defaults import ServerProcess
@@ -84,8 +90,31 @@ def test_no_sign_in_token_or_history_in_the_home_is_readable(
 @pytest.mark.skipif(os.geteuid() != 0, reason="the shadow files are unreadable to others anyway")
 def test_a_root_servers_command_reads_no_password_hash(served: ServerProcess) -> None:
     assert os.path.getsize("/etc/shadow") > 0
+    # What only root reads, where this host has it (Debian keeps `/etc/shadow-` after an
+    # update, and `/etc/security/opasswd`).
+    files = [
+        path
+        for path in (*ROOT_SANDBOX_HIDDEN, "/etc/gshadow")
+        if os.path.isfile(path) and os.path.getsize(path) > 0
+    ]
     with served.client() as client:
         record = client.post(
-            "/v1/executions", json={"command": "cat /etc/shadow /etc/gshadow 2>/dev/null | wc -c"}
+            "/v1/executions",
+            json={"command": f"cat /etc/shadow {' '.join(files)} 2>/dev/null | wc -c"},
         ).json()
-    assert str(record["output"]).strip() == "0"
+    assert str(record["output"]).strip() == "0", files
+
+
+def test_what_only_root_reads_is_hidden_by_default_for_a_root_server_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server run as another user cannot read those files: covering them would cost each
+    of its spawns a mount for nothing."""
+    for uid, expected in (
+        (0, [*DEFAULT_SANDBOX_HIDDEN, *ROOT_SANDBOX_HIDDEN]),
+        (1000, list(DEFAULT_SANDBOX_HIDDEN)),
+    ):
+        monkeypatch.setattr(os, "geteuid", lambda uid=uid: uid)
+        assert default_sandbox_hidden() == expected
+        hidden = Settings(_env_file=None).sandbox_hidden  # type: ignore[call-arg]
+        assert ("/etc/ssh/ssh_host_ed25519_key" in hidden) is (uid == 0)
