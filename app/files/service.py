@@ -81,8 +81,9 @@ def new_file_operation_id() -> str:
 
 def parse_mode(text: str | None) -> int | None:
     """An octal mode (`644`, `0755`, `0o600`) → its value; 422 for anything else, and for a
-    setuid or setgid mode: a command could make such a file only by a `chmod u+s` the policy
-    sees, so an upload may not make one either (the sticky bit grants nothing: allowed)."""
+    setuid or setgid mode: a sandboxed command cannot make such a file (the seccomp filter
+    refuses the mode, docs/sandbox.md#system-calls), so an upload may not make one either (the
+    sticky bit grants nothing: allowed)."""
     if text is None or text == "":
         return None
     digits = text.lower().removeprefix("0o")
