@@ -203,3 +203,45 @@ def test_an_options_variable_that_runs_nothing_stays_allowed(command: str) -> No
 
 def test_an_options_variable_built_by_expansion_is_unreadable() -> None:
     assert read_command('TAR_OPTIONS="$opts" tar xf a.tar').unreadable != ()
+
+
+# --- where tree-sitter-bash's tree disagrees with bash (review of the tree reader) ----------
+# Each form ran the denied program in bash while the grammar's tree hid it; compared with real
+# bash and a harmless `forbidden` on PATH. The reader must read what bash runs, or fail closed.
+BUILT_IN = PolicyDocument()
+
+
+@pytest.mark.parametrize(
+    ("command", "segment"),
+    [
+        ("true\n\\forbidden x", "forbidden x"),
+        ("echo a\n\\rm -f x", "rm -f x"),
+        ("echo a # c\n\\f\\orbidden x", "forbidden x"),
+        ("X=1\n\\forbidden x", "forbidden x"),
+        ("export a\n\\forbidden x", "forbidden x"),
+        ("true \\\n\n\\forbidden x", "forbidden x"),
+        ("if true\n\\forbidden x\nthen :; fi", "forbidden x"),
+    ],
+)
+def test_a_line_starting_with_an_escaped_word_is_a_command_of_its_own(
+    command: str, segment: str
+) -> None:
+    # The grammar joins `⏎\word` to the command above; bash ends that command at the newline.
+    assert segment in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["true\n\\shutdown -h now", "true\n\\find / -delete", "true\n\\cd / && rm -rf *"],
+)
+def test_a_critical_command_on_a_line_starting_with_a_backslash_is_escalated(
+    command: str,
+) -> None:
+    verdict = evaluate(BUILT_IN, command)
+    assert verdict.approval is RuleAction.prompt and verdict.critical_hits, verdict
+
+
+def test_a_line_continuation_between_words_still_joins_them() -> None:
+    # The check for joined lines must not split what a backslash-newline really continues.
+    assert read_command("echo a \\\n  b\\\n\\c").segments == ("echo a bc",)

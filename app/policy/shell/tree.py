@@ -82,6 +82,11 @@ class _TreeReader:
         # the `-`): every byte that is not blank must lie in a token, else the parse is refused.
         self.cursor = 0
         self.dropped_text = False
+        # tree-sitter-bash 0.25.1 joins a line that starts with a backslash-escaped character to
+        # the command on the line above (`true⏎\rm x` is one command `true ⏎\rm x` to it; to
+        # bash a newline that no backslash escapes ends the command, so `rm x` runs): a command
+        # whose words are apart by such a newline is refused, and the lexer reads the text.
+        self.lines_joined = False
         # The grammar reads the `0` of `0<` / `0>` as an argument (`bash 0< <(…)` looked like
         # `bash` running a script file `0`): start byte of the redirect → its descriptor.
         self.io_numbers: dict[int, str] = {}
@@ -185,8 +190,12 @@ class _TreeReader:
         # Nodes that touch form one word to bash, even where the grammar ends a node early
         # (`la'un'\\ch` is one word, the grammar gives two).
         pieces: list[tuple[int, int, bool]] = []  # (start, end, is an assignment)
+        previous_end = node.start_byte
         for child in node.children:
             kind = child.type
+            if _ends_a_line(self.source[previous_end : child.end_byte]):
+                self.lines_joined = True
+            previous_end = child.end_byte
             if kind in _REDIRECT_NODES:
                 self.redirect(child, command, depth)
             elif kind == "comment":
@@ -308,6 +317,17 @@ class _TreeReader:
             Lexer(body, depth, self.sink).scan_expansions()
 
 
+# Blanks and line continuations; the grammar puts them at the start of a word (`⏎\rm`).
+_LEADING_BLANKS = re.compile(rb"(?:[ \t\n]|\\\n)*")
+
+
+def _ends_a_line(text: bytes) -> bool:
+    """Whether the blanks that open `text` (the gap before a word of a command and the word)
+    hold a newline that ends a command in bash: one that is not a line continuation."""
+    blanks = _LEADING_BLANKS.match(text)
+    return blanks is not None and b"\n" in blanks.group().replace(b"\\\n", b"")
+
+
 def _outside_command(node: tree_sitter.Node) -> bool:
     parent = node.parent
     while parent is not None and parent.type != "program":
@@ -376,7 +396,7 @@ def tree_commands(text: str, depth: int) -> list[SimpleCommand] | None:
         return None
     reader = _TreeReader(source, depth)
     commands = reader.read(tree.root_node)
-    if reader.dropped_text:
+    if reader.dropped_text or reader.lines_joined:
         return None
     evaluated, loose_reference = _evaluated_names(
         text, reader.dynamic_names, reader.arithmetic_names
