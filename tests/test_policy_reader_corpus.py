@@ -245,3 +245,19 @@ def test_a_critical_command_on_a_line_starting_with_a_backslash_is_escalated(
 def test_a_line_continuation_between_words_still_joins_them() -> None:
     # The check for joined lines must not split what a backslash-newline really continues.
     assert read_command("echo a \\\n  b\\\n\\c").segments == ("echo a bc",)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "true \\\r\nforbidden x",
+        "echo a\\\\\r\nforbidden x",
+        "bash -c $'true \\\\\\r\\nforbidden x'",
+    ],
+)
+def test_a_backslash_before_crlf_escapes_the_cr_and_the_newline_ends_the_command(
+    command: str,
+) -> None:
+    # Bash reads `\<CR>` as a literal CR: the LF after it is no line continuation.
+    assert "forbidden x" in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny

@@ -5,6 +5,7 @@ structure cannot be read."""
 from __future__ import annotations
 
 import functools
+import re
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -130,9 +131,17 @@ def _dedupe(items: list[str]) -> list[str]:
     return [item for item in dict.fromkeys(items) if item]
 
 
+# A backslash before a CR escapes the CR, not the newline after it: `a \<CR><LF>rm x` is `a $'\r'`
+# then `rm x` to bash, never the line continuation that a plain CRLF→LF would make of it.
+_ESCAPED_CR = re.compile(r"\\\r\n?")
+
+
 def _unify_newlines(text: str) -> str:
     # A lone CR is not a separator to bash, but treating it as one only adds segments, which can
-    # only make deny/prompt stricter; `allow` already refuses any command containing one.
+    # only make deny/prompt stricter; `allow` already refuses any command containing one. An
+    # escaped CR becomes a line continuation followed by a newline that ends the command (an
+    # escaped backslash before it, `\\<CR>`, stays a backslash ended by that newline).
+    text = _ESCAPED_CR.sub("\\\n\n", text)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
