@@ -261,3 +261,21 @@ def test_a_backslash_before_crlf_escapes_the_cr_and_the_newline_ends_the_command
     # Bash reads `\<CR>` as a literal CR: the LF after it is no line continuation.
     assert "forbidden x" in read_command(command).segments
     assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+@pytest.mark.parametrize("opening", ["$((", "$((1", "${x:-", "${x/", "${x#", "${x:=", "${x%%"])
+def test_a_here_doc_ends_at_its_first_delimiter_line_even_inside_an_open_expansion(
+    opening: str,
+) -> None:
+    # The grammar reads the body on to the second `EOF` while the expansion is open; bash ends
+    # it at the first and runs `forbidden x`, so that line must be judged (here, as text the
+    # reader cannot parse, which still matches the deny rule).
+    command = f"cat <<EOF\n{opening}\nEOF\nforbidden x\n}}))\nEOF"
+    assert "forbidden x" in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+def test_a_critical_command_after_an_overrun_here_doc_is_escalated() -> None:
+    command = "cat <<-EOF\n$((\n\tEOF\ncd / && rm -rf *\n))\nEOF"
+    verdict = evaluate(BUILT_IN, command)
+    assert verdict.approval is RuleAction.prompt and verdict.critical_hits, verdict

@@ -87,6 +87,8 @@ class _TreeReader:
         # bash a newline that no backslash escapes ends the command, so `rm x` runs): a command
         # whose words are apart by such a newline is refused, and the lexer reads the text.
         self.lines_joined = False
+        # A here-doc body that holds its own delimiter line (see `heredoc`).
+        self.heredoc_overrun = False
         # The grammar reads the `0` of `0<` / `0>` as an argument (`bash 0< <(…)` looked like
         # `bash` running a script file `0`): start byte of the redirect → its descriptor.
         self.io_numbers: dict[int, str] = {}
@@ -311,7 +313,14 @@ class _TreeReader:
                 body = self.text(child)
         body = body.removesuffix("\n")
         expands = not any(ch in delimiter for ch in "'\"\\")
-        command.redirects.append(f"{op}{dequote(delimiter, depth)}")
+        word = dequote(delimiter, depth)
+        # While an expansion is open (`$((`, `${x:-`) the grammar reads the body on past the
+        # delimiter line; bash ends the here-doc at the first line that is the delimiter and
+        # runs what follows as commands. Such a tree is refused, and the lexer reads the text.
+        for line in body.split("\n"):
+            if (line.lstrip("\t") if op == "<<-" else line) == word:
+                self.heredoc_overrun = True
+        command.redirects.append(f"{op}{word}")
         command.stdin_texts.append(body)
         if expands and body:
             Lexer(body, depth, self.sink).scan_expansions()
@@ -396,7 +405,7 @@ def tree_commands(text: str, depth: int) -> list[SimpleCommand] | None:
         return None
     reader = _TreeReader(source, depth)
     commands = reader.read(tree.root_node)
-    if reader.dropped_text or reader.lines_joined:
+    if reader.dropped_text or reader.lines_joined or reader.heredoc_overrun:
         return None
     evaluated, loose_reference = _evaluated_names(
         text, reader.dynamic_names, reader.arithmetic_names
