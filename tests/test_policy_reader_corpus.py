@@ -279,3 +279,19 @@ def test_a_critical_command_after_an_overrun_here_doc_is_escalated() -> None:
     command = "cat <<-EOF\n$((\n\tEOF\ncd / && rm -rf *\n))\nEOF"
     verdict = evaluate(BUILT_IN, command)
     assert verdict.approval is RuleAction.prompt and verdict.critical_hits, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo ${x:-`forbidden x`}",
+        'echo "${x-`forbidden x`}"',
+        "echo ${x:=`forbidden x`}",
+        "echo ${x-`forbidden x`}",
+        "echo ${x/`forbidden x`/b}",
+    ],
+)
+def test_a_backtick_substitution_that_is_a_whole_expansion_word_is_read(command: str) -> None:
+    # The grammar gives these backticks as a plain word; bash runs them when `x` is unset.
+    assert "forbidden x" in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny

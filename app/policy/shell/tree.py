@@ -142,6 +142,13 @@ class _TreeReader:
             self.cover(node)
             self.sink.extend(lex_backtick(self.text(node), depth + 1))
             return False
+        elif kind in ("word", "regex") and b"`" in self.source[node.start_byte : node.end_byte]:
+            # The grammar leaves a backtick substitution that is the whole word of a `${…}`
+            # operator as text (`${x:-`rm x`}`, `${x/`a`/b}`); bash runs it. Any backtick left in
+            # a word is read as a substitution (an escaped one is skipped).
+            # (A word node may end inside a character: those bytes are no backtick either way.)
+            text = self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+            Lexer(text, depth, self.sink).scan_expansions()
         elif kind == "heredoc_body":
             self.cover(node)
             return False  # read with its redirect
