@@ -58,6 +58,13 @@ def test_each_everyday_command_stays_allowed_and_readable(command: str) -> None:
         ("tar -xf a.tar --to-command='forbidden x'", "forbidden x"),
         ("git -c diff.external='forbidden x' diff", "forbidden x"),
         ("parallel ::: 'forbidden x'", "forbidden x"),
+        # A `-c` value attached to its option, alone or ending a cluster (getopt reads both).
+        ("su -c'forbidden x'", "forbidden x"),
+        ("su root -c'forbidden x'", "forbidden x"),
+        ("su -lc'forbidden x'", "forbidden x"),
+        ("runuser -c'forbidden x'", "forbidden x"),
+        ("script -qc'forbidden x' /dev/null", "forbidden x"),
+        ("script -c'forbidden x'", "forbidden x"),
     ],
 )
 def test_what_a_wrapper_or_program_runs_is_read_as_a_segment(command: str, segment: str) -> None:

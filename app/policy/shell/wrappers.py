@@ -438,10 +438,20 @@ def option_value(args: list[str], short: str, long: str) -> str | None:
 
 
 def cluster_value(args: list[str], letter: str, long: str) -> str | None:
-    """Value of an option given alone or ending a cluster (`-c x`, `-qc x`, `--command=x`)."""
+    """Value of an option given alone, in a cluster or attached, as getopt reads it (`-c x`,
+    `-qc x`, `-cx`, `-qcx`, `--command=x`)."""
     for i, arg in enumerate(args):
-        if arg == long or (arg.startswith("-") and not arg.startswith("--") and arg[-1:] == letter):
+        if arg == long:
             return args[i + 1] if i + 1 < len(args) else None
         if arg.startswith(long + "="):
             return arg[len(long) + 1 :]
+        if arg.startswith("-") and not arg.startswith("--"):
+            # The letter ends the option letters before it; what follows it is its value.
+            for j in range(1, len(arg)):
+                if arg[j] == letter:
+                    if j + 1 < len(arg):
+                        return arg[j + 1 :]
+                    return args[i + 1] if i + 1 < len(args) else None
+                if not arg[j].isalnum():
+                    break  # inside another option's value (`-s/bin/csh`)
     return None
