@@ -302,3 +302,31 @@ def test_a_backtick_substitution_that_is_a_whole_expansion_word_is_read(command:
     # The grammar gives these backticks as a plain word; bash runs them when `x` is unset.
     assert "forbidden x" in read_command(command).segments
     assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "at -f /dev/stdin now <<< 'forbidden x'",
+        "at now -f /dev/fd/0 <<EOF\nforbidden x\nEOF",
+        "at -f/proc/self/fd/0 now <<< 'forbidden x'",
+        "at -f - now <<< 'forbidden x'",
+        "batch -f /dev/stdin <<< 'forbidden x'",
+    ],
+)
+def test_a_job_file_naming_stdin_is_the_job_on_stdin(command: str) -> None:
+    # `at -f FILE` reads the job from FILE; /dev/stdin is the here-string, as with plain `at`.
+    assert "forbidden x" in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+def test_a_crontab_read_from_dev_stdin_is_judged_like_crontab_dash() -> None:
+    # Its lines are read as commands; the schedule's `*` makes the line a glob: a prompt.
+    command = "echo '* * * * * forbidden x' | crontab /dev/stdin"
+    assert "* * * * * forbidden x" in read_command(command).segments
+    assert evaluate(POLICY, command).approval is not RuleAction.allow
+
+
+def test_a_job_file_that_is_a_real_file_is_not_read_from_stdin() -> None:
+    # The here-string is not the job here, so its words are not read as commands.
+    assert "forbidden x" not in read_command("at -f job.sh now <<< 'forbidden x'").segments

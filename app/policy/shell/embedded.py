@@ -693,12 +693,19 @@ def _sources_stdin(name: str, args: list[str]) -> bool:
 
 
 def _stdin_runner(name: str, args: list[str]) -> bool:
-    """`at now`, `batch`, `crontab -`: stdin is a script run later; GNU `parallel` given no
-    command and no `:::` runs each line of its stdin as a command."""
+    """`at now`, `batch`, `crontab -` (also `at -f /dev/stdin`, `crontab /dev/stdin`): stdin is
+    a script run later; GNU `parallel` given no command and no `:::` runs each line of its
+    stdin as a command."""
     if name == "parallel":
         spec = WRAPPERS["parallel"]
         no_sources = not any(arg.startswith(("::::", ":::", "-a", "--arg-file")) for arg in args)
         return no_sources and any(not words for words in skip_options_all([name, *args], spec))
-    if name not in _STDIN_RUNNERS or any(arg in ("-f", "-l", "-r", "-e") for arg in args):
+    if name not in _STDIN_RUNNERS:
         return False
-    return name != "crontab" or not args or "-" in args
+    if name in ("at", "batch"):
+        script_file = option_value(args, "-f", "-f")
+        if script_file is not None:  # `at -f /dev/stdin now`: the job is stdin all the same
+            return _names_stdin(script_file)
+    if any(arg in ("-l", "-r", "-e") for arg in args):
+        return False
+    return name != "crontab" or not args or any(_names_stdin(arg) for arg in args)
