@@ -580,6 +580,17 @@ CRITICAL_SPELLINGS: list[str] = [
     "systemctl reboot",
     "init 0",
     "kill -9 1",
+    # GNU long options may be abbreviated (`--rec` is `--recursive`); a trailing slash on a
+    # glob names the same directories; find's -H/-L/-P/-O/-D options come before its roots.
+    "rm --rec /",
+    "rm --recu /etc",
+    "chmod --rec 777 /",
+    "cd / && rm -rf */",
+    "cd / && rm -rf ./*/",
+    "find -L / -delete",
+    "find -H -O3 ~ -delete",
+    "find -P / -exec rm {} +",
+    "find -D tree / -delete",
 ]
 
 # Dry-run cwd forms: (command, effective cwd) that must escalate.

@@ -268,6 +268,8 @@ def _resolve(path: str, cwd: str | None, home: str = _HOME) -> str | None:
         if path.startswith("~"):  # `~user`: some user's home
             name, _, rest = path[1:].partition("/")
             path = f"/home/{name}/{rest}"
+    if len(path) > 1:
+        path = path.rstrip("/") or "/"  # `*/` and `./*/` name what `*` and `./*` name
     while path.endswith(_TRAILING_GLOBS):
         path = path[: path.rindex("/")] or "/"
     if path in ("*", ".*", "{*,.*}"):
@@ -340,7 +342,9 @@ def _operands(words: Sequence[str]) -> list[str]:
 
 def _recursive(words: Sequence[str]) -> bool:
     return any(
-        word in ("--recursive", "-R", "-r")
+        word in ("-R", "-r")
+        # GNU takes any unambiguous start of a long option: `--rec` is `--recursive`.
+        or (len(word) > 2 and "--recursive".startswith(word))
         or (word.startswith("-") and not word.startswith("--") and ("r" in word or "R" in word))
         for word in words
     )
@@ -434,9 +438,13 @@ def _find_deletes(args: Sequence[str]) -> bool:
 
 
 def _find_roots(args: Sequence[str]) -> list[str]:
-    """The starting points of `find`: its words before the first test or option."""
+    """The starting points of `find`: its words before the first test or option, after the
+    options that may come first (`-H`, `-L`, `-P`, `-O3`, `-D tree`)."""
     roots: list[str] = []
-    for arg in args:
+    i = 0
+    while i < len(args) and (args[i] in ("-H", "-L", "-P", "-D") or args[i].startswith("-O")):
+        i += 2 if args[i] == "-D" else 1
+    for arg in args[i:]:
         if arg.startswith(("-", "(", "!")):
             break
         roots.append(arg)
