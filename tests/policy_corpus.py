@@ -591,6 +591,18 @@ CRITICAL_SPELLINGS: list[str] = [
     "find -H -O3 ~ -delete",
     "find -P / -exec rm {} +",
     "find -D tree / -delete",
+    # Writes to the account files or a disk through a path the kernel normalises, or a glob
+    # that may name one (approved rather than guessed).
+    "echo x > /etc//passwd",
+    "echo x >> /etc/./sudoers",
+    "echo x > /etc/../etc/shadow",
+    "echo x | tee /etc//passwd",
+    "echo x | tee -a /etc/pass[w]d",
+    "dd if=x of=//dev/sda",
+    "cat x > /dev//sda",
+    "cat x > /dev/../dev/nvme0n1",
+    "echo x > /etc/pass[w]d",
+    "cat x > /dev/sd[a]",
 ]
 
 # Dry-run cwd forms: (command, effective cwd) that must escalate.

@@ -606,6 +606,10 @@ def test_critical_commands_need_approval_even_under_allow_all(command: str) -> N
 
 
 BENIGN_COMMANDS = [
+    "echo x > /etc//hosts.bak",
+    "cat x > /dev//null",
+    "ls 2>&1 > out.txt",
+    "dd if=x of=/tmp//disk.img",
     "rm file.txt",
     "echo hello",
     "npm run reboot-tests",

@@ -8,6 +8,7 @@ list, whose sources runner clients see verbatim. Pure; no I/O.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import re
@@ -370,6 +371,7 @@ def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: b
             continue
         name = words[0].rsplit("/", 1)[-1]
         args = words[1:]
+        hits.extend(_write_hits(name, words))
         if name in _DIRECTORY_MOVES:
             whereabouts.move(name, args)
             continue
@@ -380,6 +382,56 @@ def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: b
 
 
 _DIRECTORY_MOVES = frozenset({"cd", "pushd", "popd"})
+# A segment's redirects are words of their own (`echo x >/etc/passwd`); `>&2` is a descriptor.
+_WRITE_REDIRECT = re.compile(r"[0-9]*(?:>>?|>\||&>>?|<>)(?!&)(.+)")
+_AUTH_FILES = frozenset({"/etc/passwd", "/etc/shadow", "/etc/sudoers"})
+_BLOCK_DEVICE = re.compile(r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)", _I)
+# Names a glob in a write target is tried against (`/etc/pass[w]d`, `/dev/sd?`).
+_MAX_GLOB_CHARS = 256
+_PRECIOUS_SAMPLES = (*sorted(_AUTH_FILES), "/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/mmcblk0")
+
+
+def _written(target: str) -> str | None:
+    """What an absolute write target is to the critical patterns: `auth` (the account files),
+    `device` (a disk), or None. The path is normalised as the kernel reads it (`/etc//passwd`,
+    `/dev/../dev/sda`); a glob that may name one (`/etc/pass[w]d`) or any file right under
+    /etc or /dev counts as one, to be approved (fail closed)."""
+    if not target.startswith("/"):
+        return None
+    path = "/" + posixpath.normpath(target).lstrip("/")
+    if any(ch in path for ch in "*?["):
+        # (fnmatch's translation of a long run of `[` is slow: no real target is that long.)
+        for sample in _PRECIOUS_SAMPLES if len(path) <= _MAX_GLOB_CHARS else ():
+            if fnmatch.fnmatchcase(sample, path):
+                return "auth" if sample in _AUTH_FILES else "device"
+        directory = posixpath.dirname(path)
+        return {"/etc": "auth", "/dev": "device"}.get(directory)
+    if path in _AUTH_FILES:
+        return "auth"
+    return "device" if _BLOCK_DEVICE.match(path) else None
+
+
+def _write_hits(name: str, words: Sequence[str]) -> list[str]:
+    """Writes to the account files or a disk through a redirect, `tee` or `dd of=`, however
+    the path is spelled."""
+    hits: list[str] = []
+    for word in words[1:]:
+        redirect = _WRITE_REDIRECT.fullmatch(word)
+        if redirect is not None:
+            kind = _written(redirect.group(1))
+            if kind is not None:
+                hits.append("redirect-to-auth-file" if kind == "auth" else "write-block-device")
+    if name == "tee":
+        for target in _operands(words[1:]):
+            kind = _written(target)
+            if kind is not None:
+                hits.append("tee-to-auth-file" if kind == "auth" else "write-block-device")
+    elif name == "dd":
+        for word in words[1:]:
+            kind = _written(word[3:]) if word.startswith("of=") else None
+            if kind is not None:
+                hits.append("redirect-to-auth-file" if kind == "auth" else "dd-to-device")
+    return hits
 
 
 class _Whereabouts:
