@@ -330,3 +330,55 @@ def test_a_crontab_read_from_dev_stdin_is_judged_like_crontab_dash() -> None:
 def test_a_job_file_that_is_a_real_file_is_not_read_from_stdin() -> None:
     # The here-string is not the job here, so its words are not read as commands.
     assert "forbidden x" not in read_command("at -f job.sh now <<< 'forbidden x'").segments
+
+
+@pytest.mark.parametrize(
+    ("command", "segment"),
+    [
+        # tmux joins the words after a command's options into the shell command it runs.
+        ("tmux new -d forbidden x", "forbidden x"),
+        ("tmux new -s main -d -c /tmp forbidden x", "forbidden x"),
+        ("tmux splitw -h -l 30 forbidden x", "forbidden x"),
+        ("tmux run 'forbidden x'", "forbidden x"),
+        ("tmux respawn-pane -k 'forbidden x'", "forbidden x"),
+        ("tmux -L sock new -d 'forbidden x'", "forbidden x"),
+        ("tmux -c 'forbidden x'", "forbidden x"),
+        ("tmux new -d \\; run 'forbidden x'", "forbidden x"),
+    ],
+)
+def test_the_shell_command_tmux_runs_is_its_words_joined(command: str, segment: str) -> None:
+    assert segment in read_command(command).segments
+    assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tmux if-shell 'test -f x' ''",
+        "tmux display -p '#(date)'",
+        "tmux bind-key x run-shell 'make'",
+        "tmux send-keys -t main ls Enter",
+    ],
+)
+def test_tmux_forms_that_run_commands_unmodelled_are_unreadable(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.prompt and verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tmux if-shell 'forbidden x' ''",
+        "tmux bind-key x run-shell 'forbidden x'",
+        "tmux send-keys -t main 'forbidden x' Enter",
+    ],
+)
+def test_the_words_of_an_unmodelled_tmux_form_are_still_judged(command: str) -> None:
+    # Unreadable alone would only prompt; a denied command among its words is denied.
+    assert evaluate(POLICY, command).approval is RuleAction.deny
+
+
+@pytest.mark.parametrize("command", ["tmux ls", "tmux attach -t main", "tmux new -s dev"])
+def test_tmux_commands_that_run_nothing_given_stay_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict

@@ -243,12 +243,6 @@ def _script_option(name: str, args: list[str]) -> str | None:
         return cluster_value(args, "S", "--split-string") or option_value(
             args, "-S", "--split-string"
         )
-    if name == "tmux" and any(
-        arg in ("new", "new-session", "new-window", "neww", "split-window", "splitw", "run-shell")
-        for arg in args
-    ):
-        # The last word of these subcommands is a shell command tmux runs.
-        return args[-1] if args and not args[-1].startswith("-") else None
     if name in ("mapfile", "readarray", "complete", "compgen"):
         return option_value(args, "-C", "-C")  # a callback bash evaluates
     return None
@@ -599,8 +593,88 @@ def _watched_command(name: str, args: list[str], stdin_texts: Sequence[str]) -> 
         yield " ".join(inner)
 
 
+# tmux commands that run a shell command: the letters of their options that take a value (from
+# tmux(1)). tmux joins the words after the options into one command, as `sh -c` would read it.
+_TMUX_RUNNERS: dict[str, str] = {
+    **dict.fromkeys(("new-session", "new"), "cefnstxyF"),
+    **dict.fromkeys(("new-window", "neww"), "cenftF"),
+    **dict.fromkeys(("split-window", "splitw"), "celftF"),
+    **dict.fromkeys(("respawn-pane", "respawnp", "respawn-window", "respawnw"), "cet"),
+    **dict.fromkeys(("run-shell", "run"), "cdt"),
+    **dict.fromkeys(("pipe-pane", "pipep"), "t"),
+    **dict.fromkeys(("display-popup", "popup"), "bcdehsStTwxy"),
+}
+# tmux commands that run tmux commands or shell text in forms not modelled here (a command a
+# key runs, a hook, `if-shell`'s branches, keys typed into a pane's shell, a file of commands).
+_TMUX_UNMODELLED = frozenset(
+    {"if-shell", "if", "bind-key", "bind", "set-hook", "confirm-before", "confirm"}
+    | {"command-prompt", "display-menu", "menu", "send-keys", "send", "source-file", "source"}
+)
+# Global options of tmux that take a value (`-c` is a shell command tmux runs, as `sh -c`).
+_TMUX_GLOBAL_VALUES = "cfLST"
+
+
+def _tmux_scripts(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """What `tmux` runs: `tmux -c CMD`, and for each command of a sequence (a `;` word, `\\;`
+    to the shell, separates them) the shell command of `new`, `neww`, `splitw`, `respawnp`,
+    `run`, `pipep` or `popup`, its words joined. A format running `#(…)` and the commands
+    `_TMUX_UNMODELLED` names are noted unreadable."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and len(args[i]) > 1:
+        letter = args[i][-1]
+        if letter == "c" or (len(args[i]) == 2 and letter in _TMUX_GLOBAL_VALUES):
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if letter == "c":
+                if is_dynamic(value):
+                    note_unreadable(f"tmux -c runs a script built by expansion: {value}")
+                yield value
+            i += 2
+        else:
+            i += 1
+    if any("#(" in arg for arg in args):
+        note_unreadable("tmux runs a shell command in a format: #(…)")
+    command: list[str] = []
+    for word in [*args[i:], ";"]:
+        if not word.endswith(";"):
+            command.append(word)
+            continue
+        if word != ";":
+            command.append(word[:-1])  # `new -d\;` ends a command too
+        yield from _tmux_command(command)
+        command = []
+
+
+def _tmux_command(words: list[str]) -> Iterator[str]:
+    if not words:
+        return
+    verb, args = words[0], words[1:]
+    if verb in _TMUX_UNMODELLED:
+        note_unreadable(f"tmux {verb} runs commands this reader does not model")
+        # Still judge each word as a command (`bind x run-shell 'rm x'`): only stricter.
+        yield from (arg for arg in args if arg and not arg.startswith("-"))
+        return
+    values = _TMUX_RUNNERS.get(verb)
+    if values is None:
+        return
+    i = 0
+    while i < len(args) and args[i].startswith("-") and len(args[i]) > 1:
+        if args[i] == "--":
+            i += 1
+            break
+        # A cluster whose last letter takes a value takes the next word (`-dc dir`); a letter
+        # that takes a value inside a cluster takes the rest of it (`-cdir`).
+        flags = args[i][1:]
+        taken = next((j for j, ch in enumerate(flags) if ch in values), None)
+        i += 2 if taken == len(flags) - 1 else 1
+    script = " ".join(args[i:])
+    if script:
+        if is_dynamic(script):
+            note_unreadable(f"tmux {verb} runs a command built by expansion: {script}")
+        yield script
+
+
 def _option_script(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
-    """`su -c`, `script -c`, `flock -c`, `env -S`, `tmux new CMD`, `mapfile -C`, …"""
+    """`su -c`, `script -c`, `flock -c`, `env -S`, `mapfile -C`, …"""
     script = _script_option(name, args)
     if script is not None:
         if is_dynamic(script):
@@ -619,6 +693,7 @@ _SCRIPT_HANDLERS: dict[str, Callable[[str, list[str], Sequence[str]], Iterator[s
     "hash": _hashed_path,
     "trap": _trap_handler,
     "watch": _watched_command,
+    "tmux": _tmux_scripts,
 }
 
 
