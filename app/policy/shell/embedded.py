@@ -312,6 +312,8 @@ _CODE_OPTIONS: dict[str, _CodeOptions] = {
     "sftp": _CodeOptions(("-S",), ("-o",), _SSH_KEYS, clusters=True),
     "man": _CodeOptions(("-P", "--pager", "-H", "--html"), clusters=True),
     "parallel": _CodeOptions(("--ssh", "--compress-program", "--decompress-program", "--limit")),
+    "split": _CodeOptions(("--filter",)),
+    "npm": _CodeOptions(("--script-shell",)),
 }
 _KEYED_VALUE = re.compile(r"\s*([A-Za-z][\w-]*)\s*(?:=\s*|\s+)(.*)", re.DOTALL)
 
@@ -418,6 +420,9 @@ def embedded_scripts(words: list[str], stdin_texts: Sequence[str]) -> Iterator[s
     yield from _option_scripts(name, args)
     if name == "git":
         yield from _git_scripts(args)
+    elif name in ("make", "gmake"):
+        # `make SHELL=prog` runs every recipe with that program.
+        yield from (arg.split("=", 1)[1] for arg in args if arg.startswith("SHELL="))
     elif name == "parallel":
         yield from _parallel_scripts(args)
     if _starts_shell_on_stdin(name, args):

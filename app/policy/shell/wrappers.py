@@ -214,7 +214,31 @@ WRAPPERS: dict[str, Wrapper] = {
     "entr": _w(),
     "tsp": _w("LND"),
     "nq": _w(),
+    # Multi-call binaries, loaders and small runners (their manuals).
+    "toybox": _w(),
+    "ld.so": _w(
+        "",
+        "--library-path --inhibit-rpath --audit --preload --argv0 --glibc-hwcaps-prefix"
+        " --glibc-hwcaps-mask",
+        "",
+        "--list --verify --inhibit-cache --list-tunables --list-diagnostics --help --version",
+    ),
+    "sshpass": _w("pfdP", "", "ev"),
+    "eatmydata": _w(),
+    "chronic": _w("", "", "ev"),
+    "ifne": _w("", "", "n"),
+    "tini": _w("pe", "", "svwglV"),
+    "dumb-init": _w("r", "--rewrite", "cvVh", "--single-child --verbose --version --help"),
+    "chpst": _w("uUbe/CnlLmdopfcr", "", "vP012"),
+    "setuidgid": _w(positional=1),
+    "envuidgid": _w(positional=1),
+    "envdir": _w(positional=1),
+    "softlimit": _w("madopfcrtsl"),
+    "nocache": _w("n", "", "D"),
+    "runcon": _w("turl", "--type --user --role --range", "c", "--compute"),
 }
+# The dynamic loader run as a program (`/lib64/ld-linux-x86-64.so.2 /bin/rm x`), by its names.
+_DYNAMIC_LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*|64)?\.so(?:\.[0-9]+)*")
 # Runners whose first word after the subcommand is the command they run.
 _SUBCOMMAND_RUNNERS = {
     "uv": "run",
@@ -380,7 +404,15 @@ def unwrapped_variants(words: list[str]) -> list[list[str]]:
             i += 1
         if i < len(words):
             variants.append(words[i:])
-    spec = WRAPPERS.get(name)
+    if name == "runcon" and len(words) > 2 and not words[1].startswith("-"):
+        variants.append(words[2:])  # `runcon CONTEXT CMD` (with options there is no CONTEXT)
+    if name == "coreutils":
+        # `coreutils --coreutils-prog=rm …` runs `rm …`.
+        for i, word in enumerate(words[1:], start=1):
+            if word.startswith("--coreutils-prog="):
+                variants.append([word.split("=", 1)[1], *words[i + 1 :]])
+                break
+    spec = WRAPPERS.get("ld.so" if _DYNAMIC_LOADER.fullmatch(name) else name)
     if spec is not None:
         # A block of words repeated at the front (`nohup nohup …`, `timeout 5 timeout 5 …`) is
         # skipped whole as well, so a tall stack reaches its command in one step.
