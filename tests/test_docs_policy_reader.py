@@ -30,6 +30,9 @@ READ: Backing = {
         ("true && forbidden x", "deny"),
         ("true |& forbidden x", "deny"),
         ("true\nforbidden x", "deny"),
+        ("true\n\\forbidden x", "deny"),
+        ("true \\\r\nforbidden x", "deny"),
+        ("cat <<EOF\n$((\nEOF\nforbidden x\n))\nEOF", "deny"),
     ],
     "the insides of": [
         ("echo $(forbidden x)", "deny"),
@@ -40,6 +43,7 @@ READ: Backing = {
         ("echo $((1 + $(forbidden x)))", "deny"),
         ("if true; then forbidden x; fi", "deny"),
         ("coproc w { forbidden x; }", "deny"),
+        ("echo ${x:-`forbidden x`}", "deny"),
     ],
     "here-document bodies that expand": [
         ("cat <<EOF | sh\nforbidden x\nEOF", "deny"),
@@ -61,6 +65,10 @@ READ: Backing = {
         ("/usr/bin/forbidden x", "deny"),
         ("find . -exec forbidden x {} +", "deny"),
         ("find . -exec {} \\;", "unreadable"),
+        ("sshpass -p pw forbidden x", "deny"),
+        ("/lib64/ld-linux-x86-64.so.2 /usr/bin/forbidden x", "deny"),
+        ("coreutils --coreutils-prog=forbidden x", "deny"),
+        ("runcon ctx forbidden x", "deny"),
     ],
     "So a `rm -rf *` deny also stops": [
         ("timeout 5 rm -rf /x", "rm-rf"),
@@ -73,6 +81,11 @@ READ: Backing = {
         ("script --command 'forbidden x'", "deny"),
         ("env -S 'forbidden x'", "deny"),
         ("watch 'forbidden x'", "deny"),
+        ("su -lc'forbidden x'", "deny"),
+        ("script -qc'forbidden x' /dev/null", "deny"),
+        ("tmux new -d forbidden x", "deny"),
+        ("tmux -c 'forbidden x'", "deny"),
+        ("tmux send-keys -t main ls Enter", "unreadable"),
     ],
     "Each wrapper's options are modelled": [
         ("unshare -S 0 forbidden x", "deny"),
@@ -95,6 +108,8 @@ READ: Backing = {
         ("chroot / <<< 'forbidden x'", "deny"),
         ("sudo -s <<< 'forbidden x'", "deny"),
         ("bash -c bash <<< 'forbidden x'", "deny"),
+        ("at now <<< 'forbidden x'", "deny"),
+        ("at -f /dev/stdin now <<< 'forbidden x'", "deny"),
     ],
     "**Program options that run shell text**": [
         ("git -c core.pager='forbidden x' log", "deny"),
@@ -128,6 +143,9 @@ READ: Backing = {
         ("env -i PAGER='forbidden x' git log", "deny"),
         ("declare -x GIT_SSH_COMMAND='forbidden x'; git fetch", "deny"),
         ('echo "PAGER=$PAGER"', "allow"),
+        ("split --filter='forbidden x' f", "deny"),
+        ("npm test --script-shell=forbidden", "deny"),
+        ("make SHELL=forbidden", "deny"),
     ],
     "An ANSI-C string is read as bash reads it": [
         ("$'forbidden\\0x' y", "deny"),
@@ -158,6 +176,8 @@ UNREADABLE: Backing = {
         ("bash <(echo x)", "unreadable"),
         ('. "$f"', "unreadable"),
         ("BASH_ENV=<(echo x) bash -c x", "unreadable"),
+        ("tmux if-shell 'test -f x' ''", "unreadable"),
+        ("tmux display -p '#(date)'", "unreadable"),
     ],
     "a **shell reads computed text on its stdin**": [
         ("printf 'forb%s x' idden | bash", "unreadable"),
@@ -203,6 +223,10 @@ UNSEEN: Backing = {
     "a script file fed to a shell's stdin": [("bash < s.sh", "unseen")],
     "a remote host": [("ssh host 'forbidden x'", "unseen")],
     "a file under another name": [("cat notes.txt", "unseen")],
+    "a shell or runner the reader does not model": [
+        ("ksh93 -c 'forbidden x'", "unseen"),
+        ("bash5 -c 'forbidden x'", "unseen"),
+    ],
     "functions and aliases a session defined earlier": [("ll x", "unseen")],
 }
 
