@@ -249,6 +249,10 @@ BUILT_IN = PolicyDocument()
         ("export a\n\\forbidden x", "forbidden x"),
         ("true \\\n\n\\forbidden x", "forbidden x"),
         ("if true\n\\forbidden x\nthen :; fi", "forbidden x"),
+        # The grammar also takes such a line for more targets of a redirect.
+        ("echo a > f\n\\forbidden x", "forbidden x"),
+        ("cat < f\n\\forbidden x", "forbidden x"),
+        ("echo a <<< x\n\\forbidden x", "forbidden x"),
     ],
 )
 def test_a_line_starting_with_an_escaped_word_is_a_command_of_its_own(

@@ -164,9 +164,19 @@ class _TreeReader:
                 self.arithmetic_names.add(name)
         return True
 
+    def check_lines(self, node: tree_sitter.Node) -> None:
+        """Note a child of `node` (a word of a command or redirect, a redirect of a statement)
+        that the grammar put on the line after where bash ended the command."""
+        previous_end = node.start_byte
+        for child in node.children:
+            if _ends_a_line(self.source[previous_end : child.end_byte]):
+                self.lines_joined = True
+            previous_end = child.end_byte
+
     def compound_redirects(self, node: tree_sitter.Node, depth: int) -> None:
         """Redirects of a compound command (`{ …; } > f`, `while …; done < f`); those of a
         simple command are read with it."""
+        self.check_lines(node)
         body = node.child_by_field_name("body")
         if body is not None and body.type in _COMMAND_NODES:
             return
@@ -199,12 +209,9 @@ class _TreeReader:
         # Nodes that touch form one word to bash, even where the grammar ends a node early
         # (`la'un'\\ch` is one word, the grammar gives two).
         pieces: list[tuple[int, int, bool]] = []  # (start, end, is an assignment)
-        previous_end = node.start_byte
+        self.check_lines(node)
         for child in node.children:
             kind = child.type
-            if _ends_a_line(self.source[previous_end : child.end_byte]):
-                self.lines_joined = True
-            previous_end = child.end_byte
             if kind in _REDIRECT_NODES:
                 self.redirect(child, command, depth)
             elif kind == "comment":
@@ -289,6 +296,7 @@ class _TreeReader:
         if node.type == "heredoc_redirect":
             self.heredoc(node, command, depth)
             return
+        self.check_lines(node)
         fd = self.io_numbers.get(node.start_byte, "")
         op = ""
         target: ShellWord | None = None
