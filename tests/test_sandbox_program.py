@@ -160,13 +160,23 @@ def test_an_interpreter_without_a_name_or_prefix_makes_no_working_directory_read
     assert str(Path(app.__file__).resolve().parent) in paths
 
 
-def test_python_m_app_imports_nothing_from_its_working_directory(tmp_path: Path) -> None:
-    """A module a command dropped in the workspace, the server's working directory, is not
-    imported by the next `python -m app` (here `rich`, which the CLI imports)."""
-    marker = tmp_path / "imported"
-    (tmp_path / "rich.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+@pytest.mark.parametrize(
+    ("planted", "options"),
+    [("rich.py", ()), ("app/__init__.py", ("-P",))],
+    ids=["a-module-it-imports", "an-app-package-under-P"],
+)
+def test_python_m_app_runs_nothing_from_its_working_directory(
+    tmp_path: Path, planted: str, options: tuple[str, ...]
+) -> None:
+    """What a command dropped in the workspace, the server's working directory, is not run by
+    the next start: a module the CLI imports (`rich`), which `python -m app` takes off the path
+    once `app` is in; an `app` package itself, which only `-P` (the start the refusal below asks
+    for) keeps `python -m app` from importing."""
+    marker = tmp_path / "planted-ran"
+    (tmp_path / planted).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / planted).write_text(f"open({str(marker)!r}, 'w').close()\n")
     done = subprocess.run(
-        [sys.executable, "-m", "app", "--help"],
+        [sys.executable, *options, "-m", "app", "--help"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -223,24 +233,3 @@ def test_started_another_way_the_launch_directory_is_not_a_reason_to_stop(
         ran = serve_refusal(tmp_path, *options, **settings, data_dir="/proc/no-such/data")
         assert ran.returncode == 2, (options, settings, ran.stderr)
         assert "cannot use the data directory /proc/no-such/data" in ran.stderr, ran.stderr
-
-
-def test_with_p_a_planted_app_package_in_the_working_directory_is_not_run(
-    tmp_path: Path,
-) -> None:
-    """The start the refusal asks for: `python -P -m app` runs the installed package, not an
-    `app` a command left in the workspace."""
-    marker = tmp_path / "planted-ran"
-    (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "app", "--help"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "serve" in done.stdout
-    assert not marker.exists()

@@ -132,19 +132,21 @@ for number in NUMBERS:
 """
 
 
-def test_bwrap_installs_it_and_the_calls_answer_enosys() -> None:
+def python_in_bwrap(script: str, writable: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python3 -I -c script` in a real bwrap with this host's filter, every capability
+    dropped, the host read-only but `writable` (its working directory, when given)."""
     if host_program() is None:
         pytest.skip(f"no filter for {platform.machine()}")
-    machine = platform.machine()
-    numbers = [*DENIED[machine].values(), GETPID[machine]]
     pipe = program_pipe()
     assert pipe is not None
+    place = [] if writable is None else ["--bind", str(writable), str(writable)]
+    place += [] if writable is None else ["--chdir", str(writable)]
     try:
-        ran = subprocess.run(
+        return subprocess.run(
             [
-                *("bwrap", "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/"),
-                *("--proc", "/proc", "--dev", "/dev", "--seccomp", str(pipe), "--"),
-                *("python3", "-I", "-c", PROBE.replace("NUMBERS", repr(numbers))),
+                *("bwrap", "--unshare-user", "--unshare-pid", "--cap-drop", "ALL"),
+                *("--ro-bind", "/", "/", *place, "--proc", "/proc", "--dev", "/dev"),
+                *("--seccomp", str(pipe), "--", "python3", "-I", "-c", script),
             ],
             pass_fds=(pipe,),
             capture_output=True,
@@ -154,6 +156,12 @@ def test_bwrap_installs_it_and_the_calls_answer_enosys() -> None:
         )
     finally:
         os.close(pipe)
+
+
+def test_bwrap_installs_it_and_the_calls_answer_enosys() -> None:
+    machine = platform.machine()
+    numbers = [*DENIED.get(machine, {}).values(), GETPID.get(machine, 0)]
+    ran = python_in_bwrap(PROBE.replace("NUMBERS", repr(numbers)))
     assert ran.returncode == 0, ran.stderr
     answers = [tuple(map(int, line.split())) for line in ran.stdout.splitlines()]
     *denied, getpid = answers
@@ -182,26 +190,7 @@ os.close(made)
 def test_bwrap_installs_it_and_no_command_leaves_a_set_id_program(tmp_path: Path) -> None:
     """A set-user-ID program a command left in a writable tree would run as the server's user
     for whoever executes it on the host; in the sandbox every way to make one fails."""
-    if host_program() is None:
-        pytest.skip(f"no filter for {platform.machine()}")
-    pipe = program_pipe()
-    assert pipe is not None
-    try:
-        ran = subprocess.run(
-            [
-                *("bwrap", "--unshare-user", "--unshare-pid", "--cap-drop", "ALL"),
-                *("--ro-bind", "/", "/", "--bind", str(tmp_path), str(tmp_path)),
-                *("--proc", "/proc", "--dev", "/dev", "--chdir", str(tmp_path)),
-                *("--seccomp", str(pipe), "--", "python3", "-I", "-c", SET_ID_ATTEMPTS),
-            ],
-            pass_fds=(pipe,),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(pipe)
+    ran = python_in_bwrap(SET_ID_ATTEMPTS, writable=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == ["chmod 0o4755 EPERM", "chmod 0o2755 EPERM", "chmod(1) 1"]
     assert "Operation not permitted" in ran.stderr  # chmod(1) says why
