@@ -355,6 +355,23 @@ VARIANTS: dict[str, list[str]] = {
         "bash --init-file=<(echo forbidden x) -i",
         "f=$(mktemp); echo forbidden x > $f; . $f",
         "source <(echo 'forbidden x')",
+        # Inside double quotes the word of `${x:-…}` (and `-`, `+`, `=`, `?` with or without
+        # `:`) takes single quotes as literal characters: the substitution between them runs.
+        "echo \"${x:-'$(forbidden x)'}\"",
+        "echo \"${x:-'`forbidden x`'}\"",
+        "echo \"${x-'$(forbidden x)'}\"",
+        "x=1; echo \"${x:+'$(forbidden x)'}\"",
+        "echo \"${x:='$(forbidden x)'}\"",
+        "echo \"a${x:-'$(forbidden x)'}b\"",
+        "echo \"${x:-${y:-'$(forbidden x)'}}\"",
+        "echo \"${1:-'$(forbidden x)'}\"",
+        "echo \"${@:-'$(forbidden x)'}\"",
+        "echo \"${x[0]:-'$(forbidden x)'}\"",
+        "export y=\"${x:-'$(forbidden x)'}\"",
+        "echo \"${x:-$'$(forbidden x)'}\"",
+        "echo \"${x:-a'$(promptme x)'b}\"",
+        "bash -c 'echo \"${x:-'\\''$(forbidden x)'\\''}\"'",
+        "eval 'echo \"${x:-'\\''$(forbidden x)'\\''}\"'",
     ],
     "arithmetic, indirection and namerefs": [
         "printf -v x 'a[%s(forbidden x)]' '$'; (( x ))",
@@ -383,6 +400,16 @@ VARIANTS: dict[str, list[str]] = {
         "printf -v x 'a[%s(forbidden x)]' '$'; declare -i x; x+=1",
         "printf -v x 'a[%s(forbidden x)]' '$'; echo $[x]",
         "printf -v x 'a[%s(forbidden x)]' '$'; printf -v a[x] 1",
+        # Single quotes in arithmetic and in an array subscript are no quoting to bash: the
+        # substitution between them runs.
+        "echo $(( 0 + '$(forbidden x)' ))",
+        "echo \"$(( 0 + '$(forbidden x)' ))\"",
+        "echo \"$[ 0 + '$(forbidden x)' ]\"",
+        "echo ${a['$(forbidden x)']}",
+        "echo \"${a['$(forbidden x)']}\"",
+        "echo $(( 1 + '`forbidden x`' ))",
+        "echo ${a['`forbidden x`']}",
+        "echo $(( 1 + '$(promptme x)' ))",
     ],
     "program options and env vars that run shell text": [
         "git -c core.pager='forbidden x' log",

@@ -44,6 +44,9 @@ READ: Backing = {
         ("if true; then forbidden x; fi", "deny"),
         ("coproc w { forbidden x; }", "deny"),
         ("echo ${x:-`forbidden x`}", "deny"),
+        ("echo $(( 0 + '$(forbidden x)' ))", "deny"),
+        ("echo ${a['$(forbidden x)']}", "deny"),
+        ("echo \"${x:-'$(forbidden x)'}\"", "deny"),
     ],
     "here-document bodies that expand": [
         ("cat <<EOF | sh\nforbidden x\nEOF", "deny"),

@@ -407,3 +407,36 @@ def test_the_words_of_an_unmodelled_tmux_form_are_still_judged(command: str) -> 
 def test_tmux_commands_that_run_nothing_given_stay_allowed(command: str) -> None:
     verdict = evaluate(POLICY, command)
     assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo \"${x:-'$(forbidden x)'}\"",
+        "echo \"${x:?'`forbidden x`'}\"",
+        "echo \"${x:-${y:+'$(forbidden x)'}}\"",
+        "echo \"${x:=a$'$(forbidden x)'b}\"",
+        "echo $(( 0 + '$(forbidden x)' ))",
+        "echo \"$[ 0 + '$(forbidden x)' ]\"",
+        "echo ${a['$(forbidden x)']}",
+        "echo \"${a['`forbidden x`']}\"",
+    ],
+)
+def test_a_substitution_between_single_quotes_bash_takes_literally_is_read(command: str) -> None:
+    # In arithmetic, in a subscript and in the word of a double-quoted `${x:-…}`, bash takes
+    # `'` as a plain character and runs the substitution between the quotes.
+    assert "forbidden x" in read_command(command).segments, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo \"${x#'$(forbidden x)'}\"",
+        "echo \"${x%%'$(forbidden x)'}\"",
+        "echo ${x:-'$(forbidden x)'}",
+    ],
+)
+def test_single_quotes_that_bash_honours_still_hide_a_substitution(command: str) -> None:
+    # The pattern operators (`#`, `%`, `/`) and an unquoted `${x:-…}` take `'…'` as quoting,
+    # so nothing runs (bash 5.2): the reader does not invent a command there.
+    assert "forbidden x" not in read_command(command).segments, command

@@ -376,15 +376,25 @@ class Lexer:
         """Skip to the bracket closing a `${…}` or `$[…]`, lexing substitutions inside it."""
         text = self.text
         depth = 1
+        subscripts = 0  # open `[` of an array subscript, which is arithmetic
         scratch: list[str] = []
         while i < self.n:
             c = text[i]
             if c == "\\":
                 i += 2
             elif c == "'" and not in_double_quotes:
+                start = i
                 i = single_quote_end(text, i)
                 if i < 0:
                     raise UnparseableCommandError("unterminated single quote")
+                if opening == "[" or subscripts > 0:
+                    self._scan_literal_quotes(start, i)
+            elif c == "[" and opening == "{":
+                subscripts += 1
+                i += 1
+            elif c == "]" and subscripts > 0:
+                subscripts -= 1
+                i += 1
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":
@@ -402,6 +412,12 @@ class Lexer:
             else:
                 i += 1
         raise UnparseableCommandError(f"unterminated '{opening}' expansion")
+
+    def _scan_literal_quotes(self, start: int, end: int) -> None:
+        """Read substitutions in `'…'` (from `start` to `end`) where bash takes the single
+        quotes as literal characters and expands what is between them (arithmetic, an array
+        subscript): `$(( '$(cmd)' ))` runs cmd."""
+        Lexer(self.text[start + 1 : end - 1], self.depth, self.sink).scan_expansions()
 
     def _read_arithmetic(self, i: int) -> int | None:
         """Return the index after the `))` closing arithmetic that starts at `i`.
@@ -424,9 +440,11 @@ class Lexer:
             if c == "\\":
                 i += 2
             elif c == "'":
+                start = i
                 i = single_quote_end(text, i)
                 if i < 0:
                     return None
+                self._scan_literal_quotes(start, i)
             elif c == '"':
                 i = self._read_double_quoted(i + 1, scratch)
             elif c == "`":

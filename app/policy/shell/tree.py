@@ -152,6 +152,10 @@ class _TreeReader:
         elif kind == "heredoc_body":
             self.cover(node)
             return False  # read with its redirect
+        elif kind in ("raw_string", "ansi_c_string") and _quotes_nothing(node, in_arithmetic):
+            # Single quotes that bash takes as literal characters: what lies between them
+            # is expanded, substitutions included.
+            Lexer(self.text(node), depth, self.sink).scan_expansions()
         elif kind in ("raw_string", "string", "ansi_c_string"):
             self.loose_string(node, depth)
         elif kind in ("for_statement", "select_statement"):
@@ -350,6 +354,36 @@ def _ends_a_line(text: bytes) -> bool:
     hold a newline that ends a command in bash: one that is not a line continuation."""
     blanks = _LEADING_BLANKS.match(text)
     return blanks is not None and b"\n" in blanks.group().replace(b"\\\n", b"")
+
+
+# `${x:-word}` and its kin: inside double quotes bash takes single quotes in their word as
+# literal characters (the pattern operators `#`, `%`, `/`, `^`, `,` still quote, bash 5.2).
+_DEFAULTING_OPERATORS = frozenset({"-", ":-", "+", ":+", "=", ":=", "?", ":?"})
+# Where a quoting context starts afresh: the text of a substitution is a script of its own.
+_QUOTING_BOUNDARIES = frozenset({"command_substitution", "process_substitution", "program"})
+
+
+def _quotes_nothing(node: tree_sitter.Node, in_arithmetic: bool) -> bool:
+    """Whether the single quotes of a `'…'` / `$'…'` node are literal characters to bash, so
+    that it runs a substitution between them: in arithmetic (`$(( '…' ))`, `$[ '…' ]`), in an
+    array subscript (`${a['…']}`), and in the word of a `${x:-…}`-like expansion that is
+    itself inside double quotes (`"${x:-'…'}"`)."""
+    if in_arithmetic:
+        return True
+    defaulting = False
+    child = node
+    parent = node.parent
+    while parent is not None and parent.type not in _QUOTING_BOUNDARIES:
+        if parent.type == "subscript":
+            return True
+        if parent.type == "expansion" and not defaulting:
+            operators = [c.type for c in parent.children if c.end_byte <= child.start_byte]
+            defaulting = bool(operators) and operators[-1] in _DEFAULTING_OPERATORS
+        if parent.type == "string" and defaulting:
+            return True
+        child = parent
+        parent = parent.parent
+    return False
 
 
 def _outside_command(node: tree_sitter.Node) -> bool:
