@@ -440,3 +440,22 @@ def test_single_quotes_that_bash_honours_still_hide_a_substitution(command: str)
     # The pattern operators (`#`, `%`, `/`) and an unquoted `${x:-…}` take `'…'` as quoting,
     # so nothing runs (bash 5.2): the reader does not invent a command there.
     assert "forbidden x" not in read_command(command).segments, command
+
+
+@pytest.mark.parametrize(
+    ("command", "segment"),
+    [
+        ("env --spl='forbidden x'", "forbidden x"),
+        ("su --co 'forbidden x'", "forbidden x"),
+        ("su --session='forbidden x'", "forbidden x"),
+        ("script -q --comm='forbidden x' /dev/null", "forbidden x"),
+        ("tar -cf /dev/null --use-compress-prog 'forbidden' f", "forbidden"),
+        ("tar -cf /dev/null --checkpoint=1 --checkpoint-act=exec='forbidden x' f", "forbidden x"),
+        ("split -l 1 --filt='forbidden x' f", "forbidden x"),
+        ("rsync --rs='forbidden x' a b:c", "forbidden x"),
+    ],
+)
+def test_an_abbreviated_long_option_is_read_as_the_option(command: str, segment: str) -> None:
+    # getopt_long takes any unique prefix of a long option; an ambiguous one (`--rs`: `--rsh`
+    # or `--rsync-path`) is refused by the program, and read here as the option all the same.
+    assert segment in read_command(command).segments, command

@@ -27,6 +27,7 @@ from app.policy.shell.wrappers import (
     Wrapper,
     basename,
     cluster_value,
+    long_option,
     option_value,
     skip_options,
     skip_options_all,
@@ -256,12 +257,16 @@ class _CodeOptions:
     command. `keyed`: the value is `KEY=command` (or `KEY command`, `KEY = command`, as ssh
     reads a config line) for the `keys` given. `clusters`: the program reads short options with
     getopt, so one may end a cluster (`rsync -avze CMD`, `ssh -voProxyCommand=CMD`).
+    `abbreviated`: it reads long options with getopt_long (or alike), which takes any prefix of
+    one (`--to-comm`); `exact`: its other long options that are a prefix of a code option.
     """
 
     options: tuple[str, ...]
     keyed: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     clusters: bool = False
+    abbreviated: bool = False
+    exact: tuple[str, ...] = ()
 
 
 _SSH_KEYS = ("proxycommand", "localcommand", "knownhostscommand")
@@ -304,24 +309,31 @@ _CODE_OPTIONS: dict[str, _CodeOptions] = {
         ("--checkpoint-action",),
         ("exec",),
         clusters=True,
+        abbreviated=True,
+        exact=("--checkpoint",),
     ),
-    "zip": _CodeOptions(("-TT", "--unzip-command")),
-    "rsync": _CodeOptions(("-e", "--rsh", "--rsync-path"), clusters=True),
+    "zip": _CodeOptions(("-TT", "--unzip-command"), abbreviated=True),
+    "rsync": _CodeOptions(("-e", "--rsh", "--rsync-path"), clusters=True, abbreviated=True),
     "ssh": _CodeOptions((), ("-o",), _SSH_KEYS, clusters=True),
     "scp": _CodeOptions(("-S",), ("-o",), _SSH_KEYS, clusters=True),
     "sftp": _CodeOptions(("-S",), ("-o",), _SSH_KEYS, clusters=True),
-    "man": _CodeOptions(("-P", "--pager", "-H", "--html"), clusters=True),
+    "man": _CodeOptions(("-P", "--pager", "-H", "--html"), clusters=True, abbreviated=True),
     "parallel": _CodeOptions(("--ssh", "--compress-program", "--decompress-program", "--limit")),
-    "split": _CodeOptions(("--filter",)),
+    "split": _CodeOptions(("--filter",), abbreviated=True),
     "npm": _CodeOptions(("--script-shell",)),
 }
 _KEYED_VALUE = re.compile(r"\s*([A-Za-z][\w-]*)\s*(?:=\s*|\s+)(.*)", re.DOTALL)
 
 
-def _option_value(option: str, arg: str, following: str | None) -> str | None:
+def _option_value(option: str, arg: str, following: str | None, spec: _CodeOptions) -> str | None:
     """The value `arg` gives `option` (the next word, `--opt=value`, `-Ovalue`), or None."""
     if arg == option:
         return following
+    if option.startswith("--") and spec.abbreviated:
+        matched, value = long_option(arg, option, spec.exact)
+        if not matched:
+            return None
+        return following if value is None else value
     if option.startswith("--"):
         return arg[len(option) + 1 :] if arg.startswith(option + "=") else None
     return arg[len(option) :] if arg.startswith(option) and len(arg) > len(option) else None
@@ -348,7 +360,7 @@ def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
         following = args[i + 1] if i + 1 < len(args) else None
         found: tuple[str, str] | None = None
         for option in (*spec.options, *spec.keyed):
-            value = _option_value(option, arg, following)
+            value = _option_value(option, arg, following, spec)
             if value is not None:
                 found = option, value
                 break

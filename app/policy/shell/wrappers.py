@@ -4,6 +4,7 @@ run`, …): how to skip each one's options to reach the command it runs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -457,13 +458,34 @@ def _xargs_replace(options: list[str]) -> str | None:
     return option_value(options, "-I", "--replace")
 
 
+def long_option(arg: str, long: str, exact: Collection[str] = ()) -> tuple[bool, str | None]:
+    """Whether `arg` names the long option `long` the way getopt_long reads it, and the value
+    attached with `=` (None when there is none, so the value is the next word).
+
+    getopt_long takes any prefix of a long option's name (`--comm` is `--command`). When the
+    prefix fits several of the program's long options it refuses the option; here it is taken
+    as `long` all the same (failing closed). Only a name that is exactly another of the
+    program's options (`exact`: `--checkpoint` beside `--checkpoint-action`) is that option.
+    """
+    if not long.startswith("--") or not arg.startswith("--"):
+        return False, None
+    name, equals, value = arg.partition("=")
+    if len(name) < 3 or not long.startswith(name) or (name != long and name in exact):
+        return False, None
+    return True, value if equals else None
+
+
 def option_value(args: list[str], short: str, long: str) -> str | None:
-    """Value of `-S value`, `-Svalue`, `--long value` or `--long=value` among `args`."""
+    """Value of `-S value`, `-Svalue`, `--long value` or `--long=value` (or an abbreviation of
+    `--long`, `--lo=value`) among `args`."""
     for i, arg in enumerate(args):
-        if arg in (short, long):
+        if arg == short:
             return args[i + 1] if i + 1 < len(args) else None
-        if arg.startswith(long + "="):
-            return arg[len(long) + 1 :]
+        matched, value = long_option(arg, long)
+        if matched:
+            if value is not None:
+                return value
+            return args[i + 1] if i + 1 < len(args) else None
         if arg.startswith(short) and not arg.startswith("--") and len(arg) > len(short):
             return arg[len(short) :]
     return None
@@ -471,12 +493,13 @@ def option_value(args: list[str], short: str, long: str) -> str | None:
 
 def cluster_value(args: list[str], letter: str, long: str) -> str | None:
     """Value of an option given alone, in a cluster or attached, as getopt reads it (`-c x`,
-    `-qc x`, `-cx`, `-qcx`, `--command=x`)."""
+    `-qc x`, `-cx`, `-qcx`, `--command=x`, `--comm=x`)."""
     for i, arg in enumerate(args):
-        if arg == long:
+        matched, value = long_option(arg, long)
+        if matched:
+            if value is not None:
+                return value
             return args[i + 1] if i + 1 < len(args) else None
-        if arg.startswith(long + "="):
-            return arg[len(long) + 1 :]
         if arg.startswith("-") and not arg.startswith("--"):
             # The letter ends the option letters before it; what follows it is its value.
             for j in range(1, len(arg)):
