@@ -427,6 +427,9 @@ VARIANTS: dict[str, list[str]] = {
         "tar -cf /dev/null --checkpoint=1 --checkpoint-act exec='forbidden x' f",
         "split -l 1 --fil 'forbidden x' f",
         "zip --unzip-comm='forbidden x' -T z.zip f",
+        # tar's old-style letters: each that takes an argument takes the next word in order.
+        "tar cIf forbidden /dev/null f",
+        "tar cbIf 20 forbidden /dev/null f",
         "man --pag='promptme x' ls",
         "git -c core.pager='forbidden x' log",
         "git -c core.editor='forbidden x' commit",

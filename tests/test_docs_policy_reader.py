@@ -120,6 +120,7 @@ READ: Backing = {
         ("git ls-remote 'ext::forbidden% x'", "deny"),
         ("tar -xf a.tar --to-command='forbidden x'", "deny"),
         ("tar -I 'forbidden x' -xf a", "deny"),
+        ("tar cIf forbidden /dev/null f", "deny"),
         ("tar -cf x --checkpoint-action=exec='forbidden x' a", "deny"),
         ("tar -xf a.tar --to-comm='forbidden x'", "deny"),
         ("su --comm='forbidden x'", "deny"),

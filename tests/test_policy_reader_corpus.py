@@ -459,3 +459,25 @@ def test_an_abbreviated_long_option_is_read_as_the_option(command: str, segment:
     # getopt_long takes any unique prefix of a long option; an ambiguous one (`--rs`: `--rsh`
     # or `--rsync-path`) is refused by the program, and read here as the option all the same.
     assert segment in read_command(command).segments, command
+
+
+@pytest.mark.parametrize(
+    ("command", "segment"),
+    [
+        ("tar cIf forbidden /dev/null f", "forbidden"),
+        ("tar cfI /dev/null forbidden f", "forbidden"),
+        ("tar cbIf 20 forbidden /dev/null f", "forbidden"),
+        ("tar cfF a.tar 'forbidden x' f", "forbidden x"),
+    ],
+)
+def test_tar_old_style_letters_take_their_arguments_in_order(command: str, segment: str) -> None:
+    # In `tar cIf PROG ARCHIVE`, the first word's letters that take an argument take the words
+    # after it in their order: `I` a compression program, `F` an info script, both run.
+    assert segment in read_command(command).segments, command
+
+
+def test_the_archive_that_tar_old_style_f_takes_is_not_run() -> None:
+    # `tar cfI forbidden.tar gzip src`: `f` takes the first word (the archive), `I` the next.
+    segments = read_command("tar cfI forbidden.tar gzip src").segments
+    assert "gzip" in segments
+    assert "forbidden.tar" not in segments

@@ -350,12 +350,39 @@ def _cluster_value(spec: _CodeOptions, arg: str, following: str | None) -> tuple
     return None
 
 
+# GNU tar's letters that take an argument; in its old-style first word (`tar cIf PROG A f`),
+# each takes the next word after that first word, in order. `I` (a compression program) and
+# `F` (the info script) run what they are given.
+_TAR_LETTERS_WITH_ARGUMENT = frozenset("bCfFgHIKLNTVX")
+_TAR_RUNNING_LETTERS = frozenset("IF")
+
+
+def _tar_old_style_scripts(args: list[str]) -> Iterator[str]:
+    """What `I` and `F` take in tar's old-style letters (`tar cIf PROG a.tar f`)."""
+    if not args or not args[0].isalnum():
+        return
+    following = 1
+    for letter in args[0]:
+        if letter not in _TAR_LETTERS_WITH_ARGUMENT:
+            continue
+        if following >= len(args):
+            return
+        if letter in _TAR_RUNNING_LETTERS:
+            value = args[following]
+            if is_dynamic(value):
+                note_unreadable(f"tar runs a program built by expansion: {value}")
+            yield value
+        following += 1
+
+
 def _option_scripts(name: str, args: list[str]) -> Iterator[str]:
     """Values of `_CODE_OPTIONS` among `args` (`rsync -e CMD`, `ssh -oProxyCommand=CMD`, `tar
     --checkpoint-action=exec=CMD`)."""
     spec = _CODE_OPTIONS.get(name)
     if spec is None:
         return
+    if name == "tar":
+        yield from _tar_old_style_scripts(args)
     for i, arg in enumerate(args):
         following = args[i + 1] if i + 1 < len(args) else None
         found: tuple[str, str] | None = None
