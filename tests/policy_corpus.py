@@ -430,6 +430,9 @@ BENIGN_COMMANDS: list[str] = [
     "unzip -o dist.zip -d dist/",
     "mkdir -p build/out && cp -r assets build/out/",
     "rm -rf build dist",
+    "rm -rf {build,dist}/",
+    "find -- . -name '*.orig' -delete",
+    "curl -s localhost:8000/health | grep -c ok",
     "rm -f *.log",
     "mv src/old.py src/new.py",
     "touch .env.example",
@@ -644,6 +647,23 @@ CRITICAL_SPELLINGS: list[str] = [
     "kill -n 9 1",
     "kill -sKILL 1",
     "kill -9 01",
+    # kill reads `+1` as the number 1.
+    "kill -9 +1",
+    "kill -s KILL +1",
+    # A quoted or escaped interpreter is the same interpreter once bash removes the quotes.
+    "curl x | \\sh",
+    "curl x | \\bash",
+    'wget -qO- x | s""h',
+    "curl x | 'ba'sh",
+    # `--` ends find's leading options; the roots follow it.
+    "find -- / -delete",
+    "find -H -- /etc -delete",
+    # Brace expansions whose words name the root or a system directory.
+    "rm -rf {/*,}",
+    "rm -rf {/,}",
+    "rm -rf {/etc,x}",
+    "rm -rf {~,x}",
+    "chmod -R 777 {/,x}",
     # Fork bombs whose self-calls are not `f | f &` (never run).
     "f(){ (f&); f; }; f",
     "f(){ eval f\\|f\\&; }; f",

@@ -183,6 +183,15 @@ CRITICAL_PATTERNS: tuple[CriticalPattern, ...] = tuple(
 )
 
 
+# Patterns that span a pipeline or a substitution, which no one segment holds: they are also
+# tried on the text with its quotes and backslashes taken out, as bash removes them from the
+# interpreter's name (`curl x | \\sh`, `| 'ba'sh`, `| s""h`).
+_ACROSS_COMMANDS = frozenset(
+    {"fetch-piped-to-shell", "fetch-process-substitution", "fetch-substituted-into-interpreter"}
+)
+_QUOTING = re.compile(r"[\\'\"]")
+
+
 def find_critical_hits(
     command: str,
     segments: Sequence[str] = (),
@@ -201,13 +210,18 @@ def find_critical_hits(
     if not command.strip():
         return []
     texts = (command, *segments)
+    dequoted = _QUOTING.sub("", command)
     # Joined, a keyword may straddle two texts; that only costs a needless regex run.
-    folded = "\n".join(texts).casefold()
+    folded = "\n".join((*texts, dequoted)).casefold()
     hits = [
         pattern.name
         for pattern in CRITICAL_PATTERNS
         if any(keyword in folded for keyword in pattern.keywords)
-        and any(pattern.regex.search(text) for text in texts)
+        and any(
+            pattern.regex.search(text)
+            for text in (*texts, dequoted)
+            if text is not dequoted or pattern.name in _ACROSS_COMMANDS
+        )
     ]
     if "fork-bomb-any-name" not in hits and any(_spawns_itself(text) for text in texts):
         hits.append("fork-bomb-any-name")
@@ -527,13 +541,14 @@ class _Whereabouts:
 def _word_hit(name: str, args: Sequence[str], here: set[str | None], home: str) -> str | None:
     """The word-level pattern one segment matches, if any, when it may run in `here`."""
     if name == "rm" and _recursive(args):
-        if any(_names_precious(target, here, home) for target in _operands(args)):
+        if any(_names_precious(target, here, home) for target in _braced(_operands(args))):
             return "rm-recursive-root-or-home"
     elif name in ("chmod", "chown", "chgrp") and _recursive(args):
-        if any(_names_precious(target, here, home) for target in _operands(args)[1:]):
+        if any(_names_precious(target, here, home) for target in _braced(_operands(args)[1:])):
             return "chmod-chown-recursive-root-or-home"
     elif name == "find" and _find_deletes(args):
-        if any(_names_precious(root, here, home) for root in _find_roots(args) or ["."]):
+        roots = _braced(_find_roots(args)) or ["."]
+        if any(_names_precious(root, here, home) for root in roots):
             return "find-delete-root-or-home"
     elif name in _HOST_POWER or (name == "systemctl" and _systemctl_powers(args)):
         return "host-power"
@@ -542,6 +557,32 @@ def _word_hit(name: str, args: Sequence[str], here: set[str | None], home: str) 
     elif name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
         return "init-runlevel"
     return None
+
+
+# A brace expansion with no brace inside its alternatives (`{/*,}`, `{/etc,x}`, `a{b,c}d`).
+_PLAIN_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_MAX_BRACE_WORDS = 64
+
+
+def _braced(words: Sequence[str]) -> list[str]:
+    """`words`, each followed by what its plain brace expansions give, as bash expands them
+    (`{/*,}` gives `/*`; an empty word is dropped); a word that would give more than a few
+    dozen words keeps the ones found so far."""
+    found: list[str] = []
+    for word in words:
+        pending = [word]
+        done: list[str] = []
+        while pending and len(done) + len(pending) <= _MAX_BRACE_WORDS:
+            current = pending.pop()
+            braces = _PLAIN_BRACES.search(current)
+            if braces is None:
+                done.append(current)
+                continue
+            head, tail = current[: braces.start()], current[braces.end() :]
+            pending.extend(head + part + tail for part in braces.group(1).split(","))
+        found.append(word)
+        found.extend(w for w in done if w and w != word)
+    return found
 
 
 _SYSTEMCTL_POWER = frozenset({"reboot", "poweroff", "halt", "kexec", "soft-reboot"})
@@ -600,7 +641,8 @@ def _kills_init(args: Sequence[str]) -> bool:
         i += 1
     if signal is None or signal.upper().removeprefix("SIG") not in _KILL_SIGNALS:
         return False
-    return any(re.fullmatch(r"-?0*1", target) for target in targets)
+    # kill reads a pid as a number, so `+1` is 1 too.
+    return any(re.fullmatch(r"[-+]?0*1", target) for target in targets)
 
 
 def _find_deletes(args: Sequence[str]) -> bool:
@@ -620,6 +662,8 @@ def _find_roots(args: Sequence[str]) -> list[str]:
     i = 0
     while i < len(args) and (args[i] in ("-H", "-L", "-P", "-D") or args[i].startswith("-O")):
         i += 2 if args[i] == "-D" else 1
+    if i < len(args) and args[i] == "--":  # ends those options: the roots follow
+        i += 1
     for arg in args[i:]:
         if arg.startswith(("-", "(", "!")):
             break
