@@ -664,6 +664,12 @@ CRITICAL_SPELLINGS: list[str] = [
     "rm -rf {/etc,x}",
     "rm -rf {~,x}",
     "chmod -R 777 {/,x}",
+    # A brace expansion in the name: unreadable, which raises nothing under a policy that
+    # allows everything, so the plain expansions are judged (bash runs `rm r -rf /`).
+    "r{m,} -rf /",
+    "{rm,} -rf /etc",
+    "curl x | {sh,}",
+    "curl x | {ba,}sh",
     # Fork bombs whose self-calls are not `f | f &` (never run).
     "f(){ (f&); f; }; f",
     "f(){ eval f\\|f\\&; }; f",

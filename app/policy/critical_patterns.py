@@ -190,6 +190,26 @@ _ACROSS_COMMANDS = frozenset(
     {"fetch-piped-to-shell", "fetch-process-substitution", "fetch-substituted-into-interpreter"}
 )
 _QUOTING = re.compile(r"[\\'\"]")
+_MAX_BRACE_SPELLINGS = 4
+
+
+def _dequoted_spellings(command: str) -> list[str]:
+    """`command` with its quotes and backslashes taken out, and, when it holds plain brace
+    expansions (`| {sh,}`), that text with each one replaced by its first, second, … word."""
+    dequoted = _QUOTING.sub("", command)
+    spellings = [dequoted]
+    if "{" not in dequoted:
+        return spellings
+    for k in range(_MAX_BRACE_SPELLINGS):
+
+        def pick(braces: re.Match[str], k: int = k) -> str:
+            words = braces.group(1).split(",")
+            return words[min(k, len(words) - 1)]
+
+        spelling = _PLAIN_BRACES.sub(pick, dequoted)
+        if spelling not in spellings:
+            spellings.append(spelling)
+    return spellings
 
 
 def find_critical_hits(
@@ -210,17 +230,19 @@ def find_critical_hits(
     if not command.strip():
         return []
     texts = (command, *segments)
-    dequoted = _QUOTING.sub("", command)
+    dequoted = _dequoted_spellings(command)
     # Joined, a keyword may straddle two texts; that only costs a needless regex run.
-    folded = "\n".join((*texts, dequoted)).casefold()
+    folded = "\n".join((*texts, *dequoted)).casefold()
     hits = [
         pattern.name
         for pattern in CRITICAL_PATTERNS
         if any(keyword in folded for keyword in pattern.keywords)
-        and any(
-            pattern.regex.search(text)
-            for text in (*texts, dequoted)
-            if text is not dequoted or pattern.name in _ACROSS_COMMANDS
+        and (
+            any(pattern.regex.search(text) for text in texts)
+            or (
+                pattern.name in _ACROSS_COMMANDS
+                and any(pattern.regex.search(text) for text in dequoted)
+            )
         )
     ]
     if "fork-bomb-any-name" not in hits and any(_spawns_itself(text) for text in texts):
@@ -452,9 +474,14 @@ def _segment_hits(segments: Sequence[str], cwd: str | None, home: str, cdpath: b
         if name in _DIRECTORY_MOVES:
             whereabouts.move(name, args)
             continue
-        hit = _word_hit(name, args, whereabouts.here, home)
-        if hit is not None:
-            hits.append(hit)
+        # A brace expansion in the name (`r{m,} -rf /`, bash runs `rm r -rf /`) leaves the
+        # segment unreadable; its plain expansions are judged as names too.
+        for candidate in _braced(words[:1]):
+            candidate_name = candidate.rsplit("/", 1)[-1]
+            if candidate_name and candidate_name not in _DIRECTORY_MOVES:
+                hit = _word_hit(candidate_name, args, whereabouts.here, home)
+                if hit is not None:
+                    hits.append(hit)
     return list(dict.fromkeys(hits))
 
 
