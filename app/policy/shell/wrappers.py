@@ -451,11 +451,15 @@ def unwrapped_variants(words: list[str]) -> list[list[str]]:
 def _xargs_replace(options: list[str]) -> str | None:
     """The replace-string of xargs' options (`-I X`, `-iX`, `--replace`), if any."""
     for option in options:
-        if option in ("-i", "--replace"):
+        # `--replace` (also abbreviated) takes its optional value only after `=`.
+        replace, value = long_option(option, "--replace")
+        if replace:
+            return value or "{}"
+        if option == "-i":
             return "{}"
         if option.startswith("-i") and not option.startswith("--"):
             return option[2:]
-    return option_value(options, "-I", "--replace")
+    return option_value(options, "-I", "-I")
 
 
 def long_option(arg: str, long: str, exact: Collection[str] = ()) -> tuple[bool, str | None]:
