@@ -453,6 +453,8 @@ def test_single_quotes_that_bash_honours_still_hide_a_substitution(command: str)
         ("tar -cf /dev/null --checkpoint=1 --checkpoint-act=exec='forbidden x' f", "forbidden x"),
         ("split -l 1 --filt='forbidden x' f", "forbidden x"),
         ("rsync --rs='forbidden x' a b:c", "forbidden x"),
+        ("echo 'forbidden x' | sudo --sh", "forbidden x"),
+        ("echo 'forbidden x' | sudo --logi", "forbidden x"),
     ],
 )
 def test_an_abbreviated_long_option_is_read_as_the_option(command: str, segment: str) -> None:

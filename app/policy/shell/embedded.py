@@ -426,7 +426,8 @@ def _starts_shell_on_stdin(name: str, args: list[str]) -> bool:
         inner = skip_options_all([name, *args], spec)
         if name in ("sudo", "doas"):
             shell_flag = any(
-                arg in ("--shell", "--login")
+                long_option(arg, "--shell")[0]
+                or long_option(arg, "--login")[0]  # (also `--sh`, `--logi`: getopt_long)
                 or (arg.startswith("-") and not arg.startswith("--") and ("s" in arg or "i" in arg))
                 for arg in args
             )
