@@ -75,7 +75,7 @@ def test_every_variable_the_reader_runs_as_shell_text_is_denied_by_default() -> 
     too, for an admin's list that lifts a name)."""
     names = [*CODE_VARIABLE_NAMES, "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_12"]
     assert all(
-        env_scripts({name: "x"}) == ["x"] for name in names if name != "GIT_CONFIG_PARAMETERS"
+        env_scripts({name: "x"})[:1] == ["x"] for name in names if name != "GIT_CONFIG_PARAMETERS"
     )
     judgement = judge_env(EnvRules(), names)
     assert [verdict.name for verdict in judgement.names if verdict.action != "deny"] == []

@@ -118,7 +118,11 @@ def test_an_argument_that_looks_like_an_assignment_assigns_nothing() -> None:
 
 
 def test_git_config_values_in_a_request_env_are_read_as_scripts() -> None:
-    assert env_scripts({"GIT_CONFIG_VALUE_0": "forbidden x", "HOME": "/h"}) == ["forbidden x"]
+    env = {"GIT_CONFIG_KEY_0": "core.pager", "GIT_CONFIG_VALUE_0": "forbidden x", "HOME": "/h"}
+    assert "forbidden x" in env_scripts(env)
+    assert "git forbidden x" not in env_scripts(env)  # a pager's value is no alias
+    # Without its key (the command may set it), a value is read as an alias's arguments too.
+    assert env_scripts({"GIT_CONFIG_VALUE_0": "forbidden x"}) == ["forbidden x", "git forbidden x"]
     parameters = "'user.name=Ann Lee' 'alias.x=!forbidden x'"
     assert env_scripts({"GIT_CONFIG_PARAMETERS": parameters}) == ["Ann Lee", "forbidden x"]
 
@@ -483,3 +487,27 @@ def test_the_archive_that_tar_old_style_f_takes_is_not_run() -> None:
     segments = read_command("tar cfI forbidden.tar gzip src").segments
     assert "gzip" in segments
     assert "forbidden.tar" not in segments
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # An alias without `!` is git's own arguments, `-c` settings included: git runs
+        # `git -c alias.y=!… y`, whose alias is shell text.
+        "git -c alias.x='-c alias.y=!forbidden y' x",
+        "git config alias.x '-c alias.y=!forbidden y'",
+        "git config set alias.x '-c alias.y=!forbidden y'",
+        "GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='-c alias.y=!forbidden y' git x",
+        "GIT_CONFIG_PARAMETERS=\"'alias.x=-c alias.y=!forbidden y'\" git x",
+        "git -c alias.x='-c core.pager=forbidden log' x",
+    ],
+)
+def test_a_git_alias_without_a_bang_is_read_as_git_arguments(command: str) -> None:
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+def test_a_git_alias_of_plain_git_arguments_stays_allowed() -> None:
+    verdict = evaluate(POLICY, "git -c alias.lg='log --oneline' lg")
+    assert verdict.approval is RuleAction.allow, verdict
+    assert verdict.unreadable_reasons == [], verdict
+    assert "git log --oneline" in read_command("git -c alias.lg='log --oneline' lg").segments

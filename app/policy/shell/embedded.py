@@ -126,11 +126,11 @@ def env_scripts(env: Mapping[str, str]) -> list[str]:
         script
         for name, value in env.items()
         if _is_code_variable(name) and value
-        for script in _code_values(name, value)
+        for script in _code_values(name, value, env)
     ]
 
 
-def _code_values(name: str, value: str) -> list[str]:
+def _code_values(name: str, value: str, assigned: Mapping[str, str]) -> list[str]:
     """The shell text a code variable's value holds. `GIT_CONFIG_PARAMETERS` is git's list of
     `-c` settings, each `'key=value'` quoted for the shell and separated by spaces: each
     setting's value, as `git -c` gives it (an alias's without its `!`)."""
@@ -138,7 +138,13 @@ def _code_values(name: str, value: str) -> list[str]:
     if program is not None:
         return list(_option_scripts(program, _split_options(value)))
     if name.startswith("GIT_CONFIG_VALUE_"):
-        return [value.removeprefix("!")]  # an alias's `!` marks shell text
+        # Its key is `GIT_CONFIG_KEY_<n>`; where that is not known, read it as an alias too.
+        key = assigned.get("GIT_CONFIG_KEY_" + name.removeprefix("GIT_CONFIG_VALUE_"))
+        if key is not None:
+            return _git_setting_scripts(key, value)
+        return list(
+            dict.fromkeys([value.removeprefix("!"), *_git_setting_scripts("alias.", value)])
+        )
     if name.startswith("BASH_FUNC_"):
         return [_function_body(value)]
     if name != "GIT_CONFIG_PARAMETERS":
@@ -147,7 +153,20 @@ def _code_values(name: str, value: str) -> list[str]:
         settings = shlex.split(value)
     except ValueError:  # an unbalanced quote: git refuses it too; read it whole
         settings = [value.strip("'")]
-    return [setting.split("=", 1)[-1].removeprefix("!") for setting in settings]
+    return [
+        script
+        for setting in settings
+        for script in _git_setting_scripts(setting.partition("=")[0], setting.split("=", 1)[-1])
+    ]
+
+
+def _git_setting_scripts(key: str, value: str) -> list[str]:
+    """What git runs for a setting whose value is a command: an alias's `!` marks shell text;
+    an alias without it is git's own arguments (`alias.x='-c alias.y=!cmd y'`), read as a
+    `git` command so that what those arguments run is found too."""
+    if key.casefold().startswith("alias.") and not value.startswith("!"):
+        return [f"git {value}"]
+    return [value.removeprefix("!")]
 
 
 # Variables naming a script a shell sources before its command (bash, and sh as `ENV`).
@@ -481,7 +500,7 @@ def _git_scripts(args: list[str]) -> Iterator[str]:
         if option == "-c" and _GIT_CODE_KEY.match(value):
             if is_dynamic(value):
                 note_unreadable("git -c sets a command built by expansion")
-            yield value.split("=", 1)[1].removeprefix("!")
+            yield from _git_setting_scripts(*value.partition("=")[::2])
         if option == "--config-env" and _GIT_CODE_KEY.match(value):
             note_unreadable("git --config-env takes a command from the environment")
     for arg in args:
@@ -514,7 +533,8 @@ def _git_subcommand_scripts(args: list[str]) -> Iterator[str]:
                 if word in _GIT_CONFIG_ARG_OPTIONS:
                     j += 2
                     continue
-                if not word.startswith("-"):
+                # Options stop at the key: a value may start with `-` (`alias.x '-c …'`).
+                if not word.startswith("-") or operands[-1:] not in ([], ["set"], ["add"]):
                     operands.append(word)
                 j += 1
             if operands[:1] in (["set"], ["add"]):
@@ -522,7 +542,7 @@ def _git_subcommand_scripts(args: list[str]) -> Iterator[str]:
             if len(operands) >= 2 and _GIT_CODE_KEY.match(operands[0] + "="):
                 if is_dynamic(operands[1]):
                     note_unreadable("git config sets a command built by expansion")
-                yield operands[1].removeprefix("!")
+                yield from _git_setting_scripts(operands[0], operands[1])
 
 
 def _parallel_scripts(args: list[str]) -> Iterator[str]:
@@ -539,7 +559,13 @@ def _parallel_scripts(args: list[str]) -> Iterator[str]:
 def _assigned_scripts(words: list[str]) -> Iterator[str]:
     """Values of variables bash or a program it starts runs (`PAGER=…`, `GIT_SSH_COMMAND=…`),
     and assignments that make a command name run something else (`BASH_CMDS`, `BASH_ENV`)."""
-    for word in _assignment_words(words):
+    assignments = _assignment_words(words)
+    keys = dict(
+        word.split("=", 1)
+        for word in assignments
+        if word.startswith("GIT_CONFIG_KEY_") and "=" in word and not is_dynamic(word)
+    )
+    for word in assignments:
         _note_command_table_assignment(word)
         if "=" not in word:
             continue
@@ -548,7 +574,7 @@ def _assigned_scripts(words: list[str]) -> Iterator[str]:
         if _is_code_variable(variable):
             if is_dynamic(word):
                 note_unreadable(f"{variable} set to a value built by expansion")
-            yield from _code_values(variable, value)
+            yield from _code_values(variable, value, keys)
 
 
 def _note_command_table_assignment(word: str) -> None:
