@@ -437,12 +437,12 @@ def test_a_substitution_between_single_quotes_bash_takes_literally_is_read(comma
     [
         "echo \"${x#'$(forbidden x)'}\"",
         "echo \"${x%%'$(forbidden x)'}\"",
-        "echo ${x:-'$(forbidden x)'}",
     ],
 )
 def test_single_quotes_that_bash_honours_still_hide_a_substitution(command: str) -> None:
-    # The pattern operators (`#`, `%`, `/`) and an unquoted `${x:-…}` take `'…'` as quoting,
-    # so nothing runs (bash 5.2): the reader does not invent a command there.
+    # The pattern operators (`#`, `%`, `/`) take `'…'` as quoting, so nothing runs (bash
+    # 5.2): the reader does not invent a command there. (An unquoted `${x:-'$(…)'}` runs
+    # nothing either, but its value is a quoted `$(`, read as any quoted string is, below.)
     assert "forbidden x" not in read_command(command).segments, command
 
 
@@ -511,3 +511,35 @@ def test_a_git_alias_of_plain_git_arguments_stays_allowed() -> None:
     assert verdict.approval is RuleAction.allow, verdict
     assert verdict.unreadable_reasons == [], verdict
     assert "git log --oneline" in read_command("git -c alias.lg='log --oneline' lg").segments
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # `${VAR=word}` and `${VAR:=word}` assign VAR as `VAR=word` does, quotes removed:
+        # PS4 then runs its `$(…)` under `set -x`.
+        "unset PS4; : ${PS4='$(forbidden)'}; set -x; :",
+        "PS4=; : ${PS4:=\\$\\(forbidden\\)}; set -x; :",
+        "unset PS4; : ${PS4='`forbidden`'}; set -x; :",
+        ": ${PROMPT_COMMAND='forbidden x'}",
+        # A quoted `$(` in any operand is shell text, as it is in any other word.
+        ": ${x='$(forbidden)'}",
+        ": ${x:-'$(forbidden)'}",
+        ": ${x:+'$(forbidden)'}",
+    ],
+)
+def test_a_quoted_substitution_in_a_parameter_operand_is_read(command: str) -> None:
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+def test_a_variable_bash_runs_set_by_a_default_to_run_time_text_is_unreadable() -> None:
+    assert read_command(": ${PS4:=$(cat f)}; set -x; :").unreadable
+
+
+@pytest.mark.parametrize(
+    "command", ["echo ${x:-default} ${HOME:+set} ${y:=3}", ": ${PS4=plain}", "echo ${x//'$'/d}"]
+)
+def test_parameter_operands_without_code_stay_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow, verdict
+    assert verdict.unreadable_reasons == [], verdict

@@ -19,7 +19,7 @@ from app.policy.shell.findings import (
     note_limit,
     note_unreadable,
 )
-from app.policy.shell.words import SimpleCommand, is_dynamic
+from app.policy.shell.words import SimpleCommand, has_expansion, is_dynamic
 from app.policy.shell.wrappers import (
     ASSIGNMENT_WORD,
     WRAPPERS,
@@ -565,6 +565,7 @@ def _assigned_scripts(words: list[str]) -> Iterator[str]:
         for word in assignments
         if word.startswith("GIT_CONFIG_KEY_") and "=" in word and not is_dynamic(word)
     )
+    yield from _default_assignment_scripts(words)
     for word in assignments:
         _note_command_table_assignment(word)
         if "=" not in word:
@@ -575,6 +576,26 @@ def _assigned_scripts(words: list[str]) -> Iterator[str]:
             if is_dynamic(word):
                 note_unreadable(f"{variable} set to a value built by expansion")
             yield from _code_values(variable, value, keys)
+
+
+_DEFAULT_ASSIGNMENT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")
+
+
+def _default_assignment_scripts(words: list[str]) -> Iterator[str]:
+    """`${PS4=…}` and `${PS4:=…}` in any word assign the variable as `PS4=…` does: its value,
+    quotes removed, is read as the value of a variable bash runs."""
+    for word in words:
+        for found in _DEFAULT_ASSIGNMENT.finditer(word):
+            if not _is_code_variable(found.group(1)):
+                continue
+            value = word[found.end() : word.rfind("}")]
+            if has_expansion(_LITERAL_PARTS.sub("", value)):  # `$x` and `$(…)`, not `'$(…)'`
+                note_unreadable(f"{found.group(1)} set to a value built by expansion")
+            yield value.translate(_QUOTE_CHARACTERS)
+
+
+_QUOTE_CHARACTERS = str.maketrans("", "", "'\"\\")
+_LITERAL_PARTS = re.compile(r"'[^']*'|\\.", re.DOTALL)
 
 
 def _note_command_table_assignment(word: str) -> None:

@@ -250,6 +250,7 @@ class Lexer:
         quoted = False
         expanded = False
         literal_code = False
+        literal_texts: list[str] = []
         while i < n:
             c = text[i]
             if c in "<>" and text.startswith("(", i + 1):
@@ -296,6 +297,10 @@ class Lexer:
             elif c == "$":
                 expanded = expanded or has_expansion(text[i : i + 2])
                 i = self._read_dollar(i, buf, in_double_quotes=False)
+                operand = _unquoted_operand(buf[-1])
+                if operand is not None:  # `${x='$(cmd)'}`: its value is `$(cmd)`
+                    literal_code = True
+                    literal_texts.append(operand)
             else:
                 buf.append(c)
                 unquoted.append(c)
@@ -304,6 +309,7 @@ class Lexer:
         word.expanded = expanded
         word.pattern = is_pattern("".join(unquoted))
         word.literal_code = literal_code or (expanded and holds_code(word) and "\\" in text)
+        word.literal_texts = tuple(literal_texts)
         return word, quoted, i
 
     def _read_double_quoted(self, i: int, buf: list[str]) -> int:
@@ -516,6 +522,19 @@ class Lexer:
 def _only_reserved_or(words: Sequence[str], allowed: str | None) -> bool:
     """True when `words` holds only reserved words (plus `allowed`): command position is next."""
     return all(word in RESERVED_PREFIXES or word == allowed for word in words)
+
+
+def _unquoted_operand(expansion: str) -> str | None:
+    """A `${…}` expansion's text with its quotes and backslashes removed, when that holds
+    code: bash removes them from the word of `${x=word}`, `${x:-word}`, … and may then run
+    the value (`${PS4='$(cmd)'}` assigns PS4, which `set -x` runs)."""
+    if not expansion.startswith("${"):
+        return None
+    operand = expansion.translate(_QUOTE_CHARACTERS)
+    return operand if holds_code(operand) and operand != expansion else None
+
+
+_QUOTE_CHARACTERS = str.maketrans("", "", "'\"\\")
 
 
 def lex(text: str, depth: int) -> list[SimpleCommand]:

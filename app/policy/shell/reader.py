@@ -72,6 +72,8 @@ def _segments_of(command: SimpleCommand, depth: int, read_script: _ScriptReader)
         for word in command.words:
             if isinstance(word, ShellWord) and word.literal_code:
                 out.extend(_literal_script_segments(word, depth + 1))
+                for text in word.literal_texts:
+                    out.extend(_literal_script_segments(text, depth + 1))
     return out
 
 

@@ -19,6 +19,8 @@ class ShellWord(str):
     pattern: bool = False  # holds an unquoted glob or brace expansion: it may become any name
     # Quoted text holds `$(`, a backtick, `<(` or `>(`: code if something runs it later.
     literal_code: bool = False
+    # Such text with its quotes removed where bash removes them (a `${x='$(…)'}` operand).
+    literal_texts: tuple[str, ...] = ()
 
 
 _EXPANSION = re.compile(r"\$[A-Za-z0-9_@*#?$!{(\[-]|`")
