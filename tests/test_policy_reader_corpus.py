@@ -543,3 +543,28 @@ def test_parameter_operands_without_code_stay_allowed(command: str) -> None:
     verdict = evaluate(POLICY, command)
     assert verdict.approval is RuleAction.allow, verdict
     assert verdict.unreadable_reasons == [], verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # A declaring builtin reads `x=\(…\)` as a compound assignment once the backslashes
+        # are removed, and runs the substitutions in it (bash: `x=([0]="PWNED")`).
+        "declare -a x=\\(\\$\\(forbidden\\)\\)",
+        "declare -A x=\\([\\$\\(forbidden\\)]=1\\)",
+        "local -a x=\\(\\$\\(forbidden\\)\\)",
+        "typeset -a x=\\(\\$\\(forbidden\\)\\)",
+        "readonly -a x=\\(\\$\\(forbidden\\)\\)",
+        "export -a x=\\(\\$\\(forbidden\\)\\)",
+        "declare -a x=\\(\\<\\(forbidden\\)\\)",
+        "declare -a x=\\(\\`forbidden\\`\\)",
+    ],
+)
+def test_a_backslash_escaped_compound_assignment_is_read(command: str) -> None:
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+@pytest.mark.parametrize("command", ["declare -a x=\\(a b\\)", "echo \\$HOME \\(x\\)"])
+def test_backslash_escapes_without_code_stay_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict

@@ -251,6 +251,7 @@ class Lexer:
         expanded = False
         literal_code = False
         literal_texts: list[str] = []
+        escaped = False
         while i < n:
             c = text[i]
             if c in "<>" and text.startswith("(", i + 1):
@@ -266,7 +267,7 @@ class Lexer:
                 if text[i + 1] != "\n":
                     buf.append(text[i + 1])
                     quoted = True
-                    literal_code = literal_code or holds_code(text[i + 1 : i + 3])
+                    escaped = True
                 i += 2
             elif c == "'":
                 end = single_quote_end(text, i)
@@ -308,7 +309,10 @@ class Lexer:
         word = ShellWord("".join(buf))
         word.expanded = expanded
         word.pattern = is_pattern("".join(unquoted))
-        word.literal_code = literal_code or (expanded and holds_code(word) and "\\" in text)
+        # Escaped text is code once its backslashes are gone: `declare -a x=\(\$\(cmd\)\)`.
+        word.literal_code = literal_code or (
+            (escaped or (expanded and "\\" in text)) and holds_code(word)
+        )
         word.literal_texts = tuple(literal_texts)
         return word, quoted, i
 
