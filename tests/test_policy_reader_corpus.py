@@ -568,3 +568,60 @@ def test_a_backslash_escaped_compound_assignment_is_read(command: str) -> None:
 def test_backslash_escapes_without_code_stay_allowed(command: str) -> None:
     verdict = evaluate(POLICY, command)
     assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # `fc -s` and `fc -e -` re-run history, and `fc -e PROG` runs what PROG leaves in
+        # its file of history: text the reader never sees (`history -s`, an earlier call).
+        "history -s forbidden; fc -s",
+        "history -s 'forbidden x'; fc -s -1",
+        "history -s 'echo x'; fc -s echo=forbidden",
+        "history -s 'forbidden x'; fc -e -",
+        "fc",
+        "fc -e vi 1",
+    ],
+)
+def test_fc_rerunning_history_is_unreadable(command: str) -> None:
+    assert read_command(command).unreadable, command
+    assert evaluate(POLICY, command).approval is not RuleAction.allow, command
+
+
+@pytest.mark.parametrize("command", ["history -s x; fc -e forbidden", "fc -eforbidden"])
+def test_the_editor_fc_runs_is_read_as_a_command(command: str) -> None:
+    assert "forbidden" in read_command(command).segments, command
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+@pytest.mark.parametrize("command", ["fc -l", "fc -ln -5", "history -s x", "history 5"])
+def test_listing_or_storing_history_stays_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # getopt: `-C` may end a cluster (value next or attached), and each `-C` is judged
+        # (bash keeps the last).
+        "mapfile -tC forbidden -c1 x < f",
+        "mapfile -tCforbidden -c1 x < f",
+        "mapfile -c1 -tC forbidden < f",
+        "mapfile -C : -C forbidden -c1 x < f",
+        "readarray -tC forbidden -c1 x < f",
+        "compgen -aC forbidden x",
+        "compgen -C : -C forbidden x",
+        "complete -C : -C forbidden x",
+    ],
+)
+def test_every_callback_of_a_builtin_is_read(command: str) -> None:
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+@pytest.mark.parametrize(
+    "command", ["mapfile -t x < f", "readarray -d , -t x < f", "compgen -c ls", "mapfile -C : x"]
+)
+def test_builtins_with_harmless_callbacks_stay_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict

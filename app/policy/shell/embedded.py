@@ -263,9 +263,64 @@ def _script_option(name: str, args: list[str]) -> str | None:
         return cluster_value(args, "S", "--split-string") or option_value(
             args, "-S", "--split-string"
         )
-    if name in ("mapfile", "readarray", "complete", "compgen"):
-        return option_value(args, "-C", "-C")  # a callback bash evaluates
     return None
+
+
+# Builtins' letters that take an argument (bash's getopt strings); `C` is a callback bash
+# evaluates as shell text.
+_CALLBACK_LETTERS = {
+    "mapfile": "dunOCcs",
+    "readarray": "dunOCcs",
+    "compgen": "ACFGPSWXo",
+    "complete": "ACFGPSWXo",
+}
+
+
+def _getopt_values(args: list[str], with_argument: str, letter: str) -> Iterator[str]:
+    """Every value `-<letter>` takes in `args` read as getopt does: alone or in a cluster
+    (`-tC cmd`, `-tCcmd`), each occurrence (the last one wins, but each is judged)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            return
+        for k, found in enumerate(arg[1:], start=2):
+            if found in with_argument:
+                value = arg[k:] or (args[i + 1] if i + 1 < len(args) else "")
+                if found == letter:
+                    yield value
+                if not arg[k:]:
+                    i += 1
+                break
+        i += 1
+
+
+def _callback_scripts(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """`mapfile -C cmd`, `compgen -C cmd`: each callback, in a cluster too."""
+    for script in _getopt_values(args, _CALLBACK_LETTERS[name], "C"):
+        if is_dynamic(script):
+            note_unreadable(f"{name} runs a script built by expansion: {script}")
+        yield script
+
+
+def _fc_scripts(name: str, args: list[str], stdin_texts: Sequence[str]) -> Iterator[str]:
+    """`fc -e PROG` runs PROG on a file of history, then runs what it leaves there; `fc -s`
+    and `fc -e -` re-run history. History (`history -s`, an earlier call of a session) is
+    text the reader cannot see, so anything but listing it (`fc -l`) is unreadable."""
+    flags = "".join(
+        arg[1:].split("e", 1)[0]  # what follows `e` is its value
+        for arg in itertools.takewhile(lambda arg: arg != "--", args)
+        if arg.startswith("-") and arg[1:2].isalpha()
+    )
+    editors = list(_getopt_values(args, "e", "e"))
+    if "l" in flags:
+        return
+    note_unreadable("fc runs commands from history, which the reader cannot see")
+    for editor in editors:
+        if editor != "-":
+            if is_dynamic(editor):
+                note_unreadable(f"fc runs an editor built by expansion: {editor}")
+            yield editor
 
 
 @dataclass(frozen=True, slots=True)
@@ -786,6 +841,8 @@ _SCRIPT_HANDLERS: dict[str, Callable[[str, list[str], Sequence[str]], Iterator[s
     "trap": _trap_handler,
     "watch": _watched_command,
     "tmux": _tmux_scripts,
+    **dict.fromkeys(_CALLBACK_LETTERS, _callback_scripts),
+    "fc": _fc_scripts,
 }
 
 
