@@ -625,3 +625,42 @@ def test_every_callback_of_a_builtin_is_read(command: str) -> None:
 def test_builtins_with_harmless_callbacks_stay_allowed(command: str) -> None:
     verdict = evaluate(POLICY, command)
     assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # `git grep -O<pager>` opens the matching files in that pager (value attached only).
+        "git grep -Oforbidden a",
+        "git grep -iOforbidden a",
+        "git grep --open-files-in-pager=forbidden a",
+        "git grep --open-files=forbidden a",
+        # Settings whose value git runs as a program or shell text.
+        "git -c difftool.vimdiff.path=forbidden difftool -y -t vimdiff",
+        "git -c mergetool.vimdiff.path=forbidden mergetool",
+        "git -c gpg.format=ssh -c gpg.ssh.defaultKeyCommand='forbidden x' commit -S -m x",
+        "git -c interactive.diffFilter='forbidden x >&2; cat' add -p",
+        "git -c sendemail.sendmailcmd=forbidden send-email x",
+        "git -c imap.tunnel=forbidden imap-send",
+        "git -c core.alternateRefsCommand=forbidden fetch",
+        "git -c submodule.x.update='!forbidden' submodule update",
+        "git config imap.tunnel forbidden",
+    ],
+)
+def test_git_options_and_settings_that_run_a_program_are_read(command: str) -> None:
+    assert evaluate(POLICY, command).approval is RuleAction.deny, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git grep -O a",
+        "git grep -e Oops a",
+        "git grep -eOops a",
+        "git grep --open-files-in-pager a",
+        "git -c submodule.x.update=rebase submodule update",
+    ],
+)
+def test_git_grep_patterns_and_plain_settings_stay_allowed(command: str) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict

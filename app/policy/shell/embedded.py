@@ -174,7 +174,10 @@ _SCRIPT_PATH_VARIABLES = tuple(f"{name}{op}" for name in ("BASH_ENV", "ENV") for
 # `git -c key=value` settings whose value git runs as a command (`!` marks a shell alias).
 _GIT_CODE_KEY = re.compile(
     r"(?i)(?:core\.(?:pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
-    r"sequence\.editor|diff\.(?:.*\.)?(?:external|command)|(?:diff|merge)tool\..*\.cmd|"
+    r"sequence\.editor|diff\.(?:.*\.)?(?:external|command)|(?:diff|merge)tool\..*\.(?:cmd|path)|"
+    r"gpg\.ssh\.defaultkeycommand|interactive\.difffilter|imap\.tunnel|"
+    r"core\.alternaterefscommand|submodule\..*\.update|"
+    r"sendemail\.(?:.*\.)?(?:sendmailcmd|smtpserver|tocmd|cccmd|headercmd)|"
     r"merge\..*\.driver|gpg\.(?:.*\.)?program|protocol\..*|uploadpack\..*|remote\..*\.(?:uploadpack|receivepack|vcs|proxy)|"
     r"include\.path|includeif\..*|filter\..*|"
     r"credential\..*helper|.*\.(?:textconv|command|cmd|process|clean|smudge)|pager\..*|"
@@ -569,9 +572,39 @@ def _git_scripts(args: list[str]) -> Iterator[str]:
 _GIT_CONFIG_ARG_OPTIONS = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment"})
 
 
+# `git grep` letters that take a value (which may hold an `O`); `-O<pager>` opens the files in
+# that pager, a command git runs.
+_GIT_GREP_LETTERS_WITH_VALUE = frozenset("efABCm")
+
+
+def _git_grep_pagers(args: list[str]) -> Iterator[str]:
+    """`git grep -Oprog`, `-iOprog`, `--open-files-in-pager=prog` (any prefix from `--op`, as
+    git's option parser takes a unique one): the value is optional, so only attached."""
+    for arg in args:
+        if arg == "--":
+            return
+        if arg.startswith("--op") and "=" in arg:
+            name, value = arg[2:].split("=", 1)
+            if "open-files-in-pager".startswith(name):
+                yield value
+        elif arg.startswith("-") and not arg.startswith("--"):
+            for k, letter in enumerate(arg[1:], start=2):
+                if letter in _GIT_GREP_LETTERS_WITH_VALUE:
+                    break
+                if letter == "O":
+                    if arg[k:]:
+                        yield arg[k:]
+                    break
+
+
 def _git_subcommand_scripts(args: list[str]) -> Iterator[str]:
     for i, arg in enumerate(args):
         rest = args[i + 1 :]
+        if arg == "grep":
+            for pager in _git_grep_pagers(rest):
+                if is_dynamic(pager):
+                    note_unreadable("git grep -O runs a pager built by expansion")
+                yield pager
         if arg == "bisect" and rest[:1] == ["run"] and len(rest) > 1:
             yield " ".join(rest[1:])
         elif arg == "submodule" and "foreach" in rest:
