@@ -664,3 +664,19 @@ def test_git_options_and_settings_that_run_a_program_are_read(command: str) -> N
 def test_git_grep_patterns_and_plain_settings_stay_allowed(command: str) -> None:
     verdict = evaluate(POLICY, command)
     assert verdict.approval is RuleAction.allow and not verdict.unreadable_reasons, verdict
+
+
+@pytest.mark.parametrize(
+    ("command", "segment"),
+    [
+        # `capsh … --` hands what follows to bash; `gdb --args` (or `-args`) names the program
+        # it runs, with its arguments.
+        ("capsh -- -c 'forbidden x'", "forbidden x"),
+        ("capsh --caps=cap_net_raw+ep -- -c 'forbidden x'", "forbidden x"),
+        ("echo 'forbidden x' | capsh --", "forbidden x"),
+        ("gdb --args forbidden x", "forbidden x"),
+        ("gdb -batch -ex run -args forbidden x", "forbidden x"),
+    ],
+)
+def test_what_capsh_and_gdb_run_is_read_as_a_segment(command: str, segment: str) -> None:
+    assert segment in read_command(command).segments, command

@@ -413,6 +413,13 @@ def unwrapped_variants(words: list[str]) -> list[list[str]]:
             if word.startswith("--coreutils-prog="):
                 variants.append([word.split("=", 1)[1], *words[i + 1 :]])
                 break
+    if name in ("capsh", "gdb"):
+        # `capsh … -- ARGS` runs `bash ARGS`; `gdb --args PROG ARGS` runs PROG (`-ex run`).
+        marker = ("--",) if name == "capsh" else ("--args", "-args")
+        for i, word in enumerate(words[1:], start=1):
+            if word in marker:
+                variants.append(["bash", *words[i + 1 :]] if name == "capsh" else words[i + 1 :])
+                break
     spec = WRAPPERS.get("ld.so" if _DYNAMIC_LOADER.fullmatch(name) else name)
     if spec is not None:
         # A block of words repeated at the front (`nohup nohup …`, `timeout 5 timeout 5 …`) is
