@@ -673,6 +673,9 @@ CRITICAL_SPELLINGS: list[str] = [
     # Fork bombs whose self-calls are not `f | f &` (never run).
     "f(){ (f&); f; }; f",
     "f(){ eval f\\|f\\&; }; f",
+    # Padded past what the checks look at first: too long to try is not a pass.
+    "f(){ " + ": ; " * 200 + "f & f; }; f",
+    "echo x > /[" + "e" * 300 + "]tc/passwd",
 ]
 
 # Dry-run cwd forms: (command, effective cwd) that must escalate.

@@ -274,20 +274,24 @@ def _spawns_itself(text: str) -> bool:
             return True  # more definitions than are worth checking: approve them (fail closed)
         name = match.group(1) or match.group(2)
         body = _function_body(text[match.end() : match.end() + _FUNCTION_BODY_CHARS])
+        # A body longer than the window is judged by everything after its start, not cut
+        # short: padding must not hide the second call (fail closed).
+        if body is None:
+            body = text[match.end() :]
         if _BACKGROUND.search(body) and _calls(body, name) >= 2:
             return True
     return False
 
 
-def _function_body(window: str) -> str:
-    """The text up to the `}` that closes a body opened just before `window` (all of `window`
-    when it does not close there)."""
+def _function_body(window: str) -> str | None:
+    """The text up to the `}` that closes a body opened just before `window`; None when it
+    does not close there."""
     close = window.find("}")
     while close >= 0:
         if window.count("{", 0, close) < window.count("}", 0, close + 1):
             return window[:close]
         close = window.find("}", close + 1)
-    return window
+    return None
 
 
 def _calls(body: str, name: str) -> int:
@@ -504,8 +508,11 @@ def _written(target: str) -> str | None:
         return None
     path = "/" + posixpath.normpath(target).lstrip("/")
     if any(ch in path for ch in "*?["):
-        # (fnmatch's translation of a long run of `[` is slow: no real target is that long.)
-        for sample in _PRECIOUS_SAMPLES if len(path) <= _MAX_GLOB_CHARS else ():
+        # fnmatch's translation of a long run of `[` is slow, and no real target is that
+        # long: one too long to try may name anything (`/[eee…]tc/passwd`), so it counts.
+        if len(path) > _MAX_GLOB_CHARS:
+            return "auth"
+        for sample in _PRECIOUS_SAMPLES:
             if fnmatch.fnmatchcase(sample, path):
                 return "auth" if sample in _AUTH_FILES else "device"
         directory = posixpath.dirname(path)
